@@ -1,1 +1,26 @@
+//! `shard`: the per-core storage engine.
+//!
+//! Owns: partition logs on direct-I/O segment files (`partition_log`, `segment`, `index`,
+//! `recovery`, `checkpoint`), the per-shard batch cache (`cache`), the storage seam with its real
+//! and simulated implementations (`io`), and the thread-per-core runtime (`runtime`).
+//!
+//! Invariants:
+//! 1. Every glommio call lives in `io::dma` or `runtime`.
+//! 2. A partition's files are touched only by the shard that owns it (`runtime::shard_of`).
+//! 3. Nothing read from disk is trusted before it is checked (length, magic, CRC32C, offsets).
 
+pub mod cache;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod index;
+pub mod io;
+pub mod partition_log;
+mod recovery;
+pub mod runtime;
+pub mod segment;
+
+pub use cache::BatchCache;
+pub use config::{FlushPolicy, LogConfig};
+pub use error::{Result, StorageError};
+pub use partition_log::{AppendInfo, LogRead, OpenOptions, PartitionLog, TimestampLookup};

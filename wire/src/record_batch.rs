@@ -123,6 +123,41 @@ pub fn batch_size_from_prefix(input: &[u8], batch_bytes_max: usize) -> Result<us
     Ok(total as usize)
 }
 
+/// The header fields of the batch at the front of `input`, read from its first 61 bytes only
+/// (for walking a log without reading whole batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchPeek {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub size_bytes: usize,
+    pub partition_leader_epoch: i32,
+    pub max_timestamp: i64,
+}
+
+/// Reads a batch's header fields from its first `BATCH_HEADER_BYTES`, checking length and magic.
+pub fn peek_batch(input: &[u8], batch_bytes_max: usize) -> Result<BatchPeek, DecodeError> {
+    let size_bytes = batch_size_from_prefix(input, batch_bytes_max)?;
+    if input.len() < BATCH_HEADER_BYTES {
+        return Err(DecodeError::Truncated { needed: BATCH_HEADER_BYTES, available: input.len() });
+    }
+    let magic = input.get(MAGIC_OFFSET).copied().unwrap_or_default() as i8;
+    if magic != MAGIC_V2 {
+        return Err(DecodeError::BadMagic(magic));
+    }
+    let last_offset_delta = be_i32(input, LAST_OFFSET_DELTA_OFFSET);
+    if last_offset_delta < 0 {
+        return Err(DecodeError::BadLastOffsetDelta(last_offset_delta));
+    }
+    let base_offset = be_i64(input, 0);
+    Ok(BatchPeek {
+        base_offset,
+        last_offset: base_offset + i64::from(last_offset_delta),
+        size_bytes,
+        partition_leader_epoch: be_i32(input, PARTITION_LEADER_EPOCH_OFFSET),
+        max_timestamp: be_i64(input, MAX_TIMESTAMP_OFFSET),
+    })
+}
+
 /// A checked view of one record batch: `bytes` is exactly one batch whose length field matches
 /// and whose magic is 2. The CRC is checked separately (`verify_crc`) because not every reader
 /// needs to pay for it.

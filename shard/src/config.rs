@@ -1,0 +1,75 @@
+//! Per-partition log settings, named and defaulted as Kafka's topic configs are.
+//!
+//! References: Kafka topic configs `segment.bytes`, `segment.ms`, `retention.ms`,
+//! `retention.bytes`, `index.interval.bytes`, `max.message.bytes`, `flush.ms`/`flush.messages`.
+
+/// When appended data is made durable with fdatasync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// fdatasync before an append is acknowledged; concurrent appends share one sync.
+    Always,
+    /// fdatasync at most this many milliseconds after an append (a crash may lose that window).
+    IntervalMs(u64),
+    /// Never sync explicitly except at segment roll and clean shutdown.
+    Never,
+}
+
+/// Settings for one partition log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    pub segment_bytes: u64,
+    pub segment_ms: u64,
+    /// `None` keeps data forever (Kafka's -1).
+    pub retention_ms: Option<u64>,
+    /// `None` is unlimited (Kafka's default -1).
+    pub retention_bytes: Option<u64>,
+    pub index_interval_bytes: u64,
+    pub max_message_bytes: usize,
+    pub flush: FlushPolicy,
+}
+
+/// Kafka's defaults: 1 GiB segments, 7 days, unlimited bytes, 4 KiB index interval, and
+/// `max.message.bytes` 1048588.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
+pub const SEGMENT_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
+pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
+pub const INDEX_INTERVAL_BYTES_DEFAULT: u64 = 4096;
+pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
+/// The largest batch the storage engine will accept whatever the topic says (segment positions
+/// are 32-bit in the index format, and a batch must fit in one segment).
+pub const BATCH_BYTES_MAX: usize = 64 << 20;
+/// Index positions are u32, so a segment cannot outgrow 4 GiB.
+pub const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64;
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: SEGMENT_BYTES_DEFAULT,
+            segment_ms: SEGMENT_MS_DEFAULT,
+            retention_ms: Some(RETENTION_MS_DEFAULT),
+            retention_bytes: None,
+            index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
+            max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+            flush: FlushPolicy::Always,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks ranges; returns a message naming the bad key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.segment_bytes < 14 || self.segment_bytes > SEGMENT_BYTES_MAX {
+            return Err(format!("segment.bytes must be in 14..={SEGMENT_BYTES_MAX}"));
+        }
+        if self.segment_ms == 0 {
+            return Err("segment.ms must be at least 1".into());
+        }
+        if self.index_interval_bytes == 0 {
+            return Err("index.interval.bytes must be at least 1".into());
+        }
+        if self.max_message_bytes == 0 || self.max_message_bytes > BATCH_BYTES_MAX {
+            return Err(format!("max.message.bytes must be in 1..={BATCH_BYTES_MAX}"));
+        }
+        Ok(())
+    }
+}

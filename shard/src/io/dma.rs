@@ -1,0 +1,161 @@
+//! The real storage: glommio `DmaFile` (O_DIRECT) through the executor's io_uring rings.
+//!
+//! Two glommio 0.9 traps are handled here (see DEVELOPERS.md):
+//! 1. Its I/O-poll probe misfires on the first `DmaFile` an executor opens when that file is
+//!    empty, after which every DMA read fails with EOPNOTSUPP on virtio disks (glommio #605).
+//!    `DmaStorage::new` therefore writes a small non-empty probe file in the data directory and
+//!    opens and reads it with `DmaFile` before any other file is opened on that executor.
+//! 2. `DmaFile::create` opens write-only; files are opened read+write through `OpenOptions`.
+//!
+//! Runs on: a glommio executor thread; must be created and used on that thread.
+
+use super::{IoBuffer, Storage, StorageFile, DMA_ALIGNMENT};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The probe file each executor opens first (trap 1 above).
+pub const IO_PROBE_FILE_NAME: &str = ".io-probe";
+
+impl IoBuffer for DmaBuffer {
+    fn as_slice(&self) -> &[u8] {
+        self.as_bytes()
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.as_bytes_mut()
+    }
+}
+
+/// A read result that derefs to the bytes read.
+pub struct DmaRead(ReadResult);
+
+impl AsRef<[u8]> for DmaRead {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// An open O_DIRECT file.
+pub struct DmaStorageFile {
+    file: DmaFile,
+}
+
+impl StorageFile for DmaStorageFile {
+    type Buffer = DmaBuffer;
+    type ReadBuffer = DmaRead;
+
+    fn alloc_buffer(&self, len: usize) -> DmaBuffer {
+        assert!(len % DMA_ALIGNMENT == 0, "DMA buffers are whole pages");
+        let mut buffer = self.file.alloc_dma_buffer(len);
+        buffer.as_bytes_mut().fill(0);
+        buffer
+    }
+
+    async fn write_at(&self, buffer: DmaBuffer, position: u64) -> io::Result<()> {
+        assert!(position % DMA_ALIGNMENT as u64 == 0, "unaligned DMA write at {position}");
+        let len = buffer.len();
+        assert!(len % DMA_ALIGNMENT == 0, "unaligned DMA write length {len}");
+        let written = self.file.write_at(buffer, position).await?;
+        if written != len {
+            return Err(io::Error::other(format!("short DMA write: {written} of {len} bytes")));
+        }
+        Ok(())
+    }
+
+    async fn read_at(&self, position: u64, len: usize) -> io::Result<DmaRead> {
+        Ok(DmaRead(self.file.read_at(position, len).await?))
+    }
+
+    async fn sync(&self) -> io::Result<()> {
+        Ok(self.file.fdatasync().await?)
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        Ok(self.file.truncate(len).await?)
+    }
+
+    async fn size(&self) -> io::Result<u64> {
+        Ok(self.file.file_size().await?)
+    }
+}
+
+/// The real file system, as seen from one glommio executor.
+#[derive(Clone)]
+pub struct DmaStorage {
+    _private: (),
+}
+
+impl DmaStorage {
+    /// Prepares direct I/O on `data_dir` for the calling executor: creates the directory, and
+    /// opens and reads a non-empty probe file with `DmaFile` first (trap 1 in the module header).
+    pub async fn new(data_dir: &Path) -> io::Result<Self> {
+        std::fs::create_dir_all(data_dir)?;
+        let probe = data_dir.join(IO_PROBE_FILE_NAME);
+        let needs_probe_content = std::fs::metadata(&probe).map(|m| m.len() == 0).unwrap_or(true);
+        if needs_probe_content {
+            // A small blocking write, once per executor at startup, before it serves anything.
+            std::fs::write(&probe, vec![0x5a; DMA_ALIGNMENT])?;
+        }
+        let file = DmaFile::open(&probe).await?;
+        let read = file.read_at(0, DMA_ALIGNMENT).await;
+        file.close().await?;
+        let read = read.map_err(|error| {
+            io::Error::other(format!(
+                "direct I/O read of {} failed ({error}); the data directory must be on a file \
+                 system that supports O_DIRECT (ext4, xfs), not tmpfs or overlayfs",
+                probe.display()
+            ))
+        })?;
+        if read.len() != DMA_ALIGNMENT {
+            return Err(io::Error::other("direct I/O probe read came back short"));
+        }
+        Ok(Self { _private: () })
+    }
+}
+
+impl Storage for DmaStorage {
+    type File = DmaStorageFile;
+
+    async fn open(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
+        let file =
+            OpenOptions::new().read(true).write(true).create(create).dma_open(path).await?;
+        Ok(DmaStorageFile { file })
+    }
+
+    async fn close(&self, file: DmaStorageFile) -> io::Result<()> {
+        Ok(file.file.close().await?)
+    }
+
+    async fn remove(&self, path: &Path) -> io::Result<()> {
+        Ok(glommio::io::remove(path).await?)
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        Ok(glommio::io::rename(from, to).await?)
+    }
+
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        // Directory creation is rare (a new partition) and metadata-only.
+        std::fs::create_dir_all(path)
+    }
+
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        // Listing happens once per partition at open time.
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let directory = glommio::io::Directory::open(path).await?;
+        directory.sync().await?;
+        Ok(directory.close().await?)
+    }
+
+    async fn exists(&self, path: &Path) -> io::Result<bool> {
+        let path: PathBuf = path.to_path_buf();
+        Ok(path.exists())
+    }
+}

@@ -1,0 +1,909 @@
+//! `PartitionLog`: one partition's append-only log of Kafka v2 record batches.
+//!
+//! Owns: the partition directory `<data_dir>/<topic>-<partition>/` and everything in it:
+//! segments (`.log`, `.index`, `.timeindex`), the log start offset and leader-epoch
+//! checkpoints, and the clean-shutdown marker.
+//!
+//! Write path: an append validates the batch (framing, magic, CRC32C, size), assigns offsets by
+//! patching the base offset and partition leader epoch in place, and copies it into the active
+//! segment's in-memory tail. The tail is written with aligned direct I/O: whole pages once
+//! `TAIL_WRITE_BYTES` accumulate (in `WRITE_CHUNK_BYTES` writes issued together), and the partial
+//! last page, zero-padded, whenever a sync or a disk read needs everything; the next write
+//! rewrites that page with more data.
+//!
+//! Durability rule: under `FlushPolicy::Always` an append returns only after an fdatasync that
+//! started after the batch was written covers it. Syncs are group-committed: one sync at a time,
+//! and a sync covers every batch appended before it started, so concurrent appends share it.
+//! `IntervalMs` and `Never` acknowledge once the batch is in the tail (a crash may lose the
+//! unsynced window, never half a batch). Segment roll and clean shutdown always sync.
+//!
+//! Invariants:
+//! 1. `log_start_offset <= log_end_offset`; `durable_end_offset <= log_end_offset`.
+//! 2. Offsets are contiguous across batches; segment base offsets are the first batch's offset.
+//! 3. Disk bytes before `tail.start` of the active segment, and all of every sealed segment, are
+//!    written; reads of the active segment past `tail.written_end` first write the tail out.
+//! 4. Only one task writes at a time (`write_lock`), and only one fdatasync runs at a time
+//!    (`sync_lock`, always taken before `write_lock`).
+//!
+//! Runs on: the shard that owns the partition (single-threaded; `RefCell` borrows never span an
+//! `.await`).
+
+use crate::cache::{BatchCache, CacheKey};
+use crate::checkpoint::{self, EpochEntry};
+use crate::config::{FlushPolicy, LogConfig};
+use crate::error::{Result, StorageError};
+use crate::io::{self, align_down, align_up, IoBuffer, Storage, StorageFile};
+use crate::segment::{self, Segment};
+use bytes::{Bytes, BytesMut};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use wire::{Compression, RecordBatchHeader};
+
+/// Size of each direct-I/O write the tail is split into.
+pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
+/// Whole pages are written out once this much is buffered in the tail.
+pub const TAIL_WRITE_BYTES: usize = 4 * WRITE_CHUNK_BYTES;
+const _: () = assert!(WRITE_CHUNK_BYTES % io::DMA_ALIGNMENT == 0);
+const _: () = assert!(TAIL_WRITE_BYTES % WRITE_CHUNK_BYTES == 0);
+/// Smallest read issued for the disk read path.
+pub const DISK_READ_BYTES_MIN: usize = 64 << 10;
+
+/// What an append assigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub log_start_offset: i64,
+}
+
+/// Batches read from the log: whole batches, contiguous in offsets.
+#[derive(Debug, Clone, Default)]
+pub struct LogRead {
+    pub batches: Vec<Bytes>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// Whether the data came from the shard's batch cache rather than the disk.
+    pub from_cache: bool,
+}
+
+impl LogRead {
+    pub fn size_bytes(&self) -> usize {
+        self.batches.iter().map(Bytes::len).sum()
+    }
+}
+
+/// The answer to a lookup by timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampLookup {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+/// The active segment's unwritten bytes.
+pub(crate) struct Tail {
+    /// File position of `data[0]`; page-aligned.
+    pub(crate) start: u64,
+    /// The active segment's bytes from `start` to its logical end.
+    pub(crate) data: Vec<u8>,
+    /// File bytes before this position are on disk.
+    pub(crate) written_end: u64,
+}
+
+pub(crate) struct LogState<F> {
+    pub(crate) segments: BTreeMap<i64, Segment<F>>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
+    pub(crate) durable_end_offset: i64,
+    pub(crate) epochs: Vec<EpochEntry>,
+    pub(crate) tail: Tail,
+    pub(crate) offline: bool,
+    pub(crate) closed: bool,
+    pub(crate) last_sync_ms: i64,
+}
+
+/// One partition's log. See the module header for the write path and durability rule.
+pub struct PartitionLog<S: Storage> {
+    pub(crate) storage: S,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: RefCell<LogConfig>,
+    pub(crate) state: RefCell<LogState<S::File>>,
+    pub(crate) cache: Rc<RefCell<BatchCache>>,
+    pub(crate) cache_key: CacheKey,
+    pub(crate) write_lock: async_lock::Mutex<()>,
+    pub(crate) sync_lock: async_lock::Mutex<()>,
+    /// Whether `open` found a clean-shutdown marker and skipped the recovery scan.
+    pub opened_clean: bool,
+}
+
+/// What `open` needs besides the storage.
+pub struct OpenOptions {
+    pub config: LogConfig,
+    pub cache: Rc<RefCell<BatchCache>>,
+    pub now_ms: i64,
+}
+
+impl<S: Storage> PartitionLog<S> {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.config.borrow().clone()
+    }
+
+    pub fn set_config(&self, config: LogConfig) -> Result<()> {
+        config.validate().map_err(StorageError::InvalidArgument)?;
+        *self.config.borrow_mut() = config;
+        Ok(())
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.state.borrow().log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.state.borrow().log_end_offset
+    }
+
+    /// Offsets below this are durable (synced).
+    pub fn durable_end_offset(&self) -> i64 {
+        self.state.borrow().durable_end_offset
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.state.borrow().epochs.last().map(|entry| entry.epoch)
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.state.borrow().segments.keys().copied().collect()
+    }
+
+    /// Total logical bytes across segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.state.borrow().segments.values().map(|segment| segment.size_bytes).sum()
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        let state = self.state.borrow();
+        if state.closed {
+            return Err(StorageError::Closed(self.dir.clone()));
+        }
+        if state.offline {
+            return Err(StorageError::Offline(self.dir.clone()));
+        }
+        Ok(())
+    }
+
+    /// Marks the log offline when an I/O step of a write fails, so a half-done write is never
+    /// built upon; reopening runs recovery.
+    fn offline_on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            self.state.borrow_mut().offline = true;
+        }
+        result
+    }
+
+    /// Appends one client batch (exactly one v2 batch in `batch`), stamping `leader_epoch`.
+    pub async fn append(&self, mut batch: BytesMut, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
+        let max_message_bytes = self.config.borrow().max_message_bytes;
+        {
+            let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
+            if header.size_bytes() != batch.len() {
+                return Err(StorageError::InvalidBatch(wire::DecodeError::BadBatchLength {
+                    batch_length: batch.len() as i64 - 12,
+                    batch_bytes_max: crate::config::BATCH_BYTES_MAX,
+                }));
+            }
+            if header.size_bytes() > max_message_bytes {
+                return Err(StorageError::BatchTooLarge {
+                    size_bytes: header.size_bytes(),
+                    max_message_bytes,
+                });
+            }
+            header.verify_crc()?;
+            if let Compression::Unknown(codec) = header.compression() {
+                return Err(StorageError::UnknownCompression(codec));
+            }
+        }
+        let guard = self.write_lock.lock().await;
+        self.check_writable()?;
+        let result = self.append_locked(&mut batch, leader_epoch, now_ms).await;
+        let info = self.offline_on_error(result)?;
+        drop(guard);
+        if self.config.borrow().flush == FlushPolicy::Always {
+            self.sync_to(info.last_offset + 1).await?;
+        }
+        Ok(info)
+    }
+
+    async fn append_locked(&self, batch: &mut BytesMut, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
+        self.record_epoch_locked(leader_epoch).await?;
+        let (needs_roll, base_offset) = {
+            let state = self.state.borrow();
+            let config = self.config.borrow();
+            let active = state.segments.values().next_back().expect("a log has an active segment");
+            let too_big = active.size_bytes + batch.len() as u64 > config.segment_bytes;
+            let too_old = now_ms - active.created_ms >= config.segment_ms as i64;
+            let too_many_offsets = state.log_end_offset - active.base_offset > i64::from(i32::MAX);
+            (active.size_bytes > 0 && (too_big || too_old || too_many_offsets), state.log_end_offset)
+        };
+        if needs_roll {
+            self.roll_locked(now_ms).await?;
+        }
+        let mut view = wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
+        view.set_base_offset(base_offset);
+        view.set_partition_leader_epoch(leader_epoch);
+        let bytes = std::mem::take(batch).freeze();
+        let header = RecordBatchHeader::parse(&bytes, crate::config::BATCH_BYTES_MAX)?;
+        let last_offset = header.last_offset();
+        let tail_len = {
+            let mut state = self.state.borrow_mut();
+            let interval = self.config.borrow().index_interval_bytes;
+            let state = &mut *state;
+            let active = state.segments.values_mut().next_back().expect("active segment");
+            let position = active.size_bytes;
+            active.note_batch(&header, position, interval);
+            assert_eq!(state.tail.start + state.tail.data.len() as u64, position);
+            state.tail.data.extend_from_slice(&bytes);
+            state.log_end_offset = last_offset + 1;
+            state.tail.data.len()
+        };
+        self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);
+        if tail_len >= TAIL_WRITE_BYTES {
+            self.write_out_locked(false).await?;
+        }
+        Ok(AppendInfo { base_offset, last_offset, log_start_offset: self.log_start_offset() })
+    }
+
+    /// Adds `leader_epoch` to the epoch history (durably, before any batch carries it).
+    async fn record_epoch_locked(&self, leader_epoch: i32) -> Result<()> {
+        let (latest, log_end) = {
+            let state = self.state.borrow();
+            (state.epochs.last().map(|entry| entry.epoch), state.log_end_offset)
+        };
+        match latest {
+            Some(latest) if leader_epoch < latest => {
+                Err(StorageError::StaleLeaderEpoch { epoch: leader_epoch, latest_epoch: latest })
+            }
+            Some(latest) if leader_epoch == latest => Ok(()),
+            _ => {
+                let mut epochs = self.state.borrow().epochs.clone();
+                epochs.push(EpochEntry { epoch: leader_epoch, start_offset: log_end });
+                let path = checkpoint::path_in(&self.dir, checkpoint::LEADER_EPOCH_FILE);
+                io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs)).await?;
+                self.state.borrow_mut().epochs = epochs;
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the tail to disk: whole pages only, or (with `everything`) the partial last page
+    /// too, zero-padded. Caller holds `write_lock`.
+    async fn write_out_locked(&self, everything: bool) -> Result<()> {
+        let (file, start, buffers, written_len) = {
+            let state = self.state.borrow();
+            let tail = &state.tail;
+            let len = tail.data.len();
+            let write_len = if everything { align_up(len as u64) } else { align_down(len as u64) } as usize;
+            let already = (tail.written_end - tail.start) as usize;
+            if write_len == 0 || (everything && already == len) {
+                return Ok(());
+            }
+            let active = state.segments.values().next_back().expect("active segment");
+            let file = active.file.clone();
+            let mut buffers = Vec::new();
+            let mut offset = 0;
+            while offset < write_len {
+                let chunk = (write_len - offset).min(WRITE_CHUNK_BYTES);
+                let mut buffer = file.alloc_buffer(chunk);
+                let data_end = (offset + chunk).min(len);
+                if let (Some(dst), Some(src)) = (
+                    buffer.as_mut_slice().get_mut(..data_end - offset),
+                    tail.data.get(offset..data_end),
+                ) {
+                    dst.copy_from_slice(src);
+                }
+                buffers.push((tail.start + offset as u64, buffer));
+                offset += chunk;
+            }
+            (file, tail.start, buffers, write_len.min(len))
+        };
+        let writes = buffers.into_iter().map(|(position, buffer)| file.write_at(buffer, position));
+        for result in futures_util::future::join_all(writes).await {
+            result?;
+        }
+        let mut state = self.state.borrow_mut();
+        let tail = &mut state.tail;
+        assert_eq!(tail.start, start, "the tail moved while write_lock was held");
+        tail.written_end = start + written_len as u64;
+        let whole_pages = align_down(written_len as u64) as usize;
+        tail.data.drain(..whole_pages);
+        tail.start += whole_pages as u64;
+        Ok(())
+    }
+
+    /// Makes every offset below `target` durable (group commit; see the module header).
+    pub async fn sync_to(&self, target: i64) -> Result<()> {
+        loop {
+            if self.state.borrow().durable_end_offset >= target {
+                return Ok(());
+            }
+            let _sync = self.sync_lock.lock().await;
+            if self.state.borrow().durable_end_offset >= target {
+                return Ok(());
+            }
+            let (file, end) = {
+                let _write = self.write_lock.lock().await;
+                self.check_writable()?;
+                let result = self.write_out_locked(true).await;
+                self.offline_on_error(result)?;
+                let state = self.state.borrow();
+                let active = state.segments.values().next_back().expect("active segment");
+                (active.file.clone(), state.log_end_offset)
+            };
+            let synced = file.sync().await.map_err(StorageError::from);
+            self.offline_on_error(synced)?;
+            let mut state = self.state.borrow_mut();
+            state.durable_end_offset = state.durable_end_offset.max(end.min(state.log_end_offset));
+        }
+    }
+
+    /// Syncs everything appended so far.
+    pub async fn sync(&self) -> Result<()> {
+        let end = self.log_end_offset();
+        self.sync_to(end).await
+    }
+
+    /// For `FlushPolicy::IntervalMs`: syncs when the interval has passed since the last sync.
+    pub async fn flush_if_due(&self, now_ms: i64) -> Result<()> {
+        let due = match self.config.borrow().flush {
+            FlushPolicy::IntervalMs(interval) => {
+                let state = self.state.borrow();
+                state.durable_end_offset < state.log_end_offset
+                    && now_ms - state.last_sync_ms >= interval as i64
+            }
+            _ => false,
+        };
+        if due {
+            self.sync().await?;
+            self.state.borrow_mut().last_sync_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at the log end offset.
+    pub async fn roll(&self, now_ms: i64) -> Result<()> {
+        let _write = self.write_lock.lock().await;
+        self.check_writable()?;
+        let result = self.roll_locked(now_ms).await;
+        self.offline_on_error(result)
+    }
+
+    async fn roll_locked(&self, now_ms: i64) -> Result<()> {
+        let is_empty = {
+            let state = self.state.borrow();
+            let active = state.segments.values().next_back().expect("active segment");
+            active.size_bytes == 0
+        };
+        if is_empty {
+            return Ok(());
+        }
+        self.seal_active_locked().await?;
+        let base_offset = self.log_end_offset();
+        let path = self.dir.join(segment::log_file_name(base_offset));
+        let file = self.storage.open(&path, true).await?;
+        file.truncate(0).await?;
+        self.storage.sync_dir(&self.dir).await?;
+        let mut state = self.state.borrow_mut();
+        state.segments.insert(base_offset, new_segment(base_offset, Rc::new(file), path, now_ms));
+        state.tail = Tail { start: 0, data: Vec::new(), written_end: 0 };
+        state.durable_end_offset = state.log_end_offset;
+        Ok(())
+    }
+
+    /// Writes the active segment out completely, trims the file to its logical size, syncs it,
+    /// and writes its index files. Caller holds `write_lock`.
+    async fn seal_active_locked(&self) -> Result<()> {
+        self.write_out_locked(true).await?;
+        let (file, size, base_offset, index, time_index) = {
+            let mut state = self.state.borrow_mut();
+            let active = state.segments.values_mut().next_back().expect("active segment");
+            active.seal_time_index();
+            (
+                active.file.clone(),
+                active.size_bytes,
+                active.base_offset,
+                active.index.encode(),
+                active.time_index.encode(),
+            )
+        };
+        file.truncate(size).await?;
+        file.sync().await?;
+        let index_path = self.dir.join(segment::index_file_name(base_offset));
+        io::write_file_atomic(&self.storage, &index_path, &index).await?;
+        let time_index_path = self.dir.join(segment::time_index_file_name(base_offset));
+        io::write_file_atomic(&self.storage, &time_index_path, &time_index).await?;
+        Ok(())
+    }
+
+    /// Reads whole batches starting with the one holding `offset`, up to `max_bytes` (at least
+    /// one batch, so a reader always makes progress).
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<LogRead> {
+        let (log_start, log_end) = {
+            let state = self.state.borrow();
+            if state.closed {
+                return Err(StorageError::Closed(self.dir.clone()));
+            }
+            (state.log_start_offset, state.log_end_offset)
+        };
+        if offset < log_start || offset > log_end {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: log_start,
+                log_end_offset: log_end,
+            });
+        }
+        let mut read = LogRead { log_start_offset: log_start, log_end_offset: log_end, ..LogRead::default() };
+        if offset == log_end {
+            return Ok(read);
+        }
+        if let Some(batches) = self.cache.borrow().read(self.cache_key, offset, max_bytes) {
+            read.batches = batches;
+            read.from_cache = true;
+            return Ok(read);
+        }
+        read.batches = self.read_from_disk(offset, max_bytes).await?;
+        Ok(read)
+    }
+
+    async fn read_from_disk(&self, offset: i64, max_bytes: usize) -> Result<Vec<Bytes>> {
+        let needs_write_out = {
+            let state = self.state.borrow();
+            let (&active_base, active) = state.segments.iter().next_back().expect("active segment");
+            offset >= active_base && state.tail.written_end < active.size_bytes
+        };
+        if needs_write_out {
+            let _write = self.write_lock.lock().await;
+            self.check_writable()?;
+            let result = self.write_out_locked(true).await;
+            self.offline_on_error(result)?;
+        }
+        let (file, path, base_offset, start_position, end_position) = {
+            let state = self.state.borrow();
+            let Some((_, segment)) = state
+                .segments
+                .range(..=offset)
+                .next_back()
+                .filter(|(_, segment)| offset < segment.next_offset)
+            else {
+                return Ok(Vec::new());
+            };
+            let (_, position) = segment.index.lookup(segment.relative(offset));
+            (segment.file.clone(), segment.path.clone(), segment.base_offset, u64::from(position), segment.size_bytes)
+        };
+        let corrupt = |reason: String| StorageError::Corrupt { path: path.clone(), reason };
+        let batch_bytes_max = crate::config::BATCH_BYTES_MAX;
+        let mut batches = Vec::new();
+        let mut total = 0usize;
+        let mut position = start_position;
+        let mut expected_base: Option<i64> = None;
+        while position < end_position {
+            let want = (max_bytes.saturating_sub(total)).max(DISK_READ_BYTES_MIN);
+            let read_len = (end_position - position).min(want as u64) as usize;
+            let read = file.read_at(position, read_len).await?;
+            let chunk = Bytes::copy_from_slice(read.as_ref());
+            if chunk.len() < read_len {
+                return Err(corrupt(format!("short read at {position}: {} of {read_len}", chunk.len())));
+            }
+            let mut at = 0usize;
+            let mut progressed = false;
+            while at < chunk.len() {
+                let rest = chunk.slice(at..);
+                let size = match wire::record_batch::batch_size_from_prefix(&rest, batch_bytes_max) {
+                    Ok(size) => size,
+                    Err(wire::DecodeError::Truncated { .. }) => break,
+                    Err(error) => return Err(corrupt(format!("at position {}: {error}", position + at as u64))),
+                };
+                if size > rest.len() {
+                    if !progressed && batches.is_empty() {
+                        // The first wanted batch is larger than this read; read it whole.
+                        let whole = file.read_at(position + at as u64, size).await?;
+                        if whole.as_ref().len() != size {
+                            return Err(corrupt(format!("batch at {} cut short", position + at as u64)));
+                        }
+                        let whole = Bytes::copy_from_slice(whole.as_ref());
+                        let header = RecordBatchHeader::parse(&whole, batch_bytes_max)
+                            .map_err(|error| corrupt(error.to_string()))?;
+                        if header.last_offset() >= offset {
+                            check_base(&header, expected_base, &corrupt)?;
+                            batches.push(whole);
+                            return Ok(batches);
+                        }
+                        expected_base = Some(header.last_offset() + 1);
+                        at += size;
+                        progressed = true;
+                    }
+                    break;
+                }
+                let batch = rest.slice(..size);
+                let header = RecordBatchHeader::parse(&batch, batch_bytes_max)
+                    .map_err(|error| corrupt(error.to_string()))?;
+                check_base(&header, expected_base, &corrupt)?;
+                if header.base_offset() < base_offset {
+                    return Err(corrupt(format!("batch offset {} below segment base", header.base_offset())));
+                }
+                expected_base = Some(header.last_offset() + 1);
+                at += size;
+                progressed = true;
+                if header.last_offset() < offset {
+                    continue;
+                }
+                if !batches.is_empty() && total + size > max_bytes {
+                    return Ok(batches);
+                }
+                total += size;
+                batches.push(batch);
+                if total >= max_bytes {
+                    return Ok(batches);
+                }
+            }
+            if !progressed {
+                return Err(corrupt(format!("no batch decodable at position {position}")));
+            }
+            position += at as u64;
+        }
+        Ok(batches)
+    }
+
+    /// The first offset whose record timestamp is `>= timestamp` (Kafka ListOffsets by time),
+    /// located through the time index. For compressed batches the answer is the batch's first
+    /// offset (record timestamps inside are not decoded here).
+    pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampLookup>> {
+        let candidates: Vec<(i64, i64)> = {
+            let state = self.state.borrow();
+            state
+                .segments
+                .values()
+                .filter(|segment| segment.max_timestamp >= timestamp)
+                .map(|segment| {
+                    let relative = segment.time_index.scan_start(timestamp);
+                    (segment.base_offset, segment.base_offset + i64::from(relative))
+                })
+                .collect()
+        };
+        let log_start = self.log_start_offset();
+        for (_, scan_from) in candidates {
+            let mut offset = scan_from.max(log_start);
+            loop {
+                let read = match self.read(offset, DISK_READ_BYTES_MIN).await {
+                    Ok(read) => read,
+                    Err(StorageError::OffsetOutOfRange { .. }) => break,
+                    Err(error) => return Err(error),
+                };
+                if read.batches.is_empty() {
+                    break;
+                }
+                for batch in &read.batches {
+                    let header = RecordBatchHeader::parse(batch, crate::config::BATCH_BYTES_MAX)?;
+                    offset = header.last_offset() + 1;
+                    if header.max_timestamp() < timestamp || header.last_offset() < log_start {
+                        continue;
+                    }
+                    if header.compression() == Compression::None {
+                        for record in header.records() {
+                            let record = record?;
+                            let record_timestamp = header.base_timestamp() + record.timestamp_delta;
+                            let record_offset = header.base_offset() + i64::from(record.offset_delta);
+                            if record_timestamp >= timestamp && record_offset >= log_start {
+                                return Ok(Some(TimestampLookup { offset: record_offset, timestamp: record_timestamp }));
+                            }
+                        }
+                    }
+                    return Ok(Some(TimestampLookup {
+                        offset: header.base_offset().max(log_start),
+                        timestamp: header.max_timestamp(),
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Removes every batch holding an offset `>= offset` (whole batches: the log end becomes the
+    /// base offset of the first removed batch). For replication's log reconciliation.
+    pub async fn truncate_to(&self, offset: i64) -> Result<()> {
+        let _write = self.write_lock.lock().await;
+        self.check_writable()?;
+        let result = self.truncate_locked(offset).await;
+        self.offline_on_error(result)
+    }
+
+    async fn truncate_locked(&self, offset: i64) -> Result<()> {
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        self.write_out_locked(true).await?;
+        let first_base = *self.state.borrow().segments.keys().next().expect("segments");
+        // Remove whole segments from the newest backwards, so a crash leaves a prefix.
+        let doomed: Vec<i64> = {
+            let state = self.state.borrow();
+            state.segments.range(offset.max(first_base + 1)..).map(|(base, _)| *base).rev().collect()
+        };
+        for base in doomed {
+            self.delete_segment_locked(base).await?;
+        }
+        if offset <= first_base {
+            // Everything goes: the log restarts empty at `offset`.
+            self.delete_segment_locked(first_base).await?;
+            let path = self.dir.join(segment::log_file_name(offset));
+            let file = self.storage.open(&path, true).await?;
+            file.truncate(0).await?;
+            self.storage.sync_dir(&self.dir).await?;
+            let mut state = self.state.borrow_mut();
+            let now = state.segments.values().next().map(|s| s.created_ms).unwrap_or_default();
+            state.segments.insert(offset, new_segment(offset, Rc::new(file), path, now));
+            state.log_start_offset = offset;
+            state.log_end_offset = offset;
+        } else {
+            // Cut the (now last) segment at the first batch holding `offset`, then rebuild it.
+            let (file, path, base) = {
+                let state = self.state.borrow();
+                let last = state.segments.values().next_back().expect("segment");
+                (last.file.clone(), last.path.clone(), last.base_offset)
+            };
+            let epochs = self.state.borrow().epochs.clone();
+            let interval = self.config.borrow().index_interval_bytes;
+            let cut = self.position_of_batch_holding(&file, &path, base, offset).await?;
+            file.truncate(cut).await?;
+            file.sync().await?;
+            let scan = segment::scan_segment(&*file, &path, base, interval, &epochs).await?;
+            if let Some(reason) = &scan.stopped_early {
+                return Err(StorageError::Corrupt { path, reason: reason.clone() });
+            }
+            let mut state = self.state.borrow_mut();
+            let segment = state.segments.values_mut().next_back().expect("segment");
+            apply_scan(segment, scan);
+            state.log_end_offset = segment.next_offset;
+            state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
+        }
+        self.reload_tail_locked().await?;
+        let log_end = self.log_end_offset();
+        let epochs_changed = {
+            let mut state = self.state.borrow_mut();
+            state.durable_end_offset = state.durable_end_offset.min(log_end);
+            let before = state.epochs.len();
+            state.epochs.retain(|entry| entry.start_offset < log_end);
+            before != state.epochs.len()
+        };
+        if epochs_changed {
+            let epochs = self.state.borrow().epochs.clone();
+            let path = checkpoint::path_in(&self.dir, checkpoint::LEADER_EPOCH_FILE);
+            io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs)).await?;
+        }
+        self.persist_log_start_locked().await?;
+        self.cache.borrow_mut().truncate(self.cache_key, log_end);
+        Ok(())
+    }
+
+    async fn position_of_batch_holding(&self, file: &S::File, path: &Path, base: i64, offset: i64) -> Result<u64> {
+        let (start, size) = {
+            let state = self.state.borrow();
+            let segment = state.segments.get(&base).expect("segment");
+            let (_, position) = segment.index.lookup(segment.relative(offset.max(base)));
+            (u64::from(position), segment.size_bytes)
+        };
+        let mut position = start;
+        while position < size {
+            let head = file.read_at(position, wire::BATCH_HEADER_BYTES).await?;
+            let header = wire::record_batch::peek_batch(head.as_ref(), crate::config::BATCH_BYTES_MAX)
+                .map_err(|error| StorageError::Corrupt { path: path.to_path_buf(), reason: error.to_string() })?;
+            if header.last_offset >= offset {
+                return Ok(position);
+            }
+            position += header.size_bytes as u64;
+        }
+        Ok(size)
+    }
+
+    /// Re-reads the partial last page of the active segment into the tail (after truncation or
+    /// at open).
+    async fn reload_tail_locked(&self) -> Result<()> {
+        let (file, size) = {
+            let state = self.state.borrow();
+            let active = state.segments.values().next_back().expect("active segment");
+            (active.file.clone(), active.size_bytes)
+        };
+        let start = align_down(size);
+        let data = if size > start {
+            let read = file.read_at(start, (size - start) as usize).await?;
+            if read.as_ref().len() as u64 != size - start {
+                return Err(StorageError::Corrupt { path: self.dir.clone(), reason: "tail page short".into() });
+            }
+            read.as_ref().to_vec()
+        } else {
+            Vec::new()
+        };
+        self.state.borrow_mut().tail = Tail { start, data, written_end: size };
+        Ok(())
+    }
+
+    async fn delete_segment_locked(&self, base: i64) -> Result<()> {
+        let segment = self.state.borrow_mut().segments.remove(&base);
+        let Some(segment) = segment else { return Ok(()) };
+        drop(segment);
+        for name in [segment::log_file_name(base), segment::index_file_name(base), segment::time_index_file_name(base)] {
+            let path = self.dir.join(name);
+            if self.storage.exists(&path).await? {
+                self.storage.remove(&path).await?;
+            }
+        }
+        self.storage.sync_dir(&self.dir).await?;
+        Ok(())
+    }
+
+    async fn persist_log_start_locked(&self) -> Result<()> {
+        let log_start = self.log_start_offset();
+        let path = checkpoint::path_in(&self.dir, checkpoint::LOG_START_OFFSET_FILE);
+        io::write_file_atomic(&self.storage, &path, &checkpoint::encode_pairs(&[(0, log_start)])).await?;
+        Ok(())
+    }
+
+    /// Moves the log start offset to `offset` (Kafka DeleteRecords) and deletes the segments
+    /// wholly below it. Returns the new log start offset.
+    pub async fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        let _write = self.write_lock.lock().await;
+        self.check_writable()?;
+        let (log_start, log_end) = {
+            let state = self.state.borrow();
+            (state.log_start_offset, state.log_end_offset)
+        };
+        if offset > log_end || offset < 0 {
+            return Err(StorageError::OffsetOutOfRange { offset, log_start_offset: log_start, log_end_offset: log_end });
+        }
+        if offset <= log_start {
+            return Ok(log_start);
+        }
+        self.state.borrow_mut().log_start_offset = offset;
+        let result = async {
+            self.persist_log_start_locked().await?;
+            self.delete_segments_below_start_locked().await
+        }
+        .await;
+        self.offline_on_error(result)?;
+        Ok(offset)
+    }
+
+    async fn delete_segments_below_start_locked(&self) -> Result<()> {
+        loop {
+            let doomed = {
+                let state = self.state.borrow();
+                let mut sealed = state.segments.values().rev().skip(1).collect::<Vec<_>>();
+                sealed.reverse();
+                sealed
+                    .first()
+                    .filter(|segment| segment.next_offset <= state.log_start_offset)
+                    .map(|segment| segment.base_offset)
+            };
+            match doomed {
+                Some(base) => self.delete_segment_locked(base).await?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Deletes whole sealed segments past `retention.ms` (by their largest timestamp) or beyond
+    /// `retention.bytes`, oldest first, moving the log start offset. Returns how many it deleted.
+    pub async fn apply_retention(&self, now_ms: i64) -> Result<usize> {
+        let _write = self.write_lock.lock().await;
+        self.check_writable()?;
+        let mut deleted = 0;
+        loop {
+            let doomed = {
+                let state = self.state.borrow();
+                let config = self.config.borrow();
+                if state.segments.len() < 2 {
+                    None
+                } else {
+                    let total: u64 = state.segments.values().map(|segment| segment.size_bytes).sum();
+                    let oldest = state.segments.values().next().expect("segments");
+                    let newest_time = if oldest.max_timestamp >= 0 { oldest.max_timestamp } else { oldest.created_ms };
+                    let by_time = config.retention_ms.is_some_and(|ms| now_ms - newest_time > ms as i64);
+                    let by_size = config.retention_bytes.is_some_and(|bytes| total - oldest.size_bytes >= bytes);
+                    (by_time || by_size).then_some(oldest.base_offset)
+                }
+            };
+            let Some(base) = doomed else { break };
+            let next_base = {
+                let mut state = self.state.borrow_mut();
+                let next = state.segments.range(base + 1..).next().map(|(b, _)| *b).expect("a newer segment");
+                state.log_start_offset = state.log_start_offset.max(next);
+                next
+            };
+            let _ = next_base;
+            let result = self.delete_segment_locked(base).await;
+            self.offline_on_error(result)?;
+            deleted += 1;
+        }
+        if deleted > 0 {
+            let result = self.persist_log_start_locked().await;
+            self.offline_on_error(result)?;
+        }
+        Ok(deleted)
+    }
+
+    /// Clean shutdown: writes and syncs everything, trims the active file, writes its indexes and
+    /// the clean-shutdown marker, so the next open skips the recovery scan.
+    pub async fn close(&self) -> Result<()> {
+        let _sync = self.sync_lock.lock().await;
+        let _write = self.write_lock.lock().await;
+        if self.state.borrow().closed {
+            return Ok(());
+        }
+        self.check_writable()?;
+        let result = async {
+            self.seal_active_locked().await?;
+            self.persist_log_start_locked().await?;
+            let marker = checkpoint::path_in(&self.dir, checkpoint::CLEAN_SHUTDOWN_FILE);
+            let log_end = self.log_end_offset();
+            io::write_file_atomic(&self.storage, &marker, format!("{log_end}\n").as_bytes()).await?;
+            Ok(())
+        }
+        .await;
+        self.offline_on_error(result)?;
+        let segments = {
+            let mut state = self.state.borrow_mut();
+            state.closed = true;
+            state.durable_end_offset = state.log_end_offset;
+            std::mem::take(&mut state.segments)
+        };
+        self.cache.borrow_mut().forget(self.cache_key);
+        for (_, segment) in segments {
+            if let Ok(file) = Rc::try_unwrap(segment.file) {
+                self.storage.close(file).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_base(
+    header: &RecordBatchHeader<'_>,
+    expected_base: Option<i64>,
+    corrupt: &dyn Fn(String) -> StorageError,
+) -> Result<()> {
+    if let Some(expected) = expected_base {
+        if header.base_offset() != expected {
+            return Err(corrupt(format!("batch base offset {} where {expected} was expected", header.base_offset())));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn new_segment<F>(base_offset: i64, file: Rc<F>, path: PathBuf, now_ms: i64) -> Segment<F> {
+    Segment {
+        base_offset,
+        file,
+        path,
+        size_bytes: 0,
+        next_offset: base_offset,
+        index: Default::default(),
+        time_index: Default::default(),
+        max_timestamp: -1,
+        offset_of_max_timestamp: base_offset,
+        bytes_since_index_entry: 0,
+        created_ms: now_ms,
+    }
+}
+
+pub(crate) fn apply_scan<F>(segment: &mut Segment<F>, scan: segment::ScanOutcome) {
+    segment.size_bytes = scan.valid_bytes;
+    segment.next_offset = scan.next_offset;
+    segment.index = scan.index;
+    segment.time_index = scan.time_index;
+    segment.max_timestamp = scan.max_timestamp;
+    segment.offset_of_max_timestamp = scan.offset_of_max_timestamp;
+    segment.bytes_since_index_entry = scan.bytes_since_index_entry;
+}

@@ -1,0 +1,246 @@
+//! Opening a partition log: crash recovery and the clean-restart fast path.
+//!
+//! After a clean shutdown (marker present) segment sizes and index files are trusted after cheap
+//! checks. Otherwise sealed segments are trusted (each was synced whole with its indexes when it
+//! was rolled) and the active segment, the only one written since, is scanned batch by batch
+//! (length, magic, CRC32C, contiguous offsets, leader epoch against the epoch history); the
+//! first invalid batch and everything after it are truncated away. Missing or damaged index
+//! files are rebuilt by scanning their segment. I/O errors abort the open and never truncate.
+//!
+//! References: Kafka `LogLoader` (recovery point, `.kafka_cleanshutdown`), `LogSegment.recover`.
+
+use crate::checkpoint::{self, EpochEntry};
+use crate::error::{Result, StorageError};
+use crate::index::{OffsetIndex, TimeIndex};
+use crate::io::{self, Storage, StorageFile};
+use crate::partition_log::{apply_scan, new_segment, LogState, OpenOptions, PartitionLog, Tail};
+use crate::segment::{self, Segment};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Opens (or creates) the log in `dir`, recovering it as the module header describes.
+    pub async fn open(storage: S, dir: &Path, options: OpenOptions) -> Result<Self> {
+        options.config.validate().map_err(StorageError::InvalidArgument)?;
+        storage.create_dir_all(dir).await?;
+        let names = storage.list_dir(dir).await?;
+        for name in names.iter().filter(|name| name.ends_with(".tmp")) {
+            storage.remove(&dir.join(name)).await?;
+        }
+        let marker = checkpoint::path_in(dir, checkpoint::CLEAN_SHUTDOWN_FILE);
+        let clean_log_end: Option<i64> = io::read_whole_file(&storage, &marker)
+            .await?
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .and_then(|text| text.trim().parse().ok());
+        let mut epochs: Vec<EpochEntry> =
+            io::read_whole_file(&storage, &checkpoint::path_in(dir, checkpoint::LEADER_EPOCH_FILE))
+                .await?
+                .and_then(|bytes| checkpoint::decode_epochs(&bytes))
+                .unwrap_or_default();
+        let checkpointed_log_start: Option<i64> = io::read_whole_file(
+            &storage,
+            &checkpoint::path_in(dir, checkpoint::LOG_START_OFFSET_FILE),
+        )
+        .await?
+        .and_then(|bytes| checkpoint::decode_pairs(&bytes))
+        .and_then(|pairs| pairs.first().map(|&(_, offset)| offset));
+
+        let mut bases: Vec<i64> = names
+            .iter()
+            .filter_map(|name| segment::parse_segment_file_name(name, "log"))
+            .collect();
+        bases.sort_unstable();
+        for name in &names {
+            let orphan = segment::parse_segment_file_name(name, "index")
+                .or_else(|| segment::parse_segment_file_name(name, "timeindex"))
+                .is_some_and(|base| bases.binary_search(&base).is_err());
+            if orphan {
+                storage.remove(&dir.join(name)).await?;
+            }
+        }
+        if bases.is_empty() {
+            let base = checkpointed_log_start.unwrap_or(0).max(0);
+            let path = dir.join(segment::log_file_name(base));
+            let file = storage.open(&path, true).await?;
+            storage.close(file).await?;
+            storage.sync_dir(dir).await?;
+            bases.push(base);
+        }
+
+        let config = options.config.clone();
+        let mut segments: BTreeMap<i64, Segment<S::File>> = BTreeMap::new();
+        let mut expected_base: Option<i64> = None;
+        let count = bases.len();
+        let mut truncate_rest = false;
+        for (position, &base) in bases.iter().enumerate() {
+            let path = dir.join(segment::log_file_name(base));
+            if truncate_rest || expected_base.is_some_and(|expected| expected != base) {
+                tracing::warn!(path = %path.display(), "removing segment after a damaged or discontinuous one");
+                truncate_rest = true;
+                for name in [segment::log_file_name(base), segment::index_file_name(base), segment::time_index_file_name(base)] {
+                    let doomed = dir.join(name);
+                    if storage.exists(&doomed).await? {
+                        storage.remove(&doomed).await?;
+                    }
+                }
+                storage.sync_dir(dir).await?;
+                continue;
+            }
+            let is_last = position + 1 == count;
+            let file = storage.open(&path, false).await?;
+            let size = file.size().await?;
+            let mut segment = new_segment(base, Rc::new(file), path.clone(), options.now_ms);
+            let next_offset_hint = if is_last { clean_log_end } else { bases.get(position + 1).copied() };
+            let trusted = if !is_last || clean_log_end.is_some() {
+                match next_offset_hint {
+                    Some(next_offset) => load_indexes(&storage, dir, &mut segment, size, next_offset).await?,
+                    None => false,
+                }
+            } else {
+                false
+            };
+            if !trusted {
+                let scan = segment::scan_segment(&*segment.file, &path, base, config.index_interval_bytes, &epochs).await?;
+                if let Some(reason) = &scan.stopped_early {
+                    tracing::warn!(path = %path.display(), valid_bytes = scan.valid_bytes, file_bytes = size, %reason, "truncating the log at the first invalid batch");
+                    segment.file.truncate(scan.valid_bytes).await?;
+                    segment.file.sync().await?;
+                    truncate_rest = true;
+                }
+                apply_scan(&mut segment, scan);
+                if !is_last && !truncate_rest {
+                    segment.seal_time_index();
+                    let index_path = dir.join(segment::index_file_name(base));
+                    io::write_file_atomic(&storage, &index_path, &segment.index.encode()).await?;
+                    let time_path = dir.join(segment::time_index_file_name(base));
+                    io::write_file_atomic(&storage, &time_path, &segment.time_index.encode()).await?;
+                }
+            }
+            expected_base = Some(segment.next_offset);
+            segments.insert(base, segment);
+        }
+        if truncate_rest {
+            // The last kept segment may have been sealed; it is the active one now and its index
+            // files on disk no longer describe it.
+            if let Some(last) = segments.values().next_back() {
+                for name in [segment::index_file_name(last.base_offset), segment::time_index_file_name(last.base_offset)] {
+                    let stale = dir.join(name);
+                    if storage.exists(&stale).await? {
+                        storage.remove(&stale).await?;
+                    }
+                }
+            }
+        }
+
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let log_end = segments.values().next_back().expect("segment").next_offset;
+        let log_start = checkpointed_log_start.unwrap_or(first_base).max(first_base).min(log_end);
+        let epochs_before = epochs.len();
+        epochs.retain(|entry| entry.start_offset <= log_end);
+        if epochs.len() != epochs_before {
+            let path = checkpoint::path_in(dir, checkpoint::LEADER_EPOCH_FILE);
+            io::write_file_atomic(&storage, &path, &checkpoint::encode_epochs(&epochs)).await?;
+        }
+        if clean_log_end.is_some() {
+            storage.remove(&marker).await?;
+        }
+        storage.sync_dir(dir).await?;
+        if let Some(active) = segments.values().next_back() {
+            active.file.sync().await?;
+        }
+
+        let cache_key = options.cache.borrow_mut().register();
+        let log = PartitionLog {
+            storage,
+            dir: dir.to_path_buf(),
+            config: RefCell::new(config),
+            state: RefCell::new(LogState {
+                segments,
+                log_start_offset: log_start,
+                log_end_offset: log_end,
+                durable_end_offset: log_end,
+                epochs,
+                tail: Tail { start: 0, data: Vec::new(), written_end: 0 },
+                offline: false,
+                closed: false,
+                last_sync_ms: options.now_ms,
+            }),
+            cache: options.cache,
+            cache_key,
+            write_lock: async_lock::Mutex::new(()),
+            sync_lock: async_lock::Mutex::new(()),
+            opened_clean: clean_log_end.is_some(),
+        };
+        {
+            let _write = log.write_lock.lock().await;
+            log.reload_tail_for_open().await?;
+        }
+        Ok(log)
+    }
+
+    async fn reload_tail_for_open(&self) -> Result<()> {
+        let (file, size) = {
+            let state = self.state.borrow();
+            let active = state.segments.values().next_back().expect("active segment");
+            (active.file.clone(), active.size_bytes)
+        };
+        let start = io::align_down(size);
+        let mut data = Vec::new();
+        if size > start {
+            let read = file.read_at(start, (size - start) as usize).await?;
+            data.extend_from_slice(read.as_ref());
+            if data.len() as u64 != size - start {
+                return Err(StorageError::Corrupt { path: self.dir.clone(), reason: "tail page short".into() });
+            }
+        }
+        self.state.borrow_mut().tail = Tail { start, data, written_end: size };
+        Ok(())
+    }
+}
+
+/// Loads a segment's index files if they are present and consistent with the segment; returns
+/// false (so the caller rebuilds them by scanning) otherwise.
+async fn load_indexes<S: Storage>(
+    storage: &S,
+    dir: &Path,
+    segment: &mut Segment<S::File>,
+    size: u64,
+    next_offset: i64,
+) -> Result<bool> {
+    let base = segment.base_offset;
+    let span = (next_offset - base).max(0) as u64;
+    let Some(index_bytes) = io::read_whole_file(storage, &dir.join(segment::index_file_name(base))).await? else {
+        return Ok(false);
+    };
+    let Some(time_bytes) = io::read_whole_file(storage, &dir.join(segment::time_index_file_name(base))).await? else {
+        return Ok(false);
+    };
+    let (Some(index), Some(time_index)) =
+        (OffsetIndex::decode(&index_bytes, size, span.max(1)), TimeIndex::decode(&time_bytes, span.max(1)))
+    else {
+        return Ok(false);
+    };
+    // The last index entry must point at a batch starting at the offset it names.
+    if let Some((relative, position)) = index.last() {
+        let head = segment.file.read_at(u64::from(position), wire::BATCH_HEADER_BYTES).await?;
+        match wire::record_batch::peek_batch(head.as_ref(), crate::config::BATCH_BYTES_MAX) {
+            Ok(peek) if peek.base_offset == base + i64::from(relative) => {}
+            _ => return Ok(false),
+        }
+    }
+    if span == 0 && size != 0 {
+        return Ok(false);
+    }
+    segment.size_bytes = size;
+    segment.next_offset = next_offset;
+    segment.bytes_since_index_entry = size - index.last().map(|(_, p)| u64::from(p)).unwrap_or(0);
+    if let Some((timestamp, relative)) = time_index.last() {
+        segment.max_timestamp = timestamp;
+        segment.offset_of_max_timestamp = base + i64::from(relative);
+    }
+    segment.index = index;
+    segment.time_index = time_index;
+    Ok(true)
+}

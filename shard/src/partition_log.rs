@@ -113,6 +113,8 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) cache_key: CacheKey,
     pub(crate) write_lock: async_lock::Mutex<()>,
     pub(crate) sync_lock: async_lock::Mutex<()>,
+    /// fdatasync calls issued by group commit (for metrics and the group-commit test).
+    pub(crate) syncs_completed: std::cell::Cell<u64>,
     /// Whether `open` found a clean-shutdown marker and skipped the recovery scan.
     pub opened_clean: bool,
 }
@@ -150,6 +152,11 @@ impl<S: Storage> PartitionLog<S> {
     /// Offsets below this are durable (synced).
     pub fn durable_end_offset(&self) -> i64 {
         self.state.borrow().durable_end_offset
+    }
+
+    /// How many group-commit fdatasyncs have completed since open.
+    pub fn syncs_completed(&self) -> u64 {
+        self.syncs_completed.get()
     }
 
     pub fn latest_epoch(&self) -> Option<i32> {
@@ -346,6 +353,7 @@ impl<S: Storage> PartitionLog<S> {
             };
             let synced = file.sync().await.map_err(StorageError::from);
             self.offline_on_error(synced)?;
+            self.syncs_completed.set(self.syncs_completed.get() + 1);
             let mut state = self.state.borrow_mut();
             state.durable_end_offset = state.durable_end_offset.max(end.min(state.log_end_offset));
         }

@@ -171,6 +171,7 @@ impl<S: Storage> PartitionLog<S> {
             cache_key,
             write_lock: async_lock::Mutex::new(()),
             sync_lock: async_lock::Mutex::new(()),
+            syncs_completed: std::cell::Cell::new(0),
             opened_clean: clean_log_end.is_some(),
         };
         {

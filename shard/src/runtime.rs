@@ -1,1 +1,246 @@
+//! The thread-per-core runtime: one pinned glommio executor per shard, startup checks, and the
+//! partition → shard ownership function.
+//!
+//! Owns: executor threads and their configuration (`io_memory`), the preflight that explains
+//! what is missing when io_uring or locked memory is unavailable, and `shard_of`.
+//! Invariants: shard `i` runs on exactly one OS thread pinned to core `i`; `shard_of` is a pure
+//! function of (topic, partition, shard count), stable across restarts and platforms.
+//! Runs on: the main thread (spawning) and each shard's own thread.
 
+use std::future::Future;
+use std::path::Path;
+
+/// Index of a shard (and of the core it is pinned to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardId(pub u16);
+
+/// The most shards one broker runs.
+pub const SHARDS_MAX: usize = 1024;
+/// Registered I/O memory per executor; glommio registers it with each of its three rings.
+pub const IO_MEMORY_BYTES_DEFAULT: usize = 2 << 20;
+/// glommio refuses to start below this locked-memory limit.
+pub const MEMLOCK_BYTES_MIN: u64 = 512 * 1024;
+
+/// Which shard owns a partition: partitions of a topic are spread round-robin from a start
+/// shard chosen by a stable hash (FNV-1a) of the topic name.
+pub fn shard_of(topic: &str, partition: i32, shard_count: usize) -> ShardId {
+    assert!(shard_count > 0 && shard_count <= SHARDS_MAX);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in topic.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let slot = (hash % shard_count as u64 + u64::from(partition.unsigned_abs())) % shard_count as u64;
+    ShardId(slot as u16)
+}
+
+/// Why the runtime cannot start, each with the fix in its message.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(
+        "io_uring is unavailable ({0}). strata needs Linux 5.8+ with io_uring enabled: check \
+         `sysctl kernel.io_uring_disabled` (must be 0) and that no seccomp profile (docker, \
+         systemd SystemCallFilter) blocks io_uring_setup"
+    )]
+    IoUringUnavailable(std::io::Error),
+    #[error(
+        "the locked-memory limit is {limit_bytes} bytes; glommio needs at least \
+         {MEMLOCK_BYTES_MIN}. Fix: `ulimit -l unlimited` in the starting shell, or \
+         `LimitMEMLOCK=infinity` in the systemd unit, or run with CAP_IPC_LOCK"
+    )]
+    MemlockTooLow { limit_bytes: u64 },
+    #[error("cannot use {requested} cores: this machine offers {available}")]
+    TooManyCores { requested: usize, available: usize },
+    #[error("failed to start the executor for shard {shard}: {message}")]
+    Executor { shard: usize, message: String },
+    #[error("shard {0} panicked")]
+    ShardPanicked(usize),
+}
+
+/// What the preflight found; warnings are printed by the caller.
+#[derive(Debug, Clone)]
+pub struct Preflight {
+    pub memlock_limit_bytes: u64,
+    pub has_cap_ipc_lock: bool,
+    pub available_cores: usize,
+    pub warnings: Vec<String>,
+}
+
+fn memlock_limit_bytes() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we pass and has no other effect.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
+    if rc != 0 {
+        return 0;
+    }
+    limit.rlim_cur
+}
+
+fn has_cap_ipc_lock() -> bool {
+    const CAP_IPC_LOCK: u32 = 14;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| line.strip_prefix("CapEff:").map(str::trim).map(String::from))
+        })
+        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
+}
+
+/// Cores this process may run on.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Checks io_uring and locked memory before any executor starts.
+pub fn preflight(cores: usize, io_memory_bytes: usize) -> Result<Preflight, RuntimeError> {
+    io_uring::IoUring::new(8).map(drop).map_err(RuntimeError::IoUringUnavailable)?;
+    let memlock_limit_bytes = memlock_limit_bytes();
+    let has_cap_ipc_lock = has_cap_ipc_lock();
+    if memlock_limit_bytes < MEMLOCK_BYTES_MIN {
+        return Err(RuntimeError::MemlockTooLow { limit_bytes: memlock_limit_bytes });
+    }
+    let available = available_cores();
+    if cores == 0 || cores > available {
+        return Err(RuntimeError::TooManyCores { requested: cores, available });
+    }
+    let mut warnings = Vec::new();
+    let registered = (io_memory_bytes as u64) * 3 * cores as u64;
+    if !has_cap_ipc_lock && memlock_limit_bytes != libc::RLIM_INFINITY && registered > memlock_limit_bytes {
+        warnings.push(format!(
+            "registered I/O buffers need {registered} bytes of locked memory but the limit is \
+             {memlock_limit_bytes}; direct I/O will use unregistered buffers (slower). Fix: \
+             `ulimit -l unlimited`, `LimitMEMLOCK=infinity` in the systemd unit, or CAP_IPC_LOCK"
+        ));
+    }
+    Ok(Preflight { memlock_limit_bytes, has_cap_ipc_lock, available_cores: available, warnings })
+}
+
+/// Where a shard runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardContext {
+    pub shard_id: ShardId,
+    pub shard_count: usize,
+}
+
+/// How to start the shards.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Number of shards (one per core, pinned to cores 0..cores).
+    pub cores: usize,
+    pub io_memory_bytes: usize,
+    /// Pin each shard to its core (off only where pinning is not allowed).
+    pub pin: bool,
+}
+
+impl RuntimeConfig {
+    pub fn all_cores() -> Self {
+        Self { cores: available_cores(), io_memory_bytes: IO_MEMORY_BYTES_DEFAULT, pin: true }
+    }
+}
+
+/// Runs `shard_main` on every shard, each on its own pinned executor thread, and waits for all
+/// of them. Returns their results in shard order.
+pub fn run_shards<F, Fut, T>(config: &RuntimeConfig, shard_main: F) -> Result<Vec<T>, RuntimeError>
+where
+    F: Fn(ShardContext) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let mut handles = Vec::with_capacity(config.cores);
+    for shard in 0..config.cores {
+        let placement = if config.pin {
+            glommio::Placement::Fixed(shard)
+        } else {
+            glommio::Placement::Unbound
+        };
+        let shard_main = shard_main.clone();
+        let context = ShardContext { shard_id: ShardId(shard as u16), shard_count: config.cores };
+        let handle = glommio::LocalExecutorBuilder::new(placement)
+            .name(&format!("shard-{shard}"))
+            .io_memory(config.io_memory_bytes)
+            .spawn(move || shard_main(context))
+            .map_err(|error| RuntimeError::Executor { shard, message: error.to_string() })?;
+        handles.push(handle);
+    }
+    let mut results = Vec::with_capacity(handles.len());
+    for (shard, handle) in handles.into_iter().enumerate() {
+        results.push(handle.join().map_err(|_| RuntimeError::ShardPanicked(shard))?);
+    }
+    Ok(results)
+}
+
+/// Runs one future on a fresh (unpinned) executor on the current thread: for tools and tests.
+pub fn run_local<Fut: Future>(io_memory_bytes: usize, future: Fut) -> Result<Fut::Output, RuntimeError> {
+    let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .io_memory(io_memory_bytes)
+        .make()
+        .map_err(|error| RuntimeError::Executor { shard: 0, message: error.to_string() })?;
+    Ok(executor.run(future))
+}
+
+/// Spawns a task on the current shard's executor.
+pub fn spawn_local<T: 'static>(future: impl Future<Output = T> + 'static) -> glommio::task::JoinHandle<T> {
+    glommio::spawn_local(future).detach()
+}
+
+/// Sleeps on the current shard's timer.
+pub async fn sleep(duration: std::time::Duration) {
+    glommio::timer::sleep(duration).await
+}
+
+/// The real-file storage for a data directory, primed for direct I/O on this executor.
+pub async fn open_storage(data_dir: &Path) -> std::io::Result<crate::io::dma::DmaStorage> {
+    crate::io::dma::DmaStorage::new(data_dir).await
+}
+
+/// Milliseconds since the Unix epoch (wall clock, for timestamps and retention).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_of_is_stable_and_spreads_partitions_of_a_topic() {
+        assert_eq!(shard_of("orders", 0, 4), shard_of("orders", 0, 4));
+        let shards: std::collections::BTreeSet<_> = (0..4).map(|p| shard_of("orders", p, 4)).collect();
+        assert_eq!(shards.len(), 4, "four partitions land on four shards");
+        assert_eq!(shard_of("anything", 7, 1), ShardId(0));
+        // Pinned value: the mapping is part of the on-disk layout and must not drift.
+        assert_eq!(shard_of("orders", 0, 2), shard_of("orders", 2, 2));
+    }
+
+    #[test]
+    fn preflight_passes_on_this_machine_and_rejects_impossible_core_counts() {
+        let cores = available_cores();
+        let found = preflight(cores, IO_MEMORY_BYTES_DEFAULT).expect("io_uring and memlock are usable");
+        assert!(found.memlock_limit_bytes >= MEMLOCK_BYTES_MIN);
+        assert!(matches!(preflight(cores + 1, 0), Err(RuntimeError::TooManyCores { .. })));
+    }
+
+    #[test]
+    fn run_shards_runs_one_pinned_executor_per_core() {
+        let config = RuntimeConfig::all_cores();
+        let ids = run_shards(&config, |context| async move {
+            // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
+            let allowed: Vec<usize> = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+                (0..libc::CPU_SETSIZE as usize).filter(|cpu| libc::CPU_ISSET(*cpu, &set)).collect()
+            };
+            (context.shard_id.0, allowed)
+        })
+        .expect("executors start");
+        assert_eq!(ids.len(), config.cores);
+        for (index, (id, allowed)) in ids.into_iter().enumerate() {
+            assert_eq!(usize::from(id), index);
+            assert_eq!(allowed, vec![index], "shard {index} is pinned to core {index} only");
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Unit-level behaviour of the partition log: append, read, roll, index, time index, retention,
+//! truncate, delete-records and reopen, on the simulated disk (deterministic) and on real
+//! direct-I/O files.
+
+mod common;
+
+use common::{base_offset, batch, options, read_all};
+use futures_lite::future::block_on;
+use shard::io::sim::{FaultConfig, SimStorage};
+use shard::{FlushPolicy, LogConfig, PartitionLog, StorageError};
+use std::path::{Path, PathBuf};
+
+fn dir() -> PathBuf {
+    PathBuf::from("/data/orders-0")
+}
+
+fn small_config() -> LogConfig {
+    LogConfig { segment_bytes: 4096, index_interval_bytes: 1024, flush: FlushPolicy::Never, ..LogConfig::default() }
+}
+
+async fn open(storage: &SimStorage, config: LogConfig, cache_bytes: usize) -> PartitionLog<SimStorage> {
+    PartitionLog::open(storage.clone(), &dir(), options(config, cache_bytes)).await.expect("open")
+}
+
+#[test]
+fn appends_get_contiguous_offsets_and_read_back_byte_for_byte() {
+    block_on(async {
+        let storage = SimStorage::new(1, FaultConfig::NONE);
+        let log = open(&storage, LogConfig::default(), 1 << 20).await;
+        let mut appended = Vec::new();
+        for i in 0..3 {
+            let info = log.append(batch(i, 3, 50, 1000), 0, 1000).await.expect("append");
+            assert_eq!((info.base_offset, info.last_offset), (3 * i as i64, 3 * i as i64 + 2));
+            appended.push(info);
+        }
+        assert_eq!(log.log_end_offset(), 9);
+        let all = log.read(0, 1 << 20).await.expect("read");
+        assert!(all.from_cache);
+        assert_eq!(all.batches.len(), 3);
+        for (i, bytes) in all.batches.iter().enumerate() {
+            let mut expected = batch(i as u64, 3, 50, 1000);
+            expected[0..8].copy_from_slice(&(3 * i as i64).to_be_bytes());
+            expected[12..16].copy_from_slice(&0i32.to_be_bytes());
+            assert_eq!(&bytes[..], &expected[..], "batch {i} differs from what was appended");
+        }
+        let middle = log.read(4, 1 << 20).await.expect("read");
+        assert_eq!(base_offset(&middle.batches[0]), 3, "read starts at the batch holding 4");
+        let one = log.read(0, 10).await.expect("read");
+        assert_eq!(one.batches.len(), 1, "at least one batch even when over max_bytes");
+        assert!(log.read(9, 100).await.expect("read at end").batches.is_empty());
+        assert!(matches!(log.read(10, 100).await, Err(StorageError::OffsetOutOfRange { .. })));
+    });
+}
+
+#[test]
+fn disk_reads_match_cache_reads_when_the_cache_is_too_small() {
+    block_on(async {
+        let storage = SimStorage::new(2, FaultConfig::NONE);
+        let cached = open(&storage, small_config(), 1 << 20).await;
+        for i in 0..40 {
+            cached.append(batch(i, 2, 100, 1000 + i as i64), 0, 1000).await.expect("append");
+        }
+        let from_cache = read_all(&cached).await;
+        cached.close().await.expect("close");
+        let uncached = open(&storage, small_config(), 0).await;
+        assert!(uncached.opened_clean);
+        let first = uncached.read(0, 1 << 20).await.expect("read");
+        assert!(!first.from_cache);
+        let from_disk = read_all(&uncached).await;
+        assert_eq!(from_cache, from_disk);
+        for offset in [0, 1, 17, 40, 79] {
+            let read = uncached.read(offset, 300).await.expect("read");
+            let header = wire::RecordBatchHeader::parse(&read.batches[0], 1 << 26).expect("batch");
+            assert!(header.base_offset() <= offset && offset <= header.last_offset());
+            assert!(read.size_bytes() <= 300 || read.batches.len() == 1);
+        }
+    });
+}
+
+#[test]
+fn segments_roll_at_segment_bytes_and_index_every_interval() {
+    block_on(async {
+        let storage = SimStorage::new(3, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 1 << 20).await;
+        for i in 0..30 {
+            log.append(batch(i, 1, 400, 1000), 0, 1000).await.expect("append");
+        }
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() >= 3, "4 KiB segments of ~470-byte batches roll: {bases:?}");
+        assert_eq!(bases[0], 0);
+        let sealed_log = storage.file_bytes(&dir().join(format!("{:020}.log", bases[1]))).expect("file");
+        assert!(sealed_log.len() as u64 <= 4096, "a sealed segment respects segment.bytes");
+        assert_eq!(base_offset(&sealed_log), bases[1], "segment file named by its first offset");
+        let index = storage.file_bytes(&dir().join(format!("{:020}.index", bases[1]))).expect("index");
+        assert!(!index.is_empty() && index.len() % 8 == 0, "sealed segment has an index");
+        let entries = index.len() / 8;
+        let expected = sealed_log.len() / 1024;
+        assert!(entries + 1 >= expected && entries <= expected, "{entries} entries for {} bytes", sealed_log.len());
+        for chunk in index.chunks(8) {
+            let relative = u32::from_be_bytes(chunk[..4].try_into().unwrap()) as i64;
+            let position = u32::from_be_bytes(chunk[4..].try_into().unwrap()) as usize;
+            assert_eq!(base_offset(&sealed_log[position..]), bases[1] + relative, "index entry points at its batch");
+        }
+        let read = log.read(bases[2], 1 << 20).await.expect("read across segments");
+        assert_eq!(base_offset(&read.batches[0]), bases[2]);
+    });
+}
+
+#[test]
+fn segments_roll_after_segment_ms() {
+    block_on(async {
+        let storage = SimStorage::new(4, FaultConfig::NONE);
+        let config = LogConfig { segment_ms: 1000, ..small_config() };
+        let log = open(&storage, config, 1 << 20).await;
+        log.append(batch(0, 1, 10, 1000), 0, 1000).await.expect("append");
+        log.append(batch(1, 1, 10, 1500), 0, 1500).await.expect("append");
+        assert_eq!(log.segment_base_offsets(), vec![0]);
+        log.append(batch(2, 1, 10, 2100), 0, 2100).await.expect("append");
+        assert_eq!(log.segment_base_offsets(), vec![0, 2]);
+    });
+}
+
+#[test]
+fn offset_for_timestamp_finds_the_first_record_at_or_after_the_time() {
+    block_on(async {
+        let storage = SimStorage::new(5, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 0).await;
+        // Batch i holds 3 records stamped 10_000 + 100 * i + {0, 1, 2}.
+        for i in 0..60 {
+            log.append(batch(i, 3, 60, 10_000 + 100 * i as i64), 0, 1000).await.expect("append");
+        }
+        let lookup = |t| log.offset_for_timestamp(t);
+        assert_eq!(lookup(0).await.expect("lookup").map(|l| l.offset), Some(0));
+        let hit = lookup(10_000 + 100 * 37 + 1).await.expect("lookup").expect("found");
+        assert_eq!((hit.offset, hit.timestamp), (37 * 3 + 1, 10_000 + 100 * 37 + 1));
+        let between = lookup(10_000 + 100 * 20 + 50).await.expect("lookup").expect("found");
+        assert_eq!(between.offset, 21 * 3, "the first record after a gap in time");
+        assert_eq!(lookup(10_000 + 100 * 59 + 3).await.expect("lookup"), None);
+    });
+}
+
+#[test]
+fn retention_by_bytes_and_time_deletes_whole_old_segments() {
+    block_on(async {
+        let storage = SimStorage::new(6, FaultConfig::NONE);
+        let config = LogConfig { retention_ms: None, ..small_config() };
+        let log = open(&storage, config.clone(), 1 << 20).await;
+        for i in 0..40 {
+            log.append(batch(i, 1, 400, 1_000 + i as i64 * 1000), 0, 1000).await.expect("append");
+        }
+        let before = log.segment_base_offsets();
+        assert_eq!(log.apply_retention(1_000_000).await.expect("retention"), 0, "nothing limits it yet");
+        log.set_config(LogConfig { retention_bytes: Some(8192), ..config.clone() }).expect("config");
+        let deleted = log.apply_retention(1_000_000).await.expect("retention");
+        assert!(deleted > 0);
+        let after = log.segment_base_offsets();
+        assert_eq!(after[..], before[deleted..]);
+        assert_eq!(log.log_start_offset(), after[0]);
+        assert!(log.size_bytes() - 4096 < 8192, "no segment more than needed is kept");
+        assert!(!storage.paths().iter().any(|p| p.ends_with(format!("{:020}.log", before[0]))));
+        assert!(matches!(log.read(0, 100).await, Err(StorageError::OffsetOutOfRange { .. })));
+        // By time: segments whose newest record is older than retention.ms go; the active stays.
+        log.set_config(LogConfig { retention_ms: Some(10_000), retention_bytes: None, ..config }).expect("config");
+        let newest = 1_000 + 39 * 1000;
+        log.apply_retention(newest + 10_001).await.expect("retention");
+        assert_eq!(log.segment_base_offsets().len(), 1, "only the active segment is left");
+        assert_eq!(read_all(&log).await.len() as i64, log.log_end_offset() - log.log_start_offset());
+    });
+}
+
+#[test]
+fn truncate_to_removes_whole_batches_and_appends_continue() {
+    block_on(async {
+        let storage = SimStorage::new(7, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 1 << 20).await;
+        for i in 0..30 {
+            log.append(batch(i, 2, 300, 1000), 0, 1000).await.expect("append");
+        }
+        log.truncate_to(25).await.expect("truncate");
+        assert_eq!(log.log_end_offset(), 24, "the batch holding 25 (24..25) is removed whole");
+        assert!(matches!(log.read(24, 100).await, Ok(read) if read.batches.is_empty()));
+        let info = log.append(batch(99, 1, 10, 2000), 0, 2000).await.expect("append");
+        assert_eq!(info.base_offset, 24);
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 13);
+        log.truncate_to(0).await.expect("truncate everything");
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+        drop(log);
+        storage.crash();
+        let reopened = open(&storage, small_config(), 1 << 20).await;
+        assert_eq!(reopened.log_end_offset(), 0);
+    });
+}
+
+#[test]
+fn delete_records_before_moves_the_log_start_and_survives_a_crash() {
+    block_on(async {
+        let storage = SimStorage::new(8, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 1 << 20).await;
+        for i in 0..30 {
+            log.append(batch(i, 1, 400, 1000), 0, 1000).await.expect("append");
+        }
+        log.sync().await.expect("sync");
+        let segments_before = log.segment_base_offsets().len();
+        assert_eq!(log.delete_records_before(17).await.expect("delete"), 17);
+        assert_eq!(log.log_start_offset(), 17);
+        assert!(log.segment_base_offsets().len() < segments_before, "whole segments below 17 deleted");
+        assert!(matches!(log.read(16, 10).await, Err(StorageError::OffsetOutOfRange { .. })));
+        assert_eq!(base_offset(&log.read(17, 10).await.expect("read").batches[0]), 17);
+        assert!(log.delete_records_before(31).await.is_err(), "past the log end");
+        drop(log);
+        storage.crash();
+        let reopened = open(&storage, small_config(), 1 << 20).await;
+        assert_eq!(reopened.log_start_offset(), 17);
+        assert_eq!(reopened.log_end_offset(), 30);
+    });
+}
+
+#[test]
+fn missing_and_corrupt_index_files_are_rebuilt() {
+    block_on(async {
+        let storage = SimStorage::new(9, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 0).await;
+        for i in 0..30 {
+            log.append(batch(i, 1, 400, 1000 + i as i64), 0, 1000).await.expect("append");
+        }
+        let expected = read_all(&log).await;
+        let bases = log.segment_base_offsets();
+        log.close().await.expect("close");
+        let index_path = |base: i64| dir().join(format!("{base:020}.index"));
+        let original = storage.file_bytes(&index_path(bases[1])).expect("index");
+        storage.set_file_bytes(&index_path(bases[1]), vec![0xff; 13]);
+        let removed_path = index_path(bases[2]);
+        let original_removed = storage.file_bytes(&removed_path).expect("index");
+        shard::io::Storage::remove(&storage, &removed_path).await.expect("remove");
+        let reopened = open(&storage, small_config(), 0).await;
+        assert_eq!(read_all(&reopened).await, expected);
+        assert_eq!(storage.file_bytes(&index_path(bases[1])), Some(original), "rebuilt identically");
+        assert_eq!(storage.file_bytes(&removed_path), Some(original_removed), "recreated");
+    });
+}
+
+#[test]
+fn clean_shutdown_skips_the_scan_and_a_crash_does_not() {
+    block_on(async {
+        let storage = SimStorage::new(10, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 0).await;
+        assert!(!log.opened_clean);
+        for i in 0..10 {
+            log.append(batch(i, 1, 100, 1000), 3, 1000).await.expect("append");
+        }
+        log.close().await.expect("close");
+        assert!(matches!(log.append(batch(0, 1, 1, 0), 3, 0).await, Err(StorageError::Closed(_))));
+        let clean = open(&storage, small_config(), 0).await;
+        assert!(clean.opened_clean);
+        assert_eq!(clean.log_end_offset(), 10);
+        assert_eq!(clean.latest_epoch(), Some(3));
+        clean.append(batch(10, 1, 100, 1000), 3, 1000).await.expect("append");
+        drop(clean);
+        storage.crash();
+        let crashed = open(&storage, small_config(), 0).await;
+        assert!(!crashed.opened_clean, "the marker is removed at open, so a crash is noticed");
+        assert!(crashed.log_end_offset() >= 10);
+    });
+}
+
+#[test]
+fn bad_batches_are_rejected_with_typed_errors() {
+    block_on(async {
+        let storage = SimStorage::new(11, FaultConfig::NONE);
+        let config = LogConfig { max_message_bytes: 500, ..LogConfig::default() };
+        let log = open(&storage, config, 0).await;
+        let mut corrupt = batch(1, 1, 10, 0);
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 1;
+        assert!(matches!(log.append(corrupt, 0, 0).await, Err(StorageError::InvalidBatch(_))));
+        assert!(matches!(
+            log.append(batch(1, 1, 1000, 0), 0, 0).await,
+            Err(StorageError::BatchTooLarge { .. })
+        ));
+        let mut two = batch(1, 1, 10, 0);
+        two.extend_from_slice(&batch(2, 1, 10, 0));
+        assert!(matches!(log.append(two, 0, 0).await, Err(StorageError::InvalidBatch(_))));
+        log.append(batch(3, 1, 10, 0), 5, 0).await.expect("append at epoch 5");
+        assert!(matches!(log.append(batch(4, 1, 10, 0), 4, 0).await, Err(StorageError::StaleLeaderEpoch { .. })));
+        assert_eq!(log.log_end_offset(), 1, "rejected batches leave no trace");
+    });
+}
+
+fn run_dma<F: std::future::Future>(future: F) -> F::Output {
+    shard::runtime::run_local(1 << 20, future).expect("executor")
+}
+
+async fn open_dma(path: &Path, config: LogConfig) -> PartitionLog<shard::io::dma::DmaStorage> {
+    let storage = shard::runtime::open_storage(path.parent().expect("parent")).await.expect("storage");
+    PartitionLog::open(storage, path, options(config, 0)).await.expect("open")
+}
+
+#[test]
+fn real_direct_io_files_round_trip_through_roll_close_and_reopen() {
+    let root = common::scratch_dir("dma-round-trip");
+    let path = root.join("orders-0");
+    run_dma(async {
+        let config = LogConfig { segment_bytes: 256 << 10, index_interval_bytes: 4096, flush: FlushPolicy::Never, ..LogConfig::default() };
+        let log = open_dma(&path, config.clone()).await;
+        for i in 0..300 {
+            log.append(batch(i, 3, 300 + (i as usize * 37) % 2000, 1000), 0, 1000).await.expect("append");
+        }
+        let written = read_all(&log).await;
+        assert!(log.segment_base_offsets().len() > 3);
+        log.close().await.expect("close");
+        let reopened = open_dma(&path, config).await;
+        assert!(reopened.opened_clean);
+        assert_eq!(read_all(&reopened).await, written);
+        let appended = reopened.append(batch(7, 1, 10, 1000), 0, 1000).await.expect("append");
+        assert_eq!(appended.base_offset, 900);
+    });
+    let on_disk = std::fs::read(path.join(format!("{:020}.log", 0))).expect("segment file");
+    assert_eq!(base_offset(&on_disk), 0, "the .log file holds plain Kafka batches");
+}
+
+#[test]
+fn concurrent_appends_share_fdatasyncs_under_flush_always() {
+    let root = common::scratch_dir("group-commit");
+    let path = root.join("orders-0");
+    run_dma(async {
+        let config = LogConfig { flush: FlushPolicy::Always, ..LogConfig::default() };
+        let log = std::rc::Rc::new(open_dma(&path, config).await);
+        let writers = 8;
+        let appends_each = 20;
+        let mut tasks = Vec::new();
+        for writer in 0..writers {
+            let log = log.clone();
+            tasks.push(glommio::spawn_local(async move {
+                for i in 0..appends_each {
+                    let info = log.append(batch(writer * 100 + i, 1, 16 << 10, 1000), 0, 1000).await.expect("append");
+                    assert!(log.durable_end_offset() > info.last_offset, "acknowledged only once durable");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await;
+        }
+        let appends = writers * appends_each;
+        let syncs = log.syncs_completed();
+        assert_eq!(log.log_end_offset(), appends as i64);
+        assert!(syncs < appends / 2, "{syncs} syncs for {appends} appends: group commit is not sharing");
+    });
+}

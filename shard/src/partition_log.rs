@@ -635,6 +635,18 @@ impl<S: Storage> PartitionLog<S> {
         }
         self.write_out_locked(true).await?;
         let first_base = *self.state.borrow().segments.keys().next().expect("segments");
+        // Every read happens before anything is deleted, so a read error leaves the log as it was.
+        let cut = if offset > first_base {
+            let (file, path, base) = {
+                let state = self.state.borrow();
+                let (_, holder) = state.segments.range(..offset).next_back().expect("a segment below offset");
+                (holder.file.clone(), holder.path.clone(), holder.base_offset)
+            };
+            let position = self.position_of_batch_holding(&file, &path, base, offset).await?;
+            Some((file, path, base, position))
+        } else {
+            None
+        };
         // Remove whole segments from the newest backwards, so a crash leaves a prefix.
         let doomed: Vec<i64> = {
             let state = self.state.borrow();
@@ -643,39 +655,42 @@ impl<S: Storage> PartitionLog<S> {
         for base in doomed {
             self.delete_segment_locked(base).await?;
         }
-        if offset <= first_base {
-            // Everything goes: the log restarts empty at `offset`.
-            self.delete_segment_locked(first_base).await?;
-            let path = self.dir.join(segment::log_file_name(offset));
-            let file = self.storage.open(&path, true).await?;
-            file.truncate(0).await?;
-            self.storage.sync_dir(&self.dir).await?;
-            let mut state = self.state.borrow_mut();
-            let now = state.segments.values().next().map(|s| s.created_ms).unwrap_or_default();
-            state.segments.insert(offset, new_segment(offset, Rc::new(file), path, now));
-            state.log_start_offset = offset;
-            state.log_end_offset = offset;
-        } else {
-            // Cut the (now last) segment at the first batch holding `offset`, then rebuild it.
-            let (file, path, base) = {
-                let state = self.state.borrow();
-                let last = state.segments.values().next_back().expect("segment");
-                (last.file.clone(), last.path.clone(), last.base_offset)
-            };
-            let epochs = self.state.borrow().epochs.clone();
-            let interval = self.config.borrow().index_interval_bytes;
-            let cut = self.position_of_batch_holding(&file, &path, base, offset).await?;
-            file.truncate(cut).await?;
-            file.sync().await?;
-            let scan = segment::scan_segment(&*file, &path, base, interval, &epochs).await?;
-            if let Some(reason) = &scan.stopped_early {
-                return Err(StorageError::Corrupt { path, reason: reason.clone() });
+        match cut {
+            None => {
+                // Everything goes: the log restarts empty at `offset`.
+                self.delete_segment_locked(first_base).await?;
+                let path = self.dir.join(segment::log_file_name(offset));
+                let file = self.storage.open(&path, true).await?;
+                file.truncate(0).await?;
+                self.storage.sync_dir(&self.dir).await?;
+                let mut state = self.state.borrow_mut();
+                state.segments.insert(offset, new_segment(offset, Rc::new(file), path, 0));
+                state.log_start_offset = offset;
+                state.log_end_offset = offset;
             }
-            let mut state = self.state.borrow_mut();
-            let segment = state.segments.values_mut().next_back().expect("segment");
-            apply_scan(segment, scan);
-            state.log_end_offset = segment.next_offset;
-            state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
+            Some((file, path, base, position)) => {
+                // Cut the (now last) segment at the first batch holding `offset`, then rebuild
+                // its indexes from what is left.
+                let epochs = self.state.borrow().epochs.clone();
+                let interval = self.config.borrow().index_interval_bytes;
+                file.truncate(position).await?;
+                file.sync().await?;
+                for name in [segment::index_file_name(base), segment::time_index_file_name(base)] {
+                    let stale = self.dir.join(name);
+                    if self.storage.exists(&stale).await? {
+                        self.storage.remove(&stale).await?;
+                    }
+                }
+                let scan = segment::scan_segment(&*file, &path, base, interval, &epochs).await?;
+                if let Some(reason) = &scan.stopped_early {
+                    return Err(StorageError::Corrupt { path, reason: reason.clone() });
+                }
+                let mut state = self.state.borrow_mut();
+                let segment = state.segments.values_mut().next_back().expect("segment");
+                apply_scan(segment, scan);
+                state.log_end_offset = segment.next_offset;
+                state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
+            }
         }
         self.reload_tail_locked().await?;
         let log_end = self.log_end_offset();

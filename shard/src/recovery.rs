@@ -134,6 +134,7 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
 
+        let tail = read_tail(dir, segments.values().next_back().expect("at least one segment")).await?;
         let first_base = *segments.keys().next().expect("at least one segment");
         let log_end = segments.values().next_back().expect("segment").next_offset;
         let log_start = checkpointed_log_start.unwrap_or(first_base).max(first_base).min(log_end);
@@ -162,7 +163,7 @@ impl<S: Storage> PartitionLog<S> {
                 log_end_offset: log_end,
                 durable_end_offset: log_end,
                 epochs,
-                tail: Tail { start: 0, data: Vec::new(), written_end: 0 },
+                tail,
                 offline: false,
                 closed: false,
                 last_sync_ms: options.now_ms,
@@ -174,31 +175,23 @@ impl<S: Storage> PartitionLog<S> {
             syncs_completed: std::cell::Cell::new(0),
             opened_clean: clean_log_end.is_some(),
         };
-        {
-            let _write = log.write_lock.lock().await;
-            log.reload_tail_for_open().await?;
-        }
         Ok(log)
     }
+}
 
-    async fn reload_tail_for_open(&self) -> Result<()> {
-        let (file, size) = {
-            let state = self.state.borrow();
-            let active = state.segments.values().next_back().expect("active segment");
-            (active.file.clone(), active.size_bytes)
-        };
-        let start = io::align_down(size);
-        let mut data = Vec::new();
-        if size > start {
-            let read = file.read_at(start, (size - start) as usize).await?;
-            data.extend_from_slice(read.as_ref());
-            if data.len() as u64 != size - start {
-                return Err(StorageError::Corrupt { path: self.dir.clone(), reason: "tail page short".into() });
-            }
+/// Reads the active segment's partial last page, which the next write rewrites.
+async fn read_tail<F: StorageFile>(dir: &Path, active: &Segment<F>) -> Result<Tail> {
+    let size = active.size_bytes;
+    let start = io::align_down(size);
+    let mut data = Vec::new();
+    if size > start {
+        let read = active.file.read_at(start, (size - start) as usize).await?;
+        data.extend_from_slice(read.as_ref());
+        if data.len() as u64 != size - start {
+            return Err(StorageError::Corrupt { path: dir.to_path_buf(), reason: "tail page short".into() });
         }
-        self.state.borrow_mut().tail = Tail { start, data, written_end: size };
-        Ok(())
     }
+    Ok(Tail { start, data, written_end: size })
 }
 
 /// Loads a segment's index files if they are present and consistent with the segment; returns

@@ -26,6 +26,8 @@ pub struct LogConfig {
     pub index_interval_bytes: u64,
     pub max_message_bytes: usize,
     pub flush: FlushPolicy,
+    /// Size of each direct-I/O chunk write (strata tuning, not a Kafka config).
+    pub write_chunk_bytes: usize,
 }
 
 /// Kafka's defaults: 1 GiB segments, 7 days, unlimited bytes, 4 KiB index interval, and
@@ -38,6 +40,9 @@ pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
 /// The largest batch the storage engine will accept whatever the topic says (segment positions
 /// are 32-bit in the index format, and a batch must fit in one segment).
 pub const BATCH_BYTES_MAX: usize = 64 << 20;
+/// Default size of each direct-I/O chunk write.
+pub const WRITE_CHUNK_BYTES_DEFAULT: usize = 1 << 20;
+const _: () = assert!(WRITE_CHUNK_BYTES_DEFAULT % crate::io::DMA_ALIGNMENT == 0);
 /// Index positions are u32, so a segment cannot outgrow 4 GiB.
 pub const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64;
 
@@ -51,6 +56,7 @@ impl Default for LogConfig {
             index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
             max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
             flush: FlushPolicy::Always,
+            write_chunk_bytes: WRITE_CHUNK_BYTES_DEFAULT,
         }
     }
 }
@@ -69,6 +75,12 @@ impl LogConfig {
         }
         if self.max_message_bytes == 0 || self.max_message_bytes > BATCH_BYTES_MAX {
             return Err(format!("max.message.bytes must be in 1..={BATCH_BYTES_MAX}"));
+        }
+        if self.write_chunk_bytes == 0
+            || self.write_chunk_bytes % crate::io::DMA_ALIGNMENT != 0
+            || self.write_chunk_bytes > 64 << 20
+        {
+            return Err("write chunk bytes must be a multiple of 4096 up to 64 MiB".into());
         }
         Ok(())
     }

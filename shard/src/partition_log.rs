@@ -6,10 +6,11 @@
 //!
 //! Write path: an append validates the batch (framing, magic, CRC32C, size), assigns offsets by
 //! patching the base offset and partition leader epoch in place, and copies it into the active
-//! segment's in-memory tail. The tail is written with aligned direct I/O: whole pages once
-//! `TAIL_WRITE_BYTES` accumulate (in `WRITE_CHUNK_BYTES` writes issued together), and the partial
-//! last page, zero-padded, whenever a sync or a disk read needs everything; the next write
-//! rewrites that page with more data.
+//! segment's tail: an aligned `write_chunk_bytes` direct-I/O buffer. A full chunk is submitted
+//! at once and up to `WRITE_WINDOW` chunk writes stay in flight (write-behind, so copying the
+//! next batches overlaps the disk). The partial last chunk is written, zero-padded to a page,
+//! only when a sync, a roll or a disk read needs everything; the next write rewrites that page
+//! with more data.
 //!
 //! Durability rule: under `FlushPolicy::Always` an append returns only after an fdatasync that
 //! started after the batch was written covers it. Syncs are group-committed: one sync at a time,
@@ -41,12 +42,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use wire::{Compression, RecordBatchHeader};
 
-/// Size of each direct-I/O write the tail is split into.
-pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
-/// Whole pages are written out once this much is buffered in the tail.
-pub const TAIL_WRITE_BYTES: usize = 4 * WRITE_CHUNK_BYTES;
-const _: () = assert!(WRITE_CHUNK_BYTES % io::DMA_ALIGNMENT == 0);
-const _: () = assert!(TAIL_WRITE_BYTES % WRITE_CHUNK_BYTES == 0);
+/// Segment files are preallocated up to this size when they are created.
+pub const SEGMENT_PREALLOCATE_BYTES_MAX: u64 = 1 << 30;
+/// Chunk writes allowed in flight per partition before an append waits for the oldest.
+pub const WRITE_WINDOW: usize = 4;
 /// Smallest read issued for the disk read path.
 pub const DISK_READ_BYTES_MIN: usize = 64 << 10;
 
@@ -81,23 +80,37 @@ pub struct TimestampLookup {
     pub timestamp: i64,
 }
 
-/// The active segment's unwritten bytes.
-pub(crate) struct Tail {
-    /// File position of `data[0]`; page-aligned.
+/// The active segment's last, partly filled chunk.
+pub(crate) struct Tail<B> {
+    /// File position of `buffer[0]`; page-aligned.
     pub(crate) start: u64,
-    /// The active segment's bytes from `start` to its logical end.
-    pub(crate) data: Vec<u8>,
-    /// File bytes before this position are on disk.
+    /// The chunk being filled; `None` until a byte lands in it.
+    pub(crate) buffer: Option<B>,
+    /// Bytes of `buffer` that hold data: the segment's logical end is `start + len`.
+    pub(crate) len: usize,
+    /// File bytes before this position are on disk (their writes completed).
     pub(crate) written_end: u64,
 }
 
-pub(crate) struct LogState<F> {
+impl<B> Tail<B> {
+    pub(crate) fn empty() -> Self {
+        Self { start: 0, buffer: None, len: 0, written_end: 0 }
+    }
+}
+
+/// A chunk write that was submitted; `future` is `None` once it completed.
+pub(crate) struct InflightWrite {
+    end: u64,
+    future: Option<std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>>>,
+}
+
+pub(crate) struct LogState<F: StorageFile> {
     pub(crate) segments: BTreeMap<i64, Segment<F>>,
     pub(crate) log_start_offset: i64,
     pub(crate) log_end_offset: i64,
     pub(crate) durable_end_offset: i64,
     pub(crate) epochs: Vec<EpochEntry>,
-    pub(crate) tail: Tail,
+    pub(crate) tail: Tail<F::Buffer>,
     pub(crate) offline: bool,
     pub(crate) closed: bool,
     pub(crate) last_sync_ms: i64,
@@ -113,6 +126,8 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) cache_key: CacheKey,
     pub(crate) write_lock: async_lock::Mutex<()>,
     pub(crate) sync_lock: async_lock::Mutex<()>,
+    /// Submitted chunk writes of the active segment, oldest first (touched under `write_lock`).
+    pub(crate) inflight: RefCell<std::collections::VecDeque<InflightWrite>>,
     /// fdatasync calls issued by group commit (for metrics and the group-commit test).
     pub(crate) syncs_completed: std::cell::Cell<u64>,
     /// Whether `open` found a clean-shutdown marker and skipped the recovery scan.
@@ -246,22 +261,25 @@ impl<S: Storage> PartitionLog<S> {
         let bytes = std::mem::take(batch).freeze();
         let header = RecordBatchHeader::parse(&bytes, crate::config::BATCH_BYTES_MAX)?;
         let last_offset = header.last_offset();
-        let tail_len = {
+        let (file, full_chunks) = {
             let mut state = self.state.borrow_mut();
             let interval = self.config.borrow().index_interval_bytes;
             let state = &mut *state;
             let active = state.segments.values_mut().next_back().expect("active segment");
             let position = active.size_bytes;
             active.note_batch(&header, position, interval);
-            assert_eq!(state.tail.start + state.tail.data.len() as u64, position);
-            state.tail.data.extend_from_slice(&bytes);
+            let file = active.file.clone();
+            assert_eq!(state.tail.start + state.tail.len as u64, position);
+            let chunk_bytes = self.config.borrow().write_chunk_bytes;
+            let full_chunks = copy_into_tail(&mut state.tail, &*file, &bytes, chunk_bytes);
             state.log_end_offset = last_offset + 1;
-            state.tail.data.len()
+            (file, full_chunks)
         };
         self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);
-        if tail_len >= TAIL_WRITE_BYTES {
-            self.write_out_locked(false).await?;
+        for (position, buffer) in full_chunks {
+            self.submit_write_locked(&file, position, buffer).await?;
         }
+        self.complete_writes_locked(WRITE_WINDOW).await?;
         Ok(AppendInfo { base_offset, last_offset, log_start_offset: self.log_start_offset() })
     }
 
@@ -287,48 +305,81 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// Writes the tail to disk: whole pages only, or (with `everything`) the partial last page
-    /// too, zero-padded. Caller holds `write_lock`.
-    async fn write_out_locked(&self, everything: bool) -> Result<()> {
-        let (file, start, buffers, written_len) = {
+    /// Submits one full chunk write and keeps it in flight (write-behind). Caller holds
+    /// `write_lock`.
+    async fn submit_write_locked(&self, file: &Rc<S::File>, position: u64, buffer: <S::File as StorageFile>::Buffer) -> Result<()> {
+        let end = position + buffer.as_slice().len() as u64;
+        let file = file.clone();
+        let mut future: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>> =
+            Box::pin(async move { file.write_at(buffer, position).await });
+        // Polling once submits the write; it completes while this task goes on.
+        let future = match futures_lite::future::poll_once(&mut future).await {
+            Some(result) => {
+                result?;
+                None
+            }
+            None => Some(future),
+        };
+        let queued = future.is_some();
+        self.inflight.borrow_mut().push_back(InflightWrite { end, future });
+        if queued {
+            self.storage.submit_queued_io().await;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest in-flight writes until at most `keep` remain, advancing
+    /// `written_end` in order. Caller holds `write_lock`.
+    async fn complete_writes_locked(&self, keep: usize) -> Result<()> {
+        loop {
+            let next = {
+                let mut inflight = self.inflight.borrow_mut();
+                if inflight.len() <= keep {
+                    return Ok(());
+                }
+                inflight.pop_front().expect("non-empty")
+            };
+            if let Some(future) = next.future {
+                future.await?;
+            }
+            let mut state = self.state.borrow_mut();
+            state.tail.written_end = state.tail.written_end.max(next.end);
+        }
+    }
+
+    /// Writes everything appended to the active segment: waits for in-flight chunk writes, then
+    /// writes the partial last chunk from its first unwritten page, zero-padded to a page.
+    /// Caller holds `write_lock`.
+    async fn write_out_locked(&self) -> Result<()> {
+        self.complete_writes_locked(0).await?;
+        let (file, position, buffer, end) = {
             let state = self.state.borrow();
             let tail = &state.tail;
-            let len = tail.data.len();
-            let write_len = if everything { align_up(len as u64) } else { align_down(len as u64) } as usize;
-            let already = (tail.written_end - tail.start) as usize;
-            if write_len == 0 || (everything && already == len) {
+            let end = tail.start + tail.len as u64;
+            if tail.written_end >= end {
                 return Ok(());
             }
+            let Some(source) = tail.buffer.as_ref() else { return Ok(()) };
+            let from = align_down(tail.written_end.max(tail.start));
+            let to = align_up(end);
             let active = state.segments.values().next_back().expect("active segment");
             let file = active.file.clone();
-            let mut buffers = Vec::new();
-            let mut offset = 0;
-            while offset < write_len {
-                let chunk = (write_len - offset).min(WRITE_CHUNK_BYTES);
-                let mut buffer = file.alloc_buffer(chunk);
-                let data_end = (offset + chunk).min(len);
-                if let (Some(dst), Some(src)) = (
-                    buffer.as_mut_slice().get_mut(..data_end - offset),
-                    tail.data.get(offset..data_end),
-                ) {
-                    dst.copy_from_slice(src);
-                }
-                buffers.push((tail.start + offset as u64, buffer));
-                offset += chunk;
+            let mut buffer = file.alloc_buffer((to - from) as usize);
+            let data_from = (from - tail.start) as usize;
+            let data_len = (end - from) as usize;
+            let target = buffer.as_mut_slice();
+            if let (Some(dst), Some(src)) =
+                (target.get_mut(..data_len), source.as_slice().get(data_from..data_from + data_len))
+            {
+                dst.copy_from_slice(src);
             }
-            (file, tail.start, buffers, write_len.min(len))
+            if let Some(padding) = target.get_mut(data_len..) {
+                padding.fill(0);
+            }
+            (file, from, buffer, end)
         };
-        let writes = buffers.into_iter().map(|(position, buffer)| file.write_at(buffer, position));
-        for result in futures_util::future::join_all(writes).await {
-            result?;
-        }
-        let mut state = self.state.borrow_mut();
-        let tail = &mut state.tail;
-        assert_eq!(tail.start, start, "the tail moved while write_lock was held");
-        tail.written_end = start + written_len as u64;
-        let whole_pages = align_down(written_len as u64) as usize;
-        tail.data.drain(..whole_pages);
-        tail.start += whole_pages as u64;
+        file.write_at(buffer, position).await?;
+        self.state.borrow_mut().tail.written_end = end;
         Ok(())
     }
 
@@ -345,7 +396,7 @@ impl<S: Storage> PartitionLog<S> {
             let (file, end) = {
                 let _write = self.write_lock.lock().await;
                 self.check_writable()?;
-                let result = self.write_out_locked(true).await;
+                let result = self.write_out_locked().await;
                 self.offline_on_error(result)?;
                 let state = self.state.borrow();
                 let active = state.segments.values().next_back().expect("active segment");
@@ -404,10 +455,12 @@ impl<S: Storage> PartitionLog<S> {
         let path = self.dir.join(segment::log_file_name(base_offset));
         let file = self.storage.open(&path, true).await?;
         file.truncate(0).await?;
+        let segment_bytes = self.config.borrow().segment_bytes;
+        file.preallocate(segment_bytes.min(SEGMENT_PREALLOCATE_BYTES_MAX)).await?;
         self.storage.sync_dir(&self.dir).await?;
         let mut state = self.state.borrow_mut();
         state.segments.insert(base_offset, new_segment(base_offset, Rc::new(file), path, now_ms));
-        state.tail = Tail { start: 0, data: Vec::new(), written_end: 0 };
+        state.tail = Tail::empty();
         state.durable_end_offset = state.log_end_offset;
         Ok(())
     }
@@ -415,7 +468,7 @@ impl<S: Storage> PartitionLog<S> {
     /// Writes the active segment out completely, trims the file to its logical size, syncs it,
     /// and writes its index files. Caller holds `write_lock`.
     async fn seal_active_locked(&self) -> Result<()> {
-        self.write_out_locked(true).await?;
+        self.write_out_locked().await?;
         let (file, size, base_offset, index, time_index) = {
             let mut state = self.state.borrow_mut();
             let active = state.segments.values_mut().next_back().expect("active segment");
@@ -476,7 +529,7 @@ impl<S: Storage> PartitionLog<S> {
         if needs_write_out {
             let _write = self.write_lock.lock().await;
             self.check_writable()?;
-            let result = self.write_out_locked(true).await;
+            let result = self.write_out_locked().await;
             self.offline_on_error(result)?;
         }
         let (file, path, base_offset, start_position, end_position) = {
@@ -633,7 +686,7 @@ impl<S: Storage> PartitionLog<S> {
         if offset >= self.log_end_offset() {
             return Ok(());
         }
-        self.write_out_locked(true).await?;
+        self.write_out_locked().await?;
         let first_base = *self.state.borrow().segments.keys().next().expect("segments");
         // Every read happens before anything is deleted, so a read error leaves the log as it was.
         let cut = if offset > first_base {
@@ -731,25 +784,16 @@ impl<S: Storage> PartitionLog<S> {
         Ok(size)
     }
 
-    /// Re-reads the partial last page of the active segment into the tail (after truncation or
-    /// at open).
+    /// Re-reads the partial last page of the active segment into the tail (after truncation).
     async fn reload_tail_locked(&self) -> Result<()> {
         let (file, size) = {
             let state = self.state.borrow();
             let active = state.segments.values().next_back().expect("active segment");
             (active.file.clone(), active.size_bytes)
         };
-        let start = align_down(size);
-        let data = if size > start {
-            let read = file.read_at(start, (size - start) as usize).await?;
-            if read.as_ref().len() as u64 != size - start {
-                return Err(StorageError::Corrupt { path: self.dir.clone(), reason: "tail page short".into() });
-            }
-            read.as_ref().to_vec()
-        } else {
-            Vec::new()
-        };
-        self.state.borrow_mut().tail = Tail { start, data, written_end: size };
+        let chunk_bytes = self.config.borrow().write_chunk_bytes;
+        let tail = load_tail(&*file, size, &self.dir, chunk_bytes).await?;
+        self.state.borrow_mut().tail = tail;
         Ok(())
     }
 
@@ -903,6 +947,58 @@ fn check_base(
         }
     }
     Ok(())
+}
+
+/// Builds the tail of an active segment of `size` bytes: its partial last page, read back.
+pub(crate) async fn load_tail<F: StorageFile>(file: &F, size: u64, dir: &Path, chunk_bytes: usize) -> Result<Tail<F::Buffer>> {
+    let start = align_down(size);
+    let len = (size - start) as usize;
+    let mut tail = Tail { start, buffer: None, len, written_end: size };
+    if len > 0 {
+        let read = file.read_at(start, len).await?;
+        let bytes = read.as_ref();
+        if bytes.len() != len {
+            return Err(StorageError::Corrupt { path: dir.to_path_buf(), reason: "tail page short".into() });
+        }
+        let mut buffer = file.alloc_buffer(chunk_bytes.max(io::align_up(len as u64) as usize));
+        if let Some(prefix) = buffer.as_mut_slice().get_mut(..len) {
+            prefix.copy_from_slice(bytes);
+        }
+        tail.buffer = Some(buffer);
+    }
+    Ok(tail)
+}
+
+/// Copies appended bytes into the tail's chunk buffers; returns the chunks that filled up, with
+/// their file positions, for the caller to submit.
+fn copy_into_tail<F: StorageFile>(
+    tail: &mut Tail<F::Buffer>,
+    file: &F,
+    bytes: &[u8],
+    chunk_bytes: usize,
+) -> Vec<(u64, F::Buffer)> {
+    let mut full = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let buffer = tail.buffer.get_or_insert_with(|| file.alloc_buffer(chunk_bytes));
+        let capacity = buffer.as_slice().len();
+        let room = capacity - tail.len;
+        let take = room.min(rest.len());
+        let (now, later) = rest.split_at(take);
+        if let Some(target) = buffer.as_mut_slice().get_mut(tail.len..tail.len + take) {
+            target.copy_from_slice(now);
+        }
+        tail.len += take;
+        rest = later;
+        if tail.len == capacity {
+            if let Some(chunk) = tail.buffer.take() {
+                full.push((tail.start, chunk));
+            }
+            tail.start += capacity as u64;
+            tail.len = 0;
+        }
+    }
+    full
 }
 
 pub(crate) fn new_segment<F>(base_offset: i64, file: Rc<F>, path: PathBuf, now_ms: i64) -> Segment<F> {

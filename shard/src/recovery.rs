@@ -13,7 +13,7 @@ use crate::checkpoint::{self, EpochEntry};
 use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::io::{self, Storage, StorageFile};
-use crate::partition_log::{apply_scan, new_segment, LogState, OpenOptions, PartitionLog, Tail};
+use crate::partition_log::{apply_scan, load_tail, new_segment, LogState, OpenOptions, PartitionLog};
 use crate::segment::{self, Segment};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -64,6 +64,8 @@ impl<S: Storage> PartitionLog<S> {
             let base = checkpointed_log_start.unwrap_or(0).max(0);
             let path = dir.join(segment::log_file_name(base));
             let file = storage.open(&path, true).await?;
+            let preallocate = options.config.segment_bytes.min(crate::partition_log::SEGMENT_PREALLOCATE_BYTES_MAX);
+            file.preallocate(preallocate).await?;
             storage.close(file).await?;
             storage.sync_dir(dir).await?;
             bases.push(base);
@@ -134,7 +136,10 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
 
-        let tail = read_tail(dir, segments.values().next_back().expect("at least one segment")).await?;
+        let tail = {
+            let active = segments.values().next_back().expect("at least one segment");
+            load_tail(&*active.file, active.size_bytes, dir, config.write_chunk_bytes).await?
+        };
         let first_base = *segments.keys().next().expect("at least one segment");
         let log_end = segments.values().next_back().expect("segment").next_offset;
         let log_start = checkpointed_log_start.unwrap_or(first_base).max(first_base).min(log_end);
@@ -173,25 +178,11 @@ impl<S: Storage> PartitionLog<S> {
             write_lock: async_lock::Mutex::new(()),
             sync_lock: async_lock::Mutex::new(()),
             syncs_completed: std::cell::Cell::new(0),
+            inflight: RefCell::new(Default::default()),
             opened_clean: clean_log_end.is_some(),
         };
         Ok(log)
     }
-}
-
-/// Reads the active segment's partial last page, which the next write rewrites.
-async fn read_tail<F: StorageFile>(dir: &Path, active: &Segment<F>) -> Result<Tail> {
-    let size = active.size_bytes;
-    let start = io::align_down(size);
-    let mut data = Vec::new();
-    if size > start {
-        let read = active.file.read_at(start, (size - start) as usize).await?;
-        data.extend_from_slice(read.as_ref());
-        if data.len() as u64 != size - start {
-            return Err(StorageError::Corrupt { path: dir.to_path_buf(), reason: "tail page short".into() });
-        }
-    }
-    Ok(Tail { start, data, written_end: size })
 }
 
 /// Loads a segment's index files if they are present and consistent with the segment; returns

@@ -179,9 +179,12 @@ pub fn run_local<Fut: Future>(io_memory_bytes: usize, future: Fut) -> Result<Fut
     Ok(executor.run(future))
 }
 
+/// A task on a shard's executor; awaiting it yields its output, dropping it cancels it.
+pub type Task<T> = glommio::Task<T>;
+
 /// Spawns a task on the current shard's executor.
-pub fn spawn_local<T: 'static>(future: impl Future<Output = T> + 'static) -> glommio::task::JoinHandle<T> {
-    glommio::spawn_local(future).detach()
+pub fn spawn<T: 'static>(future: impl Future<Output = T> + 'static) -> Task<T> {
+    glommio::spawn_local(future)
 }
 
 /// Sleeps on the current shard's timer.

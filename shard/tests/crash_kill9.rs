@@ -54,7 +54,7 @@ fn crash_child_appender() {
         let mut tasks = Vec::new();
         for writer in 0..WRITERS {
             let log = log.clone();
-            tasks.push(glommio::spawn_local(async move {
+            tasks.push(shard::runtime::spawn(async move {
                 for sequence in 0.. {
                     let tag = first_tag + sequence * WRITERS + writer;
                     let info = log.append(batch_for(tag), 0, tag as i64).await.expect("append");

@@ -331,7 +331,7 @@ fn concurrent_appends_share_fdatasyncs_under_flush_always() {
         let mut tasks = Vec::new();
         for writer in 0..writers {
             let log = log.clone();
-            tasks.push(glommio::spawn_local(async move {
+            tasks.push(shard::runtime::spawn(async move {
                 for i in 0..appends_each {
                     let info = log.append(batch(writer * 100 + i, 1, 16 << 10, 1000), 0, 1000).await.expect("append");
                     assert!(log.durable_end_offset() > info.last_offset, "acknowledged only once durable");

@@ -89,6 +89,7 @@ async fn run_seed(seed: u64) {
         index_interval_bytes: rng.gen_range(100..3000),
         retention_ms: None,
         flush,
+        write_chunk_bytes: 4096 * rng.gen_range(1..5),
         ..LogConfig::default()
     };
     let mut log = open_retrying(&storage, &config).await;

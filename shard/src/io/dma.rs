@@ -46,9 +46,8 @@ impl StorageFile for DmaStorageFile {
 
     fn alloc_buffer(&self, len: usize) -> DmaBuffer {
         assert!(len % DMA_ALIGNMENT == 0, "DMA buffers are whole pages");
-        let mut buffer = self.file.alloc_dma_buffer(len);
-        buffer.as_bytes_mut().fill(0);
-        buffer
+        // Not zeroed: callers fill what they write and zero any padding themselves.
+        self.file.alloc_dma_buffer(len)
     }
 
     async fn write_at(&self, buffer: DmaBuffer, position: u64) -> io::Result<()> {
@@ -76,6 +75,13 @@ impl StorageFile for DmaStorageFile {
 
     async fn size(&self) -> io::Result<u64> {
         Ok(self.file.file_size().await?)
+    }
+
+    async fn preallocate(&self, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        Ok(self.file.pre_allocate(len, true).await?)
     }
 }
 
@@ -152,6 +158,11 @@ impl Storage for DmaStorage {
         let directory = glommio::io::Directory::open(path).await?;
         directory.sync().await?;
         Ok(directory.close().await?)
+    }
+
+    async fn submit_queued_io(&self) {
+        // glommio submits to io_uring when the executor leaves the task queue.
+        glommio::executor().yield_task_queue_now().await
     }
 
     async fn exists(&self, path: &Path) -> io::Result<bool> {

@@ -47,7 +47,7 @@ pub trait StorageFile {
     type Buffer: IoBuffer;
     type ReadBuffer: AsRef<[u8]>;
 
-    /// A zeroed buffer of `len` bytes (a multiple of `DMA_ALIGNMENT`) to pass to `write_at`.
+    /// A buffer of `len` bytes (contents unspecified) (a multiple of `DMA_ALIGNMENT`) to pass to `write_at`.
     fn alloc_buffer(&self, len: usize) -> Self::Buffer;
     /// Writes the whole buffer at `position`; both must be `DMA_ALIGNMENT`-aligned.
     async fn write_at(&self, buffer: Self::Buffer, position: u64) -> io::Result<()>;
@@ -59,12 +59,15 @@ pub trait StorageFile {
     async fn truncate(&self, len: u64) -> io::Result<()>;
     /// The current file length.
     async fn size(&self) -> io::Result<u64>;
+    /// Reserves disk blocks for the first `len` bytes without changing the file length
+    /// (fallocate with KEEP_SIZE), so appends do not allocate extents one write at a time.
+    async fn preallocate(&self, len: u64) -> io::Result<()>;
 }
 
 /// A file system the log can live on.
 #[allow(async_fn_in_trait)]
 pub trait Storage: Clone + 'static {
-    type File: StorageFile;
+    type File: StorageFile + 'static;
 
     /// Opens `path` for reading and writing, creating it (empty) when `create` is set.
     async fn open(&self, path: &Path, create: bool) -> io::Result<Self::File>;
@@ -77,6 +80,9 @@ pub trait Storage: Clone + 'static {
     /// Makes creations, renames and removals in the directory durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
     async fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Lets the runtime hand queued I/O to the kernel now, instead of when the current task
+    /// next blocks (write-behind relies on this to keep the device queue full).
+    async fn submit_queued_io(&self);
 }
 
 /// Reads a whole small file (checkpoints, index files), or `None` when it does not exist.
@@ -103,8 +109,12 @@ pub async fn write_file_atomic<S: Storage>(storage: &S, path: &Path, bytes: &[u8
         if !bytes.is_empty() {
             let padded = align_up(bytes.len() as u64) as usize;
             let mut buffer = file.alloc_buffer(padded);
-            if let Some(prefix) = buffer.as_mut_slice().get_mut(..bytes.len()) {
+            let target = buffer.as_mut_slice();
+            if let Some(prefix) = target.get_mut(..bytes.len()) {
                 prefix.copy_from_slice(bytes);
+            }
+            if let Some(padding) = target.get_mut(bytes.len()..) {
+                padding.fill(0);
             }
             file.write_at(buffer, 0).await?;
             file.truncate(bytes.len() as u64).await?;

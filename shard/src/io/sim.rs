@@ -113,6 +113,11 @@ impl StorageFile for SimFileHandle {
     async fn write_at(&self, buffer: SimBuffer, position: u64) -> io::Result<()> {
         assert!(position % DMA_ALIGNMENT as u64 == 0, "unaligned write at {position}");
         assert!(buffer.0.len() % DMA_ALIGNMENT == 0, "unaligned write length");
+        // Like a real device, a write may still be in flight when the caller moves on.
+        let defer = self.with_file(|_, disk| disk.rng.gen_bool(0.5))?;
+        if defer {
+            futures_lite::future::yield_now().await;
+        }
         self.with_file(|file, _| {
             write_into(&mut file.current, position as usize, &buffer.0);
             file.unsynced.push((position, buffer.0));
@@ -156,6 +161,10 @@ impl StorageFile for SimFileHandle {
 
     async fn size(&self) -> io::Result<u64> {
         self.with_file(|file, _| file.current.len() as u64)
+    }
+
+    async fn preallocate(&self, _len: u64) -> io::Result<()> {
+        self.with_file(|_, _| ())
     }
 }
 
@@ -278,6 +287,10 @@ impl Storage for SimStorage {
 
     async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
         Ok(())
+    }
+
+    async fn submit_queued_io(&self) {
+        futures_lite::future::yield_now().await
     }
 
     async fn exists(&self, path: &Path) -> io::Result<bool> {

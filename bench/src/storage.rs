@@ -63,7 +63,8 @@ pub fn run(args: StorageArgs) -> Result<(), String> {
     }
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(&args.dir).map_err(|e| format!("{}: {e}", args.dir.display()))?;
-    let preflight = runtime::preflight(1, runtime::IO_MEMORY_BYTES_DEFAULT).map_err(|e| e.to_string())?;
+    let preflight =
+        runtime::preflight(1, runtime::IO_MEMORY_BYTES_DEFAULT).map_err(|e| e.to_string())?;
     for warning in &preflight.warnings {
         eprintln!("warning: {warning}");
     }
@@ -133,7 +134,13 @@ struct Report {
     syncs: u64,
 }
 
-async fn drive(dir: PathBuf, batch: Vec<u8>, batches_total: u64, writers: usize, flush: Flush) -> Result<Report, String> {
+async fn drive(
+    dir: PathBuf,
+    batch: Vec<u8>,
+    batches_total: u64,
+    writers: usize,
+    flush: Flush,
+) -> Result<Report, String> {
     let storage = DmaStorage::new(&dir).await.map_err(|e| e.to_string())?;
     let config = LogConfig {
         flush: match flush {
@@ -146,14 +153,21 @@ async fn drive(dir: PathBuf, batch: Vec<u8>, batches_total: u64, writers: usize,
     };
     let cache = Rc::new(RefCell::new(BatchCache::new(shard::cache::BATCH_CACHE_BYTES_DEFAULT)));
     let options = OpenOptions { config, cache, now_ms: runtime::now_ms() };
-    let log = Rc::new(PartitionLog::open(storage, &dir.join("bench-0"), options).await.map_err(|e| e.to_string())?);
-    let latency = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?));
+    let log = Rc::new(
+        PartitionLog::open(storage, &dir.join("bench-0"), options)
+            .await
+            .map_err(|e| e.to_string())?,
+    );
+    let latency = Rc::new(RefCell::new(
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?,
+    ));
     let remaining = Rc::new(std::cell::Cell::new(batches_total));
     let batch = Rc::new(batch);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..writers {
-        let (log, latency, remaining, batch) = (log.clone(), latency.clone(), remaining.clone(), batch.clone());
+        let (log, latency, remaining, batch) =
+            (log.clone(), latency.clone(), remaining.clone(), batch.clone());
         tasks.push(shard::runtime::spawn(async move {
             while remaining.get() > 0 {
                 remaining.set(remaining.get() - 1);
@@ -175,5 +189,11 @@ async fn drive(dir: PathBuf, batch: Vec<u8>, batches_total: u64, writers: usize,
     let syncs = log.syncs_completed();
     log.close().await.map_err(|e| e.to_string())?;
     let latency = latency.borrow().clone();
-    Ok(Report { batches: batches_total, bytes: batches_total * batch.len() as u64, seconds, latency, syncs })
+    Ok(Report {
+        batches: batches_total,
+        bytes: batches_total * batch.len() as u64,
+        seconds,
+        latency,
+        syncs,
+    })
 }

@@ -59,8 +59,11 @@ impl BatchCache {
             return;
         }
         self.bytes_used += bytes.len();
-        let previous =
-            self.partitions.entry(key).or_default().insert(base_offset, Entry { last_offset, bytes });
+        let previous = self
+            .partitions
+            .entry(key)
+            .or_default()
+            .insert(base_offset, Entry { last_offset, bytes });
         if let Some(previous) = previous {
             self.bytes_used -= previous.bytes.len();
         }

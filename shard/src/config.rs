@@ -42,7 +42,7 @@ pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
 pub const BATCH_BYTES_MAX: usize = 64 << 20;
 /// Default size of each direct-I/O chunk write.
 pub const WRITE_CHUNK_BYTES_DEFAULT: usize = 1 << 20;
-const _: () = assert!(WRITE_CHUNK_BYTES_DEFAULT % crate::io::DMA_ALIGNMENT == 0);
+const _: () = assert!(WRITE_CHUNK_BYTES_DEFAULT.is_multiple_of(crate::io::DMA_ALIGNMENT));
 /// Index positions are u32, so a segment cannot outgrow 4 GiB.
 pub const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64;
 
@@ -77,7 +77,7 @@ impl LogConfig {
             return Err(format!("max.message.bytes must be in 1..={BATCH_BYTES_MAX}"));
         }
         if self.write_chunk_bytes == 0
-            || self.write_chunk_bytes % crate::io::DMA_ALIGNMENT != 0
+            || !self.write_chunk_bytes.is_multiple_of(crate::io::DMA_ALIGNMENT)
             || self.write_chunk_bytes > 64 << 20
         {
             return Err("write chunk bytes must be a multiple of 4096 up to 64 MiB".into());

@@ -64,7 +64,7 @@ impl OffsetIndex {
     /// Parses an index file, or `None` when it is damaged or does not fit a segment of
     /// `segment_size` bytes holding `offset_span` offsets.
     pub fn decode(bytes: &[u8], segment_size: u64, offset_span: u64) -> Option<Self> {
-        if bytes.len() % OFFSET_INDEX_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(OFFSET_INDEX_ENTRY_BYTES) {
             return None;
         }
         let mut index = Self::default();
@@ -142,7 +142,7 @@ impl TimeIndex {
 
     /// Parses a time index file, or `None` when damaged or out of the segment's offset span.
     pub fn decode(bytes: &[u8], offset_span: u64) -> Option<Self> {
-        if bytes.len() % TIME_INDEX_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(TIME_INDEX_ENTRY_BYTES) {
             return None;
         }
         let mut index = Self::default();

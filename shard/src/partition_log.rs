@@ -209,7 +209,12 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Appends one client batch (exactly one v2 batch in `batch`), stamping `leader_epoch`.
-    pub async fn append(&self, mut batch: BytesMut, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
+    pub async fn append(
+        &self,
+        mut batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         let max_message_bytes = self.config.borrow().max_message_bytes;
         {
             let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
@@ -241,7 +246,12 @@ impl<S: Storage> PartitionLog<S> {
         Ok(info)
     }
 
-    async fn append_locked(&self, batch: &mut BytesMut, leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
+    async fn append_locked(
+        &self,
+        batch: &mut BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         self.record_epoch_locked(leader_epoch).await?;
         let (needs_roll, base_offset) = {
             let state = self.state.borrow();
@@ -250,12 +260,16 @@ impl<S: Storage> PartitionLog<S> {
             let too_big = active.size_bytes + batch.len() as u64 > config.segment_bytes;
             let too_old = now_ms - active.created_ms >= config.segment_ms as i64;
             let too_many_offsets = state.log_end_offset - active.base_offset > i64::from(i32::MAX);
-            (active.size_bytes > 0 && (too_big || too_old || too_many_offsets), state.log_end_offset)
+            (
+                active.size_bytes > 0 && (too_big || too_old || too_many_offsets),
+                state.log_end_offset,
+            )
         };
         if needs_roll {
             self.roll_locked(now_ms).await?;
         }
-        let mut view = wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
+        let mut view =
+            wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
         view.set_base_offset(base_offset);
         view.set_partition_leader_epoch(leader_epoch);
         let bytes = std::mem::take(batch).freeze();
@@ -298,7 +312,8 @@ impl<S: Storage> PartitionLog<S> {
                 let mut epochs = self.state.borrow().epochs.clone();
                 epochs.push(EpochEntry { epoch: leader_epoch, start_offset: log_end });
                 let path = checkpoint::path_in(&self.dir, checkpoint::LEADER_EPOCH_FILE);
-                io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs)).await?;
+                io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs))
+                    .await?;
                 self.state.borrow_mut().epochs = epochs;
                 Ok(())
             }
@@ -307,7 +322,12 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Submits one full chunk write and keeps it in flight (write-behind). Caller holds
     /// `write_lock`.
-    async fn submit_write_locked(&self, file: &Rc<S::File>, position: u64, buffer: <S::File as StorageFile>::Buffer) -> Result<()> {
+    async fn submit_write_locked(
+        &self,
+        file: &Rc<S::File>,
+        position: u64,
+        buffer: <S::File as StorageFile>::Buffer,
+    ) -> Result<()> {
         let end = position + buffer.as_slice().len() as u64;
         let file = file.clone();
         let mut future: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>> =
@@ -507,7 +527,8 @@ impl<S: Storage> PartitionLog<S> {
                 log_end_offset: log_end,
             });
         }
-        let mut read = LogRead { log_start_offset: log_start, log_end_offset: log_end, ..LogRead::default() };
+        let mut read =
+            LogRead { log_start_offset: log_start, log_end_offset: log_end, ..LogRead::default() };
         if offset == log_end {
             return Ok(read);
         }
@@ -543,7 +564,13 @@ impl<S: Storage> PartitionLog<S> {
                 return Ok(Vec::new());
             };
             let (_, position) = segment.index.lookup(segment.relative(offset));
-            (segment.file.clone(), segment.path.clone(), segment.base_offset, u64::from(position), segment.size_bytes)
+            (
+                segment.file.clone(),
+                segment.path.clone(),
+                segment.base_offset,
+                u64::from(position),
+                segment.size_bytes,
+            )
         };
         let corrupt = |reason: String| StorageError::Corrupt { path: path.clone(), reason };
         let batch_bytes_max = crate::config::BATCH_BYTES_MAX;
@@ -557,23 +584,35 @@ impl<S: Storage> PartitionLog<S> {
             let read = file.read_at(position, read_len).await?;
             let chunk = Bytes::copy_from_slice(read.as_ref());
             if chunk.len() < read_len {
-                return Err(corrupt(format!("short read at {position}: {} of {read_len}", chunk.len())));
+                return Err(corrupt(format!(
+                    "short read at {position}: {} of {read_len}",
+                    chunk.len()
+                )));
             }
             let mut at = 0usize;
             let mut progressed = false;
             while at < chunk.len() {
                 let rest = chunk.slice(at..);
-                let size = match wire::record_batch::batch_size_from_prefix(&rest, batch_bytes_max) {
+                let size = match wire::record_batch::batch_size_from_prefix(&rest, batch_bytes_max)
+                {
                     Ok(size) => size,
                     Err(wire::DecodeError::Truncated { .. }) => break,
-                    Err(error) => return Err(corrupt(format!("at position {}: {error}", position + at as u64))),
+                    Err(error) => {
+                        return Err(corrupt(format!(
+                            "at position {}: {error}",
+                            position + at as u64
+                        )))
+                    }
                 };
                 if size > rest.len() {
                     if !progressed && batches.is_empty() {
                         // The first wanted batch is larger than this read; read it whole.
                         let whole = file.read_at(position + at as u64, size).await?;
                         if whole.as_ref().len() != size {
-                            return Err(corrupt(format!("batch at {} cut short", position + at as u64)));
+                            return Err(corrupt(format!(
+                                "batch at {} cut short",
+                                position + at as u64
+                            )));
                         }
                         let whole = Bytes::copy_from_slice(whole.as_ref());
                         let header = RecordBatchHeader::parse(&whole, batch_bytes_max)
@@ -594,7 +633,10 @@ impl<S: Storage> PartitionLog<S> {
                     .map_err(|error| corrupt(error.to_string()))?;
                 check_base(&header, expected_base, &corrupt)?;
                 if header.base_offset() < base_offset {
-                    return Err(corrupt(format!("batch offset {} below segment base", header.base_offset())));
+                    return Err(corrupt(format!(
+                        "batch offset {} below segment base",
+                        header.base_offset()
+                    )));
                 }
                 expected_base = Some(header.last_offset() + 1);
                 at += size;
@@ -657,9 +699,13 @@ impl<S: Storage> PartitionLog<S> {
                         for record in header.records() {
                             let record = record?;
                             let record_timestamp = header.base_timestamp() + record.timestamp_delta;
-                            let record_offset = header.base_offset() + i64::from(record.offset_delta);
+                            let record_offset =
+                                header.base_offset() + i64::from(record.offset_delta);
                             if record_timestamp >= timestamp && record_offset >= log_start {
-                                return Ok(Some(TimestampLookup { offset: record_offset, timestamp: record_timestamp }));
+                                return Ok(Some(TimestampLookup {
+                                    offset: record_offset,
+                                    timestamp: record_timestamp,
+                                }));
                             }
                         }
                     }
@@ -692,7 +738,8 @@ impl<S: Storage> PartitionLog<S> {
         let cut = if offset > first_base {
             let (file, path, base) = {
                 let state = self.state.borrow();
-                let (_, holder) = state.segments.range(..offset).next_back().expect("a segment below offset");
+                let (_, holder) =
+                    state.segments.range(..offset).next_back().expect("a segment below offset");
                 (holder.file.clone(), holder.path.clone(), holder.base_offset)
             };
             let position = self.position_of_batch_holding(&file, &path, base, offset).await?;
@@ -703,7 +750,12 @@ impl<S: Storage> PartitionLog<S> {
         // Remove whole segments from the newest backwards, so a crash leaves a prefix.
         let doomed: Vec<i64> = {
             let state = self.state.borrow();
-            state.segments.range(offset.max(first_base + 1)..).map(|(base, _)| *base).rev().collect()
+            state
+                .segments
+                .range(offset.max(first_base + 1)..)
+                .map(|(base, _)| *base)
+                .rev()
+                .collect()
         };
         for base in doomed {
             self.delete_segment_locked(base).await?;
@@ -757,14 +809,21 @@ impl<S: Storage> PartitionLog<S> {
         if epochs_changed {
             let epochs = self.state.borrow().epochs.clone();
             let path = checkpoint::path_in(&self.dir, checkpoint::LEADER_EPOCH_FILE);
-            io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs)).await?;
+            io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs))
+                .await?;
         }
         self.persist_log_start_locked().await?;
         self.cache.borrow_mut().truncate(self.cache_key, log_end);
         Ok(())
     }
 
-    async fn position_of_batch_holding(&self, file: &S::File, path: &Path, base: i64, offset: i64) -> Result<u64> {
+    async fn position_of_batch_holding(
+        &self,
+        file: &S::File,
+        path: &Path,
+        base: i64,
+        offset: i64,
+    ) -> Result<u64> {
         let (start, size) = {
             let state = self.state.borrow();
             let segment = state.segments.get(&base).expect("segment");
@@ -774,8 +833,12 @@ impl<S: Storage> PartitionLog<S> {
         let mut position = start;
         while position < size {
             let head = file.read_at(position, wire::BATCH_HEADER_BYTES).await?;
-            let header = wire::record_batch::peek_batch(head.as_ref(), crate::config::BATCH_BYTES_MAX)
-                .map_err(|error| StorageError::Corrupt { path: path.to_path_buf(), reason: error.to_string() })?;
+            let header =
+                wire::record_batch::peek_batch(head.as_ref(), crate::config::BATCH_BYTES_MAX)
+                    .map_err(|error| StorageError::Corrupt {
+                        path: path.to_path_buf(),
+                        reason: error.to_string(),
+                    })?;
             if header.last_offset >= offset {
                 return Ok(position);
             }
@@ -801,7 +864,11 @@ impl<S: Storage> PartitionLog<S> {
         let segment = self.state.borrow_mut().segments.remove(&base);
         let Some(segment) = segment else { return Ok(()) };
         drop(segment);
-        for name in [segment::log_file_name(base), segment::index_file_name(base), segment::time_index_file_name(base)] {
+        for name in [
+            segment::log_file_name(base),
+            segment::index_file_name(base),
+            segment::time_index_file_name(base),
+        ] {
             let path = self.dir.join(name);
             if self.storage.exists(&path).await? {
                 self.storage.remove(&path).await?;
@@ -814,7 +881,8 @@ impl<S: Storage> PartitionLog<S> {
     async fn persist_log_start_locked(&self) -> Result<()> {
         let log_start = self.log_start_offset();
         let path = checkpoint::path_in(&self.dir, checkpoint::LOG_START_OFFSET_FILE);
-        io::write_file_atomic(&self.storage, &path, &checkpoint::encode_pairs(&[(0, log_start)])).await?;
+        io::write_file_atomic(&self.storage, &path, &checkpoint::encode_pairs(&[(0, log_start)]))
+            .await?;
         Ok(())
     }
 
@@ -828,7 +896,11 @@ impl<S: Storage> PartitionLog<S> {
             (state.log_start_offset, state.log_end_offset)
         };
         if offset > log_end || offset < 0 {
-            return Err(StorageError::OffsetOutOfRange { offset, log_start_offset: log_start, log_end_offset: log_end });
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: log_start,
+                log_end_offset: log_end,
+            });
         }
         if offset <= log_start {
             return Ok(log_start);
@@ -874,18 +946,31 @@ impl<S: Storage> PartitionLog<S> {
                 if state.segments.len() < 2 {
                     None
                 } else {
-                    let total: u64 = state.segments.values().map(|segment| segment.size_bytes).sum();
+                    let total: u64 =
+                        state.segments.values().map(|segment| segment.size_bytes).sum();
                     let oldest = state.segments.values().next().expect("segments");
-                    let newest_time = if oldest.max_timestamp >= 0 { oldest.max_timestamp } else { oldest.created_ms };
-                    let by_time = config.retention_ms.is_some_and(|ms| now_ms - newest_time > ms as i64);
-                    let by_size = config.retention_bytes.is_some_and(|bytes| total - oldest.size_bytes >= bytes);
+                    let newest_time = if oldest.max_timestamp >= 0 {
+                        oldest.max_timestamp
+                    } else {
+                        oldest.created_ms
+                    };
+                    let by_time =
+                        config.retention_ms.is_some_and(|ms| now_ms - newest_time > ms as i64);
+                    let by_size = config
+                        .retention_bytes
+                        .is_some_and(|bytes| total - oldest.size_bytes >= bytes);
                     (by_time || by_size).then_some(oldest.base_offset)
                 }
             };
             let Some(base) = doomed else { break };
             let next_base = {
                 let mut state = self.state.borrow_mut();
-                let next = state.segments.range(base + 1..).next().map(|(b, _)| *b).expect("a newer segment");
+                let next = state
+                    .segments
+                    .range(base + 1..)
+                    .next()
+                    .map(|(b, _)| *b)
+                    .expect("a newer segment");
                 state.log_start_offset = state.log_start_offset.max(next);
                 next
             };
@@ -915,7 +1000,8 @@ impl<S: Storage> PartitionLog<S> {
             self.persist_log_start_locked().await?;
             let marker = checkpoint::path_in(&self.dir, checkpoint::CLEAN_SHUTDOWN_FILE);
             let log_end = self.log_end_offset();
-            io::write_file_atomic(&self.storage, &marker, format!("{log_end}\n").as_bytes()).await?;
+            io::write_file_atomic(&self.storage, &marker, format!("{log_end}\n").as_bytes())
+                .await?;
             Ok(())
         }
         .await;
@@ -943,14 +1029,22 @@ fn check_base(
 ) -> Result<()> {
     if let Some(expected) = expected_base {
         if header.base_offset() != expected {
-            return Err(corrupt(format!("batch base offset {} where {expected} was expected", header.base_offset())));
+            return Err(corrupt(format!(
+                "batch base offset {} where {expected} was expected",
+                header.base_offset()
+            )));
         }
     }
     Ok(())
 }
 
 /// Builds the tail of an active segment of `size` bytes: its partial last page, read back.
-pub(crate) async fn load_tail<F: StorageFile>(file: &F, size: u64, dir: &Path, chunk_bytes: usize) -> Result<Tail<F::Buffer>> {
+pub(crate) async fn load_tail<F: StorageFile>(
+    file: &F,
+    size: u64,
+    dir: &Path,
+    chunk_bytes: usize,
+) -> Result<Tail<F::Buffer>> {
     let start = align_down(size);
     let len = (size - start) as usize;
     let mut tail = Tail { start, buffer: None, len, written_end: size };
@@ -958,7 +1052,10 @@ pub(crate) async fn load_tail<F: StorageFile>(file: &F, size: u64, dir: &Path, c
         let read = file.read_at(start, len).await?;
         let bytes = read.as_ref();
         if bytes.len() != len {
-            return Err(StorageError::Corrupt { path: dir.to_path_buf(), reason: "tail page short".into() });
+            return Err(StorageError::Corrupt {
+                path: dir.to_path_buf(),
+                reason: "tail page short".into(),
+            });
         }
         let mut buffer = file.alloc_buffer(chunk_bytes.max(io::align_up(len as u64) as usize));
         if let Some(prefix) = buffer.as_mut_slice().get_mut(..len) {
@@ -1001,7 +1098,12 @@ fn copy_into_tail<F: StorageFile>(
     full
 }
 
-pub(crate) fn new_segment<F>(base_offset: i64, file: Rc<F>, path: PathBuf, now_ms: i64) -> Segment<F> {
+pub(crate) fn new_segment<F>(
+    base_offset: i64,
+    file: Rc<F>,
+    path: PathBuf,
+    now_ms: i64,
+) -> Segment<F> {
     Segment {
         base_offset,
         file,

@@ -13,7 +13,9 @@ use crate::checkpoint::{self, EpochEntry};
 use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::io::{self, Storage, StorageFile};
-use crate::partition_log::{apply_scan, load_tail, new_segment, LogState, OpenOptions, PartitionLog};
+use crate::partition_log::{
+    apply_scan, load_tail, new_segment, LogState, OpenOptions, PartitionLog,
+};
 use crate::segment::{self, Segment};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -47,10 +49,8 @@ impl<S: Storage> PartitionLog<S> {
         .and_then(|bytes| checkpoint::decode_pairs(&bytes))
         .and_then(|pairs| pairs.first().map(|&(_, offset)| offset));
 
-        let mut bases: Vec<i64> = names
-            .iter()
-            .filter_map(|name| segment::parse_segment_file_name(name, "log"))
-            .collect();
+        let mut bases: Vec<i64> =
+            names.iter().filter_map(|name| segment::parse_segment_file_name(name, "log")).collect();
         bases.sort_unstable();
         for name in &names {
             let orphan = segment::parse_segment_file_name(name, "index")
@@ -64,7 +64,10 @@ impl<S: Storage> PartitionLog<S> {
             let base = checkpointed_log_start.unwrap_or(0).max(0);
             let path = dir.join(segment::log_file_name(base));
             let file = storage.open(&path, true).await?;
-            let preallocate = options.config.segment_bytes.min(crate::partition_log::SEGMENT_PREALLOCATE_BYTES_MAX);
+            let preallocate = options
+                .config
+                .segment_bytes
+                .min(crate::partition_log::SEGMENT_PREALLOCATE_BYTES_MAX);
             file.preallocate(preallocate).await?;
             storage.close(file).await?;
             storage.sync_dir(dir).await?;
@@ -81,7 +84,11 @@ impl<S: Storage> PartitionLog<S> {
             if truncate_rest || expected_base.is_some_and(|expected| expected != base) {
                 tracing::warn!(path = %path.display(), "removing segment after a damaged or discontinuous one");
                 truncate_rest = true;
-                for name in [segment::log_file_name(base), segment::index_file_name(base), segment::time_index_file_name(base)] {
+                for name in [
+                    segment::log_file_name(base),
+                    segment::index_file_name(base),
+                    segment::time_index_file_name(base),
+                ] {
                     let doomed = dir.join(name);
                     if storage.exists(&doomed).await? {
                         storage.remove(&doomed).await?;
@@ -94,17 +101,27 @@ impl<S: Storage> PartitionLog<S> {
             let file = storage.open(&path, false).await?;
             let size = file.size().await?;
             let mut segment = new_segment(base, Rc::new(file), path.clone(), options.now_ms);
-            let next_offset_hint = if is_last { clean_log_end } else { bases.get(position + 1).copied() };
+            let next_offset_hint =
+                if is_last { clean_log_end } else { bases.get(position + 1).copied() };
             let trusted = if !is_last || clean_log_end.is_some() {
                 match next_offset_hint {
-                    Some(next_offset) => load_indexes(&storage, dir, &mut segment, size, next_offset).await?,
+                    Some(next_offset) => {
+                        load_indexes(&storage, dir, &mut segment, size, next_offset).await?
+                    }
                     None => false,
                 }
             } else {
                 false
             };
             if !trusted {
-                let scan = segment::scan_segment(&*segment.file, &path, base, config.index_interval_bytes, &epochs).await?;
+                let scan = segment::scan_segment(
+                    &*segment.file,
+                    &path,
+                    base,
+                    config.index_interval_bytes,
+                    &epochs,
+                )
+                .await?;
                 if let Some(reason) = &scan.stopped_early {
                     tracing::warn!(path = %path.display(), valid_bytes = scan.valid_bytes, file_bytes = size, %reason, "truncating the log at the first invalid batch");
                     segment.file.truncate(scan.valid_bytes).await?;
@@ -117,7 +134,8 @@ impl<S: Storage> PartitionLog<S> {
                     let index_path = dir.join(segment::index_file_name(base));
                     io::write_file_atomic(&storage, &index_path, &segment.index.encode()).await?;
                     let time_path = dir.join(segment::time_index_file_name(base));
-                    io::write_file_atomic(&storage, &time_path, &segment.time_index.encode()).await?;
+                    io::write_file_atomic(&storage, &time_path, &segment.time_index.encode())
+                        .await?;
                 }
             }
             expected_base = Some(segment.next_offset);
@@ -127,7 +145,10 @@ impl<S: Storage> PartitionLog<S> {
             // The last kept segment may have been sealed; it is the active one now and its index
             // files on disk no longer describe it.
             if let Some(last) = segments.values().next_back() {
-                for name in [segment::index_file_name(last.base_offset), segment::time_index_file_name(last.base_offset)] {
+                for name in [
+                    segment::index_file_name(last.base_offset),
+                    segment::time_index_file_name(last.base_offset),
+                ] {
                     let stale = dir.join(name);
                     if storage.exists(&stale).await? {
                         storage.remove(&stale).await?;
@@ -196,15 +217,20 @@ async fn load_indexes<S: Storage>(
 ) -> Result<bool> {
     let base = segment.base_offset;
     let span = (next_offset - base).max(0) as u64;
-    let Some(index_bytes) = io::read_whole_file(storage, &dir.join(segment::index_file_name(base))).await? else {
-        return Ok(false);
-    };
-    let Some(time_bytes) = io::read_whole_file(storage, &dir.join(segment::time_index_file_name(base))).await? else {
-        return Ok(false);
-    };
-    let (Some(index), Some(time_index)) =
-        (OffsetIndex::decode(&index_bytes, size, span.max(1)), TimeIndex::decode(&time_bytes, span.max(1)))
+    let Some(index_bytes) =
+        io::read_whole_file(storage, &dir.join(segment::index_file_name(base))).await?
     else {
+        return Ok(false);
+    };
+    let Some(time_bytes) =
+        io::read_whole_file(storage, &dir.join(segment::time_index_file_name(base))).await?
+    else {
+        return Ok(false);
+    };
+    let (Some(index), Some(time_index)) = (
+        OffsetIndex::decode(&index_bytes, size, span.max(1)),
+        TimeIndex::decode(&time_bytes, span.max(1)),
+    ) else {
         return Ok(false);
     };
     // The last index entry must point at a batch starting at the offset it names.

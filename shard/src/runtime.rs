@@ -30,7 +30,8 @@ pub fn shard_of(topic: &str, partition: i32, shard_count: usize) -> ShardId {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    let slot = (hash % shard_count as u64 + u64::from(partition.unsigned_abs())) % shard_count as u64;
+    let slot =
+        (hash % shard_count as u64 + u64::from(partition.unsigned_abs())) % shard_count as u64;
     ShardId(slot as u16)
 }
 
@@ -81,7 +82,9 @@ fn has_cap_ipc_lock() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
-            status.lines().find_map(|line| line.strip_prefix("CapEff:").map(str::trim).map(String::from))
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("CapEff:").map(str::trim).map(String::from))
         })
         .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
         .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
@@ -106,7 +109,10 @@ pub fn preflight(cores: usize, io_memory_bytes: usize) -> Result<Preflight, Runt
     }
     let mut warnings = Vec::new();
     let registered = (io_memory_bytes as u64) * 3 * cores as u64;
-    if !has_cap_ipc_lock && memlock_limit_bytes != libc::RLIM_INFINITY && registered > memlock_limit_bytes {
+    if !has_cap_ipc_lock
+        && memlock_limit_bytes != libc::RLIM_INFINITY
+        && registered > memlock_limit_bytes
+    {
         warnings.push(format!(
             "registered I/O buffers need {registered} bytes of locked memory but the limit is \
              {memlock_limit_bytes}; direct I/O will use unregistered buffers (slower). Fix: \
@@ -149,11 +155,8 @@ where
 {
     let mut handles = Vec::with_capacity(config.cores);
     for shard in 0..config.cores {
-        let placement = if config.pin {
-            glommio::Placement::Fixed(shard)
-        } else {
-            glommio::Placement::Unbound
-        };
+        let placement =
+            if config.pin { glommio::Placement::Fixed(shard) } else { glommio::Placement::Unbound };
         let shard_main = shard_main.clone();
         let context = ShardContext { shard_id: ShardId(shard as u16), shard_count: config.cores };
         let handle = glommio::LocalExecutorBuilder::new(placement)
@@ -171,7 +174,10 @@ where
 }
 
 /// Runs one future on a fresh (unpinned) executor on the current thread: for tools and tests.
-pub fn run_local<Fut: Future>(io_memory_bytes: usize, future: Fut) -> Result<Fut::Output, RuntimeError> {
+pub fn run_local<Fut: Future>(
+    io_memory_bytes: usize,
+    future: Fut,
+) -> Result<Fut::Output, RuntimeError> {
     let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(io_memory_bytes)
         .make()
@@ -212,7 +218,8 @@ mod tests {
     #[test]
     fn shard_of_is_stable_and_spreads_partitions_of_a_topic() {
         assert_eq!(shard_of("orders", 0, 4), shard_of("orders", 0, 4));
-        let shards: std::collections::BTreeSet<_> = (0..4).map(|p| shard_of("orders", p, 4)).collect();
+        let shards: std::collections::BTreeSet<_> =
+            (0..4).map(|p| shard_of("orders", p, 4)).collect();
         assert_eq!(shards.len(), 4, "four partitions land on four shards");
         assert_eq!(shard_of("anything", 7, 1), ShardId(0));
         // Pinned value: the mapping is part of the on-disk layout and must not drift.
@@ -222,7 +229,8 @@ mod tests {
     #[test]
     fn preflight_passes_on_this_machine_and_rejects_impossible_core_counts() {
         let cores = available_cores();
-        let found = preflight(cores, IO_MEMORY_BYTES_DEFAULT).expect("io_uring and memlock are usable");
+        let found =
+            preflight(cores, IO_MEMORY_BYTES_DEFAULT).expect("io_uring and memlock are usable");
         assert!(found.memlock_limit_bytes >= MEMLOCK_BYTES_MIN);
         assert!(matches!(preflight(cores + 1, 0), Err(RuntimeError::TooManyCores { .. })));
     }

@@ -148,20 +148,22 @@ pub async fn scan_segment<F: StorageFile>(
         if !fill(file, &mut buffer, &mut buffer_start, position, LOG_OVERHEAD_BYTES, file_size)
             .await?
         {
-            stopped_early = Some(format!("{} trailing bytes too short for a batch", file_size - position));
+            stopped_early =
+                Some(format!("{} trailing bytes too short for a batch", file_size - position));
             break;
         }
         let at = (position - buffer_start) as usize;
-        let size = match batch_size_from_prefix(buffer.get(at..).unwrap_or_default(), BATCH_BYTES_MAX)
-        {
-            Ok(size) => size,
-            Err(error) => {
-                stopped_early = Some(format!("at position {position}: {error}"));
-                break;
-            }
-        };
+        let size =
+            match batch_size_from_prefix(buffer.get(at..).unwrap_or_default(), BATCH_BYTES_MAX) {
+                Ok(size) => size,
+                Err(error) => {
+                    stopped_early = Some(format!("at position {position}: {error}"));
+                    break;
+                }
+            };
         if !fill(file, &mut buffer, &mut buffer_start, position, size, file_size).await? {
-            stopped_early = Some(format!("at position {position}: batch of {size} bytes cut short"));
+            stopped_early =
+                Some(format!("at position {position}: batch of {size} bytes cut short"));
             break;
         }
         let at = (position - buffer_start) as usize;

@@ -38,7 +38,8 @@ fn tag_of(batch: &[u8]) -> u64 {
 }
 
 async fn open(path: &Path) -> PartitionLog<shard::io::dma::DmaStorage> {
-    let storage = shard::runtime::open_storage(path.parent().expect("parent")).await.expect("storage");
+    let storage =
+        shard::runtime::open_storage(path.parent().expect("parent")).await.expect("storage");
     PartitionLog::open(storage, path, common::options(config(), 0)).await.expect("open")
 }
 
@@ -47,7 +48,8 @@ async fn open(path: &Path) -> PartitionLog<shard::io::dma::DmaStorage> {
 fn crash_child_appender() {
     let Ok(dir) = std::env::var(CHILD_DIR_ENV) else { return };
     let path = PathBuf::from(dir);
-    let first_tag: u64 = std::env::var("STRATA_CRASH_FIRST_TAG").expect("tag").parse().expect("number");
+    let first_tag: u64 =
+        std::env::var("STRATA_CRASH_FIRST_TAG").expect("tag").parse().expect("number");
     shard::runtime::run_local(1 << 20, async move {
         let log = std::rc::Rc::new(open(&path).await);
         println!("READY {}", log.log_end_offset());
@@ -74,7 +76,8 @@ fn crash_child_appender() {
 
 #[test]
 fn sigkill_at_random_moments_never_loses_an_acknowledged_batch() {
-    let seed: u64 = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    let seed: u64 =
+        std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("crash test seed {seed} (replay with CRASH_SEED={seed})");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let root = common::scratch_dir("crash-kill9");
@@ -84,7 +87,13 @@ fn sigkill_at_random_moments_never_loses_an_acknowledged_batch() {
     let mut total_kills = 0;
     for round in 0..ROUNDS {
         let mut child = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--ignored", "--exact", "crash_child_appender", "--nocapture", "--test-threads=1"])
+            .args([
+                "--ignored",
+                "--exact",
+                "crash_child_appender",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_DIR_ENV, &path)
             .env("STRATA_CRASH_FIRST_TAG", next_tag.to_string())
             .stdout(Stdio::piped())
@@ -140,17 +149,29 @@ fn sigkill_at_random_moments_never_loses_an_acknowledged_batch() {
                     let mut expected = batch_for(tag);
                     expected[0..8].copy_from_slice(&header.base_offset().to_be_bytes());
                     expected[12..16].copy_from_slice(&0i32.to_be_bytes());
-                    assert_eq!(&batch[..], &expected[..], "batch at {} is not what was appended", header.base_offset());
+                    assert_eq!(
+                        &batch[..],
+                        &expected[..],
+                        "batch at {} is not what was appended",
+                        header.base_offset()
+                    );
                     by_base.insert(header.base_offset(), tag);
                 }
                 for (base, tag) in &acknowledged {
-                    assert_eq!(by_base.get(base), Some(tag), "acknowledged batch at offset {base} (tag {tag}) lost");
+                    assert_eq!(
+                        by_base.get(base),
+                        Some(tag),
+                        "acknowledged batch at offset {base} (tag {tag}) lost"
+                    );
                 }
                 (batches.len(), log.log_end_offset())
             }
         })
         .expect("executor");
-        eprintln!("round {round}: {acked_this_round} acks, log holds {} batches, end {}", checked.0, checked.1);
+        eprintln!(
+            "round {round}: {acked_this_round} acks, log holds {} batches, end {}",
+            checked.0, checked.1
+        );
     }
     assert_eq!(total_kills, ROUNDS);
     assert!(acknowledged.len() > ROUNDS, "the child acknowledged appends before being killed");

@@ -15,10 +15,19 @@ fn dir() -> PathBuf {
 }
 
 fn small_config() -> LogConfig {
-    LogConfig { segment_bytes: 4096, index_interval_bytes: 1024, flush: FlushPolicy::Never, ..LogConfig::default() }
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 1024,
+        flush: FlushPolicy::Never,
+        ..LogConfig::default()
+    }
 }
 
-async fn open(storage: &SimStorage, config: LogConfig, cache_bytes: usize) -> PartitionLog<SimStorage> {
+async fn open(
+    storage: &SimStorage,
+    config: LogConfig,
+    cache_bytes: usize,
+) -> PartitionLog<SimStorage> {
     PartitionLog::open(storage.clone(), &dir(), options(config, cache_bytes)).await.expect("open")
 }
 
@@ -88,18 +97,28 @@ fn segments_roll_at_segment_bytes_and_index_every_interval() {
         let bases = log.segment_base_offsets();
         assert!(bases.len() >= 3, "4 KiB segments of ~470-byte batches roll: {bases:?}");
         assert_eq!(bases[0], 0);
-        let sealed_log = storage.file_bytes(&dir().join(format!("{:020}.log", bases[1]))).expect("file");
+        let sealed_log =
+            storage.file_bytes(&dir().join(format!("{:020}.log", bases[1]))).expect("file");
         assert!(sealed_log.len() as u64 <= 4096, "a sealed segment respects segment.bytes");
         assert_eq!(base_offset(&sealed_log), bases[1], "segment file named by its first offset");
-        let index = storage.file_bytes(&dir().join(format!("{:020}.index", bases[1]))).expect("index");
-        assert!(!index.is_empty() && index.len() % 8 == 0, "sealed segment has an index");
+        let index =
+            storage.file_bytes(&dir().join(format!("{:020}.index", bases[1]))).expect("index");
+        assert!(!index.is_empty() && index.len().is_multiple_of(8), "sealed segment has an index");
         let entries = index.len() / 8;
         let expected = sealed_log.len() / 1024;
-        assert!(entries + 1 >= expected && entries <= expected, "{entries} entries for {} bytes", sealed_log.len());
+        assert!(
+            entries + 1 >= expected && entries <= expected,
+            "{entries} entries for {} bytes",
+            sealed_log.len()
+        );
         for chunk in index.chunks(8) {
             let relative = u32::from_be_bytes(chunk[..4].try_into().unwrap()) as i64;
             let position = u32::from_be_bytes(chunk[4..].try_into().unwrap()) as usize;
-            assert_eq!(base_offset(&sealed_log[position..]), bases[1] + relative, "index entry points at its batch");
+            assert_eq!(
+                base_offset(&sealed_log[position..]),
+                bases[1] + relative,
+                "index entry points at its batch"
+            );
         }
         let read = log.read(bases[2], 1 << 20).await.expect("read across segments");
         assert_eq!(base_offset(&read.batches[0]), bases[2]);
@@ -149,8 +168,13 @@ fn retention_by_bytes_and_time_deletes_whole_old_segments() {
             log.append(batch(i, 1, 400, 1_000 + i as i64 * 1000), 0, 1000).await.expect("append");
         }
         let before = log.segment_base_offsets();
-        assert_eq!(log.apply_retention(1_000_000).await.expect("retention"), 0, "nothing limits it yet");
-        log.set_config(LogConfig { retention_bytes: Some(8192), ..config.clone() }).expect("config");
+        assert_eq!(
+            log.apply_retention(1_000_000).await.expect("retention"),
+            0,
+            "nothing limits it yet"
+        );
+        log.set_config(LogConfig { retention_bytes: Some(8192), ..config.clone() })
+            .expect("config");
         let deleted = log.apply_retention(1_000_000).await.expect("retention");
         assert!(deleted > 0);
         let after = log.segment_base_offsets();
@@ -160,11 +184,15 @@ fn retention_by_bytes_and_time_deletes_whole_old_segments() {
         assert!(!storage.paths().iter().any(|p| p.ends_with(format!("{:020}.log", before[0]))));
         assert!(matches!(log.read(0, 100).await, Err(StorageError::OffsetOutOfRange { .. })));
         // By time: segments whose newest record is older than retention.ms go; the active stays.
-        log.set_config(LogConfig { retention_ms: Some(10_000), retention_bytes: None, ..config }).expect("config");
+        log.set_config(LogConfig { retention_ms: Some(10_000), retention_bytes: None, ..config })
+            .expect("config");
         let newest = 1_000 + 39 * 1000;
         log.apply_retention(newest + 10_001).await.expect("retention");
         assert_eq!(log.segment_base_offsets().len(), 1, "only the active segment is left");
-        assert_eq!(read_all(&log).await.len() as i64, log.log_end_offset() - log.log_start_offset());
+        assert_eq!(
+            read_all(&log).await.len() as i64,
+            log.log_end_offset() - log.log_start_offset()
+        );
     });
 }
 
@@ -204,7 +232,10 @@ fn delete_records_before_moves_the_log_start_and_survives_a_crash() {
         let segments_before = log.segment_base_offsets().len();
         assert_eq!(log.delete_records_before(17).await.expect("delete"), 17);
         assert_eq!(log.log_start_offset(), 17);
-        assert!(log.segment_base_offsets().len() < segments_before, "whole segments below 17 deleted");
+        assert!(
+            log.segment_base_offsets().len() < segments_before,
+            "whole segments below 17 deleted"
+        );
         assert!(matches!(log.read(16, 10).await, Err(StorageError::OffsetOutOfRange { .. })));
         assert_eq!(base_offset(&log.read(17, 10).await.expect("read").batches[0]), 17);
         assert!(log.delete_records_before(31).await.is_err(), "past the log end");
@@ -235,7 +266,11 @@ fn missing_and_corrupt_index_files_are_rebuilt() {
         shard::io::Storage::remove(&storage, &removed_path).await.expect("remove");
         let reopened = open(&storage, small_config(), 0).await;
         assert_eq!(read_all(&reopened).await, expected);
-        assert_eq!(storage.file_bytes(&index_path(bases[1])), Some(original), "rebuilt identically");
+        assert_eq!(
+            storage.file_bytes(&index_path(bases[1])),
+            Some(original),
+            "rebuilt identically"
+        );
         assert_eq!(storage.file_bytes(&removed_path), Some(original_removed), "recreated");
     });
 }
@@ -282,7 +317,10 @@ fn bad_batches_are_rejected_with_typed_errors() {
         two.extend_from_slice(&batch(2, 1, 10, 0));
         assert!(matches!(log.append(two, 0, 0).await, Err(StorageError::InvalidBatch(_))));
         log.append(batch(3, 1, 10, 0), 5, 0).await.expect("append at epoch 5");
-        assert!(matches!(log.append(batch(4, 1, 10, 0), 4, 0).await, Err(StorageError::StaleLeaderEpoch { .. })));
+        assert!(matches!(
+            log.append(batch(4, 1, 10, 0), 4, 0).await,
+            Err(StorageError::StaleLeaderEpoch { .. })
+        ));
         assert_eq!(log.log_end_offset(), 1, "rejected batches leave no trace");
     });
 }
@@ -292,7 +330,8 @@ fn run_dma<F: std::future::Future>(future: F) -> F::Output {
 }
 
 async fn open_dma(path: &Path, config: LogConfig) -> PartitionLog<shard::io::dma::DmaStorage> {
-    let storage = shard::runtime::open_storage(path.parent().expect("parent")).await.expect("storage");
+    let storage =
+        shard::runtime::open_storage(path.parent().expect("parent")).await.expect("storage");
     PartitionLog::open(storage, path, options(config, 0)).await.expect("open")
 }
 
@@ -301,10 +340,17 @@ fn real_direct_io_files_round_trip_through_roll_close_and_reopen() {
     let root = common::scratch_dir("dma-round-trip");
     let path = root.join("orders-0");
     run_dma(async {
-        let config = LogConfig { segment_bytes: 256 << 10, index_interval_bytes: 4096, flush: FlushPolicy::Never, ..LogConfig::default() };
+        let config = LogConfig {
+            segment_bytes: 256 << 10,
+            index_interval_bytes: 4096,
+            flush: FlushPolicy::Never,
+            ..LogConfig::default()
+        };
         let log = open_dma(&path, config.clone()).await;
         for i in 0..300 {
-            log.append(batch(i, 3, 300 + (i as usize * 37) % 2000, 1000), 0, 1000).await.expect("append");
+            log.append(batch(i, 3, 300 + (i as usize * 37) % 2000, 1000), 0, 1000)
+                .await
+                .expect("append");
         }
         let written = read_all(&log).await;
         assert!(log.segment_base_offsets().len() > 3);
@@ -333,8 +379,14 @@ fn concurrent_appends_share_fdatasyncs_under_flush_always() {
             let log = log.clone();
             tasks.push(shard::runtime::spawn(async move {
                 for i in 0..appends_each {
-                    let info = log.append(batch(writer * 100 + i, 1, 16 << 10, 1000), 0, 1000).await.expect("append");
-                    assert!(log.durable_end_offset() > info.last_offset, "acknowledged only once durable");
+                    let info = log
+                        .append(batch(writer * 100 + i, 1, 16 << 10, 1000), 0, 1000)
+                        .await
+                        .expect("append");
+                    assert!(
+                        log.durable_end_offset() > info.last_offset,
+                        "acknowledged only once durable"
+                    );
                 }
             }));
         }
@@ -344,6 +396,9 @@ fn concurrent_appends_share_fdatasyncs_under_flush_always() {
         let appends = writers * appends_each;
         let syncs = log.syncs_completed();
         assert_eq!(log.log_end_offset(), appends as i64);
-        assert!(syncs < appends / 2, "{syncs} syncs for {appends} appends: group commit is not sharing");
+        assert!(
+            syncs < appends / 2,
+            "{syncs} syncs for {appends} appends: group commit is not sharing"
+        );
     });
 }

@@ -72,17 +72,29 @@ async fn contents(log: &PartitionLog<SimStorage>, storage: &SimStorage) -> Vec<B
     out
 }
 
-async fn check_matches_model(log: &PartitionLog<SimStorage>, storage: &SimStorage, model: &Model, step: usize) {
+async fn check_matches_model(
+    log: &PartitionLog<SimStorage>,
+    storage: &SimStorage,
+    model: &Model,
+    step: usize,
+) {
     assert_eq!(log.log_end_offset(), model.log_end_offset, "step {step}: log end offset");
     assert_eq!(log.log_start_offset(), model.log_start_offset, "step {step}: log start offset");
     let actual = contents(log, storage).await;
-    let expected: Vec<Bytes> = model.expected_from(model.log_start_offset).into_iter().map(|(_, _, b)| b.clone()).collect();
+    let expected: Vec<Bytes> = model
+        .expected_from(model.log_start_offset)
+        .into_iter()
+        .map(|(_, _, b)| b.clone())
+        .collect();
     assert_eq!(actual, expected, "step {step}: log contents differ from the model");
 }
 
 async fn run_seed(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let storage = SimStorage::new(seed ^ 0x5eed, FaultConfig { read_error_probability: READ_ERROR_PROBABILITY });
+    let storage = SimStorage::new(
+        seed ^ 0x5eed,
+        FaultConfig { read_error_probability: READ_ERROR_PROBABILITY },
+    );
     let flush = if rng.gen_bool(0.5) { FlushPolicy::Always } else { FlushPolicy::Never };
     let mut config = LogConfig {
         segment_bytes: rng.gen_range(2_000..20_000),
@@ -93,7 +105,12 @@ async fn run_seed(seed: u64) {
         ..LogConfig::default()
     };
     let mut log = open_retrying(&storage, &config).await;
-    let mut model = Model { batches: Vec::new(), log_start_offset: 0, log_end_offset: 0, durable_end_offset: 0 };
+    let mut model = Model {
+        batches: Vec::new(),
+        log_start_offset: 0,
+        log_end_offset: 0,
+        durable_end_offset: 0,
+    };
     let mut tag = 0u64;
     let mut now = 1_000_000i64;
     for step in 0..OPERATIONS_PER_SEED {
@@ -103,12 +120,22 @@ async fn run_seed(seed: u64) {
                 tag += 1;
                 let records = rng.gen_range(1..6);
                 let value_bytes = rng.gen_range(0..1500);
-                let info = log.append(batch(tag, records, value_bytes, now), 0, now).await.expect("append");
-                assert_eq!(info.base_offset, model.log_end_offset, "step {step}: offsets are contiguous");
+                let info = log
+                    .append(batch(tag, records, value_bytes, now), 0, now)
+                    .await
+                    .expect("append");
+                assert_eq!(
+                    info.base_offset, model.log_end_offset,
+                    "step {step}: offsets are contiguous"
+                );
                 let mut expected = batch(tag, records, value_bytes, now);
                 expected[0..8].copy_from_slice(&info.base_offset.to_be_bytes());
                 expected[12..16].copy_from_slice(&0i32.to_be_bytes());
-                model.batches.push((info.base_offset, info.last_offset, Bytes::from(expected.to_vec())));
+                model.batches.push((
+                    info.base_offset,
+                    info.last_offset,
+                    Bytes::from(expected.to_vec()),
+                ));
                 model.log_end_offset = info.last_offset + 1;
                 if flush == FlushPolicy::Always {
                     model.durable_end_offset = model.log_end_offset;
@@ -123,7 +150,10 @@ async fn run_seed(seed: u64) {
                         if offset == model.log_end_offset {
                             assert!(read.batches.is_empty(), "step {step}: read at the end");
                         } else {
-                            assert!(!read.batches.is_empty(), "step {step}: read at {offset} empty");
+                            assert!(
+                                !read.batches.is_empty(),
+                                "step {step}: read at {offset} empty"
+                            );
                             for (got, want) in read.batches.iter().zip(expected.iter()) {
                                 assert_eq!(got, &want.2, "step {step}: read at {offset} differs");
                             }
@@ -145,7 +175,11 @@ async fn run_seed(seed: u64) {
                 let target_end = if offset <= first_base {
                     offset.min(model.log_end_offset)
                 } else {
-                    model.batches.iter().find(|(_, last, _)| *last >= offset).map_or(model.log_end_offset, |b| b.0)
+                    model
+                        .batches
+                        .iter()
+                        .find(|(_, last, _)| *last >= offset)
+                        .map_or(model.log_end_offset, |b| b.0)
                 };
                 match log.truncate_to(offset).await {
                     Ok(()) => {
@@ -161,11 +195,17 @@ async fn run_seed(seed: u64) {
                     Err(StorageError::Io(_)) => {
                         // An injected read error: the log went offline part-way. A restart (no
                         // power loss) must find a prefix of the old log no shorter than the target.
-                        assert!(matches!(log.append(batch(0, 1, 1, now), 0, now).await, Err(StorageError::Offline(_))));
+                        assert!(matches!(
+                            log.append(batch(0, 1, 1, now), 0, now).await,
+                            Err(StorageError::Offline(_))
+                        ));
                         drop(log);
                         log = open_retrying(&storage, &config).await;
                         let end = log.log_end_offset();
-                        assert!(end >= target_end && end <= model.log_end_offset, "step {step}: restart after a failed truncate");
+                        assert!(
+                            end >= target_end && end <= model.log_end_offset,
+                            "step {step}: restart after a failed truncate"
+                        );
                         model.truncate(end);
                         model.log_start_offset = log.log_start_offset();
                         model.batches.retain(|(_, last, _)| *last >= model.log_start_offset);
@@ -186,7 +226,11 @@ async fn run_seed(seed: u64) {
                 config.retention_bytes = None;
                 log.set_config(config.clone()).expect("config");
                 let after = log.segment_base_offsets();
-                assert_eq!(after[..], before[deleted..], "step {step}: oldest segments deleted first");
+                assert_eq!(
+                    after[..],
+                    before[deleted..],
+                    "step {step}: oldest segments deleted first"
+                );
                 if deleted > 0 {
                     model.log_start_offset = model.log_start_offset.max(after[0]);
                 }
@@ -217,9 +261,15 @@ async fn run_seed(seed: u64) {
                 assert!(!log.opened_clean);
                 let recovered = contents(&log, &storage).await;
                 let expected = model.expected_from(log.log_start_offset());
-                assert!(recovered.len() <= expected.len(), "step {step}: recovery invented batches");
+                assert!(
+                    recovered.len() <= expected.len(),
+                    "step {step}: recovery invented batches"
+                );
                 for (got, want) in recovered.iter().zip(expected.iter()) {
-                    assert_eq!(got, &want.2, "step {step}: a recovered batch differs from what was appended");
+                    assert_eq!(
+                        got, &want.2,
+                        "step {step}: a recovered batch differs from what was appended"
+                    );
                 }
                 assert!(
                     log.log_end_offset() >= model.durable_end_offset,
@@ -239,7 +289,10 @@ async fn run_seed(seed: u64) {
         }
     }
     check_matches_model(&log, &storage, &model, OPERATIONS_PER_SEED).await;
-    assert!(storage.injected_read_errors() > 0 || OPERATIONS_PER_SEED < 100, "faults were injected");
+    assert!(
+        storage.injected_read_errors() > 0 || OPERATIONS_PER_SEED < 100,
+        "faults were injected"
+    );
 }
 
 #[test]

@@ -12,7 +12,8 @@ use std::path::Path;
 const LEADER_EPOCH: i32 = 3;
 
 async fn open(path: &Path) -> PartitionLog<shard::io::dma::DmaStorage> {
-    let storage = shard::runtime::open_storage(path.parent().expect("parent")).await.expect("storage");
+    let storage =
+        shard::runtime::open_storage(path.parent().expect("parent")).await.expect("storage");
     let config = LogConfig { flush: FlushPolicy::Always, ..LogConfig::default() };
     PartitionLog::open(storage, path, options(config, 0)).await.expect("open")
 }
@@ -25,7 +26,9 @@ fn every_cut_and_every_flipped_byte_in_the_tail_batch_recovers_to_the_batches_be
     shard::runtime::run_local(1 << 20, async {
         let log = open(&path).await;
         for i in 0..4 {
-            log.append(batch(i, 3, 1500 + 700 * i as usize, 1000), LEADER_EPOCH, 1000).await.expect("append");
+            log.append(batch(i, 3, 1500 + 700 * i as usize, 1000), LEADER_EPOCH, 1000)
+                .await
+                .expect("append");
         }
         let tail = log.append(batch(9, 4, 60, 2000), LEADER_EPOCH, 2000).await.expect("append");
         let all = read_all(&log).await;
@@ -34,7 +37,11 @@ fn every_cut_and_every_flipped_byte_in_the_tail_batch_recovers_to_the_batches_be
         let original = std::fs::read(&segment).expect("segment");
         let tail_start: usize = all[..4].iter().map(|b| b.len()).sum();
         let tail_end = tail_start + all[4].len();
-        assert_eq!(&original[tail_start..tail_end], &all[4][..], "the file holds the batch as read");
+        assert_eq!(
+            &original[tail_start..tail_end],
+            &all[4][..],
+            "the file holds the batch as read"
+        );
 
         let expect_prefix = |log: &PartitionLog<_>, recovered: Vec<bytes::Bytes>, what: String| {
             assert_eq!(recovered, all[..4].to_vec(), "{what}: recovered batches");
@@ -60,7 +67,11 @@ fn every_cut_and_every_flipped_byte_in_the_tail_batch_recovers_to_the_batches_be
             std::fs::write(&segment, &damaged).expect("write");
             let log = open(&path).await;
             let recovered = read_all(&log).await;
-            expect_prefix(&log, recovered, format!("byte {} of the tail batch flipped", flip - tail_start));
+            expect_prefix(
+                &log,
+                recovered,
+                format!("byte {} of the tail batch flipped", flip - tail_start),
+            );
             // Recovery must also have cut the file, so appends continue cleanly after the prefix.
             let size = std::fs::metadata(&segment).expect("stat").len() as usize;
             assert_eq!(size, tail_start, "file truncated to the last valid batch");

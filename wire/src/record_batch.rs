@@ -420,7 +420,11 @@ mod tests {
     fn sample_batch() -> Vec<u8> {
         let mut builder = RecordBatchBuilder::new(1_700_000_000_000);
         builder.producer(7, 3, 11);
-        builder.push(BatchRecord { key: Some(b"k1"), value: Some(b"value one"), timestamp_delta: 0 });
+        builder.push(BatchRecord {
+            key: Some(b"k1"),
+            value: Some(b"value one"),
+            timestamp_delta: 0,
+        });
         builder.push(BatchRecord { key: None, value: Some(b"value two"), timestamp_delta: 5 });
         builder.push(BatchRecord { key: Some(b"k3"), value: None, timestamp_delta: 9 });
         builder.build()

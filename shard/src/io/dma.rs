@@ -45,15 +45,15 @@ impl StorageFile for DmaStorageFile {
     type ReadBuffer = DmaRead;
 
     fn alloc_buffer(&self, len: usize) -> DmaBuffer {
-        assert!(len % DMA_ALIGNMENT == 0, "DMA buffers are whole pages");
+        assert!(len.is_multiple_of(DMA_ALIGNMENT), "DMA buffers are whole pages");
         // Not zeroed: callers fill what they write and zero any padding themselves.
         self.file.alloc_dma_buffer(len)
     }
 
     async fn write_at(&self, buffer: DmaBuffer, position: u64) -> io::Result<()> {
-        assert!(position % DMA_ALIGNMENT as u64 == 0, "unaligned DMA write at {position}");
+        assert!(position.is_multiple_of(DMA_ALIGNMENT as u64), "unaligned DMA write at {position}");
         let len = buffer.len();
-        assert!(len % DMA_ALIGNMENT == 0, "unaligned DMA write length {len}");
+        assert!(len.is_multiple_of(DMA_ALIGNMENT), "unaligned DMA write length {len}");
         let written = self.file.write_at(buffer, position).await?;
         if written != len {
             return Err(io::Error::other(format!("short DMA write: {written} of {len} bytes")));
@@ -123,8 +123,7 @@ impl Storage for DmaStorage {
     type File = DmaStorageFile;
 
     async fn open(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
-        let file =
-            OpenOptions::new().read(true).write(true).create(create).dma_open(path).await?;
+        let file = OpenOptions::new().read(true).write(true).create(create).dma_open(path).await?;
         Ok(DmaStorageFile { file })
     }
 

@@ -101,7 +101,11 @@ pub async fn read_whole_file<S: Storage>(storage: &S, path: &Path) -> io::Result
 
 /// Writes `bytes` to `path` atomically and durably: a temporary file is written, synced and
 /// renamed over `path`, then the directory is synced. A crash leaves the old or the new content.
-pub async fn write_file_atomic<S: Storage>(storage: &S, path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub async fn write_file_atomic<S: Storage>(
+    storage: &S,
+    path: &Path,
+    bytes: &[u8],
+) -> io::Result<()> {
     let temporary = temporary_path(path);
     let file = storage.open(&temporary, true).await?;
     let result = async {

@@ -106,13 +106,13 @@ impl StorageFile for SimFileHandle {
     type ReadBuffer = Vec<u8>;
 
     fn alloc_buffer(&self, len: usize) -> SimBuffer {
-        assert!(len % DMA_ALIGNMENT == 0, "DMA buffers are whole pages");
+        assert!(len.is_multiple_of(DMA_ALIGNMENT), "DMA buffers are whole pages");
         SimBuffer(vec![0; len])
     }
 
     async fn write_at(&self, buffer: SimBuffer, position: u64) -> io::Result<()> {
-        assert!(position % DMA_ALIGNMENT as u64 == 0, "unaligned write at {position}");
-        assert!(buffer.0.len() % DMA_ALIGNMENT == 0, "unaligned write length");
+        assert!(position.is_multiple_of(DMA_ALIGNMENT as u64), "unaligned write at {position}");
+        assert!(buffer.0.len().is_multiple_of(DMA_ALIGNMENT), "unaligned write length");
         // Like a real device, a write may still be in flight when the caller moves on.
         let defer = self.with_file(|_, disk| disk.rng.gen_bool(0.5))?;
         if defer {
@@ -248,7 +248,11 @@ impl Storage for SimStorage {
             }
             disk.files.insert(path.to_path_buf(), SimFile::default());
         }
-        Ok(SimFileHandle { disk: self.disk.clone(), path: path.to_path_buf(), generation: disk.generation })
+        Ok(SimFileHandle {
+            disk: self.disk.clone(),
+            path: path.to_path_buf(),
+            generation: disk.generation,
+        })
     }
 
     async fn close(&self, _file: SimFileHandle) -> io::Result<()> {

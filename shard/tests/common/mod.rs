@@ -20,13 +20,21 @@ pub fn batch(tag: u64, records: usize, value_bytes: usize, timestamp: i64) -> By
         .collect();
     let key = tag.to_be_bytes();
     for (i, value) in values.iter().enumerate() {
-        builder.push(BatchRecord { key: Some(&key), value: Some(value), timestamp_delta: i as i64 });
+        builder.push(BatchRecord {
+            key: Some(&key),
+            value: Some(value),
+            timestamp_delta: i as i64,
+        });
     }
     BytesMut::from(&builder.build()[..])
 }
 
 pub fn options(config: LogConfig, cache_bytes: usize) -> OpenOptions {
-    OpenOptions { config, cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))), now_ms: 1_000 }
+    OpenOptions {
+        config,
+        cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))),
+        now_ms: 1_000,
+    }
 }
 
 /// Reads every batch from the log start to the end.

@@ -175,4 +175,5 @@ fn sigkill_at_random_moments_never_loses_an_acknowledged_batch() {
     }
     assert_eq!(total_kills, ROUNDS);
     assert!(acknowledged.len() > ROUNDS, "the child acknowledged appends before being killed");
+    let _ = std::fs::remove_dir_all(&root);
 }

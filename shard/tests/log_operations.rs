@@ -363,6 +363,7 @@ fn real_direct_io_files_round_trip_through_roll_close_and_reopen() {
     });
     let on_disk = std::fs::read(path.join(format!("{:020}.log", 0))).expect("segment file");
     assert_eq!(base_offset(&on_disk), 0, "the .log file holds plain Kafka batches");
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
@@ -401,4 +402,5 @@ fn concurrent_appends_share_fdatasyncs_under_flush_always() {
             "{syncs} syncs for {appends} appends: group commit is not sharing"
         );
     });
+    let _ = std::fs::remove_dir_all(&root);
 }

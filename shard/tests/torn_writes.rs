@@ -79,4 +79,5 @@ fn every_cut_and_every_flipped_byte_in_the_tail_batch_recovers_to_the_batches_be
         }
     })
     .expect("executor");
+    let _ = std::fs::remove_dir_all(&root);
 }

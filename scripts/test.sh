@@ -19,4 +19,14 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test (unit, randomized crash model, torn writes, kill -9, bench smoke)"
-cargo test --workspace -- --test-threads=2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+
+# One closing line for the whole suite, summed over every test binary.
+awk '/^test result:/ { passed += $4; failed += $6; ignored += $8 }
+     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$log"
+exit "$status"

@@ -1,11 +1,21 @@
-//! `strata`: the broker binary.
+//! `strata`: the broker binary and its CLI.
 //!
-//! Today it offers `strata check`, which runs the startup checks every shard needs (io_uring,
-//! locked memory, cores, direct I/O on the data directory from each pinned shard). The Kafka
-//! listener (`strata serve`) is issue #3; this file grows into the CLI described in DESIGN.md §6.
+//! `strata serve` runs the broker; `strata check` runs the startup checks every shard needs
+//! (io_uring, locked memory, cores, direct I/O on the data directory from each pinned shard).
+
+mod admin;
+mod config;
+mod connection;
+mod error;
+mod handlers;
+mod metadata;
+mod router;
+mod server;
+mod state;
 
 use clap::{Parser, Subcommand};
 use shard::runtime::{self, RuntimeConfig};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -17,6 +27,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the broker.
+    Serve(ServeArgs),
     /// Check that this machine can run strata: io_uring, locked memory, cores, and direct I/O on
     /// the data directory from every shard.
     Check {
@@ -39,10 +51,70 @@ fn main() {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Check { data_dir, cores } => check(data_dir, cores),
+        Command::Serve(args) => args.into_config().and_then(server::serve),
     };
     if let Err(message) = outcome {
         eprintln!("strata: {message}");
         std::process::exit(1);
+    }
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Where partitions and metadata live.
+    #[arg(long, default_value = "./strata-data")]
+    data_dir: PathBuf,
+    /// Kafka listener.
+    #[arg(long, default_value = "0.0.0.0:9092")]
+    listen: SocketAddr,
+    /// Address returned in Metadata (default: the listen address, or localhost:PORT when
+    /// listening on 0.0.0.0).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// HTTP listener for /metrics and /health.
+    #[arg(long, default_value = "127.0.0.1:9644")]
+    admin_listen: SocketAddr,
+    /// Shards (one per core, pinned); default all cores.
+    #[arg(long)]
+    cores: Option<usize>,
+    #[arg(long, default_value_t = 0)]
+    node_id: i32,
+    /// Kafka's auto.create.topics.enable.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    auto_create_topics: bool,
+    /// Kafka's num.partitions: partitions of auto-created topics.
+    #[arg(long, default_value_t = 1)]
+    num_partitions: i32,
+    /// Kafka's socket.request.max.bytes.
+    #[arg(long, default_value_t = wire::protocol::REQUEST_BYTES_MAX_DEFAULT)]
+    request_bytes_max: usize,
+    /// Per-shard cache of recent batches, in bytes.
+    #[arg(long, default_value_t = shard::cache::BATCH_CACHE_BYTES_DEFAULT)]
+    cache_bytes: usize,
+}
+
+impl ServeArgs {
+    fn into_config(self) -> Result<config::BrokerConfig, String> {
+        let (advertise_host, advertise_port) = match &self.advertise {
+            Some(value) => config::parse_advertise(value)?,
+            None => config::default_advertise(self.listen),
+        };
+        if self.num_partitions < 1 {
+            return Err("--num-partitions must be at least 1".into());
+        }
+        Ok(config::BrokerConfig {
+            node_id: self.node_id,
+            data_dir: self.data_dir,
+            listen: self.listen,
+            advertise_host,
+            advertise_port,
+            admin_listen: self.admin_listen,
+            cores: self.cores.unwrap_or_else(runtime::available_cores),
+            auto_create_topics: self.auto_create_topics,
+            num_partitions: self.num_partitions,
+            request_bytes_max: self.request_bytes_max,
+            cache_bytes: self.cache_bytes,
+        })
     }
 }
 

@@ -208,12 +208,26 @@ impl<S: Storage> PartitionLog<S> {
         result
     }
 
-    /// Appends one client batch (exactly one v2 batch in `batch`), stamping `leader_epoch`.
+    /// Appends one client batch (exactly one v2 batch in `batch`), stamping `leader_epoch`;
+    /// returns once the batch is durable if the flush policy is `Always`.
     pub async fn append(
+        &self,
+        batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let sync = self.config.borrow().flush == FlushPolicy::Always;
+        self.append_with(batch, leader_epoch, now_ms, sync).await
+    }
+
+    /// Appends one client batch; with `sync`, returns only once it is durable (group-committed).
+    /// Kafka's acks=all maps to `sync` under the `Always` policy, acks=1 to no sync.
+    pub async fn append_with(
         &self,
         mut batch: BytesMut,
         leader_epoch: i32,
         now_ms: i64,
+        sync: bool,
     ) -> Result<AppendInfo> {
         let max_message_bytes = self.config.borrow().max_message_bytes;
         {
@@ -240,7 +254,7 @@ impl<S: Storage> PartitionLog<S> {
         let result = self.append_locked(&mut batch, leader_epoch, now_ms).await;
         let info = self.offline_on_error(result)?;
         drop(guard);
-        if self.config.borrow().flush == FlushPolicy::Always {
+        if sync {
             self.sync_to(info.last_offset + 1).await?;
         }
         Ok(info)

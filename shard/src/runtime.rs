@@ -198,6 +198,74 @@ pub async fn sleep(duration: std::time::Duration) {
     glommio::timer::sleep(duration).await
 }
 
+/// TCP for the Kafka listener and peers: glommio's, re-exported so only this module names the
+/// runtime. Listeners bind with SO_REUSEPORT, so every shard can accept on the same port.
+pub mod net {
+    pub use glommio::net::{TcpListener, TcpStream};
+}
+
+/// The cross-core channel mesh: every shard can send `T` to every other shard.
+pub mod mesh {
+    use std::sync::{Arc, Mutex};
+
+    /// Built once before the shards start and handed to each; `join` on every shard.
+    pub struct MeshHandle<T: Send + 'static> {
+        builder: Arc<
+            Mutex<
+                glommio::channels::channel_mesh::MeshBuilder<
+                    T,
+                    glommio::channels::channel_mesh::Full,
+                >,
+            >,
+        >,
+    }
+
+    /// This shard's ends of the mesh.
+    pub struct MeshEnds<T: Send + 'static> {
+        pub senders: Senders<T>,
+        pub receivers: Vec<(usize, Receiver<T>)>,
+    }
+
+    pub type Senders<T> = glommio::channels::channel_mesh::Senders<T>;
+    pub type Receiver<T> = glommio::channels::shared_channel::ConnectedReceiver<T>;
+
+    impl<T: Send + 'static> Clone for MeshHandle<T> {
+        fn clone(&self) -> Self {
+            Self { builder: self.builder.clone() }
+        }
+    }
+
+    impl<T: Send + 'static> MeshHandle<T> {
+        /// A mesh for `shards` peers whose channels hold up to `queue_depth_max` messages each
+        /// (a full channel back-pressures the sender).
+        pub fn new(shards: usize, queue_depth_max: usize) -> Self {
+            let builder =
+                glommio::channels::channel_mesh::MeshBuilder::full(shards, queue_depth_max);
+            Self { builder: Arc::new(Mutex::new(builder)) }
+        }
+
+        /// Joins the mesh from the calling shard; returns when every shard has joined. Peer ids
+        /// follow executor creation order, which `run_shards` makes equal to shard ids; this is
+        /// checked against `shard_id`.
+        pub async fn join(&self, shard_id: usize) -> Result<MeshEnds<T>, String> {
+            let builder = match self.builder.lock() {
+                Ok(guard) => guard.clone(),
+                Err(_) => return Err("mesh builder poisoned".into()),
+            };
+            let (senders, mut receivers) =
+                builder.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
+            if senders.peer_id() != shard_id {
+                return Err(format!(
+                    "mesh peer id {} does not match shard {shard_id}",
+                    senders.peer_id()
+                ));
+            }
+            let receivers = receivers.streams();
+            Ok(MeshEnds { senders, receivers })
+        }
+    }
+}
+
 /// The real-file storage for a data directory, primed for direct I/O on this executor.
 pub async fn open_storage(data_dir: &Path) -> std::io::Result<crate::io::dma::DmaStorage> {
     crate::io::dma::DmaStorage::new(data_dir).await

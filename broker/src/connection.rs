@@ -1,0 +1,74 @@
+//! One client connection: reads size-prefixed requests, answers each in order.
+//!
+//! Requests on a connection are handled one after another, so pipelined requests (Kafka
+//! clients keep up to 5 in flight) are answered in the order they were sent.
+//! Bad input never panics a shard: a frame over `socket.request.max.bytes`, an unknown API key,
+//! an undecodable header or body, or an unsupported version of any API but ApiVersions closes
+//! the connection with a log line; an unsupported ApiVersions version gets the v0 answer with
+//! UNSUPPORTED_VERSION (KIP-511).
+
+use crate::error::code;
+use crate::handlers;
+use crate::state::Shard;
+use bytes::{Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use kafka_protocol::messages::{ApiKey, ResponseKind};
+use shard::runtime::net::TcpStream;
+use std::rc::Rc;
+use wire::protocol::{self, FRAME_PREFIX_BYTES};
+
+pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let _ = stream.set_nodelay(true);
+    match serve_requests(&shard, &mut stream).await {
+        Ok(()) => tracing::debug!(%peer, "connection closed by client"),
+        Err(reason) => tracing::warn!(%peer, %reason, "closing connection"),
+    }
+}
+
+async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(), String> {
+    let limit = shard.config.request_bytes_max;
+    loop {
+        let mut prefix = [0u8; FRAME_PREFIX_BYTES];
+        match stream.read_exact(&mut prefix).await {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(error) => return Err(format!("read failed: {error}")),
+        }
+        let len = protocol::frame_len(prefix, limit).map_err(|e| e.to_string())?;
+        let mut frame = BytesMut::zeroed(len);
+        stream.read_exact(&mut frame).await.map_err(|e| format!("read failed mid-frame: {e}"))?;
+        let frame: Bytes = frame.freeze();
+        let request = protocol::decode_header(frame).map_err(|e| e.to_string())?;
+        let version = request.header.request_api_version;
+        let correlation_id = request.header.correlation_id;
+        let api_key = request.api_key;
+        if !handlers::supports(api_key, version) {
+            if api_key == ApiKey::ApiVersions {
+                let response = ResponseKind::ApiVersions(handlers::api_versions::response(
+                    code::UNSUPPORTED_VERSION,
+                ));
+                write(stream, ApiKey::ApiVersions, 0, correlation_id, &response).await?;
+                continue;
+            }
+            return Err(format!("unsupported {api_key:?} version {version}"));
+        }
+        let body =
+            protocol::decode_body(api_key, version, request.body).map_err(|e| e.to_string())?;
+        if let Some(response) = handlers::handle(shard, version, body).await {
+            write(stream, api_key, version, correlation_id, &response).await?;
+        }
+    }
+}
+
+async fn write(
+    stream: &mut TcpStream,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+) -> Result<(), String> {
+    let bytes = protocol::encode_response(api_key, version, correlation_id, response)
+        .map_err(|e| format!("encoding the {api_key:?} v{version} response: {e}"))?;
+    stream.write_all(&bytes).await.map_err(|e| format!("write failed: {e}"))
+}

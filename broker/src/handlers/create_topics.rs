@@ -1,0 +1,113 @@
+//! CreateTopics (key 19): validated here and applied by shard 0, which persists the topic table
+//! and opens the partitions on their owner shards before answering.
+
+use super::{nth_result, str_bytes};
+use crate::error::{code, BrokerError};
+use crate::router::{request_change, CreateTopic, MetadataChange};
+use crate::state::Shard;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+pub const VERSIONS: (i16, i16) = (2, 7);
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    version: i16,
+    request: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut creates = Vec::new();
+    let mut early: Vec<Option<BrokerError>> = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.to_string();
+        let partitions = if topic.num_partitions == -1 {
+            shard.config.num_partitions
+        } else {
+            topic.num_partitions
+        };
+        let configs: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter_map(|config| {
+                config.value.as_ref().map(|value| (config.name.to_string(), value.to_string()))
+            })
+            .collect();
+        // A single node holds one replica of everything: factor 1, or -1 for the default.
+        if topic.replication_factor != -1 && topic.replication_factor != 1 {
+            early.push(Some(BrokerError::InvalidReplicationFactor(format!(
+                "replication factor {} on a single broker",
+                topic.replication_factor
+            ))));
+            continue;
+        }
+        if !topic.assignments.is_empty() {
+            early.push(Some(BrokerError::InvalidRequest(
+                "manual replica assignment is not supported".into(),
+            )));
+            continue;
+        }
+        early.push(None);
+        creates.push(CreateTopic {
+            name,
+            partitions,
+            configs,
+            validate_only: request.validate_only,
+        });
+    }
+    let results = if creates.is_empty() {
+        Vec::new()
+    } else {
+        request_change(shard, MetadataChange::CreateTopics(creates)).await
+    };
+    let snapshot = shard.snapshot();
+    let mut response = CreateTopicsResponse::default();
+    let mut next_result = 0;
+    for (topic, early_error) in request.topics.iter().zip(early) {
+        let mut result = CreatableTopicResult::default();
+        result.name = topic.name.clone();
+        let (error_code, message) = match early_error {
+            Some(error) => super::error_fields(&error),
+            None => {
+                let fields = nth_result(&results, next_result);
+                next_result += 1;
+                fields
+            }
+        };
+        result.error_code = error_code;
+        result.error_message = message;
+        result.num_partitions = -1;
+        result.replication_factor = -1;
+        if error_code == code::NONE {
+            let name = topic.name.0.to_string();
+            if let Some(meta) = snapshot.topics.get(&name) {
+                result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
+                result.num_partitions = meta.partitions;
+                result.replication_factor = 1;
+                if version >= 5 {
+                    result.configs = Some(
+                        crate::metadata::TOPIC_CONFIG_KEYS
+                            .iter()
+                            .map(|(key, _)| {
+                                let mut config = CreatableTopicConfigs::default();
+                                config.name = str_bytes(key);
+                                config.value =
+                                    crate::metadata::config_value(meta, key).map(str_bytes);
+                                config.config_source =
+                                    if meta.configs.contains_key(*key) { 1 } else { 5 };
+                                config
+                            })
+                            .collect(),
+                    );
+                }
+            } else if request.validate_only {
+                result.num_partitions = topic.num_partitions;
+                result.replication_factor = 1;
+            }
+        }
+        response.topics.push(result);
+    }
+    response
+}

@@ -1,0 +1,99 @@
+//! DescribeConfigs (key 32): topic configs (overrides and defaults) and a few broker configs.
+
+use super::str_bytes;
+use crate::error::code;
+use crate::metadata::{config_value, TOPIC_CONFIG_KEYS};
+use crate::state::Shard;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use std::rc::Rc;
+
+pub const VERSIONS: (i16, i16) = (1, 4);
+/// Kafka's ConfigResource types.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+/// Config sources (DescribeConfigs v1+).
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+
+fn entry(
+    name: &str,
+    value: Option<&str>,
+    source: i8,
+    read_only: bool,
+) -> DescribeConfigsResourceResult {
+    let mut config = DescribeConfigsResourceResult::default();
+    config.name = str_bytes(name);
+    config.value = value.map(str_bytes);
+    config.config_source = source;
+    config.read_only = read_only;
+    config
+}
+
+pub fn handle(
+    shard: &Rc<Shard>,
+    _version: i16,
+    request: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let snapshot = shard.snapshot();
+    let mut response = DescribeConfigsResponse::default();
+    for resource in request.resources {
+        let mut result = DescribeConfigsResult::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let wanted = |key: &str| {
+            resource
+                .configuration_keys
+                .as_ref()
+                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key))
+        };
+        match resource.resource_type {
+            RESOURCE_TOPIC => match snapshot.topics.get(resource.resource_name.as_str()) {
+                Some(topic) => {
+                    result.error_code = code::NONE;
+                    result.configs = TOPIC_CONFIG_KEYS
+                        .iter()
+                        .filter(|(key, _)| wanted(key))
+                        .map(|(key, _)| {
+                            let source = if topic.configs.contains_key(*key) {
+                                SOURCE_TOPIC
+                            } else {
+                                SOURCE_DEFAULT
+                            };
+                            entry(key, config_value(topic, key), source, false)
+                        })
+                        .collect();
+                }
+                None => {
+                    result.error_code = code::UNKNOWN_TOPIC_OR_PARTITION;
+                    result.error_message = Some(str_bytes("unknown topic"));
+                }
+            },
+            RESOURCE_BROKER => {
+                result.error_code = code::NONE;
+                let config = &shard.config;
+                let values = [
+                    ("broker.id", config.node_id.to_string()),
+                    ("log.dirs", config.data_dir.display().to_string()),
+                    ("num.partitions", config.num_partitions.to_string()),
+                    ("auto.create.topics.enable", config.auto_create_topics.to_string()),
+                    ("socket.request.max.bytes", config.request_bytes_max.to_string()),
+                ];
+                result.configs = values
+                    .iter()
+                    .filter(|(key, _)| wanted(key))
+                    .map(|(key, value)| entry(key, Some(value), SOURCE_STATIC_BROKER, true))
+                    .collect();
+            }
+            _ => {
+                result.error_code = code::INVALID_REQUEST;
+                result.error_message = Some(str_bytes("unsupported resource type"));
+            }
+        }
+        response.results.push(result);
+    }
+    response
+}

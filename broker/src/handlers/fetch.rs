@@ -1,0 +1,153 @@
+//! Fetch (key 1): reads each partition on its owner shard, returning stored batches unchanged.
+//! Honors `max_bytes`, per-partition `partition_max_bytes` (at least one batch is always
+//! returned, KIP-74) and long polling: when fewer than `min_bytes` are available the request
+//! waits, up to `max_wait_ms`, for new appends. Fetch sessions (KIP-227) are declined: the
+//! response always carries session id 0, so clients send full fetch requests.
+
+use super::error_fields;
+use crate::error::{code, BrokerError};
+use crate::router::{call, ReadResult, ShardRequest, ShardResponse};
+use crate::state::Shard;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+pub const VERSIONS: (i16, i16) = (4, 12);
+/// Upper bound on how long a fetch may wait, whatever the client asks.
+pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
+
+struct Wanted {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    partition_max_bytes: usize,
+}
+
+async fn read_one(
+    shard: &Rc<Shard>,
+    wanted: &Wanted,
+    max_bytes: usize,
+    wait_ms: u64,
+) -> Result<ReadResult, BrokerError> {
+    let known = shard
+        .snapshot()
+        .topics
+        .get(&wanted.topic)
+        .is_some_and(|topic| wanted.partition >= 0 && wanted.partition < topic.partitions);
+    if !known {
+        return Err(BrokerError::UnknownTopicOrPartition(format!(
+            "{}-{}",
+            wanted.topic, wanted.partition
+        )));
+    }
+    let owner = shard.owner_of(&wanted.topic, wanted.partition);
+    let request = ShardRequest::Read {
+        topic: wanted.topic.clone(),
+        partition: wanted.partition,
+        offset: wanted.offset,
+        max_bytes,
+        wait_ms,
+    };
+    match call(shard, owner, request).await {
+        ShardResponse::Read(result) => result,
+        ShardResponse::Unavailable(reason) => Err(BrokerError::ShardUnavailable(reason)),
+        _ => Err(BrokerError::ShardUnavailable("unexpected answer".into())),
+    }
+}
+
+pub async fn handle(shard: &Rc<Shard>, _version: i16, request: FetchRequest) -> FetchResponse {
+    let wanted: Vec<Wanted> = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |partition| Wanted {
+                topic: topic.topic.0.to_string(),
+                partition: partition.partition,
+                offset: partition.fetch_offset,
+                partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
+            })
+        })
+        .collect();
+    let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
+    let deadline = Instant::now() + wait;
+    let mut results: Vec<Result<ReadResult, BrokerError>>;
+    loop {
+        results = Vec::with_capacity(wanted.len());
+        let mut total = 0usize;
+        for item in &wanted {
+            let budget = item.partition_max_bytes.min(max_bytes.saturating_sub(total));
+            let result = if budget == 0 && total > 0 {
+                Ok(ReadResult { batches: Vec::new(), high_watermark: -1, log_start_offset: -1 })
+            } else {
+                read_one(shard, item, budget.max(1), 0).await
+            };
+            if let Ok(read) = &result {
+                total += read.batches.iter().map(Bytes::len).sum::<usize>();
+            }
+            results.push(result);
+        }
+        let now = Instant::now();
+        let any_error = results.iter().any(Result::is_err);
+        if total >= min_bytes.max(1) || any_error || now >= deadline || wanted.is_empty() {
+            break;
+        }
+        // Long poll: wait on the first partition for new data (the owner wakes us on append),
+        // then read everything again.
+        let remaining_ms = (deadline - now).as_millis().max(1) as u64;
+        if let Some(first) = wanted.first() {
+            let _ = read_one(shard, first, 1, remaining_ms.min(100)).await;
+        }
+    }
+    let mut response = FetchResponse::default();
+    response.session_id = 0;
+    response.error_code = code::NONE;
+    for (item, result) in wanted.iter().zip(results) {
+        let mut partition = PartitionData::default();
+        partition.partition_index = item.partition;
+        partition.preferred_read_replica = BrokerId(-1);
+        match result {
+            Ok(read) => {
+                partition.error_code = code::NONE;
+                partition.high_watermark = read.high_watermark;
+                partition.last_stable_offset = read.high_watermark;
+                partition.log_start_offset = read.log_start_offset;
+                partition.records = Some(concat(read.batches));
+            }
+            Err(error) => {
+                partition.error_code = error_fields(&error).0;
+                partition.high_watermark = -1;
+                partition.last_stable_offset = -1;
+                partition.log_start_offset = -1;
+                partition.records = Some(Bytes::new());
+            }
+        }
+        match response.responses.iter_mut().find(|topic| topic.topic.0.as_str() == item.topic) {
+            Some(topic) => topic.partitions.push(partition),
+            None => {
+                let mut topic = FetchableTopicResponse::default();
+                topic.topic = TopicName(super::str_bytes(&item.topic));
+                topic.partitions.push(partition);
+                response.responses.push(topic);
+            }
+        }
+    }
+    response
+}
+
+fn concat(batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut out = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
+            for batch in batches {
+                out.extend_from_slice(&batch);
+            }
+            out.freeze()
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! ListOffsets (key 2): earliest (-2), latest (-1) and by timestamp, per partition on its owner.
+
+use super::error_fields;
+use crate::error::{code, BrokerError};
+use crate::router::{call, ShardRequest, ShardResponse};
+use crate::state::Shard;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use std::rc::Rc;
+
+pub const VERSIONS: (i16, i16) = (1, 7);
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _version: i16,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let mut response = ListOffsetsResponse::default();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let mut topic_response = ListOffsetsTopicResponse::default();
+        topic_response.name = topic.name.clone();
+        for partition in topic.partitions {
+            let index = partition.partition_index;
+            let known = shard
+                .snapshot()
+                .topics
+                .get(&name)
+                .is_some_and(|t| index >= 0 && index < t.partitions);
+            let outcome = if !known {
+                Err(BrokerError::UnknownTopicOrPartition(format!("{name}-{index}")))
+            } else {
+                let request = ShardRequest::ListOffset {
+                    topic: name.clone(),
+                    partition: index,
+                    timestamp: partition.timestamp,
+                };
+                match call(shard, shard.owner_of(&name, index), request).await {
+                    ShardResponse::ListOffset(result) => result,
+                    ShardResponse::Unavailable(reason) => {
+                        Err(BrokerError::ShardUnavailable(reason))
+                    }
+                    _ => Err(BrokerError::ShardUnavailable("unexpected answer".into())),
+                }
+            };
+            let mut entry = ListOffsetsPartitionResponse::default();
+            entry.partition_index = index;
+            match outcome {
+                Ok(Some((offset, timestamp))) => {
+                    entry.error_code = code::NONE;
+                    entry.offset = offset;
+                    entry.timestamp = timestamp;
+                    entry.leader_epoch = 0;
+                }
+                Ok(None) => {
+                    entry.error_code = code::NONE;
+                    entry.offset = -1;
+                    entry.timestamp = -1;
+                    entry.leader_epoch = -1;
+                }
+                Err(error) => {
+                    entry.error_code = error_fields(&error).0;
+                    entry.offset = -1;
+                    entry.timestamp = -1;
+                }
+            }
+            topic_response.partitions.push(entry);
+        }
+        response.topics.push(topic_response);
+    }
+    response
+}

@@ -1,0 +1,121 @@
+//! Kafka API handlers: one module per API, each declaring the versions it supports
+//! (`VERSIONS`) and its `handle` function. `ApiVersions` is built from these ranges.
+//!
+//! Invariant: only handlers produce Kafka error codes (through `error::error_code`).
+//! References: Kafka protocol guide, one section per API.
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use crate::state::Shard;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use std::rc::Rc;
+
+/// (API, min version, max version) for every API strata serves.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, produce::VERSIONS.0, produce::VERSIONS.1),
+    (ApiKey::Fetch, fetch::VERSIONS.0, fetch::VERSIONS.1),
+    (ApiKey::ListOffsets, list_offsets::VERSIONS.0, list_offsets::VERSIONS.1),
+    (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
+    (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
+    (ApiKey::CreateTopics, create_topics::VERSIONS.0, create_topics::VERSIONS.1),
+    (ApiKey::DeleteTopics, delete_topics::VERSIONS.0, delete_topics::VERSIONS.1),
+    (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
+    (ApiKey::DescribeConfigs, describe_configs::VERSIONS.0, describe_configs::VERSIONS.1),
+    (ApiKey::AlterConfigs, alter_configs::VERSIONS.0, alter_configs::VERSIONS.1),
+    (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
+    (
+        ApiKey::IncrementalAlterConfigs,
+        incremental_alter_configs::VERSIONS.0,
+        incremental_alter_configs::VERSIONS.1,
+    ),
+    (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
+];
+
+/// Whether `version` of `api_key` is served.
+pub fn supports(api_key: ApiKey, version: i16) -> bool {
+    SUPPORTED.iter().any(|&(key, min, max)| key == api_key && (min..=max).contains(&version))
+}
+
+/// Runs the handler for a decoded request. `None` means no response is sent (acks=0 produce).
+pub async fn handle(shard: &Rc<Shard>, version: i16, request: RequestKind) -> Option<ResponseKind> {
+    Some(match request {
+        RequestKind::ApiVersions(request) => {
+            ResponseKind::ApiVersions(api_versions::handle(version, request))
+        }
+        RequestKind::Metadata(request) => {
+            ResponseKind::Metadata(metadata::handle(shard, version, request).await)
+        }
+        RequestKind::Produce(request) => {
+            return produce::handle(shard, version, request).await.map(ResponseKind::Produce)
+        }
+        RequestKind::Fetch(request) => {
+            ResponseKind::Fetch(fetch::handle(shard, version, request).await)
+        }
+        RequestKind::ListOffsets(request) => {
+            ResponseKind::ListOffsets(list_offsets::handle(shard, version, request).await)
+        }
+        RequestKind::CreateTopics(request) => {
+            ResponseKind::CreateTopics(create_topics::handle(shard, version, request).await)
+        }
+        RequestKind::DeleteTopics(request) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(shard, version, request).await)
+        }
+        RequestKind::CreatePartitions(request) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(shard, request).await)
+        }
+        RequestKind::DescribeConfigs(request) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(shard, version, request))
+        }
+        RequestKind::AlterConfigs(request) => {
+            ResponseKind::AlterConfigs(alter_configs::handle(shard, request).await)
+        }
+        RequestKind::IncrementalAlterConfigs(request) => ResponseKind::IncrementalAlterConfigs(
+            incremental_alter_configs::handle(shard, request).await,
+        ),
+        RequestKind::DeleteRecords(request) => {
+            ResponseKind::DeleteRecords(delete_records::handle(shard, request).await)
+        }
+        RequestKind::DescribeCluster(request) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(shard, request))
+        }
+        _ => return None,
+    })
+}
+
+/// The `index`th result of a batched metadata change (a short answer means shard 0 failed).
+pub(crate) fn nth_result(
+    results: &[crate::error::Result<()>],
+    index: usize,
+) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match results.get(index).or(results.first()) {
+        Some(Ok(())) => (crate::error::code::NONE, None),
+        Some(Err(error)) => error_fields(error),
+        None => (crate::error::code::UNKNOWN_SERVER_ERROR, None),
+    }
+}
+
+/// (error_code, error_message) for a response.
+pub(crate) fn error_fields(
+    error: &crate::error::BrokerError,
+) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    (
+        crate::error::error_code(error),
+        Some(kafka_protocol::protocol::StrBytes::from_string(error.to_string())),
+    )
+}
+
+pub(crate) fn str_bytes(value: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(value.to_string())
+}

@@ -1,0 +1,246 @@
+//! Topic metadata: which topics exist, their partition counts, ids and config overrides.
+//!
+//! Owns: the node's topic table (`MetadataSnapshot`), its file `strata-metadata.json` in the data
+//! directory, topic-name and topic-config validation, and turning a topic's configs into the
+//! storage engine's `LogConfig`.
+//! Invariants: shard 0 is the only writer (every change is forwarded to it); every shard holds an
+//! immutable copy of the latest snapshot, replaced whole when shard 0 publishes a new one. The
+//! file is written atomically before a change is acknowledged.
+//! References: Kafka topic-name rules (`Topic.validate`), topic configs documentation.
+
+use crate::error::{BrokerError, Result};
+use serde::{Deserialize, Serialize};
+use shard::{FlushPolicy, LogConfig};
+use std::collections::BTreeMap;
+
+pub const METADATA_FILE: &str = "strata-metadata.json";
+/// Kafka's limit on topic-name length.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// The most partitions one topic may have on this broker.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMetadata {
+    pub name: String,
+    /// Kafka topic id (KIP-516), as 16 bytes.
+    pub topic_id: [u8; 16],
+    pub partitions: i32,
+    /// Config overrides; keys are Kafka topic config names.
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataSnapshot {
+    pub version: u64,
+    pub cluster_id: String,
+    pub topics: BTreeMap<String, TopicMetadata>,
+}
+
+impl MetadataSnapshot {
+    pub fn new_cluster() -> Self {
+        let id = uuid::Uuid::new_v4();
+        Self { version: 0, cluster_id: short_id(id.as_bytes()), topics: BTreeMap::new() }
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+
+    pub fn from_json(bytes: &[u8]) -> std::result::Result<Self, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// Kafka-style cluster id: base64url of 16 bytes, without padding (22 characters).
+fn short_id(bytes: &[u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bits: u128 = u128::from_be_bytes(*bytes);
+    let mut out = String::with_capacity(22);
+    for _ in 0..22 {
+        out.push(ALPHABET[(bits & 63) as usize] as char);
+        bits >>= 6;
+    }
+    out
+}
+
+/// Kafka's topic-name rule: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    if name.is_empty() || name == "." || name == ".." {
+        return Err(BrokerError::InvalidTopic(format!("topic name {name:?} is not allowed")));
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return Err(BrokerError::InvalidTopic(format!(
+            "topic name is {} characters, the limit is {TOPIC_NAME_BYTES_MAX}",
+            name.len()
+        )));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return Err(BrokerError::InvalidTopic(format!(
+            "topic name {name:?} has characters outside [a-zA-Z0-9._-]"
+        )));
+    }
+    Ok(())
+}
+
+/// Topic configs strata understands, with Kafka's defaults.
+pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
+    ("cleanup.policy", "delete"),
+    ("retention.ms", "604800000"),
+    ("retention.bytes", "-1"),
+    ("segment.bytes", "1073741824"),
+    ("segment.ms", "604800000"),
+    ("max.message.bytes", "1048588"),
+    ("index.interval.bytes", "4096"),
+    ("flush.policy", "always"),
+    ("message.timestamp.type", "CreateTime"),
+];
+
+pub fn default_config(key: &str) -> Option<&'static str> {
+    TOPIC_CONFIG_KEYS.iter().find(|(name, _)| *name == key).map(|(_, value)| *value)
+}
+
+fn parse_long(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
+    let parsed: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| BrokerError::InvalidConfig(format!("{key}={value:?} is not an integer")))?;
+    if parsed < min || parsed > max {
+        return Err(BrokerError::InvalidConfig(format!("{key}={parsed} is outside {min}..={max}")));
+    }
+    Ok(parsed)
+}
+
+/// Parses `flush.policy`: `always`, `never`, or `interval:<ms>`.
+pub fn parse_flush_policy(value: &str) -> Result<FlushPolicy> {
+    match value.trim() {
+        "always" => Ok(FlushPolicy::Always),
+        "never" => Ok(FlushPolicy::Never),
+        other => match other.strip_prefix("interval:").map(|ms| ms.parse::<u64>()) {
+            Some(Ok(ms)) if ms > 0 => Ok(FlushPolicy::IntervalMs(ms)),
+            _ => Err(BrokerError::InvalidConfig(format!(
+                "flush.policy={other:?}: use always, never or interval:<ms>"
+            ))),
+        },
+    }
+}
+
+/// Checks one topic config key and value.
+pub fn validate_topic_config(key: &str, value: &str) -> Result<()> {
+    match key {
+        "retention.ms" => parse_long(key, value, -1, i64::MAX).map(drop),
+        "retention.bytes" => parse_long(key, value, -1, i64::MAX).map(drop),
+        "segment.bytes" => parse_long(key, value, 14, i64::from(u32::MAX)).map(drop),
+        "segment.ms" => parse_long(key, value, 1, i64::MAX).map(drop),
+        "max.message.bytes" => {
+            parse_long(key, value, 0, shard::config::BATCH_BYTES_MAX as i64).map(drop)
+        }
+        "index.interval.bytes" => parse_long(key, value, 0, i64::from(i32::MAX)).map(drop),
+        "flush.policy" => parse_flush_policy(value).map(drop),
+        "cleanup.policy" => match value {
+            "delete" => Ok(()),
+            _ => Err(BrokerError::InvalidConfig(format!(
+                "cleanup.policy={value:?}: only delete is supported so far"
+            ))),
+        },
+        "message.timestamp.type" => match value {
+            "CreateTime" => Ok(()),
+            _ => Err(BrokerError::InvalidConfig(format!(
+                "message.timestamp.type={value:?}: only CreateTime is supported so far"
+            ))),
+        },
+        _ => Err(BrokerError::InvalidConfig(format!("unknown topic config {key:?}"))),
+    }
+}
+
+/// The value of `key` for a topic: its override, else the default.
+pub fn config_value<'a>(topic: &'a TopicMetadata, key: &str) -> Option<&'a str> {
+    topic.configs.get(key).map(String::as_str).or_else(|| default_config(key))
+}
+
+/// The storage engine settings for a topic's partitions.
+pub fn log_config(topic: &TopicMetadata) -> LogConfig {
+    let long = |key: &str| -> i64 {
+        config_value(topic, key).and_then(|value| value.trim().parse().ok()).unwrap_or(-1)
+    };
+    let defaults = LogConfig::default();
+    let positive = |value: i64| (value >= 0).then_some(value as u64);
+    LogConfig {
+        segment_bytes: positive(long("segment.bytes")).unwrap_or(defaults.segment_bytes),
+        segment_ms: positive(long("segment.ms"))
+            .filter(|ms| *ms > 0)
+            .unwrap_or(defaults.segment_ms),
+        retention_ms: positive(long("retention.ms")),
+        retention_bytes: positive(long("retention.bytes")),
+        index_interval_bytes: positive(long("index.interval.bytes"))
+            .filter(|bytes| *bytes > 0)
+            .unwrap_or(defaults.index_interval_bytes),
+        max_message_bytes: positive(long("max.message.bytes"))
+            .map(|bytes| bytes as usize)
+            .filter(|bytes| *bytes > 0)
+            .unwrap_or(defaults.max_message_bytes),
+        flush: config_value(topic, "flush.policy")
+            .and_then(|value| parse_flush_policy(value).ok())
+            .unwrap_or(FlushPolicy::Always),
+        write_chunk_bytes: defaults.write_chunk_bytes,
+    }
+}
+
+/// A fresh random topic id.
+pub fn new_topic_id() -> [u8; 16] {
+    *uuid::Uuid::new_v4().as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafkas_rule() {
+        assert!(validate_topic_name("orders.v1_eu-west").is_ok());
+        for bad in ["", ".", "..", "bad/name", "spaces here", &"x".repeat(250)] {
+            assert!(matches!(validate_topic_name(bad), Err(BrokerError::InvalidTopic(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn configs_are_validated_and_mapped_to_the_log_config() {
+        assert!(validate_topic_config("retention.ms", "1000").is_ok());
+        assert!(validate_topic_config("retention.ms", "abc").is_err());
+        assert!(validate_topic_config("segment.bytes", "10").is_err());
+        assert!(validate_topic_config("no.such.key", "1").is_err());
+        assert!(validate_topic_config("flush.policy", "interval:50").is_ok());
+        assert!(validate_topic_config("flush.policy", "sometimes").is_err());
+        let mut topic = TopicMetadata {
+            name: "t".into(),
+            topic_id: [0; 16],
+            partitions: 1,
+            configs: BTreeMap::new(),
+        };
+        assert_eq!(log_config(&topic).retention_ms, Some(604_800_000));
+        assert_eq!(log_config(&topic).flush, FlushPolicy::Always);
+        topic.configs.insert("retention.ms".into(), "-1".into());
+        topic.configs.insert("flush.policy".into(), "never".into());
+        topic.configs.insert("max.message.bytes".into(), "2000".into());
+        let config = log_config(&topic);
+        assert_eq!(config.retention_ms, None);
+        assert_eq!(config.flush, FlushPolicy::Never);
+        assert_eq!(config.max_message_bytes, 2000);
+    }
+
+    #[test]
+    fn snapshots_round_trip_through_json() {
+        let mut snapshot = MetadataSnapshot::new_cluster();
+        assert_eq!(snapshot.cluster_id.len(), 22);
+        snapshot.topics.insert(
+            "a".into(),
+            TopicMetadata {
+                name: "a".into(),
+                topic_id: new_topic_id(),
+                partitions: 3,
+                configs: BTreeMap::new(),
+            },
+        );
+        assert_eq!(MetadataSnapshot::from_json(&snapshot.to_json()), Ok(snapshot));
+        assert!(MetadataSnapshot::from_json(b"{garbage").is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! Per-shard broker state: the partitions this shard owns, its copy of the topic metadata, and
+//! its end of the cross-core mesh.
+//!
+//! Runs on: exactly one shard; `Rc`/`RefCell`, never shared across cores. Other shards reach the
+//! partitions here only through `router` messages.
+
+use crate::config::BrokerConfig;
+use crate::metadata::{self, MetadataSnapshot};
+use crate::router::{ShardMessage, ShardResponse};
+use shard::io::dma::DmaStorage;
+use shard::runtime::mesh::Senders;
+use shard::runtime::shard_of;
+use shard::{BatchCache, OpenOptions, PartitionLog};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// One partition this shard owns.
+pub struct Partition {
+    pub log: PartitionLog<DmaStorage>,
+    /// Notified after every append, for long-polling fetches.
+    pub appended: event_listener::Event,
+}
+
+pub type PartitionKey = (String, i32);
+
+pub struct Shard {
+    pub id: usize,
+    pub count: usize,
+    pub config: Arc<BrokerConfig>,
+    pub metadata: RefCell<Rc<MetadataSnapshot>>,
+    pub partitions: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+    pub storage: DmaStorage,
+    pub cache: Rc<RefCell<BatchCache>>,
+    pub senders: Senders<ShardMessage>,
+    pub pending: RefCell<HashMap<u64, futures_channel::oneshot::Sender<ShardResponse>>>,
+    pub next_request_id: Cell<u64>,
+    /// Serializes metadata changes (only used on shard 0, the metadata owner).
+    pub metadata_lock: async_lock::Mutex<()>,
+}
+
+impl Shard {
+    pub fn owner_of(&self, topic: &str, partition: i32) -> usize {
+        usize::from(shard_of(topic, partition, self.count).0)
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.partitions.borrow().get(&(topic.to_string(), partition)).cloned()
+    }
+
+    pub fn snapshot(&self) -> Rc<MetadataSnapshot> {
+        self.metadata.borrow().clone()
+    }
+
+    /// Opens the logs of every partition of `snapshot` this shard owns and does not hold yet,
+    /// closes (and deletes the files of) the ones whose topic is gone, and applies config
+    /// changes; then adopts the snapshot.
+    pub async fn apply_snapshot(&self, snapshot: MetadataSnapshot) -> Result<(), String> {
+        let now = shard::runtime::now_ms();
+        for topic in snapshot.topics.values() {
+            let log_config = metadata::log_config(topic);
+            for partition in 0..topic.partitions {
+                if self.owner_of(&topic.name, partition) != self.id {
+                    continue;
+                }
+                let existing = self.partition(&topic.name, partition);
+                match existing {
+                    Some(existing) => {
+                        if existing.log.config() != log_config {
+                            existing
+                                .log
+                                .set_config(log_config.clone())
+                                .map_err(|e| e.to_string())?;
+                        }
+                    }
+                    None => {
+                        let dir = self.config.data_dir.join(format!("{}-{partition}", topic.name));
+                        let options = OpenOptions {
+                            config: log_config.clone(),
+                            cache: self.cache.clone(),
+                            now_ms: now,
+                        };
+                        let log = PartitionLog::open(self.storage.clone(), &dir, options)
+                            .await
+                            .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+                        let partition_state =
+                            Rc::new(Partition { log, appended: event_listener::Event::new() });
+                        self.partitions
+                            .borrow_mut()
+                            .insert((topic.name.clone(), partition), partition_state);
+                    }
+                }
+            }
+        }
+        let doomed: Vec<PartitionKey> = self
+            .partitions
+            .borrow()
+            .keys()
+            .filter(|(topic, partition)| {
+                snapshot.topics.get(topic).is_none_or(|meta| *partition >= meta.partitions)
+            })
+            .cloned()
+            .collect();
+        for key in doomed {
+            let removed = self.partitions.borrow_mut().remove(&key);
+            if let Some(partition) = removed {
+                let dir = partition.log.dir().to_path_buf();
+                if let Err(error) = partition.log.close().await {
+                    tracing::warn!(%error, dir = %dir.display(), "closing a deleted partition");
+                }
+                partition.appended.notify(usize::MAX);
+                // Deleting a topic is rare; the directory removal is a short metadata operation.
+                if let Err(error) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!(%error, dir = %dir.display(), "removing a deleted partition");
+                }
+            }
+        }
+        *self.metadata.borrow_mut() = Rc::new(snapshot);
+        Ok(())
+    }
+}

@@ -36,7 +36,7 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
     let path = line.split_whitespace().nth(1).unwrap_or("/");
     let (status, body) = match path {
         "/health" => ("200 OK", "ok\n".to_string()),
-        "/metrics" => ("200 OK", metrics(&shard)),
+        "/metrics" => ("200 OK", metrics(&shard).await),
         _ => ("404 Not Found", "not found\n".to_string()),
     };
     let response = format!(
@@ -46,15 +46,69 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
     let _ = stream.write_all(response.as_bytes()).await;
 }
 
-fn metrics(shard: &Shard) -> String {
+async fn metrics(shard: &Rc<Shard>) -> String {
+    use crate::router::{call, ShardRequest, ShardResponse};
+    use std::fmt::Write;
     let snapshot = shard.snapshot();
     let partitions: i64 = snapshot.topics.values().map(|topic| i64::from(topic.partitions)).sum();
     let mut out = String::new();
-    out.push_str("# HELP strata_topics Topics in the cluster.\n# TYPE strata_topics gauge\n");
-    out.push_str(&format!("strata_topics {}\n", snapshot.topics.len()));
-    out.push_str(
-        "# HELP strata_partitions Partitions in the cluster.\n# TYPE strata_partitions gauge\n",
+    let _ =
+        writeln!(out, "# HELP strata_topics Topics in the cluster.\n# TYPE strata_topics gauge");
+    let _ = writeln!(out, "strata_topics {}", snapshot.topics.len());
+    let _ = writeln!(
+        out,
+        "# HELP strata_partitions Partitions in the cluster.\n# TYPE strata_partitions gauge"
     );
-    out.push_str(&format!("strata_partitions {partitions}\n"));
+    let _ = writeln!(out, "strata_partitions {partitions}");
+    let mut per_shard = Vec::new();
+    for target in 0..shard.count {
+        if let ShardResponse::Stats(stats, offsets) = call(shard, target, ShardRequest::Stats).await
+        {
+            per_shard.push((target, stats, offsets));
+        }
+    }
+    type Counter = fn(&crate::state::ShardStats) -> u64;
+    let families: [(&str, &str, Counter); 5] = [
+        ("strata_routed_requests_out_total", "Partition requests sent to another shard.", |s| {
+            s.routed_out
+        }),
+        ("strata_routed_requests_in_total", "Partition requests handled for another shard.", |s| {
+            s.routed_in
+        }),
+        ("strata_bytes_in_total", "Request bytes received.", |s| s.bytes_in),
+        ("strata_bytes_out_total", "Response bytes sent.", |s| s.bytes_out),
+        (
+            "strata_connections_closed_on_error_total",
+            "Connections closed because of bad input.",
+            |s| s.connections_closed_on_error,
+        ),
+    ];
+    for (name, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (target, stats, _) in &per_shard {
+            let _ = writeln!(out, "{name}{{shard=\"{target}\"}} {}", value(stats));
+        }
+    }
+    let _ = writeln!(out, "# HELP strata_requests_total Requests served, by API key.\n# TYPE strata_requests_total counter");
+    for (target, stats, _) in &per_shard {
+        for (api, count) in &stats.requests_by_api {
+            let _ = writeln!(
+                out,
+                "strata_requests_total{{shard=\"{target}\",api_key=\"{api}\"}} {count}"
+            );
+        }
+    }
+    let _ = writeln!(out, "# HELP strata_log_end_offset Log end offset per partition.\n# TYPE strata_log_end_offset gauge");
+    for (target, _, offsets) in &per_shard {
+        for (topic, partition, _, end) in offsets {
+            let _ = writeln!(out, "strata_log_end_offset{{shard=\"{target}\",topic=\"{topic}\",partition=\"{partition}\"}} {end}");
+        }
+    }
+    let _ = writeln!(out, "# HELP strata_log_start_offset Log start offset per partition.\n# TYPE strata_log_start_offset gauge");
+    for (target, _, offsets) in &per_shard {
+        for (topic, partition, start, _) in offsets {
+            let _ = writeln!(out, "strata_log_start_offset{{shard=\"{target}\",topic=\"{topic}\",partition=\"{partition}\"}} {start}");
+        }
+    }
     out
 }

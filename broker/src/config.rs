@@ -18,6 +18,8 @@ pub struct BrokerConfig {
     pub request_bytes_max: usize,
     /// Per-shard batch cache budget.
     pub cache_bytes: usize,
+    /// Kafka's `log.retention.check.interval.ms`.
+    pub retention_check_interval_ms: i64,
 }
 
 /// `--advertise` default: the listen address, or `localhost:PORT` when listening on 0.0.0.0.

@@ -22,7 +22,10 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     match serve_requests(&shard, &mut stream).await {
         Ok(()) => tracing::debug!(%peer, "connection closed by client"),
-        Err(reason) => tracing::warn!(%peer, %reason, "closing connection"),
+        Err(reason) => {
+            shard.stats.borrow_mut().connections_closed_on_error += 1;
+            tracing::warn!(%peer, %reason, "closing connection");
+        }
     }
 }
 
@@ -43,12 +46,19 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         let version = request.header.request_api_version;
         let correlation_id = request.header.correlation_id;
         let api_key = request.api_key;
+        {
+            let mut stats = shard.stats.borrow_mut();
+            *stats.requests_by_api.entry(api_key as i16).or_default() += 1;
+            stats.bytes_in += (len + FRAME_PREFIX_BYTES) as u64;
+        }
         if !handlers::supports(api_key, version) {
             if api_key == ApiKey::ApiVersions {
                 let response = ResponseKind::ApiVersions(handlers::api_versions::response(
                     code::UNSUPPORTED_VERSION,
                 ));
-                write(stream, ApiKey::ApiVersions, 0, correlation_id, &response).await?;
+                let written =
+                    write(stream, ApiKey::ApiVersions, 0, correlation_id, &response).await?;
+                shard.stats.borrow_mut().bytes_out += written as u64;
                 continue;
             }
             return Err(format!("unsupported {api_key:?} version {version}"));
@@ -56,7 +66,8 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         let body =
             protocol::decode_body(api_key, version, request.body).map_err(|e| e.to_string())?;
         if let Some(response) = handlers::handle(shard, version, body).await {
-            write(stream, api_key, version, correlation_id, &response).await?;
+            let written = write(stream, api_key, version, correlation_id, &response).await?;
+            shard.stats.borrow_mut().bytes_out += written as u64;
         }
     }
 }
@@ -67,8 +78,9 @@ async fn write(
     version: i16,
     correlation_id: i32,
     response: &ResponseKind,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     let bytes = protocol::encode_response(api_key, version, correlation_id, response)
         .map_err(|e| format!("encoding the {api_key:?} v{version} response: {e}"))?;
-    stream.write_all(&bytes).await.map_err(|e| format!("write failed: {e}"))
+    stream.write_all(&bytes).await.map_err(|e| format!("write failed: {e}"))?;
+    Ok(bytes.len())
 }

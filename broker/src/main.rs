@@ -4,6 +4,7 @@
 //! (io_uring, locked memory, cores, direct I/O on the data directory from each pinned shard).
 
 mod admin;
+mod cli;
 mod config;
 mod connection;
 mod error;
@@ -29,6 +30,54 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Serve(ServeArgs),
+    /// Manage topics on a running broker.
+    Topic {
+        #[command(subcommand)]
+        command: TopicCommand,
+        /// Broker to talk to.
+        #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
+        bootstrap: String,
+    },
+    /// Produce records read from stdin, one per line.
+    Produce {
+        topic: String,
+        #[arg(long, short = 'b', default_value = "localhost:9092")]
+        bootstrap: String,
+        /// Partition (default: by key hash, else round-robin).
+        #[arg(long, short = 'p')]
+        partition: Option<i32>,
+        /// Split each line into KEY<sep>VALUE at the first occurrence of this separator.
+        #[arg(long, short = 'k')]
+        key_separator: Option<String>,
+        /// 1 (leader has it) or -1/all (durable under the topic's flush policy).
+        #[arg(long, default_value = "all")]
+        acks: String,
+    },
+    /// Consume records and print one per line.
+    Consume {
+        topic: String,
+        #[arg(long, short = 'b', default_value = "localhost:9092")]
+        bootstrap: String,
+        #[arg(long, short = 'p')]
+        partition: Option<i32>,
+        /// beginning, end, or an offset.
+        #[arg(long, short = 'o', default_value = "beginning")]
+        offset: String,
+        /// Stop after this many records.
+        #[arg(long, short = 'n')]
+        count: Option<usize>,
+        /// Stop at the end of the log instead of waiting for more.
+        #[arg(long, short = 'e')]
+        exit_at_end: bool,
+        /// Print KEY<sep>VALUE.
+        #[arg(long)]
+        print_keys: bool,
+        /// Print PARTITION:OFFSET<sep> before each record.
+        #[arg(long)]
+        print_offsets: bool,
+        #[arg(long, default_value = "\t")]
+        separator: String,
+    },
     /// Check that this machine can run strata: io_uring, locked memory, cores, and direct I/O on
     /// the data directory from every shard.
     Check {
@@ -52,11 +101,85 @@ fn main() {
     let outcome = match cli.command {
         Command::Check { data_dir, cores } => check(data_dir, cores),
         Command::Serve(args) => args.into_config().and_then(server::serve),
+        Command::Topic { command, bootstrap } => match command {
+            TopicCommand::Create { topic, partitions, config } => {
+                cli::topic::create(&bootstrap, &topic, partitions, &config)
+            }
+            TopicCommand::List => cli::topic::list(&bootstrap),
+            TopicCommand::Describe { topic } => cli::topic::describe(&bootstrap, &topic),
+            TopicCommand::Delete { topic } => cli::topic::delete(&bootstrap, &topic),
+            TopicCommand::AlterConfig { topic, set, delete } => {
+                cli::topic::alter_config(&bootstrap, &topic, &set, &delete)
+            }
+        },
+        Command::Produce { topic, bootstrap, partition, key_separator, acks } => {
+            let acks = match acks.as_str() {
+                "all" | "-1" => Ok(-1),
+                "1" => Ok(1),
+                other => Err(format!("--acks {other:?}: use 1 or all")),
+            };
+            acks.and_then(|acks| {
+                cli::produce::run(
+                    &bootstrap,
+                    cli::produce::ProduceOptions { topic, partition, key_separator, acks },
+                )
+            })
+        }
+        Command::Consume {
+            topic,
+            bootstrap,
+            partition,
+            offset,
+            count,
+            exit_at_end,
+            print_keys,
+            print_offsets,
+            separator,
+        } => cli::consume::run(
+            &bootstrap,
+            cli::consume::ConsumeOptions {
+                topic,
+                partition,
+                offset,
+                count,
+                exit_at_end,
+                print_keys,
+                print_offsets,
+                key_separator: separator.replace("\\t", "\t"),
+            },
+        ),
     };
     if let Err(message) = outcome {
         eprintln!("strata: {message}");
         std::process::exit(1);
     }
+}
+
+#[derive(Subcommand)]
+enum TopicCommand {
+    /// Create a topic.
+    Create {
+        topic: String,
+        #[arg(long, short = 'p', default_value_t = 1)]
+        partitions: i32,
+        /// Topic config, KEY=VALUE (repeatable).
+        #[arg(long, short = 'c')]
+        config: Vec<String>,
+    },
+    /// List topics.
+    List,
+    /// Show partitions, offsets and configs of a topic.
+    Describe { topic: String },
+    /// Delete a topic.
+    Delete { topic: String },
+    /// Set (KEY=VALUE) or delete (KEY) topic config overrides.
+    AlterConfig {
+        topic: String,
+        #[arg(long)]
+        set: Vec<String>,
+        #[arg(long)]
+        delete: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -91,6 +214,9 @@ struct ServeArgs {
     /// Per-shard cache of recent batches, in bytes.
     #[arg(long, default_value_t = shard::cache::BATCH_CACHE_BYTES_DEFAULT)]
     cache_bytes: usize,
+    /// Kafka's log.retention.check.interval.ms.
+    #[arg(long, default_value_t = 300_000)]
+    retention_check_interval_ms: i64,
 }
 
 impl ServeArgs {
@@ -114,6 +240,7 @@ impl ServeArgs {
             num_partitions: self.num_partitions,
             request_bytes_max: self.request_bytes_max,
             cache_bytes: self.cache_bytes,
+            retention_check_interval_ms: self.retention_check_interval_ms.max(1),
         })
     }
 }

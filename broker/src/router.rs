@@ -50,9 +50,11 @@ pub enum ShardRequest {
     /// To shard 0 only.
     ChangeMetadata(MetadataChange),
     ApplySnapshot(MetadataSnapshot),
+    Stats,
 }
 
 pub enum ShardResponse {
+    Stats(crate::state::ShardStats, Vec<(String, i32, i64, i64)>),
     Append(Result<AppendResult>),
     Read(Result<ReadResult>),
     ListOffset(Result<Option<(i64, i64)>>),
@@ -103,6 +105,9 @@ pub async fn call(shard: &Rc<Shard>, target: usize, request: ShardRequest) -> Sh
     }
     let id = shard.next_request_id.get();
     shard.next_request_id.set(id + 1);
+    if !matches!(request, ShardRequest::Stats | ShardRequest::ApplySnapshot(_)) {
+        shard.stats.borrow_mut().routed_out += 1;
+    }
     let (sender, receiver) = futures_channel::oneshot::channel();
     shard.pending.borrow_mut().insert(id, sender);
     let message = ShardMessage::Request { id, from: shard.id, body: request };
@@ -124,6 +129,9 @@ pub async fn receive_loop(
     while let Some(message) = receiver.recv().await {
         match message {
             ShardMessage::Request { id, from, body } => {
+                if !matches!(body, ShardRequest::Stats | ShardRequest::ApplySnapshot(_)) {
+                    shard.stats.borrow_mut().routed_in += 1;
+                }
                 let shard = shard.clone();
                 shard::runtime::spawn(async move {
                     let response = handle(shard.clone(), body).await;
@@ -188,6 +196,22 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
         }
         ShardRequest::ApplySnapshot(snapshot) => {
             ShardResponse::Applied(shard.apply_snapshot(snapshot).await)
+        }
+        ShardRequest::Stats => {
+            let offsets = shard
+                .partitions
+                .borrow()
+                .iter()
+                .map(|((topic, partition), state)| {
+                    (
+                        topic.clone(),
+                        *partition,
+                        state.log.log_start_offset(),
+                        state.log.log_end_offset(),
+                    )
+                })
+                .collect();
+            ShardResponse::Stats(shard.stats.borrow().clone(), offsets)
         }
     }
 }

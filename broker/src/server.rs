@@ -23,8 +23,6 @@ use std::time::Duration;
 pub const MESH_QUEUE_DEPTH_MAX: usize = 1024;
 /// How often shards run flush-interval and retention checks.
 pub const MAINTENANCE_INTERVAL_MS: u64 = 1000;
-/// Kafka's `log.retention.check.interval.ms` default.
-pub const RETENTION_CHECK_INTERVAL_MS: i64 = 300_000;
 
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
     let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };
@@ -95,6 +93,7 @@ async fn shard_main(
         pending: RefCell::new(HashMap::new()),
         next_request_id: Cell::new(0),
         metadata_lock: async_lock::Mutex::new(()),
+        stats: RefCell::new(Default::default()),
     });
     if id == 0 && fresh {
         let path = config.data_dir.join(METADATA_FILE);
@@ -140,10 +139,12 @@ async fn shard_main(
 async fn maintenance(shard: Rc<Shard>) {
     let mut last_retention = runtime::now_ms();
     loop {
-        runtime::sleep(Duration::from_millis(MAINTENANCE_INTERVAL_MS)).await;
+        let interval =
+            (shard.config.retention_check_interval_ms as u64).clamp(10, MAINTENANCE_INTERVAL_MS);
+        runtime::sleep(Duration::from_millis(interval)).await;
         let now = runtime::now_ms();
         let partitions: Vec<_> = shard.partitions.borrow().values().cloned().collect();
-        let retention_due = now - last_retention >= RETENTION_CHECK_INTERVAL_MS;
+        let retention_due = now - last_retention >= shard.config.retention_check_interval_ms;
         for partition in partitions {
             if let Err(error) = partition.log.flush_if_due(now).await {
                 tracing::error!(%error, dir = %partition.log.dir().display(), "interval flush failed");

@@ -25,6 +25,21 @@ pub struct Partition {
 
 pub type PartitionKey = (String, i32);
 
+/// Counters one shard keeps about itself (read by `/metrics` through the router).
+#[derive(Debug, Clone, Default)]
+pub struct ShardStats {
+    /// Requests served on this shard's connections, by API key.
+    pub requests_by_api: std::collections::BTreeMap<i16, u64>,
+    /// Requests that ended in a closed connection (bad input).
+    pub connections_closed_on_error: u64,
+    /// Partition requests this shard sent to another shard.
+    pub routed_out: u64,
+    /// Partition requests this shard handled for another shard.
+    pub routed_in: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
 pub struct Shard {
     pub id: usize,
     pub count: usize,
@@ -38,6 +53,7 @@ pub struct Shard {
     pub next_request_id: Cell<u64>,
     /// Serializes metadata changes (only used on shard 0, the metadata owner).
     pub metadata_lock: async_lock::Mutex<()>,
+    pub stats: RefCell<ShardStats>,
 }
 
 impl Shard {

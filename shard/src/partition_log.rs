@@ -709,18 +709,14 @@ impl<S: Storage> PartitionLog<S> {
                     if header.max_timestamp() < timestamp || header.last_offset() < log_start {
                         continue;
                     }
-                    if header.compression() == Compression::None {
-                        for record in header.records() {
-                            let record = record?;
-                            let record_timestamp = header.base_timestamp() + record.timestamp_delta;
-                            let record_offset =
-                                header.base_offset() + i64::from(record.offset_delta);
-                            if record_timestamp >= timestamp && record_offset >= log_start {
-                                return Ok(Some(TimestampLookup {
-                                    offset: record_offset,
-                                    timestamp: record_timestamp,
-                                }));
-                            }
+                    for record in wire::compression::records_of(&header)? {
+                        let record_timestamp = header.base_timestamp() + record.timestamp_delta;
+                        let record_offset = header.base_offset() + i64::from(record.offset_delta);
+                        if record_timestamp >= timestamp && record_offset >= log_start {
+                            return Ok(Some(TimestampLookup {
+                                offset: record_offset,
+                                timestamp: record_timestamp,
+                            }));
                         }
                     }
                     return Ok(Some(TimestampLookup {

@@ -329,6 +329,11 @@ fn take_nullable<'a>(input: &mut &'a [u8]) -> Result<Option<&'a [u8]>, DecodeErr
 }
 
 impl<'a> RecordIter<'a> {
+    /// Iterates `count` records laid out in `records` (a decompressed records section).
+    pub fn over(records: &'a [u8], count: i32) -> Self {
+        Self { remaining: records, left: count.max(0) }
+    }
+
     fn decode_one(&mut self) -> Result<RecordView<'a>, DecodeError> {
         let length = take_varint(&mut self.remaining)?;
         if length < 0 {

@@ -82,11 +82,13 @@ pub async fn handle(
         result.replication_factor = -1;
         if error_code == code::NONE {
             let name = topic.name.0.to_string();
-            if let Some(meta) = snapshot.topics.get(&name) {
-                result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
+            if let (Some(meta), true) = (snapshot.topics.get(&name), version >= 5) {
+                if version >= 7 {
+                    result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
+                }
                 result.num_partitions = meta.partitions;
                 result.replication_factor = 1;
-                if version >= 5 {
+                {
                     result.configs = Some(
                         crate::metadata::TOPIC_CONFIG_KEYS
                             .iter()
@@ -102,7 +104,7 @@ pub async fn handle(
                             .collect(),
                     );
                 }
-            } else if request.validate_only {
+            } else if request.validate_only && version >= 5 {
                 result.num_partitions = topic.num_partitions;
                 result.replication_factor = 1;
             }

@@ -38,12 +38,14 @@ pub async fn handle(
     for (index, name) in names.iter().enumerate() {
         let mut result = DeletableTopicResult::default();
         result.name = Some(TopicName(super::str_bytes(name)));
-        if let Some(meta) = snapshot.topics.get(name) {
+        if let (Some(meta), true) = (snapshot.topics.get(name), version >= 6) {
             result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
         }
         let (error_code, message) = nth_result(&results, index);
         result.error_code = error_code;
-        result.error_message = message;
+        if version >= 5 {
+            result.error_message = message;
+        }
         response.responses.push(result);
     }
     response

@@ -9,10 +9,16 @@ use std::rc::Rc;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
-pub fn handle(shard: &Rc<Shard>, _request: DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    version: i16,
+    _request: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     response.error_code = code::NONE;
-    response.endpoint_type = 1;
+    if version >= 1 {
+        response.endpoint_type = 1;
+    }
     response.cluster_id = str_bytes(&shard.snapshot().cluster_id);
     response.controller_id = BrokerId(shard.config.node_id);
     let mut broker = DescribeClusterBroker::default();

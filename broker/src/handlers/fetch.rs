@@ -57,7 +57,7 @@ async fn read_one(
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, _version: i16, request: FetchRequest) -> FetchResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, request: FetchRequest) -> FetchResponse {
     let wanted: Vec<Wanted> = request
         .topics
         .iter()
@@ -114,14 +114,15 @@ pub async fn handle(shard: &Rc<Shard>, _version: i16, request: FetchRequest) -> 
                 partition.error_code = code::NONE;
                 partition.high_watermark = read.high_watermark;
                 partition.last_stable_offset = read.high_watermark;
-                partition.log_start_offset = read.log_start_offset;
+                if version >= 5 {
+                    partition.log_start_offset = read.log_start_offset;
+                }
                 partition.records = Some(concat(read.batches));
             }
             Err(error) => {
                 partition.error_code = error_fields(&error).0;
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
-                partition.log_start_offset = -1;
                 partition.records = Some(Bytes::new());
             }
         }

@@ -14,7 +14,7 @@ pub const VERSIONS: (i16, i16) = (1, 7);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _version: i16,
+    version: i16,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
@@ -52,13 +52,14 @@ pub async fn handle(
                     entry.error_code = code::NONE;
                     entry.offset = offset;
                     entry.timestamp = timestamp;
-                    entry.leader_epoch = 0;
+                    if version >= 4 {
+                        entry.leader_epoch = 0;
+                    }
                 }
                 Ok(None) => {
                     entry.error_code = code::NONE;
                     entry.offset = -1;
                     entry.timestamp = -1;
-                    entry.leader_epoch = -1;
                 }
                 Err(error) => {
                     entry.error_code = error_fields(&error).0;

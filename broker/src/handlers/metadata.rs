@@ -51,8 +51,12 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: MetadataRequest) -
     broker.host = str_bytes(&shard.config.advertise_host);
     broker.port = shard.config.advertise_port;
     response.brokers = vec![broker];
-    response.cluster_id = Some(str_bytes(&snapshot.cluster_id));
-    response.controller_id = BrokerId(shard.config.node_id);
+    if version >= 2 {
+        response.cluster_id = Some(str_bytes(&snapshot.cluster_id));
+    }
+    if version >= 1 {
+        response.controller_id = BrokerId(shard.config.node_id);
+    }
     let names: Vec<String> = match requested {
         Some(names) => names,
         None => snapshot.topics.keys().cloned().collect(),
@@ -62,13 +66,17 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: MetadataRequest) -
         topic.name = Some(TopicName(str_bytes(&name)));
         match snapshot.topics.get(&name) {
             Some(meta) => {
-                topic.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
+                if version >= 10 {
+                    topic.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
+                }
                 topic.partitions = (0..meta.partitions)
                     .map(|index| {
                         let mut partition = MetadataResponsePartition::default();
                         partition.partition_index = index;
                         partition.leader_id = BrokerId(shard.config.node_id);
-                        partition.leader_epoch = 0;
+                        if version >= 7 {
+                            partition.leader_epoch = 0;
+                        }
                         partition.replica_nodes = vec![BrokerId(shard.config.node_id)];
                         partition.isr_nodes = vec![BrokerId(shard.config.node_id)];
                         partition

@@ -88,7 +88,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: RequestKind) -> Op
             ResponseKind::DeleteRecords(delete_records::handle(shard, request).await)
         }
         RequestKind::DescribeCluster(request) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(shard, request))
+            ResponseKind::DescribeCluster(describe_cluster::handle(shard, version, request))
         }
         _ => return None,
     })

@@ -18,7 +18,7 @@ pub const VERSIONS: (i16, i16) = (3, 9);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _version: i16,
+    version: i16,
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
@@ -79,14 +79,17 @@ pub async fn handle(
             Ok(result) => {
                 partition.error_code = code::NONE;
                 partition.base_offset = result.base_offset;
-                partition.log_start_offset = result.log_start_offset;
+                if version >= 5 {
+                    partition.log_start_offset = result.log_start_offset;
+                }
             }
             Err(error) => {
                 let (error_code, message) = error_fields(&error);
                 partition.error_code = error_code;
-                partition.error_message = message;
+                if version >= 8 {
+                    partition.error_message = message;
+                }
                 partition.base_offset = -1;
-                partition.log_start_offset = -1;
             }
         }
         match response.responses.iter_mut().find(|topic| topic.name.0.as_str() == name) {

@@ -1,0 +1,233 @@
+//! `strata topic create|list|describe|delete|alter-config`.
+
+use super::{check, Client};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+fn name(value: &str) -> TopicName {
+    TopicName(StrBytes::from_string(value.to_string()))
+}
+
+fn parse_pair(value: &str) -> Result<(String, String), String> {
+    value
+        .split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{value:?} is not key=value"))
+}
+
+pub fn create(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    configs: &[String],
+) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let mut creatable = CreatableTopic::default();
+    creatable.name = name(topic);
+    creatable.num_partitions = partitions;
+    creatable.replication_factor = -1;
+    for pair in configs {
+        let (key, value) = parse_pair(pair)?;
+        let mut config = CreatableTopicConfig::default();
+        config.name = StrBytes::from_string(key);
+        config.value = Some(StrBytes::from_string(value));
+        creatable.configs.push(config);
+    }
+    let mut request = CreateTopicsRequest::default();
+    request.topics = vec![creatable];
+    request.timeout_ms = 30_000;
+    match client.call(ApiKey::CreateTopics, 5, RequestKind::CreateTopics(request))? {
+        ResponseKind::CreateTopics(response) => {
+            for result in response.topics {
+                check(
+                    result.error_code,
+                    result.error_message.as_ref(),
+                    &format!("creating {topic}"),
+                )?;
+                println!("created topic {topic} with {} partitions", result.num_partitions);
+            }
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}
+
+fn metadata(client: &mut Client, topics: Option<Vec<&str>>) -> Result<MetadataResponse, String> {
+    let mut request = MetadataRequest::default();
+    request.topics = topics.map(|names| {
+        names
+            .into_iter()
+            .map(|topic| {
+                let mut entry = MetadataRequestTopic::default();
+                entry.name = Some(name(topic));
+                entry
+            })
+            .collect()
+    });
+    request.allow_auto_topic_creation = false;
+    match client.call(ApiKey::Metadata, 12, RequestKind::Metadata(request))? {
+        ResponseKind::Metadata(response) => Ok(response),
+        _ => Err("unexpected response".into()),
+    }
+}
+
+pub fn list(bootstrap: &str) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let response = metadata(&mut client, None)?;
+    println!("{:<40} {:>10}", "TOPIC", "PARTITIONS");
+    for topic in response.topics {
+        let topic_name = topic.name.map(|n| n.0.to_string()).unwrap_or_default();
+        println!("{topic_name:<40} {:>10}", topic.partitions.len());
+    }
+    Ok(())
+}
+
+/// (log start, log end) offsets of each partition of `topic`.
+pub fn offsets(
+    client: &mut Client,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<(i64, i64)>, String> {
+    let mut out = Vec::new();
+    for timestamp in [-2i64, -1] {
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = BrokerId(-1);
+        let mut entry = ListOffsetsTopic::default();
+        entry.name = name(topic);
+        entry.partitions = (0..partitions)
+            .map(|index| {
+                let mut partition = ListOffsetsPartition::default();
+                partition.partition_index = index;
+                partition.timestamp = timestamp;
+                partition
+            })
+            .collect();
+        request.topics = vec![entry];
+        match client.call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(request))? {
+            ResponseKind::ListOffsets(response) => {
+                let offsets: Vec<i64> = response
+                    .topics
+                    .into_iter()
+                    .flat_map(|t| t.partitions)
+                    .map(|p| check(p.error_code, None, "listing offsets").map(|()| p.offset))
+                    .collect::<Result<_, _>>()?;
+                out.push(offsets);
+            }
+            _ => return Err("unexpected response".into()),
+        }
+    }
+    let (starts, ends) = (&out[0], &out[1]);
+    Ok(starts.iter().zip(ends).map(|(s, e)| (*s, *e)).collect())
+}
+
+pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let response = metadata(&mut client, Some(vec![topic]))?;
+    let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
+    check(meta.error_code, None, &format!("describing {topic}"))?;
+    let partitions = meta.partitions.len() as i32;
+    println!("topic {topic}  id {}  partitions {partitions}", meta.topic_id);
+    println!(
+        "{:>9} {:>7} {:>16} {:>16}",
+        "PARTITION", "LEADER", "LOG-START-OFFSET", "HIGH-WATERMARK"
+    );
+    for (index, (start, end)) in offsets(&mut client, topic, partitions)?.into_iter().enumerate() {
+        println!("{index:>9} {:>7} {start:>16} {end:>16}", 0);
+    }
+    let mut resource =
+        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_string(topic.to_string());
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    if let ResponseKind::DescribeConfigs(response) =
+        client.call(ApiKey::DescribeConfigs, 1, RequestKind::DescribeConfigs(request))?
+    {
+        println!("configs:");
+        for result in response.results {
+            for config in result.configs {
+                let source = if config.config_source == 1 { "(override)" } else { "" };
+                println!(
+                    "  {}={} {source}",
+                    config.name,
+                    config.value.map(|v| v.to_string()).unwrap_or_default()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn delete(bootstrap: &str, topic: &str) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let mut request = DeleteTopicsRequest::default();
+    request.topic_names = vec![name(topic)];
+    request.timeout_ms = 30_000;
+    match client.call(ApiKey::DeleteTopics, 4, RequestKind::DeleteTopics(request))? {
+        ResponseKind::DeleteTopics(response) => {
+            for result in response.responses {
+                check(
+                    result.error_code,
+                    result.error_message.as_ref(),
+                    &format!("deleting {topic}"),
+                )?;
+            }
+            println!("deleted topic {topic}");
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}
+
+pub fn alter_config(
+    bootstrap: &str,
+    topic: &str,
+    set: &[String],
+    delete: &[String],
+) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_string(topic.to_string());
+    for pair in set {
+        let (key, value) = parse_pair(pair)?;
+        let mut config = AlterableConfig::default();
+        config.name = StrBytes::from_string(key);
+        config.config_operation = 0;
+        config.value = Some(StrBytes::from_string(value));
+        resource.configs.push(config);
+    }
+    for key in delete {
+        let mut config = AlterableConfig::default();
+        config.name = StrBytes::from_string(key.clone());
+        config.config_operation = 1;
+        resource.configs.push(config);
+    }
+    let mut request = IncrementalAlterConfigsRequest::default();
+    request.resources = vec![resource];
+    match client.call(
+        ApiKey::IncrementalAlterConfigs,
+        0,
+        RequestKind::IncrementalAlterConfigs(request),
+    )? {
+        ResponseKind::IncrementalAlterConfigs(response) => {
+            for result in response.responses {
+                check(
+                    result.error_code,
+                    result.error_message.as_ref(),
+                    &format!("altering {topic}"),
+                )?;
+            }
+            println!("altered configs of {topic}");
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}

@@ -3,16 +3,7 @@
 //! `strata serve` runs the broker; `strata check` runs the startup checks every shard needs
 //! (io_uring, locked memory, cores, direct I/O on the data directory from each pinned shard).
 
-mod admin;
-mod cli;
-mod config;
-mod connection;
-mod error;
-mod handlers;
-mod metadata;
-mod router;
-mod server;
-mod state;
+use broker::{cli, config, server};
 
 use clap::{Parser, Subcommand};
 use shard::runtime::{self, RuntimeConfig};
@@ -91,7 +82,10 @@ enum Command {
 }
 
 fn main() {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -4,6 +4,7 @@
 //! Invariant: only `handlers` (through `error::error_code`) produce Kafka error codes.
 
 pub mod admin;
+pub mod alloc;
 pub mod cli;
 pub mod config;
 pub mod connection;

@@ -5,6 +5,9 @@
 
 use broker::{cli, config, server};
 
+#[global_allocator]
+static ALLOCATOR: broker::alloc::LazyLargeAllocator = broker::alloc::LazyLargeAllocator;
+
 use clap::{Parser, Subcommand};
 use shard::runtime::{self, RuntimeConfig};
 use std::net::SocketAddr;

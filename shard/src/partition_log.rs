@@ -42,8 +42,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use wire::{Compression, RecordBatchHeader};
 
-/// Segment files are preallocated up to this size when they are created.
-pub const SEGMENT_PREALLOCATE_BYTES_MAX: u64 = 1 << 30;
+/// The active segment's file is preallocated (fallocate, KEEP_SIZE) this far ahead of its end,
+/// so appends do not allocate extents one write at a time, while an idle partition costs at
+/// most this much unused disk.
+pub const PREALLOCATE_AHEAD_BYTES: u64 = 8 << 20;
 /// Chunk writes allowed in flight per partition before an append waits for the oldest.
 pub const WRITE_WINDOW: usize = 4;
 /// Smallest read issued for the disk read path.
@@ -304,6 +306,7 @@ impl<S: Storage> PartitionLog<S> {
             (file, full_chunks)
         };
         self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);
+        self.preallocate_ahead_locked(&file).await?;
         for (position, buffer) in full_chunks {
             self.submit_write_locked(&file, position, buffer).await?;
         }
@@ -332,6 +335,31 @@ impl<S: Storage> PartitionLog<S> {
                 Ok(())
             }
         }
+    }
+
+    /// Extends the active segment's preallocation when its end comes within a chunk of it.
+    async fn preallocate_ahead_locked(&self, file: &Rc<S::File>) -> Result<()> {
+        let (target, current) = {
+            let state = self.state.borrow();
+            let config = self.config.borrow();
+            let active = state.segments.values().next_back().expect("active segment");
+            let wanted_end = active.size_bytes + config.write_chunk_bytes as u64;
+            if wanted_end <= active.preallocated_end
+                || active.preallocated_end >= config.segment_bytes
+            {
+                return Ok(());
+            }
+            let target = align_up(active.size_bytes + PREALLOCATE_AHEAD_BYTES)
+                .min(align_up(config.segment_bytes));
+            (target, active.preallocated_end)
+        };
+        if target > current {
+            file.preallocate(target).await?;
+            let mut state = self.state.borrow_mut();
+            let active = state.segments.values_mut().next_back().expect("active segment");
+            active.preallocated_end = target;
+        }
+        Ok(())
     }
 
     /// Submits one full chunk write and keeps it in flight (write-behind). Caller holds
@@ -489,8 +517,6 @@ impl<S: Storage> PartitionLog<S> {
         let path = self.dir.join(segment::log_file_name(base_offset));
         let file = self.storage.open(&path, true).await?;
         file.truncate(0).await?;
-        let segment_bytes = self.config.borrow().segment_bytes;
-        file.preallocate(segment_bytes.min(SEGMENT_PREALLOCATE_BYTES_MAX)).await?;
         self.storage.sync_dir(&self.dir).await?;
         let mut state = self.state.borrow_mut();
         state.segments.insert(base_offset, new_segment(base_offset, Rc::new(file), path, now_ms));
@@ -1126,6 +1152,7 @@ pub(crate) fn new_segment<F>(
         offset_of_max_timestamp: base_offset,
         bytes_since_index_entry: 0,
         created_ms: now_ms,
+        preallocated_end: 0,
     }
 }
 

@@ -64,11 +64,6 @@ impl<S: Storage> PartitionLog<S> {
             let base = checkpointed_log_start.unwrap_or(0).max(0);
             let path = dir.join(segment::log_file_name(base));
             let file = storage.open(&path, true).await?;
-            let preallocate = options
-                .config
-                .segment_bytes
-                .min(crate::partition_log::SEGMENT_PREALLOCATE_BYTES_MAX);
-            file.preallocate(preallocate).await?;
             storage.close(file).await?;
             storage.sync_dir(dir).await?;
             bases.push(base);

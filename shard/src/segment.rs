@@ -55,6 +55,8 @@ pub struct Segment<F> {
     pub bytes_since_index_entry: u64,
     /// When the segment was created (for `segment.ms`), in ms since the epoch.
     pub created_ms: i64,
+    /// File bytes reserved with fallocate so far (active segment only).
+    pub preallocated_end: u64,
 }
 
 impl<F> Segment<F> {
@@ -135,6 +137,7 @@ pub async fn scan_segment<F: StorageFile>(
         offset_of_max_timestamp: base_offset,
         bytes_since_index_entry: 0,
         created_ms: 0,
+        preallocated_end: 0,
     };
     let mut buffer: Vec<u8> = Vec::new();
     let mut buffer_start: u64 = 0;

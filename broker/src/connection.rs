@@ -46,6 +46,7 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         let version = request.header.request_api_version;
         let correlation_id = request.header.correlation_id;
         let api_key = request.api_key;
+        tracing::trace!(?api_key, version, correlation_id, len, "request");
         {
             let mut stats = shard.stats.borrow_mut();
             *stats.requests_by_api.entry(api_key as i16).or_default() += 1;

@@ -92,7 +92,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: FetchRequest) -> F
         }
         let now = Instant::now();
         let any_error = results.iter().any(Result::is_err);
-        if total >= min_bytes.max(1) || any_error || now >= deadline || wanted.is_empty() {
+        if total >= min_bytes || any_error || now >= deadline || wanted.is_empty() {
             break;
         }
         // Long poll: wait on the first partition for new data (the owner wakes us on append),

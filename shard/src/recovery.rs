@@ -118,7 +118,17 @@ impl<S: Storage> PartitionLog<S> {
                 )
                 .await?;
                 if let Some(reason) = &scan.stopped_early {
-                    tracing::warn!(path = %path.display(), valid_bytes = scan.valid_bytes, file_bytes = size, %reason, "truncating the log at the first invalid batch");
+                    // Zeros after the last batch are the page padding of direct-I/O writes, not
+                    // damage; anything else is a torn or corrupt tail worth a warning.
+                    let rest_len = (size - scan.valid_bytes).min(io::DMA_ALIGNMENT as u64 * 2);
+                    let rest = segment.file.read_at(scan.valid_bytes, rest_len as usize).await?;
+                    let padding_only = size - scan.valid_bytes < io::DMA_ALIGNMENT as u64
+                        && rest.as_ref().iter().all(|&byte| byte == 0);
+                    if padding_only {
+                        tracing::debug!(path = %path.display(), valid_bytes = scan.valid_bytes, "trimming page padding after the last batch");
+                    } else {
+                        tracing::warn!(path = %path.display(), valid_bytes = scan.valid_bytes, file_bytes = size, %reason, "truncating the log at the first invalid batch");
+                    }
                     segment.file.truncate(scan.valid_bytes).await?;
                     segment.file.sync().await?;
                     truncate_rest = true;

@@ -10,6 +10,20 @@ if ! command -v cargo >/dev/null; then
     echo "cargo is required (rustup toolchain)" >&2
     exit 1
 fi
+
+# System packages: libzstd (linked through pkg-config instead of building zstd from source),
+# kcat (interop tests), python3-venv (the interop suite's virtualenv).
+missing=()
+pkg-config --version >/dev/null 2>&1 || missing+=(pkg-config)
+pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)
+command -v kcat >/dev/null || missing+=(kcat)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+    step "installing Debian packages: ${missing[*]}"
+    if [ "$(id -u)" = 0 ]; then SUDO=(); else SUDO=(sudo); fi
+    "${SUDO[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 step "cargo fmt --check"
@@ -18,15 +32,34 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test (unit, randomized crash model, torn writes, kill -9, bench smoke)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+step "cargo test (unit, randomized crash model, torn writes, kill -9, API matrix, bench smoke)"
 set +e
 cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+cargo_status=${PIPESTATUS[0]}
 set -e
 
-# One closing line for the whole suite, summed over every test binary.
-awk '/^test result:/ { passed += $4; failed += $6; ignored += $8 }
-     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$log"
-exit "$status"
+step "interop suite (confluent-kafka, kafka-python, kcat against the real binary)"
+cargo build -p broker
+set +e
+STRATA_BIN=target/debug/strata scripts/interop.sh 2>&1 | tee -a "$log"
+interop_status=${PIPESTATUS[0]}
+set -e
+
+# One closing line for the whole suite: cargo's per-binary results plus pytest's summary.
+awk '
+    /^test result:/ { passed += $4; failed += $6; skipped += $8 }
+    /^=* *[0-9]+ (passed|failed|skipped|errors?)[ ,]/ {
+        for (i = 1; i < NF; i++) {
+            if ($(i+1) ~ /^passed/) passed += $i
+            if ($(i+1) ~ /^failed/) failed += $i
+            if ($(i+1) ~ /^errors?/) failed += $i
+            if ($(i+1) ~ /^skipped/) skipped += $i
+        }
+    }
+    END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
+if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ]; then
+    exit 1
+fi

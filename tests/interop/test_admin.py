@@ -1,0 +1,276 @@
+"""Admin APIs through confluent-kafka's AdminClient (plus kafka-python for the
+offset-out-of-range check): CreateTopics, Metadata, CreatePartitions,
+DeleteTopics, DescribeConfigs, IncrementalAlterConfigs, AlterConfigs,
+DescribeCluster, DeleteRecords."""
+
+import kafka
+import kafka.errors
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition, OFFSET_BEGINNING
+from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                   NewTopic, ResourceType)
+
+from clients import (ck_admin, ck_consume, ck_consumer, ck_produce, ck_topic_partitions,
+                     ck_watermarks, kp_consumer, make_messages, wait_until)
+
+T = 10  # seconds for any admin future (a healthy local broker answers in milliseconds)
+
+
+def _error_code(future):
+    """Run an admin future that must fail; return its Kafka error code."""
+    with pytest.raises(KafkaException) as ei:
+        future.result(timeout=T)
+    return ei.value.args[0].code()
+
+
+def _create(admin, name, partitions=1, config=None):
+    fs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                       config=config or {})], operation_timeout=10, request_timeout=T)
+    fs[name].result(timeout=T)
+
+
+def _describe(admin, name):
+    res = ConfigResource(ResourceType.TOPIC, name)
+    return admin.describe_configs([res], request_timeout=T)[res].result(timeout=T)
+
+
+def _incremental(admin, name, ops):
+    res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=op) for k, v, op in ops])
+    return admin.incremental_alter_configs([res], request_timeout=T)[res]
+
+
+SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+
+
+def test_create_list_grow_and_delete_topic(shared_broker, topic_name):
+    bootstrap = shared_broker.bootstrap
+    admin = ck_admin(bootstrap)
+    _create(admin, topic_name, partitions=3)
+
+    md = wait_until(lambda: admin.list_topics(timeout=10).topics.get(topic_name), timeout=10,
+                    message="topic in metadata")
+    assert md.error is None
+    assert sorted(md.partitions) == [0, 1, 2]
+    for p in md.partitions.values():
+        assert p.error is None and p.leader == 0 and p.replicas == [0] and p.isrs == [0]
+
+    # creating it again
+    fs = admin.create_topics([NewTopic(topic_name, num_partitions=3, replication_factor=1)],
+                             request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.TOPIC_ALREADY_EXISTS
+
+    # grow to 5; shrinking is not allowed
+    admin.create_partitions([NewPartitions(topic_name, 5)], request_timeout=T)[topic_name].result(timeout=T)
+    wait_until(lambda: ck_topic_partitions(bootstrap, topic_name) == 5, timeout=10,
+               message="5 partitions in metadata")
+    fs = admin.create_partitions([NewPartitions(topic_name, 2)], request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.INVALID_PARTITIONS
+    assert ck_topic_partitions(bootstrap, topic_name) == 5
+
+    # the new partitions are usable
+    ck_produce(bootstrap, topic_name, make_messages(10, with_nulls=False), partition=4)
+    assert ck_watermarks(bootstrap, topic_name, partition=4) == (0, 10)
+
+    admin.delete_topics([topic_name], operation_timeout=10, request_timeout=T)[topic_name].result(timeout=T)
+    wait_until(lambda: topic_name not in admin.list_topics(timeout=10).topics, timeout=10,
+               message="deleted topic to disappear from metadata")
+
+
+def test_create_partitions_of_unknown_topic_fails(shared_broker, topic_name):
+    admin = ck_admin(shared_broker.bootstrap)
+    fs = admin.create_partitions([NewPartitions(topic_name, 4)], request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_delete_unknown_topic_fails(shared_broker, topic_name):
+    admin = ck_admin(shared_broker.bootstrap)
+    fs = admin.delete_topics([topic_name], request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+@pytest.mark.parametrize("name", ["bad/name", "..", ".", "has space", "x" * 250],
+                         ids=["slash", "dotdot", "dot", "space", "too-long"])
+def test_invalid_topic_name_is_rejected(shared_broker, name):
+    admin = ck_admin(shared_broker.bootstrap)
+    fs = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)],
+                             request_timeout=T)
+    assert _error_code(fs[name]) == KafkaError.TOPIC_EXCEPTION  # INVALID_TOPIC_EXCEPTION, 17
+    assert name not in admin.list_topics(timeout=10).topics
+
+
+def test_zero_partitions_is_rejected(shared_broker, topic_name):
+    admin = ck_admin(shared_broker.bootstrap)
+    fs = admin.create_topics([NewTopic(topic_name, num_partitions=0, replication_factor=1)],
+                             request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.INVALID_PARTITIONS
+    assert topic_name not in admin.list_topics(timeout=10).topics
+
+
+def test_describe_and_alter_topic_configs(shared_broker, topic_name):
+    admin = ck_admin(shared_broker.bootstrap)
+    _create(admin, topic_name, config={"retention.ms": "86400000"})
+
+    configs = _describe(admin, topic_name)
+    for key in ("retention.ms", "retention.bytes", "segment.bytes", "max.message.bytes",
+                "flush.policy"):
+        assert key in configs, "%s missing from DescribeConfigs: %s" % (key, sorted(configs))
+    # a config given at creation time is reported
+    assert configs["retention.ms"].value == "86400000"
+    default_max_message_bytes = configs["max.message.bytes"].value
+
+    _incremental(admin, topic_name, [("retention.ms", "3600000", SET),
+                                     ("max.message.bytes", "2048000", SET),
+                                     ("flush.policy", "interval:100", SET)]).result(timeout=T)
+    configs = _describe(admin, topic_name)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["max.message.bytes"].value == "2048000"
+    assert configs["flush.policy"].value == "interval:100"
+    assert not configs["retention.ms"].is_default
+
+    # DELETE reverts to the default
+    _incremental(admin, topic_name, [("max.message.bytes", None, DELETE)]).result(timeout=T)
+    configs = _describe(admin, topic_name)
+    assert configs["max.message.bytes"].value == default_max_message_bytes
+    assert configs["retention.ms"].value == "3600000"  # untouched
+
+
+@pytest.mark.parametrize("key,value", [
+    ("retention.ms", "abc"),
+    ("max.message.bytes", "-5"),
+    ("segment.bytes", "lots"),
+    ("flush.policy", "sometimes"),
+])
+def test_invalid_config_value_is_rejected(shared_broker, topic_name, key, value):
+    admin = ck_admin(shared_broker.bootstrap)
+    _create(admin, topic_name)
+    before = _describe(admin, topic_name)[key].value
+    assert _error_code(_incremental(admin, topic_name, [(key, value, SET)])) == KafkaError.INVALID_CONFIG
+    assert _describe(admin, topic_name)[key].value == before
+
+
+def test_legacy_alter_configs_round_trip(shared_broker, topic_name):
+    admin = ck_admin(shared_broker.bootstrap)
+    _create(admin, topic_name)
+    res = ConfigResource(ResourceType.TOPIC, topic_name, set_config={"retention.bytes": "1048576"})
+    admin.alter_configs([res], request_timeout=T)[res].result(timeout=T)
+    assert _describe(admin, topic_name)["retention.bytes"].value == "1048576"
+
+
+def test_create_topic_with_invalid_config_is_rejected(shared_broker, topic_name):
+    admin = ck_admin(shared_broker.bootstrap)
+    fs = admin.create_topics([NewTopic(topic_name, num_partitions=1, replication_factor=1,
+                                       config={"retention.ms": "abc"})], request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.INVALID_CONFIG
+    assert topic_name not in admin.list_topics(timeout=10).topics
+
+
+def test_describe_cluster_and_metadata_show_node_0(shared_broker):
+    admin = ck_admin(shared_broker.bootstrap)
+    desc = admin.describe_cluster(request_timeout=T).result(timeout=T)
+    assert [n.id for n in desc.nodes] == [0]
+    assert (desc.nodes[0].host, desc.nodes[0].port) == ("127.0.0.1", shared_broker.port)
+    assert desc.controller is not None and desc.controller.id == 0
+    assert isinstance(desc.cluster_id, str) and desc.cluster_id
+
+    md = admin.list_topics(timeout=10)
+    assert sorted(md.brokers) == [0]
+    assert (md.brokers[0].host, md.brokers[0].port) == ("127.0.0.1", shared_broker.port)
+    assert md.controller_id == 0
+    assert md.cluster_id == desc.cluster_id
+
+
+def test_delete_records_moves_low_watermark(shared_broker, topic_name):
+    bootstrap = shared_broker.bootstrap
+    admin = ck_admin(bootstrap)
+    _create(admin, topic_name)
+    msgs = make_messages(100, with_nulls=False)
+    ck_produce(bootstrap, topic_name, msgs, partition=0)
+
+    fs = admin.delete_records([TopicPartition(topic_name, 0, 40)], request_timeout=T,
+                              operation_timeout=10)
+    (f,) = fs.values()
+    assert f.result(timeout=T).low_watermark == 40
+    assert ck_watermarks(bootstrap, topic_name) == (40, 100)
+
+    # consuming from the beginning starts at the new low watermark
+    first = ck_consume(bootstrap, topic_name, 1, raw=True)[0]
+    assert first.offset() == 40 and first.key() == msgs[40][0]
+
+    # deleting beyond the high watermark is an error and changes nothing
+    fs = admin.delete_records([TopicPartition(topic_name, 0, 1000)], request_timeout=T)
+    assert _error_code(next(iter(fs.values()))) == KafkaError.OFFSET_OUT_OF_RANGE
+    assert ck_watermarks(bootstrap, topic_name) == (40, 100)
+
+
+def test_fetch_below_low_watermark_is_out_of_range(shared_broker, topic_name):
+    bootstrap = shared_broker.bootstrap
+    admin = ck_admin(bootstrap)
+    _create(admin, topic_name)
+    ck_produce(bootstrap, topic_name, make_messages(50, with_nulls=False), partition=0)
+    (f,) = admin.delete_records([TopicPartition(topic_name, 0, 30)], request_timeout=T).values()
+    f.result(timeout=T)
+
+    # kafka-python with no reset policy surfaces OFFSET_OUT_OF_RANGE from poll()
+    c = kp_consumer(bootstrap, auto_offset_reset="none")
+    try:
+        tp = kafka.TopicPartition(topic_name, 0)
+        c.assign([tp])
+        c.seek(tp, 10)
+        with pytest.raises(kafka.errors.OffsetOutOfRangeError):
+            for _ in range(40):  # bounded: ~20 s
+                c.poll(timeout_ms=500)
+    finally:
+        c.close()
+
+    # librdkafka with auto.offset.reset=error reports the reset as a consumer error
+    c = ck_consumer(bootstrap, **{"auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(topic_name, 0, 10)])
+        errors = []
+        for _ in range(40):  # bounded: ~20 s
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is not None, "got a message at offset %d below the low watermark" % m.offset()
+            errors.append(m.error().code())
+            if m.error().code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                break
+        assert set(errors) & {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}, errors
+    finally:
+        c.close()
+
+    # with auto.offset.reset=earliest the same fetch lands on the low watermark
+    c = ck_consumer(bootstrap)
+    try:
+        c.assign([TopicPartition(topic_name, 0, 10)])
+        for _ in range(40):
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                assert m.offset() == 30
+                break
+        else:
+            pytest.fail("no message after an earliest offset reset")
+    finally:
+        c.close()
+
+
+def test_consume_from_beginning_on_empty_topic_gets_nothing(shared_broker, topic_name):
+    """An assigned consumer on an empty partition sees no messages and no errors."""
+    bootstrap = shared_broker.bootstrap
+    _create(ck_admin(bootstrap), topic_name)
+    c = ck_consumer(bootstrap, **{"enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+        for _ in range(40):
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF, \
+                (m.error(), m.offset())
+            break
+        else:
+            pytest.fail("no partition EOF event for an empty partition")
+    finally:
+        c.close()
+    assert ck_watermarks(bootstrap, topic_name) == (0, 0)

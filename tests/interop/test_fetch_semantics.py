@@ -1,0 +1,102 @@
+"""Fetch v4 semantics over raw sockets: long polling (max_wait_ms / min_bytes) and
+size limits (partition max_bytes, response max_bytes, always at least one batch)."""
+
+import threading
+import time
+
+from confluent_kafka.admin import NewTopic
+
+import wire
+from clients import ck_admin
+
+
+def _create_topic(broker, name):
+    admin = ck_admin(broker.bootstrap)
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)],
+                        request_timeout=10)[name].result(timeout=10)
+
+
+def _produce_one(broker, topic, value, corr=1):
+    body = wire.roundtrip(broker.port, wire.produce_v3_request(corr, topic, 0,
+                                                               wire.record_batch([(b"k", value)])))
+    return wire.parse_produce_v3_response(body)[(topic, 0)]
+
+
+def _timed_fetch(broker, topic, offset, **kw):
+    t0 = time.monotonic()
+    body = wire.roundtrip(broker.port, wire.fetch_v4_request(3, topic, 0, offset, **kw), timeout=30)
+    return time.monotonic() - t0, wire.parse_fetch_v4_response(body)[(topic, 0)]
+
+
+def test_fetch_at_end_waits_for_max_wait(shared_broker, topic_name):
+    _create_topic(shared_broker, topic_name)
+    assert _produce_one(shared_broker, topic_name, b"v") == (0, 0)
+    elapsed, part = _timed_fetch(shared_broker, topic_name, 1, max_wait_ms=1000, min_bytes=1)
+    assert part["error"] == 0 and not part["records"] and part["high_watermark"] == 1
+    # allow for coarse timers, but an immediate empty answer is a busy-poll bug
+    assert 0.8 <= elapsed < 10, elapsed
+
+
+def test_fetch_with_min_bytes_zero_returns_immediately(shared_broker, topic_name):
+    _create_topic(shared_broker, topic_name)
+    elapsed, part = _timed_fetch(shared_broker, topic_name, 0, max_wait_ms=5000, min_bytes=0)
+    assert part["error"] == 0 and not part["records"]
+    assert elapsed < 3, elapsed
+
+
+def test_fetch_with_data_available_returns_without_waiting(shared_broker, topic_name):
+    _create_topic(shared_broker, topic_name)
+    _produce_one(shared_broker, topic_name, b"v")
+    elapsed, part = _timed_fetch(shared_broker, topic_name, 0, max_wait_ms=5000, min_bytes=1)
+    assert part["records"] and elapsed < 3, elapsed
+
+
+def test_long_poll_wakes_up_on_new_data(shared_broker, topic_name):
+    _create_topic(shared_broker, topic_name)
+    result = {}
+
+    def fetcher():
+        result["elapsed"], result["part"] = _timed_fetch(shared_broker, topic_name, 0,
+                                                         max_wait_ms=8000, min_bytes=1)
+
+    t = threading.Thread(target=fetcher, daemon=True)
+    t.start()
+    time.sleep(0.5)  # let the fetch park
+    assert _produce_one(shared_broker, topic_name, b"wake-up", corr=2) == (0, 0)
+    t.join(timeout=20)
+    assert not t.is_alive(), "fetch did not return"
+    (batch,) = wire.parse_record_batches(result["part"]["records"])
+    assert batch["records"][0][3] == b"wake-up"
+    # woke up on the produce, well before the 8 s max wait
+    assert result["elapsed"] < 6, result["elapsed"]
+
+
+def test_fetch_respects_max_bytes_but_returns_at_least_one_batch(shared_broker, topic_name):
+    _create_topic(shared_broker, topic_name)
+    for i in range(10):
+        assert _produce_one(shared_broker, topic_name, bytes([65 + i]) * 1000, corr=i)[0] == 0
+
+    # unlimited: all ten batches
+    _, part = _timed_fetch(shared_broker, topic_name, 0)
+    batches = wire.parse_record_batches(part["records"])
+    assert [b["base_offset"] for b in batches] == list(range(10))
+    batch_size = batches[0]["size"]
+
+    # partition limit of ~2.5 batches: a prefix, no more bytes than the limit
+    limit = batch_size * 5 // 2
+    _, part = _timed_fetch(shared_broker, topic_name, 0, partition_max_bytes=limit)
+    got = wire.parse_record_batches(part["records"])
+    assert len(part["records"]) <= limit
+    assert 1 <= len(got) <= 2 and got[0]["base_offset"] == 0
+
+    # response limit behaves the same way
+    _, part = _timed_fetch(shared_broker, topic_name, 3, max_bytes=limit)
+    got = wire.parse_record_batches(part["records"])
+    assert len(part["records"]) <= limit
+    assert 1 <= len(got) <= 2 and got[0]["base_offset"] == 3
+
+    # limits smaller than one batch still return the first whole batch (KIP-74)
+    for kw in ({"partition_max_bytes": 10}, {"max_bytes": 10}):
+        _, part = _timed_fetch(shared_broker, topic_name, 5, **kw)
+        got = wire.parse_record_batches(part["records"])
+        assert got and got[0]["base_offset"] == 5 and got[0]["records"][0][3] == b"F" * 1000, kw

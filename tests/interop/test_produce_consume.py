@@ -1,0 +1,92 @@
+"""Produce/consume round trips through real clients: confluent-kafka (librdkafka)
+and kafka-python, each way and across clients, with acks all/1/0."""
+
+import time
+
+import kafka
+import pytest
+from kafka.client_async import KafkaClient
+
+from clients import (ck_consume, ck_produce, ck_topic_partitions, ck_watermarks, is_subsequence,
+                     kp_consume, kp_produce, make_messages, wait_until)
+
+N = 2000
+
+PRODUCE = {"confluent": ck_produce, "kafka-python": kp_produce}
+CONSUME = {"confluent": ck_consume, "kafka-python": kp_consume}
+# acks spelled per client: librdkafka takes strings, kafka-python ints or 'all'
+ACKS = {"all": ("all", "all"), "1": ("1", 1), "0": ("0", 0)}
+
+
+def _acks_for(client, acks):
+    return ACKS[acks][0 if client == "confluent" else 1]
+
+
+@pytest.mark.parametrize("acks", ["all", "1"])
+@pytest.mark.parametrize("producer,consumer", [
+    ("confluent", "confluent"),
+    ("kafka-python", "kafka-python"),
+    ("confluent", "kafka-python"),
+    ("kafka-python", "confluent"),
+])
+def test_keyed_messages_with_headers_round_trip_exactly(shared_broker, topic_name, producer,
+                                                        consumer, acks):
+    bootstrap = shared_broker.bootstrap
+    msgs = make_messages(N, prefix="%s-%s" % (producer, acks))
+    offsets = PRODUCE[producer](bootstrap, topic_name, msgs, acks=_acks_for(producer, acks))
+    # acked writes get consecutive offsets from 0 on a fresh, auto-created topic
+    assert offsets == list(range(N))
+    # auto topic creation uses num.partitions=1 and the (default) partitioner put all on it
+    assert ck_topic_partitions(bootstrap, topic_name) == 1
+    assert ck_watermarks(bootstrap, topic_name) == (0, N)
+
+    got = CONSUME[consumer](bootstrap, topic_name, N)
+    assert len(got) == N
+    for i, (g, m) in enumerate(zip(got, msgs)):
+        assert g == m, "message %d differs: got %r, want %r" % (i, g, m)
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_acks_zero_delivers_an_in_order_subset(shared_broker, topic_name, client):
+    bootstrap = shared_broker.bootstrap
+    msgs = make_messages(N, prefix="acks0-%s" % client)
+
+    # No acks: before the producer closes its connections, wait (bounded) until the
+    # high watermark reaches N or stops moving.
+    state = {"hw": None, "since": None}
+
+    def settled():
+        hw = ck_watermarks(bootstrap, topic_name)[1]
+        now = time.monotonic()
+        if hw != state["hw"]:
+            state["hw"], state["since"] = hw, now
+        return hw == N or (hw > 0 and now - state["since"] > 1.0)
+
+    # kafka-python 2.3 (acks=0) leaves the last Produce request queued until its I/O
+    # thread next wakes up, which with nothing else to do is the metadata refresh timer;
+    # a short refresh interval keeps that wait at ~1 s instead of 5 s.
+    extra = {"metadata_max_age_ms": 1000} if client == "kafka-python" else {}
+    PRODUCE[client](bootstrap, topic_name, msgs, acks=_acks_for(client, "0"),
+                    before_close=lambda: wait_until(settled, timeout=20, interval=0.2,
+                                                    message="high watermark to settle"),
+                    **extra)
+    low, high = ck_watermarks(bootstrap, topic_name)
+    assert low == 0 and 0 < high <= N, (low, high)
+
+    got = CONSUME[client](bootstrap, topic_name, high)
+    assert is_subsequence(got, msgs), "acks=0 messages are not an in-order subset of those sent"
+
+
+def test_kafka_python_sees_a_message_format_v2_broker(shared_broker):
+    """kafka-python infers the broker version from the ApiVersions ranges (e.g. it
+    needs Metadata v4+ or Fetch v7+ to assume >= 0.11 / 1.1). Below 0.11 it falls
+    back to magic v0/v1 message sets and no headers, so the broker has to
+    advertise enough for kafka-python to pick record batches v2."""
+    client = KafkaClient(bootstrap_servers=shared_broker.bootstrap, api_version_auto_timeout_ms=15000,
+                         request_timeout_ms=30000)
+    try:
+        version = client.check_version(timeout=15)
+    finally:
+        client.close()
+    assert version >= (0, 11), "kafka-python identified the broker as %r" % (version,)
+    assert kafka.KafkaProducer.max_usable_produce_magic(version) == 2

@@ -1,0 +1,66 @@
+"""Durability across broker restarts on the same data dir: acknowledged (acks=all)
+messages, topics, partition counts and altered configs survive SIGKILL and
+SIGTERM."""
+
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from clients import (ck_admin, ck_consume, ck_produce, ck_topic_partitions, ck_watermarks,
+                     kp_consume, make_messages)
+
+N = 1000
+T = 10
+
+
+def _setup_topic_with_config(bootstrap, name):
+    admin = ck_admin(bootstrap)
+    admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)],
+                        request_timeout=T)[name].result(timeout=T)
+    res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
+        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res], request_timeout=T)[res].result(timeout=T)
+
+
+def _retention_ms(bootstrap, name):
+    res = ConfigResource(ResourceType.TOPIC, name)
+    admin = ck_admin(bootstrap)  # keep the client alive until its future resolves
+    return admin.describe_configs([res], request_timeout=T)[res].result(timeout=T)["retention.ms"].value
+
+
+def test_acked_messages_and_topic_metadata_survive_sigkill(broker, topic_name):
+    data_topic = topic_name + "-data"
+    cfg_topic = topic_name + "-cfg"
+    msgs = make_messages(N, prefix="restart")
+    assert ck_produce(broker.bootstrap, data_topic, msgs, acks="all") == list(range(N))
+    _setup_topic_with_config(broker.bootstrap, cfg_topic)
+    # some data in a non-zero partition of the 3-partition topic too
+    ck_produce(broker.bootstrap, cfg_topic, msgs[:10], acks="all", partition=2)
+
+    broker.restart()  # SIGKILL, then start on the same data dir and ports
+
+    assert ck_watermarks(broker.bootstrap, data_topic) == (0, N)
+    assert ck_consume(broker.bootstrap, data_topic, N) == msgs
+    assert ck_topic_partitions(broker.bootstrap, data_topic) == 1
+    assert ck_topic_partitions(broker.bootstrap, cfg_topic) == 3
+    assert _retention_ms(broker.bootstrap, cfg_topic) == "7200000"
+    assert kp_consume(broker.bootstrap, cfg_topic, 10, partition=2) == msgs[:10]
+
+    # appends continue after the recovered end, not over it
+    more = make_messages(5, prefix="after")
+    assert ck_produce(broker.bootstrap, data_topic, more) == list(range(N, N + 5))
+
+    # and a second crash keeps both generations
+    broker.restart()
+    assert ck_consume(broker.bootstrap, data_topic, N + 5) == msgs + more
+
+
+def test_sigterm_is_a_clean_stop_that_keeps_data(broker, topic_name):
+    msgs = make_messages(200, prefix="term")
+    ck_produce(broker.bootstrap, topic_name, msgs, acks="all")
+
+    _rc, on_sigterm = broker.terminate()
+    assert on_sigterm, "strata did not exit within 5s of SIGTERM (was SIGKILLed)"
+    assert broker.wait_port_free(), "port still accepting after exit"
+
+    broker.start()
+    assert ck_watermarks(broker.bootstrap, topic_name) == (0, 200)
+    assert ck_consume(broker.bootstrap, topic_name, 200) == msgs

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 pub const VERSIONS: (i16, i16) = (4, 12);
 /// Upper bound on how long a fetch may wait, whatever the client asks.
 pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
+/// Partitions of one fetch that long-poll for appends (the rest are seen on the re-read).
+pub const FETCH_WAIT_PARTITIONS_MAX: usize = 256;
 
 struct Wanted {
     topic: String,
@@ -95,11 +97,30 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: FetchRequest) -> F
         if total >= min_bytes || any_error || now >= deadline || wanted.is_empty() {
             break;
         }
-        // Long poll: wait on the first partition for new data (the owner wakes us on append),
-        // then read everything again.
+        // Long poll: every owner waits for an append to its partition (at most the time
+        // left); the first to see one wakes us, then everything is read again. The other waits
+        // end on their own by the deadline; their answers are dropped.
         let remaining_ms = (deadline - now).as_millis().max(1) as u64;
-        if let Some(first) = wanted.first() {
-            let _ = read_one(shard, first, 1, remaining_ms.min(100)).await;
+        // Wait for data past what was just seen (the high watermark), not past the fetch
+        // offset, so a partial result below min_bytes does not spin.
+        let at_end: Vec<Wanted> = wanted
+            .iter()
+            .zip(&results)
+            .take(FETCH_WAIT_PARTITIONS_MAX)
+            .map(|(item, result)| Wanted {
+                topic: item.topic.clone(),
+                partition: item.partition,
+                offset: match result {
+                    Ok(read) if read.high_watermark >= 0 => read.high_watermark,
+                    _ => item.offset,
+                },
+                partition_max_bytes: 1,
+            })
+            .collect();
+        let waits: Vec<_> =
+            at_end.iter().map(|item| Box::pin(read_one(shard, item, 1, remaining_ms))).collect();
+        if !waits.is_empty() {
+            let _ = futures_util::future::select_all(waits).await;
         }
     }
     let mut response = FetchResponse::default();

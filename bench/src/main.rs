@@ -7,6 +7,8 @@
 //! Runs on: one pinned glommio executor (shard 0); writers are tasks on it, as they would be on a
 //! broker shard.
 
+mod kafka;
+mod load;
 mod storage;
 
 use clap::{Parser, Subcommand};
@@ -22,12 +24,21 @@ struct Cli {
 enum Mode {
     /// Append to one partition log of the storage engine (direct I/O, no network).
     Storage(storage::StorageArgs),
+    /// Produce to a Kafka-compatible broker.
+    Produce(load::LoadArgs),
+    /// Consume from a Kafka-compatible broker.
+    Consume(load::LoadArgs),
+    /// Produce and consume at once; latency from scheduled send to receipt.
+    E2e(load::LoadArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let outcome = match cli.mode {
         Mode::Storage(args) => storage::run(args),
+        Mode::Produce(args) => load::run(load::Mode::Produce, args),
+        Mode::Consume(args) => load::run(load::Mode::Consume, args),
+        Mode::E2e(args) => load::run(load::Mode::E2e, args),
     };
     if let Err(message) = outcome {
         eprintln!("strata-bench: {message}");

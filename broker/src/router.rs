@@ -283,7 +283,11 @@ async fn read(
             .await;
         }
     }
-    let read = state.log.read(offset, max_bytes).await?;
+    let read = state.log.read(offset, max_bytes).await.inspect_err(|error| {
+        if !matches!(error, shard::StorageError::OffsetOutOfRange { .. }) {
+            tracing::warn!(%topic, partition, offset, %error, "read failed");
+        }
+    })?;
     Ok(ReadResult {
         batches: read.batches,
         high_watermark: state.log.log_end_offset(),

@@ -618,8 +618,11 @@ impl<S: Storage> PartitionLog<S> {
         let mut total = 0usize;
         let mut position = start_position;
         let mut expected_base: Option<i64> = None;
+        // The next read must hold at least this much (a batch larger than the last read).
+        let mut read_at_least = DISK_READ_BYTES_MIN;
         while position < end_position {
-            let want = (max_bytes.saturating_sub(total)).max(DISK_READ_BYTES_MIN);
+            let want = (max_bytes.saturating_sub(total)).max(read_at_least);
+            read_at_least = DISK_READ_BYTES_MIN;
             let read_len = (end_position - position).min(want as u64) as usize;
             let read = file.read_at(position, read_len).await?;
             let chunk = Bytes::copy_from_slice(read.as_ref());
@@ -630,7 +633,6 @@ impl<S: Storage> PartitionLog<S> {
                 )));
             }
             let mut at = 0usize;
-            let mut progressed = false;
             while at < chunk.len() {
                 let rest = chunk.slice(at..);
                 let size = match wire::record_batch::batch_size_from_prefix(&rest, batch_bytes_max)
@@ -645,27 +647,11 @@ impl<S: Storage> PartitionLog<S> {
                     }
                 };
                 if size > rest.len() {
-                    if !progressed && batches.is_empty() {
-                        // The first wanted batch is larger than this read; read it whole.
-                        let whole = file.read_at(position + at as u64, size).await?;
-                        if whole.as_ref().len() != size {
-                            return Err(corrupt(format!(
-                                "batch at {} cut short",
-                                position + at as u64
-                            )));
-                        }
-                        let whole = Bytes::copy_from_slice(whole.as_ref());
-                        let header = RecordBatchHeader::parse(&whole, batch_bytes_max)
-                            .map_err(|error| corrupt(error.to_string()))?;
-                        if header.last_offset() >= offset {
-                            check_base(&header, expected_base, &corrupt)?;
-                            batches.push(whole);
-                            return Ok(batches);
-                        }
-                        expected_base = Some(header.last_offset() + 1);
-                        at += size;
-                        progressed = true;
+                    if !batches.is_empty() && total + size > max_bytes {
+                        return Ok(batches);
                     }
+                    // Read again from this batch, whole.
+                    read_at_least = size;
                     break;
                 }
                 let batch = rest.slice(..size);
@@ -680,7 +666,6 @@ impl<S: Storage> PartitionLog<S> {
                 }
                 expected_base = Some(header.last_offset() + 1);
                 at += size;
-                progressed = true;
                 if header.last_offset() < offset {
                     continue;
                 }
@@ -693,8 +678,10 @@ impl<S: Storage> PartitionLog<S> {
                     return Ok(batches);
                 }
             }
-            if !progressed {
-                return Err(corrupt(format!("no batch decodable at position {position}")));
+            if at == 0
+                && (read_at_least <= read_len || read_at_least as u64 > end_position - position)
+            {
+                return Err(corrupt(format!("no whole batch at position {position}")));
             }
             position += at as u64;
         }

@@ -404,3 +404,35 @@ fn concurrent_appends_share_fdatasyncs_under_flush_always() {
     });
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn disk_reads_cross_batches_larger_than_one_read() {
+    // Regression: a 64 KiB read that ended inside a larger batch, after other batches were
+    // collected, was reported as corruption.
+    block_on(async {
+        let storage = SimStorage::new(12, FaultConfig::NONE);
+        let config = LogConfig { flush: FlushPolicy::Never, ..LogConfig::default() };
+        let log = open(&storage, config, 0).await;
+        for i in 0..20 {
+            log.append(batch(i, 1, 70_000 + (i as usize * 997) % 30_000, 1000), 0, 1000)
+                .await
+                .expect("append");
+        }
+        let expected = read_all(&log).await;
+        assert_eq!(expected.len(), 20);
+        for max_bytes in [1, 65_536, 150_000, 300_000, 4 << 20] {
+            let mut offset = 0;
+            let mut seen = 0;
+            while offset < log.log_end_offset() {
+                let read = log.read(offset, max_bytes).await.expect("read from disk");
+                assert!(!read.from_cache);
+                for batch in read.batches {
+                    assert_eq!(batch, expected[offset as usize], "max_bytes {max_bytes}");
+                    offset += 1;
+                    seen += 1;
+                }
+            }
+            assert_eq!(seen, 20);
+        }
+    });
+}

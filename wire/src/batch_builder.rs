@@ -96,6 +96,44 @@ impl RecordBatchBuilder {
         out
     }
 
+    /// Writes the batch with its records compressed by `codec` (attributes bits 0-2 set).
+    pub fn build_compressed(
+        &self,
+        codec: crate::Compression,
+    ) -> Result<Vec<u8>, crate::DecodeError> {
+        let records = crate::compression::compress(codec, &self.records)?;
+        let attributes: i16 = match codec {
+            crate::Compression::None => 0,
+            crate::Compression::Gzip => 1,
+            crate::Compression::Snappy => 2,
+            crate::Compression::Lz4 => 3,
+            crate::Compression::Zstd => 4,
+            crate::Compression::Unknown(other) => i16::from(other),
+        };
+        let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+        let batch_length = (BATCH_HEADER_BYTES + records.len() - LOG_OVERHEAD_BYTES) as i32;
+        out.extend_from_slice(&0i64.to_be_bytes());
+        out.extend_from_slice(&batch_length.to_be_bytes());
+        out.extend_from_slice(&(-1i32).to_be_bytes());
+        out.push(MAGIC_V2 as u8);
+        out.extend_from_slice(&0u32.to_be_bytes());
+        let crc_start = out.len();
+        out.extend_from_slice(&attributes.to_be_bytes());
+        out.extend_from_slice(&(self.record_count - 1).max(0).to_be_bytes());
+        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        out.extend_from_slice(&(self.base_timestamp + self.max_timestamp_delta).to_be_bytes());
+        out.extend_from_slice(&self.producer_id.to_be_bytes());
+        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        out.extend_from_slice(&self.base_sequence.to_be_bytes());
+        out.extend_from_slice(&self.record_count.to_be_bytes());
+        out.extend_from_slice(&records);
+        let crc = crc32c::crc32c(out.get(crc_start..).unwrap_or_default());
+        if let Some(field) = out.get_mut(crc_start - 4..crc_start) {
+            field.copy_from_slice(&crc.to_be_bytes());
+        }
+        Ok(out)
+    }
+
     /// Appends the batch to `out`.
     pub fn build_into(&self, out: &mut Vec<u8>) {
         let start = out.len();

@@ -1,0 +1,170 @@
+//! A minimal pipelining Kafka client on the shard runtime, for the load generator.
+//!
+//! One connection per task; requests are written as soon as the caller has them and answers are
+//! read in order (Kafka answers a connection's requests in the order they were sent).
+
+use bytes::Bytes;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use shard::runtime::net::TcpStream;
+use wire::protocol::{self, FRAME_PREFIX_BYTES};
+
+/// Largest response the load generator accepts.
+pub const RESPONSE_BYTES_MAX: usize = 256 << 20;
+
+pub struct Connection {
+    stream: TcpStream,
+    next_correlation_id: i32,
+    /// (correlation id, api, version) of requests written and not yet answered, oldest first.
+    in_flight: std::collections::VecDeque<(i32, ApiKey, i16)>,
+}
+
+impl Connection {
+    pub async fn connect(address: &str) -> Result<Self, String> {
+        let stream = TcpStream::connect(address)
+            .await
+            .map_err(|e| format!("connecting to {address}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        Ok(Self { stream, next_correlation_id: 1, in_flight: Default::default() })
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Writes a request; `expect_answer` false for acks=0 produce.
+    pub async fn send(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+        expect_answer: bool,
+    ) -> Result<(), String> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("strata-bench")));
+        let frame = protocol::encode_request(&header, &request)?;
+        self.stream.write_all(&frame).await.map_err(|e| format!("write: {e}"))?;
+        if expect_answer {
+            self.in_flight.push_back((correlation_id, api, version));
+        }
+        Ok(())
+    }
+
+    /// Reads the oldest outstanding answer.
+    pub async fn recv(&mut self) -> Result<ResponseKind, String> {
+        let (correlation_id, api, version) =
+            self.in_flight.pop_front().ok_or("nothing in flight")?;
+        let mut prefix = [0u8; FRAME_PREFIX_BYTES];
+        self.stream.read_exact(&mut prefix).await.map_err(|e| format!("read: {e}"))?;
+        let len = protocol::frame_len(prefix, RESPONSE_BYTES_MAX).map_err(|e| e.to_string())?;
+        let mut body = vec![0u8; len];
+        self.stream.read_exact(&mut body).await.map_err(|e| format!("read: {e}"))?;
+        let (header, response) = protocol::decode_response(api, version, Bytes::from(body))
+            .map_err(|e| e.to_string())?;
+        if header.correlation_id != correlation_id {
+            return Err(format!(
+                "answer {} where {correlation_id} was expected",
+                header.correlation_id
+            ));
+        }
+        Ok(response)
+    }
+
+    pub async fn call(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+    ) -> Result<ResponseKind, String> {
+        self.send(api, version, request, true).await?;
+        self.recv().await
+    }
+}
+
+pub fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// Creates `topic` with `partitions` partitions unless it exists; returns its partition count.
+pub async fn ensure_topic(
+    connection: &mut Connection,
+    topic: &str,
+    partitions: i32,
+) -> Result<i32, String> {
+    let mut creatable = create_topics_request::CreatableTopic::default();
+    creatable.name = topic_name(topic);
+    creatable.num_partitions = partitions;
+    creatable.replication_factor = -1;
+    let mut request = CreateTopicsRequest::default();
+    request.topics = vec![creatable];
+    request.timeout_ms = 30_000;
+    if let ResponseKind::CreateTopics(response) =
+        connection.call(ApiKey::CreateTopics, 5, RequestKind::CreateTopics(request)).await?
+    {
+        for result in response.topics {
+            if result.error_code != 0 && result.error_code != 36 {
+                return Err(format!("creating {topic}: error {}", result.error_code));
+            }
+        }
+    }
+    let mut entry = metadata_request::MetadataRequestTopic::default();
+    entry.name = Some(topic_name(topic));
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![entry]);
+    match connection.call(ApiKey::Metadata, 9, RequestKind::Metadata(request)).await? {
+        ResponseKind::Metadata(response) => {
+            let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
+            if meta.error_code != 0 {
+                return Err(format!("topic {topic}: error {}", meta.error_code));
+            }
+            Ok(meta.partitions.len() as i32)
+        }
+        _ => Err("unexpected answer".into()),
+    }
+}
+
+/// (log start, high watermark) of each partition.
+pub async fn offsets(
+    connection: &mut Connection,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<(i64, i64)>, String> {
+    let mut columns = Vec::new();
+    for timestamp in [-2i64, -1] {
+        let mut entry = list_offsets_request::ListOffsetsTopic::default();
+        entry.name = topic_name(topic);
+        entry.partitions = (0..partitions)
+            .map(|index| {
+                let mut partition = list_offsets_request::ListOffsetsPartition::default();
+                partition.partition_index = index;
+                partition.timestamp = timestamp;
+                partition
+            })
+            .collect();
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.topics = vec![entry];
+        match connection.call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(request)).await? {
+            ResponseKind::ListOffsets(response) => {
+                let mut column = vec![0i64; partitions as usize];
+                for partition in response.topics.into_iter().flat_map(|t| t.partitions) {
+                    if partition.error_code != 0 {
+                        return Err(format!("list offsets: error {}", partition.error_code));
+                    }
+                    if let Some(slot) = column.get_mut(partition.partition_index as usize) {
+                        *slot = partition.offset;
+                    }
+                }
+                columns.push(column);
+            }
+            _ => return Err("unexpected answer".into()),
+        }
+    }
+    Ok(columns[0].iter().zip(&columns[1]).map(|(s, e)| (*s, *e)).collect())
+}

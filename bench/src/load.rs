@@ -1,0 +1,689 @@
+//! `strata-bench produce|consume|e2e`: Kafka-protocol load against any Kafka-compatible broker.
+//!
+//! Open loop: with `--rate`, message i of a producer is scheduled at `start + i / rate` and its
+//! latency is measured from that scheduled time, so a stalled broker shows up as latency instead
+//! of silently lowering the offered load (no coordinated omission). Without `--rate` producers
+//! run closed-loop (latency from the moment the batch was built).
+//! Tasks run on pinned executors (`--cores`), producers and consumers spread across them.
+
+use crate::kafka::{self, Connection};
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
+use kafka_protocol::messages::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use wire::{BatchRecord, Compression, RecordBatchBuilder};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    Produce,
+    Consume,
+    E2e,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Codec {
+    fn wire(self) -> Compression {
+        match self {
+            Codec::None => Compression::None,
+            Codec::Gzip => Compression::Gzip,
+            Codec::Snappy => Compression::Snappy,
+            Codec::Lz4 => Compression::Lz4,
+            Codec::Zstd => Compression::Zstd,
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LoadArgs {
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    #[arg(long, default_value = "strata-bench")]
+    pub topic: String,
+    /// Partitions to create the topic with (an existing topic keeps its own).
+    #[arg(long, default_value_t = 1)]
+    pub partitions: i32,
+    #[arg(long, default_value_t = 1)]
+    pub producers: usize,
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    #[arg(long, default_value_t = 100)]
+    pub message_size: usize,
+    /// Records are grouped into batches of up to this many bytes.
+    #[arg(long, default_value_t = 16384)]
+    pub batch_bytes: usize,
+    /// Under --rate: the longest a due message waits for its batch to fill.
+    #[arg(long, default_value_t = 0)]
+    pub linger_ms: u64,
+    /// 0, 1 or all.
+    #[arg(long, default_value = "1")]
+    pub acks: String,
+    #[arg(long, value_enum, default_value_t = Codec::None)]
+    pub compression: Codec,
+    /// Target messages per second across all producers (open loop); 0 = as fast as possible.
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Stop after this many messages (produced, or consumed in consume mode).
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seconds at the start whose results are not recorded.
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup: f64,
+    /// Produce requests each producer keeps in flight.
+    #[arg(long, default_value_t = 5)]
+    pub in_flight: usize,
+    /// Consume mode: start at the beginning or the end of each partition.
+    #[arg(long, default_value = "beginning")]
+    pub from: String,
+    /// Pinned executors to run producers and consumers on (default: all cores).
+    #[arg(long)]
+    pub cores: Option<usize>,
+    /// Write an HDR histogram interval log (one interval per second) here.
+    #[arg(long)]
+    pub hdr_log: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+    /// No per-second progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// What every task reports into (the bench may share across cores; the broker may not).
+struct Shared {
+    produced: AtomicU64,
+    produced_bytes: AtomicU64,
+    consumed: AtomicU64,
+    consumed_bytes: AtomicU64,
+    errors: AtomicU64,
+    total: Mutex<Histogram<u64>>,
+    interval: Mutex<Histogram<u64>>,
+    recording: AtomicBool,
+    stop: AtomicBool,
+    produce_done: AtomicBool,
+    first_error: Mutex<Option<String>>,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
+fn now_nanos() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or_default()
+}
+
+impl Shared {
+    fn record(&self, micros: u64, count: u64) {
+        if !self.recording.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut total) = self.total.lock() {
+            total.saturating_record_n(micros.max(1), count);
+        }
+        if let Ok(mut interval) = self.interval.lock() {
+            interval.saturating_record_n(micros.max(1), count);
+        }
+    }
+
+    fn fail(&self, error: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut first) = self.first_error.lock() {
+            first.get_or_insert(error);
+        }
+    }
+}
+
+pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
+    let acks: i16 = match args.acks.as_str() {
+        "all" | "-1" => -1,
+        "1" => 1,
+        "0" => 0,
+        other => return Err(format!("--acks {other:?}: use 0, 1 or all")),
+    };
+    if args.message_size < 8 || args.batch_bytes < args.message_size {
+        return Err("--message-size must be >= 8 and <= --batch-bytes".into());
+    }
+    let cores = args.cores.unwrap_or_else(shard::runtime::available_cores);
+    let config = shard::runtime::RuntimeConfig {
+        cores,
+        pin: true,
+        ..shard::runtime::RuntimeConfig::all_cores()
+    };
+    let shared = Arc::new(Shared {
+        produced: AtomicU64::new(0),
+        produced_bytes: AtomicU64::new(0),
+        consumed: AtomicU64::new(0),
+        consumed_bytes: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        total: Mutex::new(histogram()),
+        interval: Mutex::new(histogram()),
+        recording: AtomicBool::new(args.warmup <= 0.0),
+        stop: AtomicBool::new(false),
+        produce_done: AtomicBool::new(false),
+        first_error: Mutex::new(None),
+    });
+    // Set up the topic once, from a throwaway executor.
+    let partitions = {
+        let (bootstrap, topic, wanted) =
+            (args.bootstrap.clone(), args.topic.clone(), args.partitions);
+        shard::runtime::run_local(1 << 20, async move {
+            let mut connection = Connection::connect(&bootstrap).await?;
+            kafka::ensure_topic(&mut connection, &topic, wanted).await
+        })
+        .map_err(|e| e.to_string())??
+    };
+    let started = Instant::now();
+    let reporter = spawn_reporter(shared.clone(), args.clone(), started);
+    let tasks_args = args.clone();
+    let run_shared = shared.clone();
+    let results = shard::runtime::run_shards(&config, move |context| {
+        let (args, shared) = (tasks_args.clone(), run_shared.clone());
+        async move {
+            shard_tasks(
+                mode,
+                args,
+                acks,
+                partitions,
+                context.shard_id.0 as usize,
+                context.shard_count,
+                shared,
+            )
+            .await
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    shared.stop.store(true, Ordering::Relaxed);
+    let _ = reporter.join();
+    for result in results {
+        result?;
+    }
+    let seconds = (started.elapsed().as_secs_f64() - args.warmup).max(1e-9);
+    summarize(mode, &args, &shared, seconds)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn shard_tasks(
+    mode: Mode,
+    args: LoadArgs,
+    acks: i16,
+    partitions: i32,
+    shard: usize,
+    shards: usize,
+    shared: Arc<Shared>,
+) -> Result<(), String> {
+    let mut tasks = Vec::new();
+    let producers = if mode == Mode::Consume { 0 } else { args.producers };
+    let consumers = if mode == Mode::Produce { 0 } else { args.consumers };
+    for producer in (0..producers).filter(|p| p % shards == shard) {
+        let (args, shared) = (args.clone(), shared.clone());
+        tasks.push(shard::runtime::spawn(async move {
+            let result = produce(mode, &args, acks, partitions, producer, &shared).await;
+            if let Err(error) = &result {
+                shared.fail(error.clone());
+            }
+            result
+        }));
+    }
+    for consumer in (0..consumers).filter(|c| (c + producers) % shards == shard) {
+        let (args, shared) = (args.clone(), shared.clone());
+        tasks.push(shard::runtime::spawn(async move {
+            let result = consume(mode, &args, partitions, consumer, &shared).await;
+            if let Err(error) = &result {
+                shared.fail(error.clone());
+            }
+            result
+        }));
+    }
+    for task in tasks {
+        task.await?;
+    }
+    Ok(())
+}
+
+fn should_stop(
+    args: &LoadArgs,
+    shared: &Shared,
+    started: Instant,
+    sent: u64,
+    my_limit: Option<u64>,
+) -> bool {
+    shared.stop.load(Ordering::Relaxed)
+        || started.elapsed().as_secs_f64() >= args.duration + args.warmup
+        || my_limit.is_some_and(|limit| sent >= limit)
+}
+
+fn build_batch(
+    count: usize,
+    size: usize,
+    codec: Compression,
+    scheduled_nanos: &[u64],
+) -> Result<Bytes, String> {
+    let now_ms = (now_nanos() / 1_000_000) as i64;
+    let mut builder = RecordBatchBuilder::new(now_ms);
+    let mut value = vec![b'x'; size];
+    for index in 0..count {
+        let stamp = scheduled_nanos.get(index).copied().unwrap_or(0);
+        value[..8].copy_from_slice(&stamp.to_be_bytes());
+        builder.push(BatchRecord { key: None, value: Some(&value), timestamp_delta: 0 });
+    }
+    let bytes = if codec == Compression::None {
+        builder.build()
+    } else {
+        builder.build_compressed(codec).map_err(|e| e.to_string())?
+    };
+    Ok(Bytes::from(bytes))
+}
+
+fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> RequestKind {
+    let mut data = produce_request::PartitionProduceData::default();
+    data.index = partition;
+    data.records = Some(records);
+    let mut topic_data = produce_request::TopicProduceData::default();
+    topic_data.name = kafka::topic_name(topic);
+    topic_data.partition_data = vec![data];
+    let mut request = ProduceRequest::default();
+    request.acks = acks;
+    request.timeout_ms = 30_000;
+    request.topic_data = vec![topic_data];
+    RequestKind::Produce(request)
+}
+
+fn check_produce(response: ResponseKind) -> Result<(), String> {
+    match response {
+        ResponseKind::Produce(response) => {
+            for partition in response.responses.into_iter().flat_map(|t| t.partition_responses) {
+                if partition.error_code != 0 {
+                    return Err(format!("produce error {}", partition.error_code));
+                }
+            }
+            Ok(())
+        }
+        _ => Err("unexpected answer to produce".into()),
+    }
+}
+
+async fn produce(
+    mode: Mode,
+    args: &LoadArgs,
+    acks: i16,
+    partitions: i32,
+    producer: usize,
+    shared: &Shared,
+) -> Result<(), String> {
+    let mut connection = Connection::connect(&args.bootstrap).await?;
+    let codec = args.compression.wire();
+    let per_batch = (args.batch_bytes / (args.message_size + 8)).max(1);
+    let my_limit = args.messages.map(|total| {
+        total / args.producers as u64 + u64::from((producer as u64) < total % args.producers as u64)
+    });
+    let rate = if args.rate > 0 { Some(args.rate as f64 / args.producers as f64) } else { None };
+    let mut templates: HashMap<usize, Bytes> = HashMap::new();
+    let my_partitions: Vec<i32> = (0..partitions)
+        .filter(|p| {
+            *p as usize % args.producers == producer % partitions.max(1) as usize
+                || args.producers > partitions as usize
+                    && *p as usize == producer % partitions as usize
+        })
+        .collect();
+    let my_partitions =
+        if my_partitions.is_empty() { vec![producer as i32 % partitions] } else { my_partitions };
+    let started = Instant::now();
+    let start_nanos = now_nanos();
+    let mut sent: u64 = 0;
+    let mut next_partition = 0usize;
+    // Scheduled times (ns since the epoch) of the batches in flight, oldest first.
+    let mut pending: std::collections::VecDeque<(u64, u64, usize)> = Default::default();
+    while !should_stop(args, shared, started, sent, my_limit) {
+        let (count, first_scheduled) = match rate {
+            Some(rate) => {
+                let elapsed = started.elapsed().as_secs_f64();
+                let due = (elapsed * rate) as u64;
+                let mut count = due.saturating_sub(sent).min(per_batch as u64) as usize;
+                if let Some(limit) = my_limit {
+                    count = count.min(limit.saturating_sub(sent) as usize);
+                }
+                if count == 0 {
+                    if connection.in_flight() > 0 {
+                        let (scheduled, batch_count, _) =
+                            pending.pop_front().ok_or("in-flight bookkeeping")?;
+                        check_produce(connection.recv().await?)?;
+                        record_batch(shared, scheduled, batch_count, Some(rate));
+                    } else {
+                        let next_due = (sent + 1) as f64 / rate;
+                        let wait = (next_due - started.elapsed().as_secs_f64()).max(0.0);
+                        shard::runtime::sleep(Duration::from_secs_f64(wait.min(0.05))).await;
+                    }
+                    continue;
+                }
+                (count, start_nanos + (sent as f64 / rate * 1e9) as u64)
+            }
+            None => {
+                let count = my_limit.map_or(per_batch, |limit| {
+                    limit.saturating_sub(sent).min(per_batch as u64) as usize
+                });
+                (count, now_nanos())
+            }
+        };
+        let records = if mode == Mode::E2e {
+            let spacing = rate.map_or(0.0, |r| 1e9 / r);
+            let stamps: Vec<u64> =
+                (0..count).map(|i| first_scheduled + (i as f64 * spacing) as u64).collect();
+            build_batch(count, args.message_size, codec, &stamps)?
+        } else {
+            match templates.get(&count) {
+                Some(template) => template.clone(),
+                None => {
+                    let template = build_batch(count, args.message_size, codec, &[])?;
+                    templates.insert(count, template.clone());
+                    template
+                }
+            }
+        };
+        let partition = my_partitions[next_partition % my_partitions.len()];
+        next_partition += 1;
+        let bytes = (count * args.message_size) as u64;
+        connection
+            .send(
+                ApiKey::Produce,
+                7,
+                produce_request(&args.topic, partition, records, acks),
+                acks != 0,
+            )
+            .await?;
+        sent += count as u64;
+        if shared.recording.load(Ordering::Relaxed) {
+            shared.produced.fetch_add(count as u64, Ordering::Relaxed);
+            shared.produced_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        if acks != 0 {
+            pending.push_back((first_scheduled, count as u64, partition as usize));
+            while connection.in_flight() >= args.in_flight.max(1) {
+                let (scheduled, batch_count, _) =
+                    pending.pop_front().ok_or("in-flight bookkeeping")?;
+                check_produce(connection.recv().await?)?;
+                record_batch(shared, scheduled, batch_count, rate);
+            }
+        }
+    }
+    while connection.in_flight() > 0 {
+        let (scheduled, batch_count, _) = pending.pop_front().ok_or("in-flight bookkeeping")?;
+        check_produce(connection.recv().await?)?;
+        record_batch(shared, scheduled, batch_count, rate);
+    }
+    shared.produce_done.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Records a batch's latency: each message from its scheduled time to the acknowledgement.
+fn record_batch(shared: &Shared, first_scheduled: u64, count: u64, rate: Option<f64>) {
+    let now = now_nanos();
+    match rate {
+        Some(rate) => {
+            let spacing = 1e9 / rate;
+            for index in 0..count {
+                let scheduled = first_scheduled + (index as f64 * spacing) as u64;
+                shared.record(now.saturating_sub(scheduled) / 1000, 1);
+            }
+        }
+        None => shared.record(now.saturating_sub(first_scheduled) / 1000, count),
+    }
+}
+
+async fn consume(
+    mode: Mode,
+    args: &LoadArgs,
+    partitions: i32,
+    consumer: usize,
+    shared: &Shared,
+) -> Result<(), String> {
+    let mut connection = Connection::connect(&args.bootstrap).await?;
+    let mine: Vec<i32> =
+        (0..partitions).filter(|p| *p as usize % args.consumers == consumer).collect();
+    if mine.is_empty() {
+        return Ok(());
+    }
+    let bounds = kafka::offsets(&mut connection, &args.topic, partitions).await?;
+    let from_end = mode == Mode::E2e || args.from == "end";
+    let mut positions: Vec<(i32, i64)> = mine
+        .iter()
+        .map(|p| (*p, if from_end { bounds[*p as usize].1 } else { bounds[*p as usize].0 }))
+        .collect();
+    let started = Instant::now();
+    let my_limit = if mode == Mode::Consume {
+        args.messages.map(|total| total / args.consumers as u64)
+    } else {
+        None
+    };
+    let mut received: u64 = 0;
+    loop {
+        if shared.stop.load(Ordering::Relaxed) || my_limit.is_some_and(|limit| received >= limit) {
+            break;
+        }
+        let over = started.elapsed().as_secs_f64() >= args.duration + args.warmup;
+        if over
+            && (mode != Mode::E2e
+                || shared.produce_done.load(Ordering::Relaxed)
+                || started.elapsed().as_secs_f64() > args.duration + args.warmup + 5.0)
+        {
+            break;
+        }
+        let mut topic = fetch_request::FetchTopic::default();
+        topic.topic = kafka::topic_name(&args.topic);
+        topic.partitions = positions
+            .iter()
+            .map(|(partition, offset)| {
+                let mut entry = fetch_request::FetchPartition::default();
+                entry.partition = *partition;
+                entry.fetch_offset = *offset;
+                entry.partition_max_bytes = 4 << 20;
+                entry
+            })
+            .collect();
+        let mut request = FetchRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.max_wait_ms = 100;
+        request.min_bytes = 1;
+        request.max_bytes = 16 << 20;
+        request.topics = vec![topic];
+        let response = match connection.call(ApiKey::Fetch, 11, RequestKind::Fetch(request)).await?
+        {
+            ResponseKind::Fetch(response) => response,
+            _ => return Err("unexpected answer to fetch".into()),
+        };
+        for data in response.responses.into_iter().flat_map(|t| t.partitions) {
+            if data.error_code != 0 {
+                return Err(format!(
+                    "fetch error {} on partition {}",
+                    data.error_code, data.partition_index
+                ));
+            }
+            let Some(position) = positions.iter_mut().find(|(p, _)| *p == data.partition_index)
+            else {
+                continue;
+            };
+            let records = data.records.unwrap_or_default();
+            let mut rest = &records[..];
+            let now = now_nanos();
+            while let Ok(header) =
+                wire::RecordBatchHeader::parse(rest, shard::config::BATCH_BYTES_MAX)
+            {
+                rest = &rest[header.size_bytes()..];
+                if header.last_offset() < position.1 {
+                    continue;
+                }
+                let count =
+                    (header.last_offset() + 1 - position.1.max(header.base_offset())) as u64;
+                position.1 = header.last_offset() + 1;
+                received += count;
+                if shared.recording.load(Ordering::Relaxed) {
+                    shared.consumed.fetch_add(count, Ordering::Relaxed);
+                    shared.consumed_bytes.fetch_add(header.size_bytes() as u64, Ordering::Relaxed);
+                }
+                if mode == Mode::E2e {
+                    for record in
+                        wire::compression::records_of(&header).map_err(|e| e.to_string())?
+                    {
+                        let stamp = record
+                            .value
+                            .as_deref()
+                            .and_then(|v| v.get(..8))
+                            .and_then(|b| b.try_into().ok())
+                            .map(u64::from_be_bytes)
+                            .unwrap_or(now);
+                        shared.record(now.saturating_sub(stamp) / 1000, 1);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn spawn_reporter(
+    shared: Arc<Shared>,
+    args: LoadArgs,
+    started: Instant,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut log = args.hdr_log.as_ref().and_then(|path| std::fs::File::create(path).ok());
+        use hdrhistogram::serialization::Serializer;
+        let mut serializer = hdrhistogram::serialization::V2Serializer::new();
+        let mut last = (0u64, 0u64, 0u64, 0u64);
+        let mut second = 0u64;
+        while !shared.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            let elapsed = started.elapsed().as_secs_f64();
+            if !shared.recording.load(Ordering::Relaxed) && elapsed >= args.warmup {
+                shared.recording.store(true, Ordering::Relaxed);
+            }
+            if elapsed < (second + 1) as f64 {
+                continue;
+            }
+            second += 1;
+            let now = (
+                shared.produced.load(Ordering::Relaxed),
+                shared.produced_bytes.load(Ordering::Relaxed),
+                shared.consumed.load(Ordering::Relaxed),
+                shared.consumed_bytes.load(Ordering::Relaxed),
+            );
+            let interval = shared.interval.lock().map(|mut h| {
+                let copy = h.clone();
+                h.reset();
+                copy
+            });
+            let Ok(interval) = interval else { continue };
+            if let Some(file) = log.as_mut() {
+                use std::io::Write;
+                let mut encoded = Vec::new();
+                if serializer.serialize(&interval, &mut encoded).is_ok() {
+                    let _ = writeln!(
+                        file,
+                        "{:.3},1.000,{:.3},{}",
+                        (second - 1) as f64,
+                        interval.max() as f64 / 1000.0,
+                        base64_encode(&encoded)
+                    );
+                }
+            }
+            if !args.quiet {
+                eprintln!(
+                    "{second:>4}s produced {:>9} msg/s {:>8.1} MB/s  consumed {:>9} msg/s {:>8.1} MB/s  latency p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms",
+                    now.0 - last.0,
+                    (now.1 - last.1) as f64 / 1e6,
+                    now.2 - last.2,
+                    (now.3 - last.3) as f64 / 1e6,
+                    interval.value_at_quantile(0.5) as f64 / 1000.0,
+                    interval.value_at_quantile(0.99) as f64 / 1000.0,
+                    interval.value_at_quantile(0.999) as f64 / 1000.0,
+                );
+            }
+            last = now;
+        }
+    })
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(TABLE[(n >> 18) as usize & 63] as char);
+        out.push(TABLE[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 { TABLE[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 2 { TABLE[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+fn summarize(mode: Mode, args: &LoadArgs, shared: &Shared, seconds: f64) -> Result<(), String> {
+    let produced = shared.produced.load(Ordering::Relaxed);
+    let produced_bytes = shared.produced_bytes.load(Ordering::Relaxed);
+    let consumed = shared.consumed.load(Ordering::Relaxed);
+    let consumed_bytes = shared.consumed_bytes.load(Ordering::Relaxed);
+    let errors = shared.errors.load(Ordering::Relaxed);
+    let total = shared.total.lock().map(|h| h.clone()).map_err(|_| "histogram lock poisoned")?;
+    let latency = |q: f64| total.value_at_quantile(q);
+    let (messages, bytes) =
+        if mode == Mode::Consume { (consumed, consumed_bytes) } else { (produced, produced_bytes) };
+    let first_error = shared.first_error.lock().ok().and_then(|e| e.clone());
+    if args.json {
+        let json = serde_json::json!({
+            "mode": format!("{mode:?}").to_lowercase(),
+            "topic": args.topic,
+            "acks": args.acks,
+            "compression": format!("{:?}", args.compression).to_lowercase(),
+            "message_size": args.message_size,
+            "seconds": seconds,
+            "produced_messages": produced,
+            "produced_bytes": produced_bytes,
+            "consumed_messages": consumed,
+            "consumed_bytes": consumed_bytes,
+            "messages_per_second": messages as f64 / seconds,
+            "megabytes_per_second": bytes as f64 / 1e6 / seconds,
+            "errors": errors,
+            "first_error": first_error,
+            "latency_us": {
+                "count": total.len(),
+                "mean": total.mean(),
+                "p50": latency(0.5),
+                "p95": latency(0.95),
+                "p99": latency(0.99),
+                "p999": latency(0.999),
+                "max": total.max(),
+            },
+        });
+        println!("{json}");
+    } else {
+        println!(
+            "{messages} records {}, {:.1} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {:.2} ms 50th, {:.2} ms 95th, {:.2} ms 99th, {:.2} ms 99.9th; {errors} errors",
+            if mode == Mode::Consume { "consumed" } else { "sent" },
+            messages as f64 / seconds,
+            bytes as f64 / 1e6 / seconds,
+            total.mean() / 1000.0,
+            total.max() as f64 / 1000.0,
+            latency(0.5) as f64 / 1000.0,
+            latency(0.95) as f64 / 1000.0,
+            latency(0.99) as f64 / 1000.0,
+            latency(0.999) as f64 / 1000.0,
+        );
+    }
+    if let Some(error) = first_error {
+        return Err(format!("{errors} errors; first: {error}"));
+    }
+    Ok(())
+}

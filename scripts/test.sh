@@ -42,7 +42,7 @@ cargo_status=${PIPESTATUS[0]}
 set -e
 
 step "interop suite (confluent-kafka, kafka-python, kcat against the real binary)"
-cargo build -p broker
+cargo build -p broker -p bench
 set +e
 STRATA_BIN=target/debug/strata scripts/interop.sh 2>&1 | tee -a "$log"
 interop_status=${PIPESTATUS[0]}

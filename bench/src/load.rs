@@ -108,6 +108,8 @@ struct Shared {
     produced_bytes: AtomicU64,
     consumed: AtomicU64,
     consumed_bytes: AtomicU64,
+    /// Every record consumed, warmup included (for --messages in consume mode).
+    consumed_all: AtomicU64,
     errors: AtomicU64,
     total: Mutex<Histogram<u64>>,
     interval: Mutex<Histogram<u64>>,
@@ -115,6 +117,8 @@ struct Shared {
     stop: AtomicBool,
     produce_done: AtomicBool,
     first_error: Mutex<Option<String>>,
+    /// e2e mode: only consumers record latency.
+    e2e: bool,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -168,6 +172,7 @@ pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
         produced_bytes: AtomicU64::new(0),
         consumed: AtomicU64::new(0),
         consumed_bytes: AtomicU64::new(0),
+        consumed_all: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         total: Mutex::new(histogram()),
         interval: Mutex::new(histogram()),
@@ -175,6 +180,7 @@ pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
         stop: AtomicBool::new(false),
         produce_done: AtomicBool::new(false),
         first_error: Mutex::new(None),
+        e2e: mode == Mode::E2e,
     });
     // Set up the topic once, from a throwaway executor.
     let partitions = {
@@ -332,15 +338,12 @@ async fn produce(
     });
     let rate = if args.rate > 0 { Some(args.rate as f64 / args.producers as f64) } else { None };
     let mut templates: HashMap<usize, Bytes> = HashMap::new();
-    let my_partitions: Vec<i32> = (0..partitions)
-        .filter(|p| {
-            *p as usize % args.producers == producer % partitions.max(1) as usize
-                || args.producers > partitions as usize
-                    && *p as usize == producer % partitions as usize
-        })
-        .collect();
-    let my_partitions =
-        if my_partitions.is_empty() { vec![producer as i32 % partitions] } else { my_partitions };
+    // Producers split the partitions between them; extra producers share partitions.
+    let my_partitions: Vec<i32> = if args.producers <= partitions as usize {
+        (0..partitions).filter(|p| *p as usize % args.producers == producer).collect()
+    } else {
+        vec![(producer % partitions as usize) as i32]
+    };
     let started = Instant::now();
     let start_nanos = now_nanos();
     let mut sent: u64 = 0;
@@ -429,7 +432,11 @@ async fn produce(
 }
 
 /// Records a batch's latency: each message from its scheduled time to the acknowledgement.
+/// (In e2e mode the histogram holds publish-to-receive latency, recorded by the consumers.)
 fn record_batch(shared: &Shared, first_scheduled: u64, count: u64, rate: Option<f64>) {
+    if shared.e2e {
+        return;
+    }
     let now = now_nanos();
     match rate {
         Some(rate) => {
@@ -463,14 +470,12 @@ async fn consume(
         .map(|p| (*p, if from_end { bounds[*p as usize].1 } else { bounds[*p as usize].0 }))
         .collect();
     let started = Instant::now();
-    let my_limit = if mode == Mode::Consume {
-        args.messages.map(|total| total / args.consumers as u64)
-    } else {
-        None
-    };
-    let mut received: u64 = 0;
+    // Consume mode stops when all consumers together have read --messages.
+    let limit = if mode == Mode::Consume { args.messages } else { None };
     loop {
-        if shared.stop.load(Ordering::Relaxed) || my_limit.is_some_and(|limit| received >= limit) {
+        if shared.stop.load(Ordering::Relaxed)
+            || limit.is_some_and(|limit| shared.consumed_all.load(Ordering::Relaxed) >= limit)
+        {
             break;
         }
         let over = started.elapsed().as_secs_f64() >= args.duration + args.warmup;
@@ -528,7 +533,7 @@ async fn consume(
                 let count =
                     (header.last_offset() + 1 - position.1.max(header.base_offset())) as u64;
                 position.1 = header.last_offset() + 1;
-                received += count;
+                shared.consumed_all.fetch_add(count, Ordering::Relaxed);
                 if shared.recording.load(Ordering::Relaxed) {
                     shared.consumed.fetch_add(count, Ordering::Relaxed);
                     shared.consumed_bytes.fetch_add(header.size_bytes() as u64, Ordering::Relaxed);

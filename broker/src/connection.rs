@@ -20,7 +20,10 @@ use wire::protocol::{self, FRAME_PREFIX_BYTES};
 pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let _ = stream.set_nodelay(true);
-    match serve_requests(&shard, &mut stream).await {
+    shard.stats.borrow_mut().connections_open += 1;
+    let outcome = serve_requests(&shard, &mut stream).await;
+    shard.stats.borrow_mut().connections_open -= 1;
+    match outcome {
         Ok(()) => tracing::debug!(%peer, "connection closed by client"),
         Err(reason) => {
             shard.stats.borrow_mut().connections_closed_on_error += 1;
@@ -66,10 +69,13 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         }
         let body =
             protocol::decode_body(api_key, version, request.body).map_err(|e| e.to_string())?;
+        let started = std::time::Instant::now();
         if let Some(response) = handlers::handle(shard, version, body).await {
             let written = write(stream, api_key, version, correlation_id, &response).await?;
             shard.stats.borrow_mut().bytes_out += written as u64;
         }
+        let micros = started.elapsed().as_micros() as u64;
+        shard.stats.borrow_mut().record_latency(api_key as i16, micros);
     }
 }
 

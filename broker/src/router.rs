@@ -54,7 +54,7 @@ pub enum ShardRequest {
 }
 
 pub enum ShardResponse {
-    Stats(crate::state::ShardStats, Vec<(String, i32, i64, i64)>),
+    Stats(Box<StatsReport>),
     Append(Result<AppendResult>),
     Read(Result<ReadResult>),
     ListOffset(Result<Option<(i64, i64)>>),
@@ -62,6 +62,16 @@ pub enum ShardResponse {
     ChangeMetadata(Vec<Result<()>>),
     Applied(Result<(), String>),
     Unavailable(String),
+}
+
+/// One shard's counters, histograms and partition offsets, for `/metrics`.
+pub struct StatsReport {
+    pub stats: crate::state::ShardStats,
+    /// (topic, partition, log start, log end) of each owned partition.
+    pub offsets: Vec<(String, i32, i64, i64)>,
+    pub fsync_latency_us: hdrhistogram::Histogram<u64>,
+    /// Mesh requests this shard is waiting on.
+    pub pending_requests: u64,
 }
 
 pub struct AppendResult {
@@ -198,11 +208,13 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
             ShardResponse::Applied(shard.apply_snapshot(snapshot).await)
         }
         ShardRequest::Stats => {
+            let mut fsync_latency_us = shard::partition_log::latency_histogram();
             let offsets = shard
                 .partitions
                 .borrow()
                 .iter()
                 .map(|((topic, partition), state)| {
+                    let _ = fsync_latency_us.add(state.log.sync_latency_us());
                     (
                         topic.clone(),
                         *partition,
@@ -211,7 +223,12 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
                     )
                 })
                 .collect();
-            ShardResponse::Stats(shard.stats.borrow().clone(), offsets)
+            ShardResponse::Stats(Box::new(StatsReport {
+                stats: shard.stats.borrow().clone(),
+                offsets,
+                fsync_latency_us,
+                pending_requests: shard.pending.borrow().len() as u64,
+            }))
         }
     }
 }
@@ -250,6 +267,19 @@ async fn append(
     let sync = sync && state.log.config().flush == shard::FlushPolicy::Always;
     let now = shard::runtime::now_ms();
     let mut base_offset = None;
+    {
+        let mut stats = shard.stats.borrow_mut();
+        for batch in &batches {
+            if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
+                stats.add_traffic(
+                    topic,
+                    0,
+                    (peek.last_offset - peek.base_offset + 1).max(0) as u64,
+                );
+                stats.add_traffic(topic, 1, batch.len() as u64);
+            }
+        }
+    }
     for batch in batches {
         let info = state.log.append_with(BytesMut::from(&batch[..]), 0, now, sync).await?;
         base_offset.get_or_insert(info.base_offset);
@@ -288,6 +318,19 @@ async fn read(
             tracing::warn!(%topic, partition, offset, %error, "read failed");
         }
     })?;
+    {
+        let mut stats = shard.stats.borrow_mut();
+        for batch in &read.batches {
+            if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
+                stats.add_traffic(
+                    topic,
+                    2,
+                    (peek.last_offset - peek.base_offset + 1).max(0) as u64,
+                );
+                stats.add_traffic(topic, 3, batch.len() as u64);
+            }
+        }
+    }
     Ok(ReadResult {
         batches: read.batches,
         high_watermark: state.log.log_end_offset(),

@@ -38,6 +38,35 @@ pub struct ShardStats {
     pub routed_in: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Request latency (decode to response written), microseconds, by API key.
+    pub request_latency_us: std::collections::BTreeMap<i16, hdrhistogram::Histogram<u64>>,
+    /// Partition-level errors returned, by Kafka error code.
+    pub errors_by_code: std::collections::BTreeMap<i16, u64>,
+    /// Per topic on the owning shard: (messages in, bytes in, messages out, bytes out).
+    pub topic_traffic: std::collections::BTreeMap<String, [u64; 4]>,
+    pub connections_open: u64,
+}
+
+impl ShardStats {
+    pub fn record_latency(&mut self, api_key: i16, micros: u64) {
+        self.request_latency_us
+            .entry(api_key)
+            .or_insert_with(shard::partition_log::latency_histogram)
+            .saturating_record(micros.max(1));
+    }
+
+    pub fn count_error(&mut self, code: i16) {
+        if code != 0 {
+            *self.errors_by_code.entry(code).or_default() += 1;
+        }
+    }
+
+    pub fn add_traffic(&mut self, topic: &str, index: usize, amount: u64) {
+        if let Some(slot) = self.topic_traffic.entry(topic.to_string()).or_default().get_mut(index)
+        {
+            *slot += amount;
+        }
+    }
 }
 
 pub struct Shard {

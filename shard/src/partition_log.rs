@@ -132,6 +132,8 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) inflight: RefCell<std::collections::VecDeque<InflightWrite>>,
     /// fdatasync calls issued by group commit (for metrics and the group-commit test).
     pub(crate) syncs_completed: std::cell::Cell<u64>,
+    /// Duration of those fdatasyncs, in microseconds.
+    pub(crate) sync_latency_us: RefCell<hdrhistogram::Histogram<u64>>,
     /// Whether `open` found a clean-shutdown marker and skipped the recovery scan.
     pub opened_clean: bool,
 }
@@ -169,6 +171,11 @@ impl<S: Storage> PartitionLog<S> {
     /// Offsets below this are durable (synced).
     pub fn durable_end_offset(&self) -> i64 {
         self.state.borrow().durable_end_offset
+    }
+
+    /// Durations of group-commit fdatasyncs since open, in microseconds.
+    pub fn sync_latency_us(&self) -> hdrhistogram::Histogram<u64> {
+        self.sync_latency_us.borrow().clone()
     }
 
     /// How many group-commit fdatasyncs have completed since open.
@@ -464,9 +471,13 @@ impl<S: Storage> PartitionLog<S> {
                 let active = state.segments.values().next_back().expect("active segment");
                 (active.file.clone(), state.log_end_offset)
             };
+            let sync_started = std::time::Instant::now();
             let synced = file.sync().await.map_err(StorageError::from);
             self.offline_on_error(synced)?;
             self.syncs_completed.set(self.syncs_completed.get() + 1);
+            self.sync_latency_us
+                .borrow_mut()
+                .saturating_record(sync_started.elapsed().as_micros().max(1) as u64);
             let mut state = self.state.borrow_mut();
             state.durable_end_offset = state.durable_end_offset.max(end.min(state.log_end_offset));
         }
@@ -1119,6 +1130,12 @@ fn copy_into_tail<F: StorageFile>(
         }
     }
     full
+}
+
+/// A histogram for microsecond latencies from 1 us to one hour, 3 significant digits.
+pub fn latency_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .expect("constant bounds are valid")
 }
 
 pub(crate) fn new_segment<F>(

@@ -283,7 +283,7 @@ def shard_of_connection(broker, sock, correlation_id):
     wire.read_response(sock)
     after = metrics(broker)
     for shard in ("0", "1"):
-        key = 'strata_requests_total{shard="%s",api_key="18"}' % shard
+        key = 'strata_requests_total{shard="%s",api="ApiVersions"}' % shard
         if after.get(key, 0) > before.get(key, 0):
             return shard
     raise AssertionError("no shard counted the request")

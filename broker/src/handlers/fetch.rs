@@ -142,6 +142,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: FetchRequest) -> F
             }
             Err(error) => {
                 partition.error_code = error_fields(&error).0;
+                shard.stats.borrow_mut().count_error(partition.error_code);
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
                 partition.records = Some(Bytes::new());

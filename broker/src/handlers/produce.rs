@@ -85,6 +85,7 @@ pub async fn handle(
             }
             Err(error) => {
                 let (error_code, message) = error_fields(&error);
+                shard.stats.borrow_mut().count_error(error_code);
                 partition.error_code = error_code;
                 if version >= 8 {
                     partition.error_message = message;

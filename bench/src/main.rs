@@ -30,6 +30,34 @@ enum Mode {
     Consume(load::LoadArgs),
     /// Produce and consume at once; latency from scheduled send to receipt.
     E2e(load::LoadArgs),
+    /// One core's memcpy bandwidth (a machine limit for BENCHMARKS.md).
+    Memcpy {
+        /// Buffer size in MiB.
+        #[arg(long, default_value_t = 256)]
+        mib: usize,
+        #[arg(long, default_value_t = 8)]
+        rounds: usize,
+    },
+}
+
+/// Copies a buffer `rounds` times and prints GB/s as JSON.
+fn memcpy(mib: usize, rounds: usize) -> Result<(), String> {
+    let source = vec![7u8; mib << 20];
+    let mut target = vec![0u8; mib << 20];
+    target.copy_from_slice(&source); // fault the pages in before timing
+    let started = std::time::Instant::now();
+    for round in 0..rounds {
+        target.copy_from_slice(&source);
+        std::hint::black_box(&mut target);
+        std::hint::black_box(round);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let gigabytes_per_second = (mib << 20) as f64 * rounds as f64 / 1e9 / seconds;
+    println!(
+        "{}",
+        serde_json::json!({ "mode": "memcpy", "gigabytes_per_second": gigabytes_per_second })
+    );
+    Ok(())
 }
 
 fn main() {
@@ -39,6 +67,7 @@ fn main() {
         Mode::Produce(args) => load::run(load::Mode::Produce, args),
         Mode::Consume(args) => load::run(load::Mode::Consume, args),
         Mode::E2e(args) => load::run(load::Mode::E2e, args),
+        Mode::Memcpy { mib, rounds } => memcpy(mib, rounds),
     };
     if let Err(message) = outcome {
         eprintln!("strata-bench: {message}");

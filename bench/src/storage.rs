@@ -152,7 +152,12 @@ async fn drive(
         ..LogConfig::default()
     };
     let cache = Rc::new(RefCell::new(BatchCache::new(shard::cache::BATCH_CACHE_BYTES_DEFAULT)));
-    let options = OpenOptions { config, cache, now_ms: runtime::now_ms() };
+    let options = OpenOptions {
+        config,
+        cache,
+        now_ms: runtime::now_ms(),
+        sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
+    };
     let log = Rc::new(
         PartitionLog::open(storage, &dir.join("bench-0"), options)
             .await

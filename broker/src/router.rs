@@ -208,13 +208,12 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
             ShardResponse::Applied(shard.apply_snapshot(snapshot).await)
         }
         ShardRequest::Stats => {
-            let mut fsync_latency_us = shard::partition_log::latency_histogram();
+            let fsync_latency_us = shard.sync_latency_us.borrow().clone();
             let offsets = shard
                 .partitions
                 .borrow()
                 .iter()
                 .map(|((topic, partition), state)| {
-                    let _ = fsync_latency_us.add(state.log.sync_latency_us());
                     (
                         topic.clone(),
                         *partition,

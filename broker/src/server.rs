@@ -94,6 +94,7 @@ async fn shard_main(
         next_request_id: Cell::new(0),
         metadata_lock: async_lock::Mutex::new(()),
         stats: RefCell::new(Default::default()),
+        sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
     });
     if id == 0 && fresh {
         let path = config.data_dir.join(METADATA_FILE);

@@ -83,6 +83,8 @@ pub struct Shard {
     /// Serializes metadata changes (only used on shard 0, the metadata owner).
     pub metadata_lock: async_lock::Mutex<()>,
     pub stats: RefCell<ShardStats>,
+    /// fdatasync durations of every partition on this shard, microseconds.
+    pub sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
 }
 
 impl Shard {
@@ -122,6 +124,7 @@ impl Shard {
                     None => {
                         let dir = self.config.data_dir.join(format!("{}-{partition}", topic.name));
                         let options = OpenOptions {
+                            sync_latency_us: self.sync_latency_us.clone(),
                             config: log_config.clone(),
                             cache: self.cache.clone(),
                             now_ms: now,

@@ -132,8 +132,9 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) inflight: RefCell<std::collections::VecDeque<InflightWrite>>,
     /// fdatasync calls issued by group commit (for metrics and the group-commit test).
     pub(crate) syncs_completed: std::cell::Cell<u64>,
-    /// Duration of those fdatasyncs, in microseconds.
-    pub(crate) sync_latency_us: RefCell<hdrhistogram::Histogram<u64>>,
+    /// Duration of those fdatasyncs, in microseconds (shared by the shard's partitions: one
+    /// histogram is ~180 KB, too much per partition at 10,000 partitions).
+    pub(crate) sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
     /// Whether `open` found a clean-shutdown marker and skipped the recovery scan.
     pub opened_clean: bool,
 }
@@ -143,6 +144,8 @@ pub struct OpenOptions {
     pub config: LogConfig,
     pub cache: Rc<RefCell<BatchCache>>,
     pub now_ms: i64,
+    /// Where fdatasync durations are recorded (one per shard).
+    pub sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -171,11 +174,6 @@ impl<S: Storage> PartitionLog<S> {
     /// Offsets below this are durable (synced).
     pub fn durable_end_offset(&self) -> i64 {
         self.state.borrow().durable_end_offset
-    }
-
-    /// Durations of group-commit fdatasyncs since open, in microseconds.
-    pub fn sync_latency_us(&self) -> hdrhistogram::Histogram<u64> {
-        self.sync_latency_us.borrow().clone()
     }
 
     /// How many group-commit fdatasyncs have completed since open.

@@ -204,7 +204,7 @@ impl<S: Storage> PartitionLog<S> {
             write_lock: async_lock::Mutex::new(()),
             sync_lock: async_lock::Mutex::new(()),
             syncs_completed: std::cell::Cell::new(0),
-            sync_latency_us: RefCell::new(crate::partition_log::latency_histogram()),
+            sync_latency_us: options.sync_latency_us.clone(),
             inflight: RefCell::new(Default::default()),
             opened_clean: clean_log_end.is_some(),
         };

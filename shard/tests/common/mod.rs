@@ -31,6 +31,7 @@ pub fn batch(tag: u64, records: usize, value_bytes: usize, timestamp: i64) -> By
 
 pub fn options(config: LogConfig, cache_bytes: usize) -> OpenOptions {
     OpenOptions {
+        sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
         config,
         cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))),
         now_ms: 1_000,

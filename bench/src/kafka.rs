@@ -29,10 +29,6 @@ impl Connection {
         Ok(Self { stream, next_correlation_id: 1, in_flight: Default::default() })
     }
 
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
-    }
-
     /// Writes a request; `expect_answer` false for acks=0 produce.
     pub async fn send(
         &mut self,
@@ -167,4 +163,148 @@ pub async fn offsets(
         }
     }
     Ok(columns[0].iter().zip(&columns[1]).map(|(s, e)| (*s, *e)).collect())
+}
+
+/// Called for each acknowledged produce request with what was recorded at send time.
+pub type OnAck = Rc<dyn Fn(u64, u64)>;
+
+/// Produce requests pipelined on one connection, acknowledgements read by their own task as
+/// they arrive (so their latency is measured on arrival, not when the sender next looks).
+pub struct ProducePipeline {
+    writer: futures_lite::io::WriteHalf<TcpStream>,
+    next_correlation_id: i32,
+    permits: Rc<async_lock::Semaphore>,
+    window: usize,
+    queue: Rc<std::cell::RefCell<std::collections::VecDeque<(i32, u64, u64)>>>,
+    failed: Rc<std::cell::RefCell<Option<String>>>,
+    reader: Option<shard::runtime::Task<()>>,
+    expect_answers: bool,
+}
+
+use std::rc::Rc;
+
+impl ProducePipeline {
+    pub async fn connect(
+        address: &str,
+        window: usize,
+        expect_answers: bool,
+        on_ack: OnAck,
+    ) -> Result<Self, String> {
+        let stream = TcpStream::connect(address)
+            .await
+            .map_err(|e| format!("connecting to {address}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (mut reader_half, writer) = futures_lite::io::split(stream);
+        let permits = Rc::new(async_lock::Semaphore::new(window.max(1)));
+        let queue: Rc<std::cell::RefCell<std::collections::VecDeque<(i32, u64, u64)>>> =
+            Default::default();
+        let failed: Rc<std::cell::RefCell<Option<String>>> = Default::default();
+        let reader = expect_answers.then(|| {
+            let (permits, queue, failed) = (permits.clone(), queue.clone(), failed.clone());
+            shard::runtime::spawn(async move {
+                loop {
+                    let outcome: Result<(), String> = async {
+                        let mut prefix = [0u8; FRAME_PREFIX_BYTES];
+                        reader_half
+                            .read_exact(&mut prefix)
+                            .await
+                            .map_err(|e| format!("read: {e}"))?;
+                        let len = protocol::frame_len(prefix, RESPONSE_BYTES_MAX)
+                            .map_err(|e| e.to_string())?;
+                        let mut body = vec![0u8; len];
+                        reader_half
+                            .read_exact(&mut body)
+                            .await
+                            .map_err(|e| format!("read: {e}"))?;
+                        let (header, response) =
+                            protocol::decode_response(ApiKey::Produce, 7, Bytes::from(body))
+                                .map_err(|e| e.to_string())?;
+                        let (correlation_id, scheduled, count) = queue
+                            .borrow_mut()
+                            .pop_front()
+                            .ok_or("answer with nothing in flight")?;
+                        if header.correlation_id != correlation_id {
+                            return Err(format!(
+                                "answer {} where {correlation_id} was expected",
+                                header.correlation_id
+                            ));
+                        }
+                        if let ResponseKind::Produce(response) = response {
+                            for partition in
+                                response.responses.into_iter().flat_map(|t| t.partition_responses)
+                            {
+                                if partition.error_code != 0 {
+                                    return Err(format!("produce error {}", partition.error_code));
+                                }
+                            }
+                        }
+                        on_ack(scheduled, count);
+                        permits.add_permits(1);
+                        Ok(())
+                    }
+                    .await;
+                    if let Err(error) = outcome {
+                        *failed.borrow_mut() = Some(error);
+                        permits.add_permits(1 << 20); // unblock the sender so it sees the failure
+                        return;
+                    }
+                }
+            })
+        });
+        Ok(Self {
+            writer,
+            next_correlation_id: 1,
+            permits,
+            window: window.max(1),
+            queue,
+            failed,
+            reader,
+            expect_answers,
+        })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match self.failed.borrow().as_ref() {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends one produce request, waiting for a free slot in the window first.
+    pub async fn send(
+        &mut self,
+        request: RequestKind,
+        scheduled: u64,
+        count: u64,
+    ) -> Result<(), String> {
+        if self.expect_answers {
+            self.permits.acquire().await.forget();
+        }
+        self.check()?;
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Produce as i16)
+            .with_request_api_version(7)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("strata-bench")));
+        let frame = protocol::encode_request(&header, &request)?;
+        if self.expect_answers {
+            self.queue.borrow_mut().push_back((correlation_id, scheduled, count));
+        }
+        self.writer.write_all(&frame).await.map_err(|e| format!("write: {e}"))
+    }
+
+    /// Waits for every outstanding acknowledgement.
+    pub async fn finish(mut self) -> Result<(), String> {
+        self.writer.flush().await.map_err(|e| format!("flush: {e}"))?;
+        if self.expect_answers {
+            for _ in 0..self.window {
+                self.permits.acquire().await.forget();
+                self.check()?;
+            }
+        }
+        drop(self.reader.take());
+        self.check()
+    }
 }

@@ -308,35 +308,26 @@ fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> Re
     RequestKind::Produce(request)
 }
 
-fn check_produce(response: ResponseKind) -> Result<(), String> {
-    match response {
-        ResponseKind::Produce(response) => {
-            for partition in response.responses.into_iter().flat_map(|t| t.partition_responses) {
-                if partition.error_code != 0 {
-                    return Err(format!("produce error {}", partition.error_code));
-                }
-            }
-            Ok(())
-        }
-        _ => Err("unexpected answer to produce".into()),
-    }
-}
-
 async fn produce(
     mode: Mode,
     args: &LoadArgs,
     acks: i16,
     partitions: i32,
     producer: usize,
-    shared: &Shared,
+    shared: &Arc<Shared>,
 ) -> Result<(), String> {
-    let mut connection = Connection::connect(&args.bootstrap).await?;
+    let rate = if args.rate > 0 { Some(args.rate as f64 / args.producers as f64) } else { None };
+    let on_ack: kafka::OnAck = {
+        let shared = shared.clone();
+        std::rc::Rc::new(move |scheduled, count| record_batch(&shared, scheduled, count, rate))
+    };
+    let mut pipeline =
+        kafka::ProducePipeline::connect(&args.bootstrap, args.in_flight, acks != 0, on_ack).await?;
     let codec = args.compression.wire();
     let per_batch = (args.batch_bytes / (args.message_size + 8)).max(1);
     let my_limit = args.messages.map(|total| {
         total / args.producers as u64 + u64::from((producer as u64) < total % args.producers as u64)
     });
-    let rate = if args.rate > 0 { Some(args.rate as f64 / args.producers as f64) } else { None };
     let mut templates: HashMap<usize, Bytes> = HashMap::new();
     // Producers split the partitions between them; extra producers share partitions.
     let my_partitions: Vec<i32> = if args.producers <= partitions as usize {
@@ -348,8 +339,6 @@ async fn produce(
     let start_nanos = now_nanos();
     let mut sent: u64 = 0;
     let mut next_partition = 0usize;
-    // Scheduled times (ns since the epoch) of the batches in flight, oldest first.
-    let mut pending: std::collections::VecDeque<(u64, u64, usize)> = Default::default();
     while !should_stop(args, shared, started, sent, my_limit) {
         let (count, first_scheduled) = match rate {
             Some(rate) => {
@@ -359,17 +348,13 @@ async fn produce(
                 if let Some(limit) = my_limit {
                     count = count.min(limit.saturating_sub(sent) as usize);
                 }
-                if count == 0 {
-                    if connection.in_flight() > 0 {
-                        let (scheduled, batch_count, _) =
-                            pending.pop_front().ok_or("in-flight bookkeeping")?;
-                        check_produce(connection.recv().await?)?;
-                        record_batch(shared, scheduled, batch_count, Some(rate));
-                    } else {
-                        let next_due = (sent + 1) as f64 / rate;
-                        let wait = (next_due - started.elapsed().as_secs_f64()).max(0.0);
-                        shard::runtime::sleep(Duration::from_secs_f64(wait.min(0.05))).await;
-                    }
+                // --linger-ms: let a partial batch wait for more due messages, up to the linger.
+                let linger = args.linger_ms as f64 / 1000.0;
+                let waited = elapsed - sent as f64 / rate;
+                if count == 0 || (count < per_batch && waited < linger) {
+                    let next_due = (sent + 1) as f64 / rate - elapsed;
+                    let wait = if count == 0 { next_due } else { linger - waited };
+                    shard::runtime::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.05))).await;
                     continue;
                 }
                 (count, start_nanos + (sent as f64 / rate * 1e9) as u64)
@@ -399,12 +384,11 @@ async fn produce(
         let partition = my_partitions[next_partition % my_partitions.len()];
         next_partition += 1;
         let bytes = (count * args.message_size) as u64;
-        connection
+        pipeline
             .send(
-                ApiKey::Produce,
-                7,
                 produce_request(&args.topic, partition, records, acks),
-                acks != 0,
+                first_scheduled,
+                count as u64,
             )
             .await?;
         sent += count as u64;
@@ -412,21 +396,8 @@ async fn produce(
             shared.produced.fetch_add(count as u64, Ordering::Relaxed);
             shared.produced_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
-        if acks != 0 {
-            pending.push_back((first_scheduled, count as u64, partition as usize));
-            while connection.in_flight() >= args.in_flight.max(1) {
-                let (scheduled, batch_count, _) =
-                    pending.pop_front().ok_or("in-flight bookkeeping")?;
-                check_produce(connection.recv().await?)?;
-                record_batch(shared, scheduled, batch_count, rate);
-            }
-        }
     }
-    while connection.in_flight() > 0 {
-        let (scheduled, batch_count, _) = pending.pop_front().ok_or("in-flight bookkeeping")?;
-        check_produce(connection.recv().await?)?;
-        record_batch(shared, scheduled, batch_count, rate);
-    }
+    pipeline.finish().await?;
     shared.produce_done.store(true, Ordering::Relaxed);
     Ok(())
 }
@@ -539,17 +510,28 @@ async fn consume(
                     shared.consumed_bytes.fetch_add(header.size_bytes() as u64, Ordering::Relaxed);
                 }
                 if mode == Mode::E2e {
-                    for record in
-                        wire::compression::records_of(&header).map_err(|e| e.to_string())?
-                    {
-                        let stamp = record
-                            .value
-                            .as_deref()
+                    let stamp_of = |value: Option<&[u8]>| {
+                        value
                             .and_then(|v| v.get(..8))
                             .and_then(|b| b.try_into().ok())
                             .map(u64::from_be_bytes)
-                            .unwrap_or(now);
-                        shared.record(now.saturating_sub(stamp) / 1000, 1);
+                            .unwrap_or(now)
+                    };
+                    if header.compression() == Compression::None {
+                        // Borrowed views: no copy per record on the measuring side.
+                        for record in header.records() {
+                            let record = record.map_err(|e| e.to_string())?;
+                            shared.record(now.saturating_sub(stamp_of(record.value)) / 1000, 1);
+                        }
+                    } else {
+                        let records =
+                            wire::compression::records_of(&header).map_err(|e| e.to_string())?;
+                        for record in records {
+                            shared.record(
+                                now.saturating_sub(stamp_of(record.value.as_deref())) / 1000,
+                                1,
+                            );
+                        }
                     }
                 }
             }
@@ -566,7 +548,17 @@ fn spawn_reporter(
     std::thread::spawn(move || {
         let mut log = args.hdr_log.as_ref().and_then(|path| std::fs::File::create(path).ok());
         use hdrhistogram::serialization::Serializer;
-        let mut serializer = hdrhistogram::serialization::V2Serializer::new();
+        let mut serializer = hdrhistogram::serialization::V2DeflateSerializer::new();
+        if let Some(file) = log.as_mut() {
+            use std::io::Write;
+            let start = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default();
+            let _ = writeln!(file, "#[StartTime: {start:.3} (seconds since epoch)]");
+            let _ = writeln!(file, "#[Latency unit: microseconds]");
+            let _ = writeln!(file, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"");
+        }
         let mut last = (0u64, 0u64, 0u64, 0u64);
         let mut second = 0u64;
         while !shared.stop.load(Ordering::Relaxed) {

@@ -42,9 +42,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use wire::{Compression, RecordBatchHeader};
 
-/// The active segment's file is preallocated (fallocate, KEEP_SIZE) this far ahead of its end,
-/// so appends do not allocate extents one write at a time, while an idle partition costs at
-/// most this much unused disk.
+/// The active segment's file is preallocated (fallocate, KEEP_SIZE) at least this far ahead of
+/// its end (and as far ahead as it is long), so appends do not allocate extents one write at a
+/// time, while an idle partition costs at most this much unused disk.
 pub const PREALLOCATE_AHEAD_BYTES: u64 = 8 << 20;
 /// Chunk writes allowed in flight per partition before an append waits for the oldest.
 pub const WRITE_WINDOW: usize = 4;
@@ -354,8 +354,10 @@ impl<S: Storage> PartitionLog<S> {
             {
                 return Ok(());
             }
-            let target = align_up(active.size_bytes + PREALLOCATE_AHEAD_BYTES)
-                .min(align_up(config.segment_bytes));
+            // Reserve ahead by as much as the segment already holds (at least 8 MiB): an idle
+            // partition costs 8 MiB of disk, a busy one gets few, large extents.
+            let ahead = PREALLOCATE_AHEAD_BYTES.max(active.size_bytes);
+            let target = align_up(active.size_bytes + ahead).min(align_up(config.segment_bytes));
             (target, active.preallocated_end)
         };
         if target > current {

@@ -15,7 +15,7 @@ use shard::BatchCache;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +24,48 @@ pub const MESH_QUEUE_DEPTH_MAX: usize = 1024;
 /// How often shards run flush-interval and retention checks.
 pub const MAINTENANCE_INTERVAL_MS: u64 = 1000;
 
+/// Set by the signal thread on the first SIGTERM/SIGINT; shards poll it (not a hot path).
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+/// How often shards look at `SHUTDOWN`.
+pub const SHUTDOWN_POLL_MS: u64 = 50;
+
+/// Blocks SIGTERM and SIGINT in this thread (so the executor threads spawned after inherit the
+/// mask) and waits for them on a dedicated thread: the first asks every shard to stop cleanly,
+/// a second one exits at once.
+fn install_signal_handling() -> Result<(), String> {
+    // SAFETY: plain libc signal-set manipulation on local values, then pthread_sigmask for this
+    // thread; sigwait on the dedicated thread receives the blocked signals.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return Err("could not block SIGTERM/SIGINT".into());
+        }
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || loop {
+                let mut signal: libc::c_int = 0;
+                if libc::sigwait(&set, &mut signal) != 0 {
+                    continue;
+                }
+                if SHUTDOWN.swap(true, Ordering::SeqCst) {
+                    tracing::warn!(signal, "second signal: exiting without a clean shutdown");
+                    std::process::exit(130);
+                }
+                tracing::info!(
+                    signal,
+                    "shutting down: closing partitions (signal again to exit at once)"
+                );
+            })
+            .map_err(|e| format!("signal thread: {e}"))?;
+    }
+    Ok(())
+}
+
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
+    install_signal_handling()?;
     let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };
     let preflight = runtime::preflight(runtime_config.cores, runtime_config.io_memory_bytes)
         .map_err(|e| e.to_string())?;
@@ -66,6 +107,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     for result in results {
         result?;
     }
+    tracing::info!("clean shutdown complete");
     Ok(())
 }
 
@@ -123,17 +165,45 @@ async fn shard_main(
             "ready"
         );
     }
-    loop {
-        match listener.accept().await {
-            Ok(stream) => {
-                runtime::spawn(crate::connection::serve(shard.clone(), stream)).detach();
-            }
-            Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                runtime::sleep(Duration::from_millis(10)).await;
+    let accept = async {
+        loop {
+            match listener.accept().await {
+                Ok(stream) => {
+                    runtime::spawn(crate::connection::serve(shard.clone(), stream)).detach();
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    runtime::sleep(Duration::from_millis(10)).await;
+                }
             }
         }
+    };
+    let shutdown = async {
+        while !SHUTDOWN.load(Ordering::SeqCst) {
+            runtime::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+        }
+    };
+    futures_lite::future::or(accept, shutdown).await;
+    drop(listener);
+    close_partitions(&shard).await;
+    Ok(())
+}
+
+/// Clean shutdown of this shard's partitions: each close waits for appends in progress, writes
+/// and syncs everything, and leaves the clean-shutdown marker so the next start skips recovery.
+async fn close_partitions(shard: &Rc<Shard>) {
+    let partitions: Vec<_> = shard.partitions.borrow().values().cloned().collect();
+    let mut closed = 0;
+    for partition in partitions {
+        match partition.log.close().await {
+            Ok(()) => closed += 1,
+            Err(error) => {
+                tracing::error!(%error, dir = %partition.log.dir().display(), "close failed")
+            }
+        }
+        partition.appended.notify(usize::MAX);
     }
+    tracing::info!(shard = shard.id, closed, "partitions closed");
 }
 
 /// Flush-interval syncs and retention for the partitions this shard owns.

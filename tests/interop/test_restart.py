@@ -57,10 +57,14 @@ def test_sigterm_is_a_clean_stop_that_keeps_data(broker, topic_name):
     msgs = make_messages(200, prefix="term")
     ck_produce(broker.bootstrap, topic_name, msgs, acks="all")
 
-    _rc, on_sigterm = broker.terminate()
+    rc, on_sigterm = broker.terminate()
     assert on_sigterm, "strata did not exit within 5s of SIGTERM (was SIGKILLed)"
+    assert rc == 0, "a clean shutdown exits 0, got %r" % rc
+    assert "clean shutdown complete" in broker.stderr_tail(200)
     assert broker.wait_port_free(), "port still accepting after exit"
 
     broker.start()
+    # The clean-shutdown marker lets the restart skip recovery: nothing to truncate.
+    assert "truncating the log" not in broker.stderr_tail(200)
     assert ck_watermarks(broker.bootstrap, topic_name) == (0, 200)
     assert ck_consume(broker.bootstrap, topic_name, 200) == msgs

@@ -111,6 +111,19 @@ impl RecordBatchBuilder {
             crate::Compression::Unknown(other) => i16::from(other),
         };
         let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+        self.write_batch(&mut out, attributes, &records);
+        Ok(out)
+    }
+
+    /// Appends the batch to `out`.
+    pub fn build_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        self.write_batch(out, 0, &self.records);
+        debug_assert_eq!(out.len() - start, self.size_bytes());
+    }
+
+    /// Writes header (base offset 0, leader epoch -1) and `records`, then the CRC32C.
+    fn write_batch(&self, out: &mut Vec<u8>, attributes: i16, records: &[u8]) {
         let batch_length = (BATCH_HEADER_BYTES + records.len() - LOG_OVERHEAD_BYTES) as i32;
         out.extend_from_slice(&0i64.to_be_bytes());
         out.extend_from_slice(&batch_length.to_be_bytes());
@@ -126,37 +139,10 @@ impl RecordBatchBuilder {
         out.extend_from_slice(&self.producer_epoch.to_be_bytes());
         out.extend_from_slice(&self.base_sequence.to_be_bytes());
         out.extend_from_slice(&self.record_count.to_be_bytes());
-        out.extend_from_slice(&records);
+        out.extend_from_slice(records);
         let crc = crc32c::crc32c(out.get(crc_start..).unwrap_or_default());
         if let Some(field) = out.get_mut(crc_start - 4..crc_start) {
             field.copy_from_slice(&crc.to_be_bytes());
         }
-        Ok(out)
-    }
-
-    /// Appends the batch to `out`.
-    pub fn build_into(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        let batch_length = (self.size_bytes() - LOG_OVERHEAD_BYTES) as i32;
-        out.extend_from_slice(&0i64.to_be_bytes());
-        out.extend_from_slice(&batch_length.to_be_bytes());
-        out.extend_from_slice(&(-1i32).to_be_bytes());
-        out.push(MAGIC_V2 as u8);
-        out.extend_from_slice(&0u32.to_be_bytes());
-        let crc_start = out.len();
-        out.extend_from_slice(&0i16.to_be_bytes());
-        out.extend_from_slice(&(self.record_count - 1).max(0).to_be_bytes());
-        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
-        out.extend_from_slice(&(self.base_timestamp + self.max_timestamp_delta).to_be_bytes());
-        out.extend_from_slice(&self.producer_id.to_be_bytes());
-        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
-        out.extend_from_slice(&self.base_sequence.to_be_bytes());
-        out.extend_from_slice(&self.record_count.to_be_bytes());
-        out.extend_from_slice(&self.records);
-        let crc = crc32c::crc32c(out.get(crc_start..).unwrap_or_default());
-        if let Some(field) = out.get_mut(crc_start - 4..crc_start) {
-            field.copy_from_slice(&crc.to_be_bytes());
-        }
-        debug_assert_eq!(out.len() - start, self.size_bytes());
     }
 }

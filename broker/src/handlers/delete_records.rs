@@ -1,8 +1,8 @@
 //! DeleteRecords (key 21): moves each partition's log start offset (offset -1 means the high
 //! watermark) on its owner shard, durably.
 
-use crate::error::{code, BrokerError};
-use crate::router::{call, ShardRequest, ShardResponse};
+use crate::error::code;
+use crate::router::{ShardRequest, ShardResponse};
 use crate::state::Shard;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -20,26 +20,15 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteR
         topic_result.name = topic.name.clone();
         for partition in topic.partitions {
             let index = partition.partition_index;
-            let known = shard
-                .snapshot()
-                .topics
-                .get(&name)
-                .is_some_and(|t| index >= 0 && index < t.partitions);
-            let outcome = if !known {
-                Err(BrokerError::UnknownTopicOrPartition(format!("{name}-{index}")))
-            } else {
-                let request = ShardRequest::DeleteRecords {
-                    topic: name.clone(),
-                    partition: index,
-                    offset: partition.offset,
-                };
-                match call(shard, shard.owner_of(&name, index), request).await {
-                    ShardResponse::DeleteRecords(result) => result,
-                    ShardResponse::Unavailable(reason) => {
-                        Err(BrokerError::ShardUnavailable(reason))
-                    }
-                    _ => Err(BrokerError::ShardUnavailable("unexpected answer".into())),
-                }
+            let request = ShardRequest::DeleteRecords {
+                topic: name.clone(),
+                partition: index,
+                offset: partition.offset,
+            };
+            let outcome = match super::call_owner(shard, &name, index, request).await {
+                Ok(ShardResponse::DeleteRecords(result)) => result,
+                Ok(_) => Err(super::unexpected()),
+                Err(error) => Err(error),
             };
             let mut entry = DeleteRecordsPartitionResult::default();
             entry.partition_index = index;

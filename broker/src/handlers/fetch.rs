@@ -6,7 +6,7 @@
 
 use super::error_fields;
 use crate::error::{code, BrokerError};
-use crate::router::{call, ReadResult, ShardRequest, ShardResponse};
+use crate::router::{ReadResult, ShardRequest, ShardResponse};
 use crate::state::Shard;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -33,18 +33,6 @@ async fn read_one(
     max_bytes: usize,
     wait_ms: u64,
 ) -> Result<ReadResult, BrokerError> {
-    let known = shard
-        .snapshot()
-        .topics
-        .get(&wanted.topic)
-        .is_some_and(|topic| wanted.partition >= 0 && wanted.partition < topic.partitions);
-    if !known {
-        return Err(BrokerError::UnknownTopicOrPartition(format!(
-            "{}-{}",
-            wanted.topic, wanted.partition
-        )));
-    }
-    let owner = shard.owner_of(&wanted.topic, wanted.partition);
     let request = ShardRequest::Read {
         topic: wanted.topic.clone(),
         partition: wanted.partition,
@@ -52,10 +40,9 @@ async fn read_one(
         max_bytes,
         wait_ms,
     };
-    match call(shard, owner, request).await {
+    match super::call_owner(shard, &wanted.topic, wanted.partition, request).await? {
         ShardResponse::Read(result) => result,
-        ShardResponse::Unavailable(reason) => Err(BrokerError::ShardUnavailable(reason)),
-        _ => Err(BrokerError::ShardUnavailable("unexpected answer".into())),
+        _ => Err(super::unexpected()),
     }
 }
 

@@ -1,8 +1,8 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1) and by timestamp, per partition on its owner.
 
 use super::error_fields;
-use crate::error::{code, BrokerError};
-use crate::router::{call, ShardRequest, ShardResponse};
+use crate::error::code;
+use crate::router::{ShardRequest, ShardResponse};
 use crate::state::Shard;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -24,26 +24,15 @@ pub async fn handle(
         topic_response.name = topic.name.clone();
         for partition in topic.partitions {
             let index = partition.partition_index;
-            let known = shard
-                .snapshot()
-                .topics
-                .get(&name)
-                .is_some_and(|t| index >= 0 && index < t.partitions);
-            let outcome = if !known {
-                Err(BrokerError::UnknownTopicOrPartition(format!("{name}-{index}")))
-            } else {
-                let request = ShardRequest::ListOffset {
-                    topic: name.clone(),
-                    partition: index,
-                    timestamp: partition.timestamp,
-                };
-                match call(shard, shard.owner_of(&name, index), request).await {
-                    ShardResponse::ListOffset(result) => result,
-                    ShardResponse::Unavailable(reason) => {
-                        Err(BrokerError::ShardUnavailable(reason))
-                    }
-                    _ => Err(BrokerError::ShardUnavailable("unexpected answer".into())),
-                }
+            let request = ShardRequest::ListOffset {
+                topic: name.clone(),
+                partition: index,
+                timestamp: partition.timestamp,
+            };
+            let outcome = match super::call_owner(shard, &name, index, request).await {
+                Ok(ShardResponse::ListOffset(result)) => result,
+                Ok(_) => Err(super::unexpected()),
+                Err(error) => Err(error),
             };
             let mut entry = ListOffsetsPartitionResponse::default();
             entry.partition_index = index;

@@ -106,6 +106,35 @@ pub(crate) fn nth_result(
     }
 }
 
+/// Sends a partition's request to the shard that owns it, after checking the partition exists.
+pub(crate) async fn call_owner(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partition: i32,
+    request: crate::router::ShardRequest,
+) -> crate::error::Result<crate::router::ShardResponse> {
+    let known = shard
+        .snapshot()
+        .topics
+        .get(topic)
+        .is_some_and(|meta| partition >= 0 && partition < meta.partitions);
+    if !known {
+        return Err(crate::error::BrokerError::UnknownTopicOrPartition(format!(
+            "{topic}-{partition}"
+        )));
+    }
+    match crate::router::call(shard, shard.owner_of(topic, partition), request).await {
+        crate::router::ShardResponse::Unavailable(reason) => {
+            Err(crate::error::BrokerError::ShardUnavailable(reason))
+        }
+        response => Ok(response),
+    }
+}
+
+fn unexpected() -> crate::error::BrokerError {
+    crate::error::BrokerError::ShardUnavailable("unexpected answer from a shard".into())
+}
+
 /// (error_code, error_message) for a response.
 pub(crate) fn error_fields(
     error: &crate::error::BrokerError,

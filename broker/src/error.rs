@@ -13,7 +13,11 @@ pub mod code {
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    pub const INVALID_GROUP_ID: i16 = 24;
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
@@ -49,6 +53,14 @@ pub enum BrokerError {
     InvalidRequiredAcks(i16),
     #[error("a shard did not answer: {0}")]
     ShardUnavailable(String),
+    #[error("illegal generation {0} for group {1}")]
+    IllegalGeneration(i32, String),
+    #[error("unknown member {0:?} of group {1}")]
+    UnknownMemberId(String, String),
+    #[error("offset metadata of {0} bytes exceeds the limit")]
+    OffsetMetadataTooLarge(usize),
+    #[error("invalid group id {0:?}")]
+    InvalidGroupId(String),
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
@@ -77,5 +89,9 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::InvalidRequest(_) => code::INVALID_REQUEST,
         BrokerError::InvalidRequiredAcks(_) => code::INVALID_REQUIRED_ACKS,
         BrokerError::ShardUnavailable(_) => code::UNKNOWN_SERVER_ERROR,
+        BrokerError::IllegalGeneration(..) => code::ILLEGAL_GENERATION,
+        BrokerError::UnknownMemberId(..) => code::UNKNOWN_MEMBER_ID,
+        BrokerError::OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
+        BrokerError::InvalidGroupId(_) => code::INVALID_GROUP_ID,
     }
 }

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod group;
 pub mod handlers;
 pub mod metadata;
 pub mod router;

@@ -51,9 +51,23 @@ pub enum ShardRequest {
     ChangeMetadata(MetadataChange),
     ApplySnapshot(MetadataSnapshot),
     Stats,
+    /// To the shard owning the group's `__consumer_offsets` partition.
+    CommitOffsets {
+        group: String,
+        entries: Vec<(String, i32, crate::group::Committed)>,
+    },
+    /// `None`: every committed partition of the group.
+    FetchOffsets {
+        group: String,
+        wanted: Option<Vec<(String, i32)>>,
+    },
+    ListGroups,
 }
 
 pub enum ShardResponse {
+    CommitOffsets(Result<()>),
+    FetchOffsets(Vec<(String, i32, crate::group::Committed)>),
+    Groups(Vec<String>),
     Stats(Box<StatsReport>),
     Append(Result<AppendResult>),
     Read(Result<ReadResult>),
@@ -115,7 +129,10 @@ pub async fn call(shard: &Rc<Shard>, target: usize, request: ShardRequest) -> Sh
     }
     let id = shard.next_request_id.get();
     shard.next_request_id.set(id + 1);
-    if !matches!(request, ShardRequest::Stats | ShardRequest::ApplySnapshot(_)) {
+    if !matches!(
+        request,
+        ShardRequest::Stats | ShardRequest::ApplySnapshot(_) | ShardRequest::ListGroups
+    ) {
         shard.stats.borrow_mut().routed_out += 1;
     }
     let (sender, receiver) = futures_channel::oneshot::channel();
@@ -139,7 +156,10 @@ pub async fn receive_loop(
     while let Some(message) = receiver.recv().await {
         match message {
             ShardMessage::Request { id, from, body } => {
-                if !matches!(body, ShardRequest::Stats | ShardRequest::ApplySnapshot(_)) {
+                if !matches!(
+                    body,
+                    ShardRequest::Stats | ShardRequest::ApplySnapshot(_) | ShardRequest::ListGroups
+                ) {
                     shard.stats.borrow_mut().routed_in += 1;
                 }
                 let shard = shard.clone();
@@ -206,6 +226,39 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
         }
         ShardRequest::ApplySnapshot(snapshot) => {
             ShardResponse::Applied(shard.apply_snapshot(snapshot).await)
+        }
+        ShardRequest::CommitOffsets { group, entries } => {
+            ShardResponse::CommitOffsets(crate::group::commit(&shard, &group, entries).await)
+        }
+        ShardRequest::FetchOffsets { group, wanted } => {
+            let table = shard.offsets.borrow();
+            let committed = table.get(&group);
+            let found = match wanted {
+                Some(wanted) => wanted
+                    .into_iter()
+                    .filter_map(|(topic, partition)| {
+                        committed
+                            .and_then(|map| map.get(&(topic.clone(), partition)))
+                            .map(|entry| (topic, partition, entry.clone()))
+                    })
+                    .collect(),
+                None => committed
+                    .map(|map| {
+                        map.iter().map(|((t, p), entry)| (t.clone(), *p, entry.clone())).collect()
+                    })
+                    .unwrap_or_default(),
+            };
+            ShardResponse::FetchOffsets(found)
+        }
+        ShardRequest::ListGroups => {
+            let table = shard.offsets.borrow();
+            ShardResponse::Groups(
+                table
+                    .iter()
+                    .filter(|(_, map)| !map.is_empty())
+                    .map(|(group, _)| group.clone())
+                    .collect(),
+            )
         }
         ShardRequest::Stats => {
             let fsync_latency_us = shard.sync_latency_us.borrow().clone();

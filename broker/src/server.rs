@@ -75,7 +75,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
     let metadata_path = config.data_dir.join(METADATA_FILE);
-    let (snapshot, fresh) = match std::fs::read(&metadata_path) {
+    let (mut snapshot, mut fresh) = match std::fs::read(&metadata_path) {
         Ok(bytes) => (
             MetadataSnapshot::from_json(&bytes)
                 .map_err(|e| format!("{}: {e}", metadata_path.display()))?,
@@ -86,6 +86,8 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         }
         Err(error) => return Err(format!("{}: {error}", metadata_path.display())),
     };
+    // The internal offsets topic exists from the first start on (shard 0 persists the table).
+    fresh |= crate::group::ensure_offsets_topic(&mut snapshot);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         shards = runtime_config.cores,
@@ -137,6 +139,7 @@ async fn shard_main(
         metadata_lock: async_lock::Mutex::new(()),
         stats: RefCell::new(Default::default()),
         sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
+        offsets: RefCell::new(Default::default()),
     });
     if id == 0 && fresh {
         let path = config.data_dir.join(METADATA_FILE);
@@ -145,6 +148,12 @@ async fn shard_main(
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     shard.apply_snapshot(snapshot).await.map_err(|e| format!("shard {id}: {e}"))?;
+    let replayed = crate::group::replay(&shard)
+        .await
+        .map_err(|e| format!("shard {id}: replaying offsets: {e}"))?;
+    if replayed > 0 {
+        tracing::info!(shard = id, records = replayed, "committed offsets replayed");
+    }
     for (peer, receiver) in ends.receivers {
         runtime::spawn(router::receive_loop(shard.clone(), peer, receiver)).detach();
     }

@@ -83,6 +83,8 @@ pub struct Shard {
     /// Serializes metadata changes (only used on shard 0, the metadata owner).
     pub metadata_lock: async_lock::Mutex<()>,
     pub stats: RefCell<ShardStats>,
+    /// Committed offsets of the consumer groups this shard coordinates.
+    pub offsets: RefCell<crate::group::OffsetTable>,
     /// fdatasync durations of every partition on this shard, microseconds.
     pub sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
 }

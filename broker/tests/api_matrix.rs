@@ -152,6 +152,49 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             RequestKind::IncrementalAlterConfigs(request)
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+        ApiKey::FindCoordinator => {
+            let mut request = FindCoordinatorRequest::default();
+            if version >= 4 {
+                request.coordinator_keys = vec![StrBytes::from_static_str("matrix-group")];
+            } else {
+                request.key = StrBytes::from_static_str("matrix-group");
+            }
+            RequestKind::FindCoordinator(request)
+        }
+        ApiKey::OffsetCommit => {
+            let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+            partition.partition_index = 0;
+            partition.committed_offset = 1;
+            partition.committed_metadata = Some(StrBytes::from_static_str("m"));
+            let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+            topic.name = name("matrix");
+            topic.partitions = vec![partition];
+            let mut request = OffsetCommitRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-group"));
+            request.generation_id_or_member_epoch = -1;
+            request.topics = vec![topic];
+            RequestKind::OffsetCommit(request)
+        }
+        ApiKey::OffsetFetch => {
+            let mut request = OffsetFetchRequest::default();
+            if version >= 8 {
+                let mut topics = offset_fetch_request::OffsetFetchRequestTopics::default();
+                topics.name = name("matrix");
+                topics.partition_indexes = vec![0];
+                let mut group = offset_fetch_request::OffsetFetchRequestGroup::default();
+                group.group_id = GroupId(StrBytes::from_static_str("matrix-group"));
+                group.topics = Some(vec![topics]);
+                request.groups = vec![group];
+            } else {
+                let mut topic = offset_fetch_request::OffsetFetchRequestTopic::default();
+                topic.name = name("matrix");
+                topic.partition_indexes = vec![0];
+                request.group_id = GroupId(StrBytes::from_static_str("matrix-group"));
+                request.topics = Some(vec![topic]);
+            }
+            RequestKind::OffsetFetch(request)
+        }
+        ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
         other => panic!("no request written for {other:?}"),
     }
 }
@@ -184,6 +227,23 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             r.responses.iter().map(|t| t.error_code).collect()
         }
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
+        ResponseKind::FindCoordinator(r) if r.coordinators.is_empty() => vec![r.error_code],
+        ResponseKind::FindCoordinator(r) => r.coordinators.iter().map(|c| c.error_code).collect(),
+        ResponseKind::OffsetCommit(r) => {
+            r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
+        ResponseKind::OffsetFetch(r) if !r.groups.is_empty() => r
+            .groups
+            .iter()
+            .flat_map(|g| {
+                std::iter::once(g.error_code)
+                    .chain(g.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            })
+            .collect(),
+        ResponseKind::OffsetFetch(r) => std::iter::once(r.error_code)
+            .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            .collect(),
+        ResponseKind::ListGroups(r) => vec![r.error_code],
         _ => vec![],
     }
 }
@@ -217,4 +277,41 @@ fn every_advertised_api_version_is_answered_without_error() {
         }
     }
     assert!(checked > 60, "checked {checked} (api, version) pairs");
+}
+
+#[test]
+fn commits_from_members_or_generations_the_broker_does_not_know_are_refused() {
+    let broker = Broker::start("commit-errors", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let commit = |member: &'static str, generation: i32| {
+        let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+        partition.partition_index = 0;
+        partition.committed_offset = 3;
+        let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+        topic.name = name("t");
+        topic.partitions = vec![partition];
+        let mut request = OffsetCommitRequest::default();
+        request.group_id = GroupId(StrBytes::from_static_str("g"));
+        request.member_id = StrBytes::from_static_str(member);
+        request.generation_id_or_member_epoch = generation;
+        request.topics = vec![topic];
+        RequestKind::OffsetCommit(request)
+    };
+    let code = |response: ResponseKind| error_codes(&response)[0];
+    assert_eq!(
+        code(client.call(ApiKey::OffsetCommit, 8, commit("ghost", -1)).expect("call")),
+        25,
+        "UNKNOWN_MEMBER_ID"
+    );
+    assert_eq!(
+        code(client.call(ApiKey::OffsetCommit, 8, commit("", 3)).expect("call")),
+        22,
+        "ILLEGAL_GENERATION"
+    );
+    assert_eq!(
+        code(client.call(ApiKey::OffsetCommit, 8, commit("", -1)).expect("call")),
+        0,
+        "standalone commit"
+    );
 }

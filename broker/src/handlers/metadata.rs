@@ -66,6 +66,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: MetadataRequest) -
         topic.name = Some(TopicName(str_bytes(&name)));
         match snapshot.topics.get(&name) {
             Some(meta) => {
+                topic.is_internal = version >= 1 && name == crate::group::OFFSETS_TOPIC;
                 if version >= 10 {
                     topic.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
                 }

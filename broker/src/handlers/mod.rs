@@ -13,9 +13,13 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
+pub mod find_coordinator;
 pub mod incremental_alter_configs;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod produce;
 
 use crate::state::Shard;
@@ -41,6 +45,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
         incremental_alter_configs::VERSIONS.1,
     ),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
+    (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
+    (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
+    (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
+    (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
 ];
 
 /// Whether `version` of `api_key` is served.
@@ -89,6 +97,18 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: RequestKind) -> Op
         }
         RequestKind::DescribeCluster(request) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(shard, version, request))
+        }
+        RequestKind::FindCoordinator(request) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(shard, version, request))
+        }
+        RequestKind::OffsetCommit(request) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(shard, request).await)
+        }
+        RequestKind::OffsetFetch(request) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(shard, version, request).await)
+        }
+        RequestKind::ListGroups(request) => {
+            ResponseKind::ListGroups(list_groups::handle(shard, version, request).await)
         }
         _ => return None,
     })

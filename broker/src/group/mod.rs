@@ -1,0 +1,197 @@
+//! Committed consumer-group offsets: the first part of the group coordinator (issue #5).
+//!
+//! Owns: each group's committed offsets on the shard that owns the group's partition of the
+//! internal topic `__consumer_offsets` (partition = Java `String.hashCode(group)` mod 50, as
+//! Kafka places groups), their durable log (every commit is a record batch appended to that
+//! partition with fdatasync before the commit is acknowledged), and their replay at startup.
+//! Group membership (JoinGroup/SyncGroup/Heartbeat) comes next; until then commits are accepted
+//! from standalone consumers (generation -1, as Kafka accepts for groups without members).
+//!
+//! Record format in `__consumer_offsets` (strata's own; keys are unique per group/partition so
+//! the log can later be compacted): key = `group \0 topic \0 partition(decimal)`, value =
+//! `offset(i64 BE) commit_ms(i64 BE) metadata(utf-8)`; a null value deletes the entry.
+
+use crate::metadata::{TopicMetadata, METADATA_FILE};
+use crate::state::Shard;
+use bytes::BytesMut;
+use std::collections::{BTreeMap, HashMap};
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Kafka's `offsets.topic.num.partitions` default.
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 50;
+/// Longest commit metadata kept (Kafka's `offset.metadata.max.bytes` default).
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+
+/// One committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub offset: i64,
+    pub metadata: String,
+    pub commit_ms: i64,
+}
+
+/// Committed offsets of the groups this shard coordinates: group → (topic, partition) → offset.
+pub type OffsetTable = HashMap<String, BTreeMap<(String, i32), Committed>>;
+
+/// Java's `String.hashCode` (UTF-16 code units, wrapping), which Kafka uses to place groups.
+pub fn java_string_hash(value: &str) -> i32 {
+    value
+        .encode_utf16()
+        .fold(0i32, |hash, unit| hash.wrapping_mul(31).wrapping_add(i32::from(unit)))
+}
+
+/// The `__consumer_offsets` partition that holds `group` (Kafka: `abs(hashCode) % 50`).
+pub fn partition_for_group(group: &str) -> i32 {
+    let hash = java_string_hash(group);
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    positive % OFFSETS_TOPIC_PARTITIONS
+}
+
+/// The internal topic's metadata, added to the topic table at first start.
+pub fn offsets_topic() -> TopicMetadata {
+    let mut configs = BTreeMap::new();
+    // Offsets are kept until deleted; segments stay small so a restart replays little.
+    configs.insert("retention.ms".to_string(), "-1".to_string());
+    configs.insert("segment.bytes".to_string(), (100u64 << 20).to_string());
+    TopicMetadata {
+        name: OFFSETS_TOPIC.to_string(),
+        topic_id: crate::metadata::new_topic_id(),
+        partitions: OFFSETS_TOPIC_PARTITIONS,
+        configs,
+    }
+}
+
+/// Adds `__consumer_offsets` to a topic table that lacks it; returns whether it did.
+pub fn ensure_offsets_topic(snapshot: &mut crate::metadata::MetadataSnapshot) -> bool {
+    if snapshot.topics.contains_key(OFFSETS_TOPIC) {
+        return false;
+    }
+    snapshot.topics.insert(OFFSETS_TOPIC.to_string(), offsets_topic());
+    let _ = METADATA_FILE;
+    true
+}
+
+fn record_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
+    format!("{group}\0{topic}\0{partition}").into_bytes()
+}
+
+fn parse_key(key: &[u8]) -> Option<(String, String, i32)> {
+    let text = std::str::from_utf8(key).ok()?;
+    let mut parts = text.split('\0');
+    let group = parts.next()?.to_string();
+    let topic = parts.next()?.to_string();
+    let partition = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((group, topic, partition))
+}
+
+fn record_value(committed: &Committed) -> Vec<u8> {
+    let mut value = Vec::with_capacity(16 + committed.metadata.len());
+    value.extend_from_slice(&committed.offset.to_be_bytes());
+    value.extend_from_slice(&committed.commit_ms.to_be_bytes());
+    value.extend_from_slice(committed.metadata.as_bytes());
+    value
+}
+
+fn parse_value(value: &[u8]) -> Option<Committed> {
+    let offset = i64::from_be_bytes(value.get(..8)?.try_into().ok()?);
+    let commit_ms = i64::from_be_bytes(value.get(8..16)?.try_into().ok()?);
+    let metadata = String::from_utf8(value.get(16..)?.to_vec()).ok()?;
+    Some(Committed { offset, metadata, commit_ms })
+}
+
+/// Appends `entries` of `group` durably to its `__consumer_offsets` partition, then applies
+/// them to the in-memory table. Runs on the shard that owns that partition.
+pub async fn commit(
+    shard: &Shard,
+    group: &str,
+    entries: Vec<(String, i32, Committed)>,
+) -> Result<(), crate::error::BrokerError> {
+    let partition = partition_for_group(group);
+    let state = shard
+        .partition(OFFSETS_TOPIC, partition)
+        .ok_or_else(|| crate::error::BrokerError::UnknownTopicOrPartition(OFFSETS_TOPIC.into()))?;
+    let now = shard::runtime::now_ms();
+    let mut builder = wire::RecordBatchBuilder::new(now);
+    let encoded: Vec<(Vec<u8>, Vec<u8>)> = entries
+        .iter()
+        .map(|(topic, index, committed)| {
+            (record_key(group, topic, *index), record_value(committed))
+        })
+        .collect();
+    for (key, value) in &encoded {
+        builder.push(wire::BatchRecord { key: Some(key), value: Some(value), timestamp_delta: 0 });
+    }
+    state.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+    let mut table = shard.offsets.borrow_mut();
+    let group_offsets = table.entry(group.to_string()).or_default();
+    for (topic, index, committed) in entries {
+        group_offsets.insert((topic, index), committed);
+    }
+    Ok(())
+}
+
+/// Rebuilds the offsets table from the `__consumer_offsets` partitions this shard owns.
+pub async fn replay(shard: &Shard) -> Result<usize, String> {
+    let owned: Vec<_> = shard
+        .partitions
+        .borrow()
+        .iter()
+        .filter(|((topic, _), _)| topic == OFFSETS_TOPIC)
+        .map(|(_, state)| state.clone())
+        .collect();
+    let mut applied = 0;
+    for state in owned {
+        let mut offset = state.log.log_start_offset();
+        while offset < state.log.log_end_offset() {
+            let read = state.log.read(offset, 1 << 20).await.map_err(|e| e.to_string())?;
+            if read.batches.is_empty() {
+                break;
+            }
+            for batch in read.batches {
+                let header = wire::RecordBatchHeader::parse(&batch, shard::config::BATCH_BYTES_MAX)
+                    .map_err(|e| e.to_string())?;
+                offset = header.last_offset() + 1;
+                let mut table = shard.offsets.borrow_mut();
+                for record in wire::compression::records_of(&header).map_err(|e| e.to_string())? {
+                    let Some((group, topic, partition)) = record.key.as_deref().and_then(parse_key)
+                    else {
+                        continue;
+                    };
+                    let group_offsets = table.entry(group).or_default();
+                    match record.value.as_deref().and_then(parse_value) {
+                        Some(committed) => {
+                            group_offsets.insert((topic, partition), committed);
+                        }
+                        None => {
+                            group_offsets.remove(&(topic, partition));
+                        }
+                    }
+                    applied += 1;
+                }
+            }
+        }
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_land_on_the_partition_kafka_would_choose() {
+        // Java: "my-group".hashCode() == -1906497762 → abs % 50 == 12.
+        assert_eq!(java_string_hash("my-group"), -1_906_497_762);
+        assert_eq!(partition_for_group("my-group"), 12);
+        assert_eq!(java_string_hash(""), 0);
+        assert!((0..OFFSETS_TOPIC_PARTITIONS).contains(&partition_for_group("ünïcode-group")));
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let committed = Committed { offset: 42, metadata: "meta".into(), commit_ms: 7 };
+        assert_eq!(parse_value(&record_value(&committed)), Some(committed));
+        assert_eq!(parse_key(&record_key("g", "t-1", 3)), Some(("g".into(), "t-1".into(), 3)));
+        assert_eq!(parse_key(b"no separators"), None);
+    }
+}

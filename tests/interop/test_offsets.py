@@ -1,0 +1,76 @@
+"""Committed offsets (the first part of issue #5): commits by both clients, read back, and
+kept across a SIGKILL restart; an unknown group has no offsets and no error."""
+import confluent_kafka as ck
+import kafka
+from kafka.structs import OffsetAndMetadata
+
+from clients import ck_consumer, ck_produce, make_messages, kp_consumer
+from test_acceptance import create_topic
+
+T = 30
+
+
+def committed(bootstrap, group, topic, partitions):
+    c = ck_consumer(bootstrap, **{"group.id": group})
+    try:
+        result = c.committed([ck.TopicPartition(topic, p) for p in partitions], timeout=T)
+        return {tp.partition: tp.offset for tp in result}
+    finally:
+        c.close()
+
+
+def test_confluent_commits_survive_a_sigkill_restart_and_position_consumers(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 2)
+    msgs = make_messages(100, prefix="offsets")
+    ck_produce(broker.bootstrap, topic_name, msgs[:50], partition=0)
+    ck_produce(broker.bootstrap, topic_name, msgs[50:], partition=1)
+    group = topic_name + "-group"
+    assert committed(broker.bootstrap, group, topic_name, [0, 1]) == {0: ck.OFFSET_INVALID, 1: ck.OFFSET_INVALID}
+
+    c = ck_consumer(broker.bootstrap, **{"group.id": group})
+    try:
+        c.commit(offsets=[ck.TopicPartition(topic_name, 0, 30), ck.TopicPartition(topic_name, 1, 40)],
+                 asynchronous=False)
+    finally:
+        c.close()
+    assert committed(broker.bootstrap, group, topic_name, [0, 1]) == {0: 30, 1: 40}
+
+    broker.restart()  # SIGKILL, then start on the same data directory
+    assert committed(broker.bootstrap, group, topic_name, [0, 1]) == {0: 30, 1: 40}
+
+    # A consumer assigned without an explicit offset starts at the committed one.
+    c = ck_consumer(broker.bootstrap, **{"group.id": group})
+    try:
+        c.assign([ck.TopicPartition(topic_name, 0)])
+        first = None
+        for _ in range(60):
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                first = m
+                break
+        assert first is not None and first.offset() == 30
+        assert first.value() == msgs[30][1]
+    finally:
+        c.close()
+
+
+def test_kafka_python_commits_and_reads_back_with_metadata(shared_broker, topic_name):
+    create_topic(shared_broker.bootstrap, topic_name, 1)
+    group = topic_name + "-kp"
+    c = kp_consumer(shared_broker.bootstrap, group_id=group)
+    tp = kafka.TopicPartition(topic_name, 0)
+    try:
+        c.assign([tp])
+        c.commit({tp: OffsetAndMetadata(5, "checkpoint-a", -1)})
+        assert c.committed(tp) == 5
+        metadata = c.committed(tp, metadata=True)
+        assert metadata.offset == 5 and metadata.metadata == "checkpoint-a"
+    finally:
+        c.close()
+    # The same group, seen from librdkafka.
+    assert committed(shared_broker.bootstrap, group, topic_name, [0]) == {0: 5}
+
+
+def test_unknown_group_has_no_offsets_and_no_error(shared_broker, topic_name):
+    create_topic(shared_broker.bootstrap, topic_name, 1)
+    assert committed(shared_broker.bootstrap, "never-seen-" + topic_name, topic_name, [0]) == {0: ck.OFFSET_INVALID}

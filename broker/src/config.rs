@@ -20,6 +20,8 @@ pub struct BrokerConfig {
     pub cache_bytes: usize,
     /// Kafka's `log.retention.check.interval.ms`.
     pub retention_check_interval_ms: i64,
+    /// Kafka's `group.initial.rebalance.delay.ms`.
+    pub initial_rebalance_delay_ms: u64,
 }
 
 /// `--advertise` default: the listen address, or `localhost:PORT` when listening on 0.0.0.0.

@@ -25,6 +25,11 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
     shard.stats.borrow_mut().connections_open -= 1;
     match outcome {
         Ok(()) => tracing::debug!(%peer, "connection closed by client"),
+        Err(reason) if reason.starts_with("write failed") => {
+            // The client went away while its answer was being written (a consumer closing
+            // during a rebalance, for one); not bad input.
+            tracing::debug!(%peer, %reason, "client gone before its answer");
+        }
         Err(reason) => {
             shard.stats.borrow_mut().connections_closed_on_error += 1;
             tracing::warn!(%peer, %reason, "closing connection");
@@ -46,6 +51,7 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         stream.read_exact(&mut frame).await.map_err(|e| format!("read failed mid-frame: {e}"))?;
         let frame: Bytes = frame.freeze();
         let request = protocol::decode_header(frame).map_err(|e| e.to_string())?;
+        let header = request.header.clone();
         let version = request.header.request_api_version;
         let correlation_id = request.header.correlation_id;
         let api_key = request.api_key;
@@ -70,7 +76,7 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         let body =
             protocol::decode_body(api_key, version, request.body).map_err(|e| e.to_string())?;
         let started = std::time::Instant::now();
-        if let Some(response) = handlers::handle(shard, version, body).await {
+        if let Some(response) = handlers::handle(shard, version, &header, body).await {
             let written = write(stream, api_key, version, correlation_id, &response).await?;
             shard.stats.borrow_mut().bytes_out += written as u64;
         }

@@ -61,6 +61,9 @@ pub enum BrokerError {
     OffsetMetadataTooLarge(usize),
     #[error("invalid group id {0:?}")]
     InvalidGroupId(String),
+    /// A group-coordinator answer that already is a Kafka error code.
+    #[error("group error code {0}")]
+    GroupError(i16),
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
@@ -93,5 +96,6 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnknownMemberId(..) => code::UNKNOWN_MEMBER_ID,
         BrokerError::OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
         BrokerError::InvalidGroupId(_) => code::INVALID_GROUP_ID,
+        BrokerError::GroupError(code) => *code,
     }
 }

@@ -214,6 +214,9 @@ struct ServeArgs {
     /// Kafka's log.retention.check.interval.ms.
     #[arg(long, default_value_t = 300_000)]
     retention_check_interval_ms: i64,
+    /// Kafka's group.initial.rebalance.delay.ms.
+    #[arg(long, default_value_t = broker::group::membership::INITIAL_REBALANCE_DELAY_MS_DEFAULT)]
+    group_initial_rebalance_delay_ms: u64,
 }
 
 impl ServeArgs {
@@ -238,6 +241,7 @@ impl ServeArgs {
             request_bytes_max: self.request_bytes_max,
             cache_bytes: self.cache_bytes,
             retention_check_interval_ms: self.retention_check_interval_ms.max(1),
+            initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
         })
     }
 }

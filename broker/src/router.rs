@@ -54,8 +54,11 @@ pub enum ShardRequest {
     /// To the shard owning the group's `__consumer_offsets` partition.
     CommitOffsets {
         group: String,
+        member_id: String,
+        generation: i32,
         entries: Vec<(String, i32, crate::group::Committed)>,
     },
+    Group(GroupCall),
     /// `None`: every committed partition of the group.
     FetchOffsets {
         group: String,
@@ -64,7 +67,27 @@ pub enum ShardRequest {
     ListGroups,
 }
 
+/// A group-membership request for the coordinating shard.
+pub enum GroupCall {
+    Join(crate::group::coordinator::JoinRequest),
+    Sync { group: String, member_id: String, generation: i32, assignments: Vec<(String, Bytes)> },
+    Heartbeat { group: String, member_id: String, generation: i32 },
+    Leave { group: String, member_ids: Vec<String> },
+    Describe { group: String },
+    States,
+}
+
+pub enum GroupAnswer {
+    Join(crate::group::membership::JoinOutcome),
+    Sync(i16, Bytes, String, String),
+    Code(i16),
+    Codes(Vec<i16>),
+    Described(Option<crate::group::coordinator::Described>),
+    States(Vec<(String, String)>),
+}
+
 pub enum ShardResponse {
+    Group(GroupAnswer),
     CommitOffsets(Result<()>),
     FetchOffsets(Vec<(String, i32, crate::group::Committed)>),
     Groups(Vec<String>),
@@ -227,8 +250,34 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
         ShardRequest::ApplySnapshot(snapshot) => {
             ShardResponse::Applied(shard.apply_snapshot(snapshot).await)
         }
-        ShardRequest::CommitOffsets { group, entries } => {
-            ShardResponse::CommitOffsets(crate::group::commit(&shard, &group, entries).await)
+        ShardRequest::CommitOffsets { group, member_id, generation, entries } => {
+            match crate::group::coordinator::check_commit(&shard, &group, &member_id, generation) {
+                Some(error) => ShardResponse::CommitOffsets(Err(BrokerError::GroupError(error))),
+                None => ShardResponse::CommitOffsets(
+                    crate::group::commit(&shard, &group, entries).await,
+                ),
+            }
+        }
+        ShardRequest::Group(call) => {
+            use crate::group::coordinator as c;
+            ShardResponse::Group(match call {
+                GroupCall::Join(request) => GroupAnswer::Join(c::join(&shard, request).await),
+                GroupCall::Sync { group, member_id, generation, assignments } => {
+                    let (code, assignment, protocol_type, protocol) =
+                        c::sync(&shard, &group, &member_id, generation, assignments).await;
+                    GroupAnswer::Sync(code, assignment, protocol_type, protocol)
+                }
+                GroupCall::Heartbeat { group, member_id, generation } => {
+                    GroupAnswer::Code(c::heartbeat(&shard, &group, &member_id, generation))
+                }
+                GroupCall::Leave { group, member_ids } => {
+                    GroupAnswer::Codes(c::leave(&shard, &group, &member_ids))
+                }
+                GroupCall::Describe { group } => {
+                    GroupAnswer::Described(c::describe(&shard, &group))
+                }
+                GroupCall::States => GroupAnswer::States(c::states(&shard)),
+            })
         }
         ShardRequest::FetchOffsets { group, wanted } => {
             let table = shard.offsets.borrow();

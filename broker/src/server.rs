@@ -140,6 +140,7 @@ async fn shard_main(
         stats: RefCell::new(Default::default()),
         sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
         offsets: RefCell::new(Default::default()),
+        groups: RefCell::new(HashMap::new()),
     });
     if id == 0 && fresh {
         let path = config.data_dir.join(METADATA_FILE);
@@ -158,6 +159,7 @@ async fn shard_main(
         runtime::spawn(router::receive_loop(shard.clone(), peer, receiver)).detach();
     }
     runtime::spawn(maintenance(shard.clone())).detach();
+    runtime::spawn(crate::group::coordinator::tick(shard.clone())).detach();
     let listener =
         TcpListener::bind(config.listen).map_err(|e| format!("binding {}: {e}", config.listen))?;
     if id == 0 {

@@ -85,6 +85,8 @@ pub struct Shard {
     pub stats: RefCell<ShardStats>,
     /// Committed offsets of the consumer groups this shard coordinates.
     pub offsets: RefCell<crate::group::OffsetTable>,
+    /// Membership of the consumer groups this shard coordinates.
+    pub groups: RefCell<HashMap<String, Rc<crate::group::membership::GroupCell>>>,
     /// fdatasync durations of every partition on this shard, microseconds.
     pub sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
 }

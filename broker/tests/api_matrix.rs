@@ -195,6 +195,51 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             RequestKind::OffsetFetch(request)
         }
         ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+        ApiKey::JoinGroup => {
+            let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+            protocol.name = StrBytes::from_static_str("range");
+            protocol.metadata = Bytes::from_static(b"\0\0");
+            let mut request = JoinGroupRequest::default();
+            request.group_id = GroupId(StrBytes::from_string(format!("matrix-join-{version}")));
+            request.session_timeout_ms = 10_000;
+            if version >= 1 {
+                request.rebalance_timeout_ms = 10_000;
+            }
+            request.protocol_type = StrBytes::from_static_str("consumer");
+            request.protocols = vec![protocol];
+            RequestKind::JoinGroup(request)
+        }
+        ApiKey::SyncGroup => {
+            let mut request = SyncGroupRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-group"));
+            request.member_id = StrBytes::from_static_str("stranger");
+            request.generation_id = 1;
+            RequestKind::SyncGroup(request)
+        }
+        ApiKey::Heartbeat => {
+            let mut request = HeartbeatRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-group"));
+            request.member_id = StrBytes::from_static_str("stranger");
+            request.generation_id = 1;
+            RequestKind::Heartbeat(request)
+        }
+        ApiKey::LeaveGroup => {
+            let mut request = LeaveGroupRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-group"));
+            if version >= 3 {
+                let mut member = leave_group_request::MemberIdentity::default();
+                member.member_id = StrBytes::from_static_str("stranger");
+                request.members = vec![member];
+            } else {
+                request.member_id = StrBytes::from_static_str("stranger");
+            }
+            RequestKind::LeaveGroup(request)
+        }
+        ApiKey::DescribeGroups => {
+            let mut request = DescribeGroupsRequest::default();
+            request.groups = vec![GroupId(StrBytes::from_static_str("matrix-group"))];
+            RequestKind::DescribeGroups(request)
+        }
         other => panic!("no request written for {other:?}"),
     }
 }
@@ -244,13 +289,21 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),
         ResponseKind::ListGroups(r) => vec![r.error_code],
+        ResponseKind::JoinGroup(r) => vec![r.error_code],
+        ResponseKind::SyncGroup(r) => vec![r.error_code],
+        ResponseKind::Heartbeat(r) => vec![r.error_code],
+        ResponseKind::LeaveGroup(r) if !r.members.is_empty() => {
+            r.members.iter().map(|m| m.error_code).collect()
+        }
+        ResponseKind::LeaveGroup(r) => vec![r.error_code],
+        ResponseKind::DescribeGroups(r) => r.groups.iter().map(|g| g.error_code).collect(),
         _ => vec![],
     }
 }
 
 #[test]
 fn every_advertised_api_version_is_answered_without_error() {
-    let broker = Broker::start("api-matrix", &[]);
+    let broker = Broker::start("api-matrix", &["--group-initial-rebalance-delay-ms", "0"]);
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     for topic in ["matrix", "matrix-partitions"] {
         broker::cli::topic::create(&broker.bootstrap, topic, 1, &[]).expect("create");
@@ -269,8 +322,15 @@ fn every_advertised_api_version_is_answered_without_error() {
                 .unwrap_or_else(|error| panic!("{api:?} v{version}: {error}\n{}", broker.log()));
             let codes = error_codes(&response);
             assert!(!codes.is_empty(), "{api:?} v{version}: no result in the answer");
+            // The correct answers to a stranger: a new member is asked for its id (KIP-394),
+            // an unknown member is told so.
+            let allowed: &[i16] = match api {
+                ApiKey::JoinGroup => &[0, 79],
+                ApiKey::SyncGroup | ApiKey::Heartbeat | ApiKey::LeaveGroup => &[25],
+                _ => &[0],
+            };
             assert!(
-                codes.iter().all(|&code| code == 0),
+                codes.iter().all(|code| allowed.contains(code)),
                 "{api:?} v{version}: error codes {codes:?}"
             );
             checked += 1;

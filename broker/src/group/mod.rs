@@ -11,6 +11,9 @@
 //! the log can later be compacted): key = `group \0 topic \0 partition(decimal)`, value =
 //! `offset(i64 BE) commit_ms(i64 BE) metadata(utf-8)`; a null value deletes the entry.
 
+pub mod coordinator;
+pub mod membership;
+
 use crate::metadata::{TopicMetadata, METADATA_FILE};
 use crate::state::Shard;
 use bytes::BytesMut;

@@ -1,5 +1,5 @@
-//! ListGroups (key 16): groups known to this node. Until membership lands every group is
-//! `Empty` (it has committed offsets and no members); v4+ filters by state (KIP-518).
+//! ListGroups (key 16): groups known to this node with their state (groups with only
+//! committed offsets are `Empty`); v4+ filters by state (KIP-518).
 
 use crate::error::code;
 use crate::router::{call, ShardRequest, ShardResponse};
@@ -15,14 +15,22 @@ pub async fn handle(
     version: i16,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
-    let mut groups = Vec::new();
+    // Groups with members report their state; groups with only committed offsets are Empty.
+    let mut groups: std::collections::BTreeMap<String, String> = Default::default();
     for target in 0..shard.count {
         if let ShardResponse::Groups(found) = call(shard, target, ShardRequest::ListGroups).await {
-            groups.extend(found);
+            for group in found {
+                groups.entry(group).or_insert_with(|| "Empty".to_string());
+            }
+        }
+        let states =
+            call(shard, target, ShardRequest::Group(crate::router::GroupCall::States)).await;
+        if let ShardResponse::Group(crate::router::GroupAnswer::States(found)) = states {
+            for (group, state) in found {
+                groups.insert(group, state);
+            }
         }
     }
-    groups.sort();
-    let state = "Empty";
     let wanted = |group_state: &str| {
         version < 4
             || request.states_filter.is_empty()
@@ -32,13 +40,13 @@ pub async fn handle(
     response.error_code = code::NONE;
     response.groups = groups
         .into_iter()
-        .filter(|_| wanted(state))
-        .map(|group| {
+        .filter(|(_, state)| wanted(state))
+        .map(|(group, state)| {
             let mut listed = ListedGroup::default();
             listed.group_id = GroupId(super::str_bytes(&group));
             listed.protocol_type = super::str_bytes("consumer");
             if version >= 4 {
-                listed.group_state = super::str_bytes(state);
+                listed.group_state = super::str_bytes(&state);
             }
             listed
         })

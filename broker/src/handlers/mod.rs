@@ -12,15 +12,21 @@ pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
+mod group_route;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
+pub mod join_group;
+pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 use crate::state::Shard;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
@@ -49,6 +55,11 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
     (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
     (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
+    (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
+    (ApiKey::SyncGroup, sync_group::VERSIONS.0, sync_group::VERSIONS.1),
+    (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
+    (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
+    (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
 ];
 
 /// Whether `version` of `api_key` is served.
@@ -57,7 +68,12 @@ pub fn supports(api_key: ApiKey, version: i16) -> bool {
 }
 
 /// Runs the handler for a decoded request. `None` means no response is sent (acks=0 produce).
-pub async fn handle(shard: &Rc<Shard>, version: i16, request: RequestKind) -> Option<ResponseKind> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    version: i16,
+    header: &kafka_protocol::messages::RequestHeader,
+    request: RequestKind,
+) -> Option<ResponseKind> {
     Some(match request {
         RequestKind::ApiVersions(request) => {
             ResponseKind::ApiVersions(api_versions::handle(version, request))
@@ -110,8 +126,32 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: RequestKind) -> Op
         RequestKind::ListGroups(request) => {
             ResponseKind::ListGroups(list_groups::handle(shard, version, request).await)
         }
+        RequestKind::JoinGroup(request) => {
+            ResponseKind::JoinGroup(join_group::handle(shard, version, header, request).await)
+        }
+        RequestKind::SyncGroup(request) => {
+            ResponseKind::SyncGroup(sync_group::handle(shard, version, request).await)
+        }
+        RequestKind::Heartbeat(request) => {
+            ResponseKind::Heartbeat(heartbeat::handle(shard, request).await)
+        }
+        RequestKind::LeaveGroup(request) => {
+            ResponseKind::LeaveGroup(leave_group::handle(shard, version, request).await)
+        }
+        RequestKind::DescribeGroups(request) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(shard, version, request).await)
+        }
         _ => return None,
     })
+}
+
+/// Whether a group has committed offsets (for groups without members).
+pub(crate) async fn offset_fetch_has_offsets(shard: &Rc<Shard>, group: &str) -> bool {
+    let owner =
+        shard.owner_of(crate::group::OFFSETS_TOPIC, crate::group::partition_for_group(group));
+    let request =
+        crate::router::ShardRequest::FetchOffsets { group: group.to_string(), wanted: None };
+    matches!(crate::router::call(shard, owner, request).await, crate::router::ShardResponse::FetchOffsets(found) if !found.is_empty())
 }
 
 /// The `index`th result of a batched metadata change (a short answer means shard 0 failed).

@@ -1,7 +1,7 @@
 //! OffsetCommit (key 8): stores committed offsets durably in `__consumer_offsets` on the shard
-//! coordinating the group (see `group`). Until group membership lands, only standalone commits
-//! are accepted (generation -1, no member id), as Kafka does for groups without members:
-//! a member id gets UNKNOWN_MEMBER_ID, a generation ILLEGAL_GENERATION.
+//! coordinating the group (see `group`). Commits from members are checked against the group
+//! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); standalone commits
+//! (generation -1, no member id) are accepted while the group has no members, as in Kafka.
 
 use crate::error::{error_code, BrokerError};
 use crate::group::{self, Committed, OFFSETS_TOPIC, OFFSET_METADATA_BYTES_MAX};
@@ -21,15 +21,8 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetCommitRequest) -> OffsetCo
     // Per-partition validation first; the valid ones are committed in one durable append.
     let mut outcomes: Vec<(String, i32, Option<BrokerError>)> = Vec::new();
     let mut entries = Vec::new();
-    let group_error = if group.is_empty() {
-        Some(BrokerError::InvalidGroupId(group.clone()))
-    } else if !request.member_id.is_empty() {
-        Some(BrokerError::UnknownMemberId(request.member_id.to_string(), group.clone()))
-    } else if request.generation_id_or_member_epoch != -1 {
-        Some(BrokerError::IllegalGeneration(request.generation_id_or_member_epoch, group.clone()))
-    } else {
-        None
-    };
+    let group_error =
+        if group.is_empty() { Some(BrokerError::InvalidGroupId(group.clone())) } else { None };
     let now = shard::runtime::now_ms();
     for topic in &request.topics {
         let name = topic.name.0.to_string();
@@ -68,9 +61,13 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetCommitRequest) -> OffsetCo
         None
     } else {
         let owner = shard.owner_of(OFFSETS_TOPIC, group::partition_for_group(&group));
-        match call(shard, owner, ShardRequest::CommitOffsets { group: group.clone(), entries })
-            .await
-        {
+        let request = ShardRequest::CommitOffsets {
+            group: group.clone(),
+            member_id: request.member_id.to_string(),
+            generation: request.generation_id_or_member_epoch,
+            entries,
+        };
+        match call(shard, owner, request).await {
             ShardResponse::CommitOffsets(Ok(())) => None,
             ShardResponse::CommitOffsets(Err(error)) => Some(error_code(&error)),
             _ => Some(crate::error::code::UNKNOWN_SERVER_ERROR),

@@ -1,0 +1,204 @@
+"""Consumer groups (issue #5, classic protocol): partitions shared by members with each
+client-side assignor, rebalances when members leave or die, kafka-python interop, and the
+coordinator's answers to commits from strangers."""
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import confluent_kafka as ck
+import kafka
+import pytest
+
+from clients import ck_produce, make_messages, wait_until
+from conftest import Broker, _stop, strata_bin
+from test_acceptance import TunedBroker, create_topic
+
+N = 3000
+PARTITIONS = 12
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory):
+    b = TunedBroker(strata_bin(), tmp_path_factory.mktemp("group-broker"),
+                    ["--group-initial-rebalance-delay-ms", "300"])
+    b.start()
+    yield b
+    _stop(b)
+
+
+def fill(bootstrap, topic):
+    create_topic(bootstrap, topic, PARTITIONS)
+    msgs = make_messages(N, prefix=topic, with_nulls=False)
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, (key, value, _) in enumerate(msgs):
+        p.produce(topic, key=key, value=value, partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+    return {m[1] for m in msgs}
+
+
+def ck_member(bootstrap, group, strategy, **extra):
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "partition.assignment.strategy": strategy,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500}
+    conf.update(extra)
+    return ck.Consumer(conf)
+
+
+def run_members(bootstrap, topic, strategy, members, stop_when):
+    seen = collections.Counter()
+    assignments = {}
+    stop = threading.Event()
+    errors = []
+
+    def member(index):
+        c = ck_member(bootstrap, topic, strategy)
+        try:
+            c.subscribe([topic])
+            while not stop.is_set():
+                m = c.poll(0.2)
+                if m is None:
+                    continue
+                if m.error():
+                    errors.append(m.error())
+                    continue
+                seen[m.value()] += 1
+                c.commit(message=m, asynchronous=True)
+            assignments[index] = sorted(tp.partition for tp in c.assignment())
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: stop_when(seen), timeout=60, interval=0.2, message="members to consume")
+    time.sleep(1.0)  # let assignments settle before reading them
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors[:3]
+    return seen, assignments
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_three_members_share_twelve_partitions_and_consume_each_message_once(group_broker, topic_name, strategy):
+    values = fill(group_broker.bootstrap, topic_name)
+    seen, assignments = run_members(group_broker.bootstrap, topic_name, strategy, 3,
+                                    lambda seen: sum(seen.values()) >= N)
+    assert set(seen) == values and all(count == 1 for count in seen.values()), "each message exactly once"
+    owned = [p for parts in assignments.values() for p in parts]
+    assert sorted(owned) == list(range(PARTITIONS)), "every partition owned by exactly one member: %r" % assignments
+    assert len(assignments) == 3 and all(parts for parts in assignments.values())
+
+
+def test_a_member_that_closes_hands_its_partitions_over(group_broker, topic_name):
+    fill(group_broker.bootstrap, topic_name)
+    first = ck_member(group_broker.bootstrap, topic_name, "range")
+    second = ck_member(group_broker.bootstrap, topic_name, "range")
+    try:
+        first.subscribe([topic_name])
+        second.subscribe([topic_name])
+
+        def split():
+            for c in (first, second):
+                c.poll(0.1)
+            return len(first.assignment()) == 6 and len(second.assignment()) == 6
+
+        wait_until(split, timeout=30, interval=0.1, message="two members with 6 partitions each")
+        second.close()
+        second = None
+
+        def took_over():
+            first.poll(0.1)
+            return len(first.assignment()) == PARTITIONS
+
+        wait_until(took_over, timeout=30, interval=0.1, message="the remaining member to own all partitions")
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+MEMBER_SCRIPT = r"""
+import sys, confluent_kafka as ck
+c = ck.Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 6000,
+                 "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+                 "partition.assignment.strategy": "range"})
+c.subscribe([sys.argv[3]])
+announced = False
+while True:
+    c.poll(0.1)
+    if c.assignment() and not announced:
+        print("ASSIGNED", len(c.assignment()), flush=True)
+        announced = True
+"""
+
+
+def test_a_sigkilled_member_is_evicted_after_its_session_timeout(group_broker, topic_name):
+    fill(group_broker.bootstrap, topic_name)
+    child = subprocess.Popen([sys.executable, "-c", MEMBER_SCRIPT, group_broker.bootstrap, topic_name, topic_name],
+                             stdout=subprocess.PIPE, text=True)
+    survivor = ck_member(group_broker.bootstrap, topic_name, "range")
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("ASSIGNED"), line
+        survivor.subscribe([topic_name])
+
+        def shared():
+            survivor.poll(0.1)
+            return 0 < len(survivor.assignment()) < PARTITIONS
+
+        wait_until(shared, timeout=30, interval=0.1, message="the partitions to be shared")
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        killed_at = time.monotonic()
+
+        def took_over():
+            survivor.poll(0.1)
+            return len(survivor.assignment()) == PARTITIONS
+
+        wait_until(took_over, timeout=40, interval=0.1, message="eviction of the killed member")
+        assert time.monotonic() - killed_at >= 3, "evicted by session timeout, not at once"
+    finally:
+        survivor.close()
+        if child.poll() is None:
+            child.kill()
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_kafka_python_group_members_share_partitions(group_broker, topic_name, strategy):
+    values = fill(group_broker.bootstrap, topic_name)
+    assignor = {"range": kafka.coordinator.assignors.range.RangePartitionAssignor,
+                "roundrobin": kafka.coordinator.assignors.roundrobin.RoundRobinPartitionAssignor}[strategy]
+    seen = collections.Counter()
+    assignments = {}
+    stop = threading.Event()
+
+    def member(index):
+        c = kafka.KafkaConsumer(topic_name, bootstrap_servers=group_broker.bootstrap, group_id=topic_name,
+                                partition_assignment_strategy=[assignor], auto_offset_reset="earliest",
+                                enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500,
+                                api_version_auto_timeout_ms=15000)
+        try:
+            while not stop.is_set():
+                for records in c.poll(timeout_ms=200).values():
+                    for r in records:
+                        seen[r.value] += 1
+                assignments[index] = sorted(tp.partition for tp in c.assignment())
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: sum(seen.values()) >= N, timeout=60, interval=0.2, message="kafka-python members to consume")
+    time.sleep(1.0)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert set(seen) == values and all(c == 1 for c in seen.values())
+    owned = [p for parts in assignments.values() for p in parts]
+    assert sorted(owned) == list(range(PARTITIONS)), assignments

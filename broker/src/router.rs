@@ -55,6 +55,7 @@ pub enum ShardRequest {
     CommitOffsets {
         group: String,
         member_id: String,
+        instance_id: Option<String>,
         generation: i32,
         entries: Vec<(String, i32, crate::group::Committed)>,
     },
@@ -70,10 +71,26 @@ pub enum ShardRequest {
 /// A group-membership request for the coordinating shard.
 pub enum GroupCall {
     Join(crate::group::coordinator::JoinRequest),
-    Sync { group: String, member_id: String, generation: i32, assignments: Vec<(String, Bytes)> },
-    Heartbeat { group: String, member_id: String, generation: i32 },
-    Leave { group: String, member_ids: Vec<String> },
-    Describe { group: String },
+    Sync {
+        group: String,
+        member_id: String,
+        instance_id: Option<String>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+    },
+    Heartbeat {
+        group: String,
+        member_id: String,
+        instance_id: Option<String>,
+        generation: i32,
+    },
+    Leave {
+        group: String,
+        member_ids: Vec<String>,
+    },
+    Describe {
+        group: String,
+    },
     States,
 }
 
@@ -250,8 +267,15 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
         ShardRequest::ApplySnapshot(snapshot) => {
             ShardResponse::Applied(shard.apply_snapshot(snapshot).await)
         }
-        ShardRequest::CommitOffsets { group, member_id, generation, entries } => {
-            match crate::group::coordinator::check_commit(&shard, &group, &member_id, generation) {
+        ShardRequest::CommitOffsets { group, member_id, instance_id, generation, entries } => {
+            let check = crate::group::coordinator::check_commit(
+                &shard,
+                &group,
+                &member_id,
+                instance_id.as_deref(),
+                generation,
+            );
+            match check {
                 Some(error) => ShardResponse::CommitOffsets(Err(BrokerError::GroupError(error))),
                 None => ShardResponse::CommitOffsets(
                     crate::group::commit(&shard, &group, entries).await,
@@ -262,13 +286,26 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
             use crate::group::coordinator as c;
             ShardResponse::Group(match call {
                 GroupCall::Join(request) => GroupAnswer::Join(c::join(&shard, request).await),
-                GroupCall::Sync { group, member_id, generation, assignments } => {
-                    let (code, assignment, protocol_type, protocol) =
-                        c::sync(&shard, &group, &member_id, generation, assignments).await;
+                GroupCall::Sync { group, member_id, instance_id, generation, assignments } => {
+                    let (code, assignment, protocol_type, protocol) = c::sync(
+                        &shard,
+                        &group,
+                        &member_id,
+                        instance_id.as_deref(),
+                        generation,
+                        assignments,
+                    )
+                    .await;
                     GroupAnswer::Sync(code, assignment, protocol_type, protocol)
                 }
-                GroupCall::Heartbeat { group, member_id, generation } => {
-                    GroupAnswer::Code(c::heartbeat(&shard, &group, &member_id, generation))
+                GroupCall::Heartbeat { group, member_id, instance_id, generation } => {
+                    GroupAnswer::Code(c::heartbeat(
+                        &shard,
+                        &group,
+                        &member_id,
+                        instance_id.as_deref(),
+                        generation,
+                    ))
                 }
                 GroupCall::Leave { group, member_ids } => {
                     GroupAnswer::Codes(c::leave(&shard, &group, &member_ids))

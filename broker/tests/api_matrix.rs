@@ -375,3 +375,42 @@ fn commits_from_members_or_generations_the_broker_does_not_know_are_refused() {
         "standalone commit"
     );
 }
+
+#[test]
+fn an_old_incarnation_of_a_static_member_is_fenced() {
+    let broker = Broker::start("fencing", &["--group-initial-rebalance-delay-ms", "0"]);
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let join = |member: &str| {
+        let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+        protocol.name = StrBytes::from_static_str("range");
+        protocol.metadata = Bytes::from_static(b"\0\0");
+        let mut request = JoinGroupRequest::default();
+        request.group_id = GroupId(StrBytes::from_static_str("static"));
+        request.session_timeout_ms = 10_000;
+        request.rebalance_timeout_ms = 10_000;
+        request.member_id = StrBytes::from_string(member.to_string());
+        request.group_instance_id = Some(StrBytes::from_static_str("instance-1"));
+        request.protocol_type = StrBytes::from_static_str("consumer");
+        request.protocols = vec![protocol];
+        RequestKind::JoinGroup(request)
+    };
+    let first = match client.call(ApiKey::JoinGroup, 5, join("")).expect("join") {
+        ResponseKind::JoinGroup(response) => response,
+        _ => panic!("unexpected answer"),
+    };
+    assert_eq!(first.error_code, 0, "a static member joins without MEMBER_ID_REQUIRED");
+    let second = match client.call(ApiKey::JoinGroup, 5, join("")).expect("join") {
+        ResponseKind::JoinGroup(response) => response,
+        _ => panic!("unexpected answer"),
+    };
+    assert_eq!(second.error_code, 0);
+    assert_ne!(second.member_id, first.member_id, "the restarted instance gets a new member id");
+    let mut heartbeat = HeartbeatRequest::default();
+    heartbeat.group_id = GroupId(StrBytes::from_static_str("static"));
+    heartbeat.member_id = first.member_id.clone();
+    heartbeat.group_instance_id = Some(StrBytes::from_static_str("instance-1"));
+    heartbeat.generation_id = first.generation_id;
+    let answer =
+        client.call(ApiKey::Heartbeat, 3, RequestKind::Heartbeat(heartbeat)).expect("heartbeat");
+    assert_eq!(error_codes(&answer), vec![82], "FENCED_INSTANCE_ID for the old incarnation");
+}

@@ -202,3 +202,43 @@ def test_kafka_python_group_members_share_partitions(group_broker, topic_name, s
     assert set(seen) == values and all(c == 1 for c in seen.values())
     owned = [p for parts in assignments.values() for p in parts]
     assert sorted(owned) == list(range(PARTITIONS)), assignments
+
+
+def test_a_static_member_that_restarts_within_its_session_gets_its_partitions_back_without_a_rebalance(
+        group_broker, topic_name):
+    fill(group_broker.bootstrap, topic_name)
+    assigns = collections.Counter()
+
+    def static_member(instance, name):
+        c = ck_member(group_broker.bootstrap, topic_name, "range",
+                      **{"group.instance.id": instance, "session.timeout.ms": 20000})
+        c.subscribe([topic_name], on_assign=lambda consumer, parts: assigns.update([name]))
+        return c
+
+    a = static_member("static-a", "a")
+    b = static_member("static-b", "b")
+    try:
+        def split():
+            for c in (a, b):
+                c.poll(0.1)
+            return len(a.assignment()) == 6 and len(b.assignment()) == 6
+
+        wait_until(split, timeout=30, interval=0.1, message="two static members with 6 partitions each")
+        before = sorted(tp.partition for tp in a.assignment())
+        b_assigns = assigns["b"]
+        a.close()  # a static member leaves no LeaveGroup behind: its place is kept
+        a = static_member("static-a", "a-again")
+
+        def back():
+            a.poll(0.1)
+            b.poll(0.1)
+            return len(a.assignment()) == 6
+
+        wait_until(back, timeout=30, interval=0.1, message="the restarted static member to get partitions")
+        assert sorted(tp.partition for tp in a.assignment()) == before, "the same partitions come back"
+        for _ in range(10):
+            b.poll(0.1)
+        assert assigns["b"] == b_assigns, "the other member was not rebalanced"
+    finally:
+        a.close()
+        b.close()

@@ -16,6 +16,7 @@ pub const REBALANCE_IN_PROGRESS: i16 = 27;
 pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
 pub const INVALID_SESSION_TIMEOUT: i16 = 26;
 pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+pub const FENCED_INSTANCE_ID: i16 = 82;
 /// How often the coordinator checks sessions and rebalance deadlines.
 pub const GROUP_TICK_MS: u64 = 100;
 
@@ -64,6 +65,46 @@ pub async fn join(shard: &Shard, request: JoinRequest) -> JoinOutcome {
     let member_id = {
         let mut group = cell.group.borrow_mut();
         let mut member_id = request.member_id.clone();
+        // Static membership (KIP-345): a known instance id takes its old place under a new
+        // member id; in a stable group with unchanged protocols nobody else rebalances.
+        if let (Some(instance), true) = (&request.instance_id, member_id.is_empty()) {
+            let previous = group
+                .members
+                .values()
+                .find(|m| m.instance_id.as_deref() == Some(instance.as_str()))
+                .map(|m| m.id.clone());
+            if let Some(previous) = previous {
+                let fresh = group.new_member_id(&request.client_id);
+                if let Some(mut member) = group.members.remove(&previous) {
+                    let unchanged = member.protocols == request.protocols;
+                    member.id = fresh.clone();
+                    member.last_seen = Instant::now();
+                    member.protocols = request.protocols.clone();
+                    group.members.insert(fresh.clone(), member);
+                    if group.leader == previous {
+                        group.leader = fresh.clone();
+                    }
+                    if unchanged
+                        && matches!(group.state, State::Stable | State::CompletingRebalance)
+                    {
+                        return JoinOutcome {
+                            error_code: code::NONE,
+                            generation: group.generation,
+                            protocol_type: group.protocol_type.clone(),
+                            protocol: group.protocol.clone(),
+                            leader: group.leader.clone(),
+                            member_id: fresh,
+                            members: Vec::new(),
+                        };
+                    }
+                    member_id = fresh;
+                }
+            } else {
+                // A new static member joins at once (no MEMBER_ID_REQUIRED round trip).
+                member_id = group.new_member_id(&request.client_id);
+                group.pending_ids.push(member_id.clone());
+            }
+        }
         if member_id.is_empty() {
             if group.members.len() + group.pending_ids.len() >= GROUP_MEMBERS_MAX {
                 return failed_join(GROUP_MAX_SIZE_REACHED, member_id);
@@ -144,6 +185,7 @@ pub async fn sync(
     shard: &Shard,
     group_id: &str,
     member_id: &str,
+    instance: Option<&str>,
     generation: i32,
     assignments: Vec<(String, Bytes)>,
 ) -> (i16, Bytes, String, String) {
@@ -152,6 +194,9 @@ pub async fn sync(
     };
     {
         let mut group = cell.group.borrow_mut();
+        if fenced(&group, member_id, instance) {
+            return (FENCED_INSTANCE_ID, Bytes::new(), String::new(), String::new());
+        }
         if !group.members.contains_key(member_id) {
             return (code::UNKNOWN_MEMBER_ID, Bytes::new(), String::new(), String::new());
         }
@@ -211,11 +256,31 @@ pub async fn sync(
     }
 }
 
-pub fn heartbeat(shard: &Shard, group_id: &str, member_id: &str, generation: i32) -> i16 {
+/// FENCED_INSTANCE_ID when `instance` now belongs to another member id (an old incarnation of
+/// a static member still talking).
+fn fenced(group: &super::membership::Group, member_id: &str, instance: Option<&str>) -> bool {
+    instance.is_some_and(|instance| {
+        group
+            .members
+            .values()
+            .any(|m| m.instance_id.as_deref() == Some(instance) && m.id != member_id)
+    })
+}
+
+pub fn heartbeat(
+    shard: &Shard,
+    group_id: &str,
+    member_id: &str,
+    instance: Option<&str>,
+    generation: i32,
+) -> i16 {
     let Some(cell) = shard.groups.borrow().get(group_id).cloned() else {
         return code::UNKNOWN_MEMBER_ID;
     };
     let mut group = cell.group.borrow_mut();
+    if fenced(&group, member_id, instance) {
+        return FENCED_INSTANCE_ID;
+    }
     let current_generation = group.generation;
     let state = group.state;
     let Some(member) = group.members.get_mut(member_id) else {
@@ -265,6 +330,7 @@ pub fn check_commit(
     shard: &Shard,
     group_id: &str,
     member_id: &str,
+    instance: Option<&str>,
     generation: i32,
 ) -> Option<i16> {
     let cell = shard.groups.borrow().get(group_id).cloned();
@@ -276,6 +342,9 @@ pub fn check_commit(
         };
     };
     let group = cell.group.borrow();
+    if fenced(&group, member_id, instance) {
+        return Some(FENCED_INSTANCE_ID);
+    }
     if member_id.is_empty() && generation == -1 {
         // A standalone commit: allowed while the group has no members.
         return if group.members.is_empty() { None } else { Some(code::UNKNOWN_MEMBER_ID) };

@@ -7,8 +7,9 @@
 //! them). Members are evicted after `session.timeout.ms` without a heartbeat; a member that does
 //! not rejoin within the rebalance timeout is dropped from the new generation.
 //! Assignors run in the clients: the broker relays the leader's assignments byte for byte, so
-//! range, round-robin and cooperative-sticky all work. Not yet: static membership
-//! (group.instance.id is accepted but not used for fencing), the KIP-848 protocol.
+//! range, round-robin and cooperative-sticky all work. Static members (KIP-345,
+//! `group.instance.id`) that rejoin within their session keep their place without a
+//! rebalance; an old incarnation is answered FENCED_INSTANCE_ID. Not yet: KIP-848.
 
 use crate::error::code;
 use bytes::Bytes;

@@ -14,6 +14,7 @@ pub async fn handle(shard: &Rc<Shard>, request: HeartbeatRequest) -> HeartbeatRe
     let call = GroupCall::Heartbeat {
         group: group.clone(),
         member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         generation: request.generation_id,
     };
     let mut response = HeartbeatResponse::default();

@@ -64,6 +64,7 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetCommitRequest) -> OffsetCo
         let request = ShardRequest::CommitOffsets {
             group: group.clone(),
             member_id: request.member_id.to_string(),
+            instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
             generation: request.generation_id_or_member_epoch,
             entries,
         };

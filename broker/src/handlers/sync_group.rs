@@ -19,6 +19,7 @@ pub async fn handle(
     let call = GroupCall::Sync {
         group: group.clone(),
         member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         generation: request.generation_id,
         assignments: request
             .assignments

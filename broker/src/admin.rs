@@ -209,6 +209,29 @@ async fn metrics(shard: &Rc<Shard>) -> String {
             let _ = writeln!(out, "{name}{{topic=\"{topic}\"}} {value}");
         }
     }
+    family(
+        &mut out,
+        "strata_consumer_group_lag",
+        "gauge",
+        "Log end offset minus committed offset, per group and partition.",
+    );
+    let ends: std::collections::HashMap<(&str, i32), i64> = reports
+        .iter()
+        .flat_map(|(_, report)| {
+            report
+                .offsets
+                .iter()
+                .map(|(topic, partition, _, end)| ((topic.as_str(), *partition), *end))
+        })
+        .collect();
+    for (_, report) in &reports {
+        for (group, topic, partition, committed) in &report.committed {
+            if let Some(end) = ends.get(&(topic.as_str(), *partition)) {
+                let lag = (end - committed).max(0);
+                let _ = writeln!(out, "strata_consumer_group_lag{{group=\"{group}\",topic=\"{topic}\",partition=\"{partition}\"}} {lag}");
+            }
+        }
+    }
     family(&mut out, "strata_log_end_offset", "gauge", "Log end offset per partition.");
     for (target, report) in &reports {
         for (topic, partition, _, end) in &report.offsets {

@@ -32,6 +32,13 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
+    /// Inspect consumer groups and move their committed offsets.
+    Group {
+        #[command(subcommand)]
+        command: GroupCommand,
+        #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
+        bootstrap: String,
+    },
     /// Produce records read from stdin, one per line.
     Produce {
         topic: String,
@@ -109,6 +116,30 @@ fn main() {
                 cli::topic::alter_config(&bootstrap, &topic, &set, &delete)
             }
         },
+        Command::Group { command, bootstrap } => match command {
+            GroupCommand::List => cli::group::list(&bootstrap),
+            GroupCommand::Describe { group } => cli::group::describe(&bootstrap, &group),
+            GroupCommand::ResetOffsets {
+                group,
+                topic,
+                to_earliest,
+                to_latest,
+                to_offset,
+                to_timestamp,
+            } => {
+                let to = match (to_earliest, to_latest, to_offset, to_timestamp) {
+                    (true, _, _, _) => Ok(cli::group::ResetTo::Earliest),
+                    (_, true, _, _) => Ok(cli::group::ResetTo::Latest),
+                    (_, _, Some(offset), _) => Ok(cli::group::ResetTo::Offset(offset)),
+                    (_, _, _, Some(timestamp)) => Ok(cli::group::ResetTo::Timestamp(timestamp)),
+                    _ => {
+                        Err("choose one of --to-earliest, --to-latest, --to-offset, --to-timestamp"
+                            .to_string())
+                    }
+                };
+                to.and_then(|to| cli::group::reset_offsets(&bootstrap, &group, &topic, to))
+            }
+        },
         Command::Produce { topic, bootstrap, partition, key_separator, acks } => {
             let acks = match acks.as_str() {
                 "all" | "-1" => Ok(-1),
@@ -150,6 +181,29 @@ fn main() {
         eprintln!("strata: {message}");
         std::process::exit(1);
     }
+}
+
+#[derive(Subcommand)]
+enum GroupCommand {
+    /// List groups and their states.
+    List,
+    /// Members, assigned partitions, committed offsets, log end offsets and lag.
+    Describe { group: String },
+    /// Move a group's committed offsets on one topic (only while the group has no members).
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, group = "to")]
+        to_earliest: bool,
+        #[arg(long, group = "to")]
+        to_latest: bool,
+        #[arg(long, group = "to")]
+        to_offset: Option<i64>,
+        /// Milliseconds since the epoch: the first offset at or after this time.
+        #[arg(long, group = "to")]
+        to_timestamp: Option<i64>,
+    },
 }
 
 #[derive(Subcommand)]

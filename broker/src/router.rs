@@ -126,6 +126,8 @@ pub struct StatsReport {
     pub fsync_latency_us: hdrhistogram::Histogram<u64>,
     /// Mesh requests this shard is waiting on.
     pub pending_requests: u64,
+    /// (group, topic, partition, committed offset) of the groups this shard coordinates.
+    pub committed: Vec<(String, String, i32, i64)>,
 }
 
 pub struct AppendResult {
@@ -366,6 +368,16 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
                 offsets,
                 fsync_latency_us,
                 pending_requests: shard.pending.borrow().len() as u64,
+                committed: shard
+                    .offsets
+                    .borrow()
+                    .iter()
+                    .flat_map(|(group, map)| {
+                        map.iter().map(move |((topic, partition), entry)| {
+                            (group.clone(), topic.clone(), *partition, entry.offset)
+                        })
+                    })
+                    .collect(),
             }))
         }
     }

@@ -74,3 +74,45 @@ def test_kafka_python_commits_and_reads_back_with_metadata(shared_broker, topic_
 def test_unknown_group_has_no_offsets_and_no_error(shared_broker, topic_name):
     create_topic(shared_broker.bootstrap, topic_name, 1)
     assert committed(shared_broker.bootstrap, "never-seen-" + topic_name, topic_name, [0]) == {0: ck.OFFSET_INVALID}
+
+
+def strata(*args):
+    import subprocess
+    from conftest import strata_bin
+    out = subprocess.run([str(strata_bin()), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def lag_rows(bootstrap, group, topic):
+    rows = {}
+    for line in strata("group", "describe", group, "-b", bootstrap).splitlines():
+        fields = line.split()
+        if fields and fields[0] == topic:
+            rows[int(fields[1])] = (fields[2], int(fields[3]), fields[4])
+    return rows
+
+
+def test_group_cli_and_metrics_show_lag_before_and_after_consuming(shared_broker, topic_name):
+    import urllib.request
+    create_topic(shared_broker.bootstrap, topic_name, 2)
+    msgs = make_messages(100, prefix="lag")
+    ck_produce(shared_broker.bootstrap, topic_name, msgs[:50], partition=0)
+    ck_produce(shared_broker.bootstrap, topic_name, msgs[50:], partition=1)
+    group = topic_name + "-lag"
+    c = ck_consumer(shared_broker.bootstrap, **{"group.id": group})
+    try:
+        c.commit(offsets=[ck.TopicPartition(topic_name, 0, 30), ck.TopicPartition(topic_name, 1, 40)],
+                 asynchronous=False)
+    finally:
+        c.close()
+    assert lag_rows(shared_broker.bootstrap, group, topic_name) == {0: ("30", 50, "20"), 1: ("40", 50, "10")}
+    assert group in strata("group", "list", "-b", shared_broker.bootstrap)
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % shared_broker.admin_port, timeout=10) as r:
+        metrics = r.read().decode()
+    assert 'strata_consumer_group_lag{group="%s",topic="%s",partition="0"} 20' % (group, topic_name) in metrics
+    # "Consume" the rest by moving the group to the end: lag 0.
+    strata("group", "reset-offsets", group, "--topic", topic_name, "--to-latest", "-b", shared_broker.bootstrap)
+    assert lag_rows(shared_broker.bootstrap, group, topic_name) == {0: ("50", 50, "0"), 1: ("50", 50, "0")}
+    strata("group", "reset-offsets", group, "--topic", topic_name, "--to-offset", "10", "-b", shared_broker.bootstrap)
+    assert committed(shared_broker.bootstrap, group, topic_name, [0, 1]) == {0: 10, 1: 10}

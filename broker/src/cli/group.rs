@@ -1,0 +1,246 @@
+//! `strata group list|describe|reset-offsets`.
+
+use super::{check, Client};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+
+/// Decodes a consumer-protocol assignment (version, [topic, [partition]], user data).
+fn assigned_partitions(bytes: &[u8]) -> Vec<(String, i32)> {
+    fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = (input.get(..n)?, input.get(n..)?);
+        *input = tail;
+        Some(head)
+    }
+    fn i16_(input: &mut &[u8]) -> Option<i16> {
+        Some(i16::from_be_bytes(take(input, 2)?.try_into().ok()?))
+    }
+    fn i32_(input: &mut &[u8]) -> Option<i32> {
+        Some(i32::from_be_bytes(take(input, 4)?.try_into().ok()?))
+    }
+    let mut out = Vec::new();
+    let mut input = bytes;
+    let parse = |input: &mut &[u8], out: &mut Vec<(String, i32)>| -> Option<()> {
+        i16_(input)?;
+        for _ in 0..i32_(input)?.max(0) {
+            let len = i16_(input)?.max(0) as usize;
+            let topic = String::from_utf8(take(input, len)?.to_vec()).ok()?;
+            for _ in 0..i32_(input)?.max(0) {
+                out.push((topic.clone(), i32_(input)?));
+            }
+        }
+        Some(())
+    };
+    let _ = parse(&mut input, &mut out);
+    out
+}
+
+fn group_id(value: &str) -> GroupId {
+    GroupId(StrBytes::from_string(value.to_string()))
+}
+
+pub fn list(bootstrap: &str) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    match client.call(
+        ApiKey::ListGroups,
+        4,
+        RequestKind::ListGroups(ListGroupsRequest::default()),
+    )? {
+        ResponseKind::ListGroups(response) => {
+            check(response.error_code, None, "listing groups")?;
+            println!("{:<40} {:<20}", "GROUP", "STATE");
+            for group in response.groups {
+                println!("{:<40} {:<20}", group.group_id.0.as_str(), group.group_state.as_str());
+            }
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}
+
+/// Committed offsets of a group: (topic, partition) → offset.
+fn committed(client: &mut Client, group: &str) -> Result<BTreeMap<(String, i32), i64>, String> {
+    let mut request = OffsetFetchRequest::default();
+    request.group_id = group_id(group);
+    request.topics = None;
+    match client.call(ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(request))? {
+        ResponseKind::OffsetFetch(response) => {
+            check(response.error_code, None, "fetching offsets")?;
+            Ok(response
+                .topics
+                .into_iter()
+                .flat_map(|t| {
+                    let name = t.name.0.to_string();
+                    t.partitions
+                        .into_iter()
+                        .map(move |p| ((name.clone(), p.partition_index), p.committed_offset))
+                })
+                .collect())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}
+
+/// (state, members: (member id, client id, assigned partitions)).
+fn describe_group(
+    client: &mut Client,
+    group: &str,
+) -> Result<(String, Vec<(String, String, Vec<(String, i32)>)>), String> {
+    let mut request = DescribeGroupsRequest::default();
+    request.groups = vec![group_id(group)];
+    match client.call(ApiKey::DescribeGroups, 5, RequestKind::DescribeGroups(request))? {
+        ResponseKind::DescribeGroups(response) => {
+            let described = response.groups.into_iter().next().ok_or("no group in the answer")?;
+            check(described.error_code, None, "describing the group")?;
+            let members = described
+                .members
+                .into_iter()
+                .map(|m| {
+                    (
+                        m.member_id.to_string(),
+                        m.client_id.to_string(),
+                        assigned_partitions(&m.member_assignment),
+                    )
+                })
+                .collect();
+            Ok((described.group_state.to_string(), members))
+        }
+        _ => Err("unexpected response".into()),
+    }
+}
+
+pub fn describe(bootstrap: &str, group: &str) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let (state, members) = describe_group(&mut client, group)?;
+    let committed = committed(&mut client, group)?;
+    let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
+    for (member, client_id, partitions) in &members {
+        for partition in partitions {
+            owner.insert(partition.clone(), format!("{member} ({client_id})"));
+        }
+    }
+    let mut rows: BTreeMap<(String, i32), Option<i64>> =
+        committed.iter().map(|(k, v)| (k.clone(), Some(*v))).collect();
+    for key in owner.keys() {
+        rows.entry(key.clone()).or_insert(None);
+    }
+    let mut ends: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    for topic in rows.keys().map(|(t, _)| t.clone()).collect::<std::collections::BTreeSet<_>>() {
+        let partitions =
+            rows.keys().filter(|(t, _)| *t == topic).map(|(_, p)| *p).max().unwrap_or(0) + 1;
+        ends.insert(topic.clone(), super::topic::offsets(&mut client, &topic, partitions)?);
+    }
+    println!("group {group}  state {state}  members {}", members.len());
+    println!(
+        "{:<30} {:>9} {:>14} {:>14} {:>8}  CONSUMER",
+        "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"
+    );
+    for ((topic, partition), current) in rows {
+        let end = ends
+            .get(&topic)
+            .and_then(|e| e.get(partition as usize))
+            .map(|(_, end)| *end)
+            .unwrap_or(-1);
+        let (current_text, lag_text) = match current {
+            Some(offset) if offset >= 0 => (offset.to_string(), (end - offset).max(0).to_string()),
+            _ => ("-".to_string(), "-".to_string()),
+        };
+        let consumer =
+            owner.get(&(topic.clone(), partition)).cloned().unwrap_or_else(|| "-".into());
+        println!(
+            "{topic:<30} {partition:>9} {current_text:>14} {end:>14} {lag_text:>8}  {consumer}"
+        );
+    }
+    Ok(())
+}
+
+/// Where `reset-offsets` moves a group.
+pub enum ResetTo {
+    Earliest,
+    Latest,
+    Offset(i64),
+    Timestamp(i64),
+}
+
+pub fn reset_offsets(bootstrap: &str, group: &str, topic: &str, to: ResetTo) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let (state, members) = describe_group(&mut client, group)?;
+    if !members.is_empty() {
+        return Err(format!(
+            "group {group} is {state} with {} members: stop them before resetting offsets",
+            members.len()
+        ));
+    }
+    let mut request = MetadataRequest::default();
+    let mut entry = metadata_request::MetadataRequestTopic::default();
+    entry.name = Some(TopicName(StrBytes::from_string(topic.to_string())));
+    request.topics = Some(vec![entry]);
+    request.allow_auto_topic_creation = false;
+    let partitions = match client.call(ApiKey::Metadata, 9, RequestKind::Metadata(request))? {
+        ResponseKind::Metadata(response) => {
+            let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
+            check(meta.error_code, None, &format!("topic {topic}"))?;
+            meta.partitions.len() as i32
+        }
+        _ => return Err("unexpected response".into()),
+    };
+    let bounds = super::topic::offsets(&mut client, topic, partitions)?;
+    let mut targets = Vec::new();
+    for (partition, (start, end)) in bounds.iter().enumerate() {
+        let offset = match to {
+            ResetTo::Earliest => *start,
+            ResetTo::Latest => *end,
+            ResetTo::Offset(offset) => offset.clamp(*start, *end),
+            ResetTo::Timestamp(timestamp) => {
+                let mut entry = list_offsets_request::ListOffsetsTopic::default();
+                entry.name = TopicName(StrBytes::from_string(topic.to_string()));
+                let mut p = list_offsets_request::ListOffsetsPartition::default();
+                p.partition_index = partition as i32;
+                p.timestamp = timestamp;
+                entry.partitions = vec![p];
+                let mut request = ListOffsetsRequest::default();
+                request.replica_id = BrokerId(-1);
+                request.topics = vec![entry];
+                match client.call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(request))? {
+                    ResponseKind::ListOffsets(response) => response
+                        .topics
+                        .into_iter()
+                        .flat_map(|t| t.partitions)
+                        .next()
+                        .map(|p| if p.offset < 0 { *end } else { p.offset })
+                        .unwrap_or(*end),
+                    _ => return Err("unexpected response".into()),
+                }
+            }
+        };
+        targets.push((partition as i32, offset));
+    }
+    let mut commit_topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    commit_topic.name = TopicName(StrBytes::from_string(topic.to_string()));
+    commit_topic.partitions = targets
+        .iter()
+        .map(|(partition, offset)| {
+            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+            p.partition_index = *partition;
+            p.committed_offset = *offset;
+            p.committed_metadata = Some(StrBytes::from_static_str(""));
+            p
+        })
+        .collect();
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = group_id(group);
+    request.generation_id_or_member_epoch = -1;
+    request.topics = vec![commit_topic];
+    match client.call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(request))? {
+        ResponseKind::OffsetCommit(response) => {
+            for p in response.topics.into_iter().flat_map(|t| t.partitions) {
+                check(p.error_code, None, &format!("resetting partition {}", p.partition_index))?;
+            }
+        }
+        _ => return Err("unexpected response".into()),
+    }
+    for (partition, offset) in targets {
+        println!("{topic} {partition} -> {offset}");
+    }
+    Ok(())
+}

@@ -81,11 +81,11 @@ fn committed(client: &mut Client, group: &str) -> Result<BTreeMap<(String, i32),
     }
 }
 
-/// (state, members: (member id, client id, assigned partitions)).
-fn describe_group(
-    client: &mut Client,
-    group: &str,
-) -> Result<(String, Vec<(String, String, Vec<(String, i32)>)>), String> {
+/// A member as `describe` shows it: member id, client id, assigned partitions.
+type MemberView = (String, String, Vec<(String, i32)>);
+
+/// (state, members).
+fn describe_group(client: &mut Client, group: &str) -> Result<(String, Vec<MemberView>), String> {
     let mut request = DescribeGroupsRequest::default();
     request.groups = vec![group_id(group)];
     match client.call(ApiKey::DescribeGroups, 5, RequestKind::DescribeGroups(request))? {

@@ -25,6 +25,8 @@ pub mod code {
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
     pub const INVALID_REQUEST: i16 = 42;
     pub const INVALID_CONFIG: i16 = 40;
+    pub const NON_EMPTY_GROUP: i16 = 68;
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;

@@ -119,6 +119,7 @@ fn main() {
         Command::Group { command, bootstrap } => match command {
             GroupCommand::List => cli::group::list(&bootstrap),
             GroupCommand::Describe { group } => cli::group::describe(&bootstrap, &group),
+            GroupCommand::Delete { group } => cli::group::delete(&bootstrap, &group),
             GroupCommand::ResetOffsets {
                 group,
                 topic,
@@ -189,6 +190,8 @@ enum GroupCommand {
     List,
     /// Members, assigned partitions, committed offsets, log end offsets and lag.
     Describe { group: String },
+    /// Delete a group without members and its committed offsets.
+    Delete { group: String },
     /// Move a group's committed offsets on one topic (only while the group has no members).
     ResetOffsets {
         group: String,

@@ -60,6 +60,11 @@ pub enum ShardRequest {
         entries: Vec<(String, i32, crate::group::Committed)>,
     },
     Group(GroupCall),
+    /// Deletes a group's offsets (all, or some partitions); refused while it has members.
+    DeleteOffsets {
+        group: String,
+        partitions: Option<Vec<(String, i32)>>,
+    },
     /// `None`: every committed partition of the group.
     FetchOffsets {
         group: String,
@@ -104,6 +109,8 @@ pub enum GroupAnswer {
 }
 
 pub enum ShardResponse {
+    /// Error code (for the group), and the partitions whose offsets were deleted.
+    DeleteOffsets(i16, Vec<(String, i32)>),
     Group(GroupAnswer),
     CommitOffsets(Result<()>),
     FetchOffsets(Vec<(String, i32, crate::group::Committed)>),
@@ -317,6 +324,32 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
                 }
                 GroupCall::States => GroupAnswer::States(c::states(&shard)),
             })
+        }
+        ShardRequest::DeleteOffsets { group, partitions } => {
+            let members = shard
+                .groups
+                .borrow()
+                .get(&group)
+                .map(|cell| cell.group.borrow().members.len())
+                .unwrap_or(0);
+            let known = shard.offsets.borrow().contains_key(&group) || members > 0;
+            if !known {
+                ShardResponse::DeleteOffsets(crate::error::code::GROUP_ID_NOT_FOUND, Vec::new())
+            } else if members > 0 {
+                ShardResponse::DeleteOffsets(crate::error::code::NON_EMPTY_GROUP, Vec::new())
+            } else {
+                match crate::group::delete(&shard, &group, partitions).await {
+                    Ok(deleted) => {
+                        if shard.offsets.borrow().get(&group).is_none() {
+                            shard.groups.borrow_mut().remove(&group);
+                        }
+                        ShardResponse::DeleteOffsets(crate::error::code::NONE, deleted)
+                    }
+                    Err(error) => {
+                        ShardResponse::DeleteOffsets(crate::error::error_code(&error), Vec::new())
+                    }
+                }
+            }
         }
         ShardRequest::FetchOffsets { group, wanted } => {
             let table = shard.offsets.borrow();

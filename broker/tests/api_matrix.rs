@@ -235,6 +235,22 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             }
             RequestKind::LeaveGroup(request)
         }
+        ApiKey::DeleteGroups => {
+            let mut request = DeleteGroupsRequest::default();
+            request.groups_names = vec![GroupId(StrBytes::from_static_str("never-seen"))];
+            RequestKind::DeleteGroups(request)
+        }
+        ApiKey::OffsetDelete => {
+            let mut partition = offset_delete_request::OffsetDeleteRequestPartition::default();
+            partition.partition_index = 0;
+            let mut topic = offset_delete_request::OffsetDeleteRequestTopic::default();
+            topic.name = name("matrix");
+            topic.partitions = vec![partition];
+            let mut request = OffsetDeleteRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-group"));
+            request.topics = vec![topic];
+            RequestKind::OffsetDelete(request)
+        }
         ApiKey::DescribeGroups => {
             let mut request = DescribeGroupsRequest::default();
             request.groups = vec![GroupId(StrBytes::from_static_str("matrix-group"))];
@@ -297,6 +313,10 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         }
         ResponseKind::LeaveGroup(r) => vec![r.error_code],
         ResponseKind::DescribeGroups(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::DeleteGroups(r) => r.results.iter().map(|g| g.error_code).collect(),
+        ResponseKind::OffsetDelete(r) => std::iter::once(r.error_code)
+            .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            .collect(),
         _ => vec![],
     }
 }
@@ -327,6 +347,7 @@ fn every_advertised_api_version_is_answered_without_error() {
             let allowed: &[i16] = match api {
                 ApiKey::JoinGroup => &[0, 79],
                 ApiKey::SyncGroup | ApiKey::Heartbeat | ApiKey::LeaveGroup => &[25],
+                ApiKey::DeleteGroups => &[69],
                 _ => &[0],
             };
             assert!(

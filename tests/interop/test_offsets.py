@@ -116,3 +116,19 @@ def test_group_cli_and_metrics_show_lag_before_and_after_consuming(shared_broker
     assert lag_rows(shared_broker.bootstrap, group, topic_name) == {0: ("50", 50, "0"), 1: ("50", 50, "0")}
     strata("group", "reset-offsets", group, "--topic", topic_name, "--to-offset", "10", "-b", shared_broker.bootstrap)
     assert committed(shared_broker.bootstrap, group, topic_name, [0, 1]) == {0: 10, 1: 10}
+
+
+def test_deleting_a_group_removes_its_offsets_durably(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = topic_name + "-del"
+    c = ck_consumer(broker.bootstrap, **{"group.id": group})
+    try:
+        c.commit(offsets=[ck.TopicPartition(topic_name, 0, 7)], asynchronous=False)
+    finally:
+        c.close()
+    assert committed(broker.bootstrap, group, topic_name, [0]) == {0: 7}
+    assert "deleted group" in strata("group", "delete", group, "-b", broker.bootstrap)
+    assert committed(broker.bootstrap, group, topic_name, [0]) == {0: ck.OFFSET_INVALID}
+    broker.restart()
+    assert committed(broker.bootstrap, group, topic_name, [0]) == {0: ck.OFFSET_INVALID}, "the tombstone survives"
+    assert group not in strata("group", "list", "-b", broker.bootstrap)

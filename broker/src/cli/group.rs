@@ -244,3 +244,19 @@ pub fn reset_offsets(bootstrap: &str, group: &str, topic: &str, to: ResetTo) -> 
     }
     Ok(())
 }
+
+pub fn delete(bootstrap: &str, group: &str) -> Result<(), String> {
+    let mut client = Client::connect(bootstrap)?;
+    let mut request = DeleteGroupsRequest::default();
+    request.groups_names = vec![group_id(group)];
+    match client.call(ApiKey::DeleteGroups, 2, RequestKind::DeleteGroups(request))? {
+        ResponseKind::DeleteGroups(response) => {
+            for result in response.results {
+                check(result.error_code, None, &format!("deleting group {group}"))?;
+            }
+            println!("deleted group {group}");
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}

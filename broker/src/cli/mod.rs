@@ -23,6 +23,8 @@ pub fn error_name(code: i16) -> String {
         INVALID_PARTITIONS => "INVALID_PARTITIONS",
         INVALID_CONFIG => "INVALID_CONFIG",
         INVALID_REQUEST => "INVALID_REQUEST",
+        NON_EMPTY_GROUP => "NON_EMPTY_GROUP",
+        GROUP_ID_NOT_FOUND => "GROUP_ID_NOT_FOUND",
         other => return format!("error code {other}"),
     };
     name.to_string()

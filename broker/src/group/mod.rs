@@ -133,6 +133,47 @@ pub async fn commit(
     Ok(())
 }
 
+/// Deletes committed offsets of `group` (all of them when `partitions` is None) with durable
+/// tombstones. Returns the partitions that had a commit. Runs on the coordinating shard.
+pub async fn delete(
+    shard: &Shard,
+    group: &str,
+    partitions: Option<Vec<(String, i32)>>,
+) -> Result<Vec<(String, i32)>, crate::error::BrokerError> {
+    let existing: Vec<(String, i32)> = {
+        let table = shard.offsets.borrow();
+        let Some(map) = table.get(group) else { return Ok(Vec::new()) };
+        match &partitions {
+            None => map.keys().cloned().collect(),
+            Some(wanted) => wanted.iter().filter(|key| map.contains_key(*key)).cloned().collect(),
+        }
+    };
+    if existing.is_empty() {
+        return Ok(existing);
+    }
+    let partition = partition_for_group(group);
+    let state = shard
+        .partition(OFFSETS_TOPIC, partition)
+        .ok_or_else(|| crate::error::BrokerError::UnknownTopicOrPartition(OFFSETS_TOPIC.into()))?;
+    let now = shard::runtime::now_ms();
+    let mut builder = wire::RecordBatchBuilder::new(now);
+    let keys: Vec<Vec<u8>> = existing.iter().map(|(t, p)| record_key(group, t, *p)).collect();
+    for key in &keys {
+        builder.push(wire::BatchRecord { key: Some(key), value: None, timestamp_delta: 0 });
+    }
+    state.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+    let mut table = shard.offsets.borrow_mut();
+    if let Some(map) = table.get_mut(group) {
+        for key in &existing {
+            map.remove(key);
+        }
+        if map.is_empty() {
+            table.remove(group);
+        }
+    }
+    Ok(existing)
+}
+
 /// Rebuilds the offsets table from the `__consumer_offsets` partitions this shard owns.
 pub async fn replay(shard: &Shard) -> Result<usize, String> {
     let owned: Vec<_> = shard

@@ -8,6 +8,7 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
@@ -24,6 +25,7 @@ pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
+pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
@@ -60,6 +62,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
     (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
     (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
+    (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
+    (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
 ];
 
 /// Whether `version` of `api_key` is served.
@@ -140,6 +144,12 @@ pub async fn handle(
         }
         RequestKind::DescribeGroups(request) => {
             ResponseKind::DescribeGroups(describe_groups::handle(shard, version, request).await)
+        }
+        RequestKind::DeleteGroups(request) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(shard, request).await)
+        }
+        RequestKind::OffsetDelete(request) => {
+            ResponseKind::OffsetDelete(offset_delete::handle(shard, request).await)
         }
         _ => return None,
     })

@@ -22,6 +22,9 @@ pub struct BrokerConfig {
     pub retention_check_interval_ms: i64,
     /// Kafka's `group.initial.rebalance.delay.ms`.
     pub initial_rebalance_delay_ms: u64,
+    /// Kafka's `offsets.retention.minutes`, in milliseconds: committed offsets of groups
+    /// without members expire this long after their last commit.
+    pub offsets_retention_ms: u64,
 }
 
 /// `--advertise` default: the listen address, or `localhost:PORT` when listening on 0.0.0.0.

@@ -274,6 +274,9 @@ struct ServeArgs {
     /// Kafka's group.initial.rebalance.delay.ms.
     #[arg(long, default_value_t = broker::group::membership::INITIAL_REBALANCE_DELAY_MS_DEFAULT)]
     group_initial_rebalance_delay_ms: u64,
+    /// Kafka's offsets.retention.minutes, in milliseconds (default 7 days).
+    #[arg(long, default_value_t = 7 * 24 * 3600 * 1000)]
+    offsets_retention_ms: u64,
 }
 
 impl ServeArgs {
@@ -299,6 +302,7 @@ impl ServeArgs {
             cache_bytes: self.cache_bytes,
             retention_check_interval_ms: self.retention_check_interval_ms.max(1),
             initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
+            offsets_retention_ms: self.offsets_retention_ms.max(1),
         })
     }
 }

@@ -132,3 +132,27 @@ def test_deleting_a_group_removes_its_offsets_durably(broker, topic_name):
     broker.restart()
     assert committed(broker.bootstrap, group, topic_name, [0]) == {0: ck.OFFSET_INVALID}, "the tombstone survives"
     assert group not in strata("group", "list", "-b", broker.bootstrap)
+
+
+def test_offsets_of_groups_without_members_expire_after_the_retention(tmp_path, topic_name):
+    import time
+    from conftest import _stop, strata_bin
+    from test_acceptance import TunedBroker
+    b = TunedBroker(strata_bin(), tmp_path / "broker", ["--offsets-retention-ms", "2000"])
+    b.start()
+    try:
+        create_topic(b.bootstrap, topic_name, 1)
+        group = topic_name + "-expiring"
+        c = ck_consumer(b.bootstrap, **{"group.id": group})
+        try:
+            c.commit(offsets=[ck.TopicPartition(topic_name, 0, 9)], asynchronous=False)
+        finally:
+            c.close()
+        assert committed(b.bootstrap, group, topic_name, [0]) == {0: 9}
+        deadline = time.monotonic() + 15
+        while committed(b.bootstrap, group, topic_name, [0]) == {0: 9} and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert committed(b.bootstrap, group, topic_name, [0]) == {0: ck.OFFSET_INVALID}
+        assert "expired committed offsets" in b.stderr_tail(200)
+    finally:
+        _stop(b)

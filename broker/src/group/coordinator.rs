@@ -407,10 +407,51 @@ pub fn states(shard: &Shard) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Expires committed offsets of groups without members whose last commit is older than
+/// `offsets_retention_ms` (Kafka's offsets.retention.minutes), with durable tombstones.
+async fn expire_offsets(shard: &Shard) {
+    let horizon = shard::runtime::now_ms() - shard.config.offsets_retention_ms as i64;
+    let expired: Vec<(String, Vec<(String, i32)>)> = {
+        let table = shard.offsets.borrow();
+        let groups = shard.groups.borrow();
+        table
+            .iter()
+            .filter(|(group, _)| {
+                groups.get(*group).is_none_or(|cell| cell.group.borrow().members.is_empty())
+            })
+            .map(|(group, map)| {
+                let old = map
+                    .iter()
+                    .filter(|(_, c)| c.commit_ms < horizon)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                (group.clone(), old)
+            })
+            .filter(|(_, old): &(String, Vec<(String, i32)>)| !old.is_empty())
+            .collect()
+    };
+    for (group, partitions) in expired {
+        match super::delete(shard, &group, Some(partitions)).await {
+            Ok(deleted) => {
+                tracing::info!(%group, partitions = deleted.len(), "expired committed offsets")
+            }
+            Err(error) => tracing::warn!(%group, %error, "expiring committed offsets failed"),
+        }
+    }
+}
+
+/// Ticks between offset-expiry checks (once a second).
+const OFFSET_EXPIRY_TICKS: u64 = 1000 / GROUP_TICK_MS;
+
 /// Expires sessions and completes joins whose deadline passed, forever.
 pub async fn tick(shard: Rc<Shard>) {
+    let mut ticks: u64 = 0;
     loop {
         shard::runtime::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
+        ticks += 1;
+        if ticks % OFFSET_EXPIRY_TICKS == 0 {
+            expire_offsets(&shard).await;
+        }
         let now = Instant::now();
         let cells: Vec<Rc<GroupCell>> = shard.groups.borrow().values().cloned().collect();
         for cell in cells {

@@ -449,7 +449,7 @@ pub async fn tick(shard: Rc<Shard>) {
     loop {
         shard::runtime::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
         ticks += 1;
-        if ticks % OFFSET_EXPIRY_TICKS == 0 {
+        if ticks.is_multiple_of(OFFSET_EXPIRY_TICKS) {
             expire_offsets(&shard).await;
         }
         let now = Instant::now();

@@ -395,6 +395,19 @@ fn commits_from_members_or_generations_the_broker_does_not_know_are_refused() {
         0,
         "standalone commit"
     );
+    let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.partition_index = 0;
+    partition.committed_offset = 3;
+    partition.committed_metadata = Some(StrBytes::from_string("m".repeat(5000)));
+    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = name("t");
+    topic.partitions = vec![partition];
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("g"));
+    request.generation_id_or_member_epoch = -1;
+    request.topics = vec![topic];
+    let answer = client.call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(request)).expect("call");
+    assert_eq!(error_codes(&answer), vec![12], "OFFSET_METADATA_TOO_LARGE over 4096 bytes");
 }
 
 #[test]

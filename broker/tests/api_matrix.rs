@@ -406,7 +406,8 @@ fn commits_from_members_or_generations_the_broker_does_not_know_are_refused() {
     request.group_id = GroupId(StrBytes::from_static_str("g"));
     request.generation_id_or_member_epoch = -1;
     request.topics = vec![topic];
-    let answer = client.call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(request)).expect("call");
+    let answer =
+        client.call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(request)).expect("call");
     assert_eq!(error_codes(&answer), vec![12], "OFFSET_METADATA_TOO_LARGE over 4096 bytes");
 }
 

@@ -449,3 +449,24 @@ fn an_old_incarnation_of_a_static_member_is_fenced() {
         client.call(ApiKey::Heartbeat, 3, RequestKind::Heartbeat(heartbeat)).expect("heartbeat");
     assert_eq!(error_codes(&answer), vec![82], "FENCED_INSTANCE_ID for the old incarnation");
 }
+
+#[test]
+fn join_group_with_oversized_protocol_metadata_is_refused() {
+    let broker = Broker::start("oversized-join", &["--group-initial-rebalance-delay-ms", "0"]);
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = Bytes::from(vec![0u8; (1 << 20) + 1]);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("big"));
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 10_000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    let answer = client.call(ApiKey::JoinGroup, 5, RequestKind::JoinGroup(request)).expect("join");
+    assert_eq!(
+        error_codes(&answer),
+        vec![23],
+        "INCONSISTENT_GROUP_PROTOCOL for > 1 MiB of metadata"
+    );
+}

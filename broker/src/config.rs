@@ -25,6 +25,8 @@ pub struct BrokerConfig {
     /// Kafka's `offsets.retention.minutes`, in milliseconds: committed offsets of groups
     /// without members expire this long after their last commit.
     pub offsets_retention_ms: u64,
+    /// An `__consumer_offsets` partition larger than this is compacted (strata-specific).
+    pub offsets_compact_bytes: u64,
 }
 
 /// `--advertise` default: the listen address, or `localhost:PORT` when listening on 0.0.0.0.

@@ -277,6 +277,9 @@ struct ServeArgs {
     /// Kafka's offsets.retention.minutes, in milliseconds (default 7 days).
     #[arg(long, default_value_t = 7 * 24 * 3600 * 1000)]
     offsets_retention_ms: u64,
+    /// Compact an __consumer_offsets partition once it holds more than this many bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    offsets_compact_bytes: u64,
 }
 
 impl ServeArgs {
@@ -303,6 +306,7 @@ impl ServeArgs {
             retention_check_interval_ms: self.retention_check_interval_ms.max(1),
             initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
             offsets_retention_ms: self.offsets_retention_ms.max(1),
+            offsets_compact_bytes: self.offsets_compact_bytes.max(4096),
         })
     }
 }

@@ -141,6 +141,7 @@ async fn shard_main(
         sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
         offsets: RefCell::new(Default::default()),
         groups: RefCell::new(HashMap::new()),
+        offsets_lock: async_lock::Mutex::new(()),
     });
     if id == 0 && fresh {
         let path = config.data_dir.join(METADATA_FILE);

@@ -85,6 +85,8 @@ pub struct Shard {
     pub stats: RefCell<ShardStats>,
     /// Committed offsets of the consumer groups this shard coordinates.
     pub offsets: RefCell<crate::group::OffsetTable>,
+    /// Serializes commits, deletions and compactions of the offsets table.
+    pub offsets_lock: async_lock::Mutex<()>,
     /// Membership of the consumer groups this shard coordinates.
     pub groups: RefCell<HashMap<String, Rc<crate::group::membership::GroupCell>>>,
     /// fdatasync durations of every partition on this shard, microseconds.

@@ -156,3 +156,35 @@ def test_offsets_of_groups_without_members_expire_after_the_retention(tmp_path, 
         assert "expired committed offsets" in b.stderr_tail(200)
     finally:
         _stop(b)
+
+
+def test_the_offsets_topic_is_compacted_and_replays_the_live_state(tmp_path, topic_name):
+    import time
+    from conftest import _stop, strata_bin
+    from test_acceptance import TunedBroker
+    b = TunedBroker(strata_bin(), tmp_path / "broker", ["--offsets-compact-bytes", "8192"])
+    b.start()
+    try:
+        create_topic(b.bootstrap, topic_name, 1)
+        group = topic_name + "-busy"
+        c = ck_consumer(b.bootstrap, **{"group.id": group})
+        try:
+            for offset in range(300):  # ~300 commit records: well over 8 KiB
+                c.commit(offsets=[ck.TopicPartition(topic_name, 0, offset)], asynchronous=False)
+        finally:
+            c.close()
+        deadline = time.monotonic() + 15
+        while "compacted committed offsets" not in b.stderr_tail(400) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "compacted committed offsets" in b.stderr_tail(400)
+        assert committed(b.bootstrap, group, topic_name, [0]) == {0: 299}
+        b.restart()  # SIGKILL: the replay starts at the compacted log start
+        assert committed(b.bootstrap, group, topic_name, [0]) == {0: 299}
+        import urllib.request
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % b.admin_port, timeout=10) as r:
+            metrics = r.read().decode()
+        starts = [float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                  if line.startswith('strata_log_start_offset{') and 'topic="__consumer_offsets"' in line]
+        assert max(starts) >= 299, "the log start moved past the superseded commits: %r" % max(starts)
+    finally:
+        _stop(b)

@@ -451,6 +451,20 @@ pub async fn tick(shard: Rc<Shard>) {
         ticks += 1;
         if ticks.is_multiple_of(OFFSET_EXPIRY_TICKS) {
             expire_offsets(&shard).await;
+            let owned: Vec<i32> = shard
+                .partitions
+                .borrow()
+                .keys()
+                .filter(|(topic, _)| topic == super::OFFSETS_TOPIC)
+                .map(|(_, partition)| *partition)
+                .collect();
+            for partition in owned {
+                if let Err(error) =
+                    super::compact(&shard, partition, shard.config.offsets_compact_bytes).await
+                {
+                    tracing::warn!(partition, %error, "compacting committed offsets failed");
+                }
+            }
         }
         let now = Instant::now();
         let cells: Vec<Rc<GroupCell>> = shard.groups.borrow().values().cloned().collect();

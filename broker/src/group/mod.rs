@@ -109,6 +109,8 @@ pub async fn commit(
     group: &str,
     entries: Vec<(String, i32, Committed)>,
 ) -> Result<(), crate::error::BrokerError> {
+    // Append and table update together, so a compaction never snapshots between them.
+    let _guard = shard.offsets_lock.lock().await;
     let partition = partition_for_group(group);
     let state = shard
         .partition(OFFSETS_TOPIC, partition)
@@ -140,6 +142,7 @@ pub async fn delete(
     group: &str,
     partitions: Option<Vec<(String, i32)>>,
 ) -> Result<Vec<(String, i32)>, crate::error::BrokerError> {
+    let _guard = shard.offsets_lock.lock().await;
     let existing: Vec<(String, i32)> = {
         let table = shard.offsets.borrow();
         let Some(map) = table.get(group) else { return Ok(Vec::new()) };
@@ -172,6 +175,62 @@ pub async fn delete(
         }
     }
     Ok(existing)
+}
+
+/// Records per batch when the live table is rewritten.
+const COMPACTION_BATCH_RECORDS_MAX: usize = 2000;
+
+/// Bounds an `__consumer_offsets` partition: once it holds more than `compact_bytes`, the
+/// active segment is rolled, the live entries of the groups on that partition are appended
+/// again (durably), and the log start moves to them, which deletes every older segment. What a
+/// replay then reads is exactly the live table. (Kafka gets the same from log compaction.)
+pub async fn compact(
+    shard: &Shard,
+    partition: i32,
+    compact_bytes: u64,
+) -> Result<bool, crate::error::BrokerError> {
+    let Some(state) = shard.partition(OFFSETS_TOPIC, partition) else { return Ok(false) };
+    if state.log.size_bytes() <= compact_bytes {
+        return Ok(false);
+    }
+    let _guard = shard.offsets_lock.lock().await;
+    let live: Vec<(Vec<u8>, Vec<u8>)> = shard
+        .offsets
+        .borrow()
+        .iter()
+        .filter(|(group, _)| partition_for_group(group) == partition)
+        .flat_map(|(group, map)| {
+            map.iter().map(move |((topic, index), committed)| {
+                (record_key(group, topic, *index), record_value(committed))
+            })
+        })
+        .collect();
+    let now = shard::runtime::now_ms();
+    state.log.roll(now).await?;
+    let mut first_base = state.log.log_end_offset();
+    for (chunk_index, chunk) in live.chunks(COMPACTION_BATCH_RECORDS_MAX).enumerate() {
+        let mut builder = wire::RecordBatchBuilder::new(now);
+        for (key, value) in chunk {
+            builder.push(wire::BatchRecord {
+                key: Some(key),
+                value: Some(value),
+                timestamp_delta: 0,
+            });
+        }
+        let info =
+            state.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+        if chunk_index == 0 {
+            first_base = info.base_offset;
+        }
+    }
+    state.log.delete_records_before(first_base).await?;
+    tracing::info!(
+        partition,
+        live = live.len(),
+        log_start = first_base,
+        "compacted committed offsets"
+    );
+    Ok(true)
 }
 
 /// Rebuilds the offsets table from the `__consumer_offsets` partitions this shard owns.

@@ -60,6 +60,7 @@ def run_members(bootstrap, topic, strategy, members, stop_when):
             c.subscribe([topic])
             while not stop.is_set():
                 m = c.poll(0.2)
+                assignments[index] = sorted(tp.partition for tp in c.assignment())
                 if m is None:
                     continue
                 if m.error():
@@ -67,20 +68,26 @@ def run_members(bootstrap, topic, strategy, members, stop_when):
                     continue
                 seen[m.value()] += 1
                 c.commit(message=m, asynchronous=True)
-            assignments[index] = sorted(tp.partition for tp in c.assignment())
         finally:
             c.close()
 
     threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
     for t in threads:
         t.start()
-    wait_until(lambda: stop_when(seen), timeout=60, interval=0.2, message="members to consume")
-    time.sleep(1.0)  # let assignments settle before reading them
+    def settled():
+        owned = sorted(p for parts in assignments.values() for p in parts)
+        return (stop_when(seen) and len(assignments) == members
+                and all(assignments.get(i) for i in range(members)) and owned == list(range(PARTITIONS)))
+
+    # Done when everything is consumed and the group has settled on a full, disjoint
+    # assignment (a late member may still be joining when the last message is read).
+    wait_until(settled, timeout=60, interval=0.2, message="members to consume and settle")
+    final = {index: list(parts) for index, parts in assignments.items()}
     stop.set()
     for t in threads:
         t.join(30)
     assert not errors, errors[:3]
-    return seen, assignments
+    return seen, final
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
@@ -194,14 +201,17 @@ def test_kafka_python_group_members_share_partitions(group_broker, topic_name, s
     threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(2)]
     for t in threads:
         t.start()
-    wait_until(lambda: sum(seen.values()) >= N, timeout=60, interval=0.2, message="kafka-python members to consume")
-    time.sleep(1.0)
+    def settled():
+        owned = sorted(p for parts in list(assignments.values()) for p in parts)
+        return sum(seen.values()) >= N and len(assignments) == 2 and owned == list(range(PARTITIONS))
+
+    wait_until(settled, timeout=60, interval=0.2, message="kafka-python members to consume and settle")
+    final = {index: list(parts) for index, parts in assignments.items()}
     stop.set()
     for t in threads:
         t.join(30)
     assert set(seen) == values and all(c == 1 for c in seen.values())
-    owned = [p for parts in assignments.values() for p in parts]
-    assert sorted(owned) == list(range(PARTITIONS)), assignments
+    assert all(final.values()), "both members own partitions: %r" % final
 
 
 def test_a_static_member_that_restarts_within_its_session_gets_its_partitions_back_without_a_rebalance(

@@ -102,6 +102,29 @@ fn parse_value(value: &[u8]) -> Option<Committed> {
     Some(Committed { offset, metadata, commit_ms })
 }
 
+/// Appends records (a `None` value is a tombstone) to `group`'s `__consumer_offsets`
+/// partition, synced before returning.
+async fn append_records(
+    shard: &Shard,
+    group: &str,
+    records: &[(Vec<u8>, Option<Vec<u8>>)],
+) -> Result<(), crate::error::BrokerError> {
+    let state = shard
+        .partition(OFFSETS_TOPIC, partition_for_group(group))
+        .ok_or_else(|| crate::error::BrokerError::UnknownTopicOrPartition(OFFSETS_TOPIC.into()))?;
+    let now = shard::runtime::now_ms();
+    let mut builder = wire::RecordBatchBuilder::new(now);
+    for (key, value) in records {
+        builder.push(wire::BatchRecord {
+            key: Some(key),
+            value: value.as_deref(),
+            timestamp_delta: 0,
+        });
+    }
+    state.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+    Ok(())
+}
+
 /// Appends `entries` of `group` durably to its `__consumer_offsets` partition, then applies
 /// them to the in-memory table. Runs on the shard that owns that partition.
 pub async fn commit(
@@ -111,22 +134,13 @@ pub async fn commit(
 ) -> Result<(), crate::error::BrokerError> {
     // Append and table update together, so a compaction never snapshots between them.
     let _guard = shard.offsets_lock.lock().await;
-    let partition = partition_for_group(group);
-    let state = shard
-        .partition(OFFSETS_TOPIC, partition)
-        .ok_or_else(|| crate::error::BrokerError::UnknownTopicOrPartition(OFFSETS_TOPIC.into()))?;
-    let now = shard::runtime::now_ms();
-    let mut builder = wire::RecordBatchBuilder::new(now);
-    let encoded: Vec<(Vec<u8>, Vec<u8>)> = entries
+    let records: Vec<(Vec<u8>, Option<Vec<u8>>)> = entries
         .iter()
         .map(|(topic, index, committed)| {
-            (record_key(group, topic, *index), record_value(committed))
+            (record_key(group, topic, *index), Some(record_value(committed)))
         })
         .collect();
-    for (key, value) in &encoded {
-        builder.push(wire::BatchRecord { key: Some(key), value: Some(value), timestamp_delta: 0 });
-    }
-    state.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+    append_records(shard, group, &records).await?;
     let mut table = shard.offsets.borrow_mut();
     let group_offsets = table.entry(group.to_string()).or_default();
     for (topic, index, committed) in entries {
@@ -154,17 +168,9 @@ pub async fn delete(
     if existing.is_empty() {
         return Ok(existing);
     }
-    let partition = partition_for_group(group);
-    let state = shard
-        .partition(OFFSETS_TOPIC, partition)
-        .ok_or_else(|| crate::error::BrokerError::UnknownTopicOrPartition(OFFSETS_TOPIC.into()))?;
-    let now = shard::runtime::now_ms();
-    let mut builder = wire::RecordBatchBuilder::new(now);
-    let keys: Vec<Vec<u8>> = existing.iter().map(|(t, p)| record_key(group, t, *p)).collect();
-    for key in &keys {
-        builder.push(wire::BatchRecord { key: Some(key), value: None, timestamp_delta: 0 });
-    }
-    state.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+    let records: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        existing.iter().map(|(t, p)| (record_key(group, t, *p), None)).collect();
+    append_records(shard, group, &records).await?;
     let mut table = shard.offsets.borrow_mut();
     if let Some(map) = table.get_mut(group) {
         for key in &existing {

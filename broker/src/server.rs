@@ -64,6 +64,33 @@ fn install_signal_handling() -> Result<(), String> {
     Ok(())
 }
 
+/// The lock file that keeps two brokers off one data directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Takes an exclusive `flock` on `<data_dir>/.lock`; the kernel drops it when the process
+/// exits, however it exits.
+fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: flock on a descriptor we own; no memory is involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(format!(
+            "data directory {} is in use by another strata process (lock {} is held); stop it or \
+             use another --data-dir",
+            data_dir.display(),
+            path.display()
+        ));
+    }
+    Ok(file)
+}
+
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
     install_signal_handling()?;
     let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };
@@ -74,6 +101,8 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     }
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
+    // Held for the life of the process: a second broker on this directory would corrupt it.
+    let _lock = lock_data_dir(&config.data_dir)?;
     let metadata_path = config.data_dir.join(METADATA_FILE);
     let (mut snapshot, mut fresh) = match std::fs::read(&metadata_path) {
         Ok(bytes) => (

@@ -93,3 +93,19 @@ fn quick_start_commands_work_against_a_running_broker() {
     let (_, out, _) = strata(&["topic", "list", "-b", b], None);
     assert!(!out.contains("demo"), "{out}");
 }
+
+#[test]
+fn a_second_broker_on_the_same_data_directory_exits_with_a_clear_error() {
+    let first = Broker::start("locked", &[]);
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["serve", "--data-dir"])
+        .arg(&first.data_dir)
+        .args(["--listen", &format!("127.0.0.1:{}", common::free_port())])
+        .args(["--admin-listen", &format!("127.0.0.1:{}", common::free_port())])
+        .output()
+        .expect("run a second strata");
+    assert!(!output.status.success(), "the second broker must not start");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("is in use by another strata process"), "{stderr}");
+    drop(first);
+}

@@ -442,30 +442,28 @@ async fn append(
             wire::DecodeError::Truncated { needed: wire::BATCH_HEADER_BYTES, available: 0 },
         )));
     }
+    // Every batch is checked (framing and CRC32C) before any is appended, so a request is
+    // all-or-nothing; the log then skips the CRC pass it would otherwise repeat.
+    let mut records = 0u64;
     for batch in &batches {
         let header = wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
             .map_err(shard::StorageError::from)?;
         header.verify_crc().map_err(shard::StorageError::from)?;
+        records += (header.last_offset() - header.base_offset() + 1).max(0) as u64;
     }
     let sync = sync && state.log.config().flush == shard::FlushPolicy::Always;
     let now = shard::runtime::now_ms();
     let mut base_offset = None;
+    let mut bytes = 0u64;
+    for batch in batches {
+        bytes += batch.len() as u64;
+        let info = state.log.append_crc_verified(BytesMut::from(&batch[..]), 0, now, sync).await?;
+        base_offset.get_or_insert(info.base_offset);
+    }
     {
         let mut stats = shard.stats.borrow_mut();
-        for batch in &batches {
-            if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
-                stats.add_traffic(
-                    topic,
-                    0,
-                    (peek.last_offset - peek.base_offset + 1).max(0) as u64,
-                );
-                stats.add_traffic(topic, 1, batch.len() as u64);
-            }
-        }
-    }
-    for batch in batches {
-        let info = state.log.append_with(BytesMut::from(&batch[..]), 0, now, sync).await?;
-        base_offset.get_or_insert(info.base_offset);
+        stats.add_traffic(topic, 0, records);
+        stats.add_traffic(topic, 1, bytes);
     }
     state.appended.notify(usize::MAX);
     Ok(AppendResult {

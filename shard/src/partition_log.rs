@@ -231,10 +231,34 @@ impl<S: Storage> PartitionLog<S> {
     /// Kafka's acks=all maps to `sync` under the `Always` policy, acks=1 to no sync.
     pub async fn append_with(
         &self,
+        batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+        sync: bool,
+    ) -> Result<AppendInfo> {
+        self.append_inner(batch, leader_epoch, now_ms, sync, true).await
+    }
+
+    /// `append_with` for a batch whose CRC32C the caller has just verified (the broker checks
+    /// every batch of a request before appending any), so the CRC is not computed twice on the
+    /// produce path. Framing, size and codec are still checked here.
+    pub async fn append_crc_verified(
+        &self,
+        batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+        sync: bool,
+    ) -> Result<AppendInfo> {
+        self.append_inner(batch, leader_epoch, now_ms, sync, false).await
+    }
+
+    async fn append_inner(
+        &self,
         mut batch: BytesMut,
         leader_epoch: i32,
         now_ms: i64,
         sync: bool,
+        verify_crc: bool,
     ) -> Result<AppendInfo> {
         let max_message_bytes = self.config.borrow().max_message_bytes;
         {
@@ -251,7 +275,9 @@ impl<S: Storage> PartitionLog<S> {
                     max_message_bytes,
                 });
             }
-            header.verify_crc()?;
+            if verify_crc {
+                header.verify_crc()?;
+            }
             if let Compression::Unknown(codec) = header.compression() {
                 return Err(StorageError::UnknownCompression(codec));
             }

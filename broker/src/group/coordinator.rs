@@ -373,12 +373,7 @@ pub fn describe(shard: &Shard, group_id: &str) -> Option<Described> {
         .members
         .values()
         .map(|m| {
-            let metadata = m
-                .protocols
-                .iter()
-                .find(|(n, _)| *n == group.protocol)
-                .map(|(_, md)| md.clone())
-                .unwrap_or_default();
+            let metadata = m.metadata_for(&group.protocol);
             (
                 m.id.clone(),
                 m.instance_id.clone(),

@@ -63,6 +63,17 @@ pub struct Member {
     pub joined: bool,
 }
 
+impl Member {
+    /// This member's metadata for `protocol` (empty when it does not support it).
+    pub fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(name, _)| name == protocol)
+            .map(|(_, md)| md.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// What a completed join tells a member.
 #[derive(Debug, Clone)]
 pub struct JoinOutcome {
@@ -173,15 +184,7 @@ impl Group {
         let everyone: Vec<(String, Option<String>, Bytes)> = self
             .members
             .values()
-            .map(|m| {
-                let metadata = m
-                    .protocols
-                    .iter()
-                    .find(|(name, _)| *name == self.protocol)
-                    .map(|(_, md)| md.clone())
-                    .unwrap_or_default();
-                (m.id.clone(), m.instance_id.clone(), metadata)
-            })
+            .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata_for(&self.protocol)))
             .collect();
         for member in self.members.values_mut() {
             member.assignment = Bytes::new();

@@ -157,6 +157,18 @@ def test_legacy_alter_configs_round_trip(shared_broker, topic_name):
     assert _describe(admin, topic_name)["retention.bytes"].value == "1048576"
 
 
+def test_altering_broker_configs_is_rejected(shared_broker):
+    """Only topic configs can be altered, by either API: a broker resource gets INVALID_REQUEST."""
+    admin = ck_admin(shared_broker.bootstrap)
+    legacy = ConfigResource(ResourceType.BROKER, "0", set_config={"log.retention.ms": "1000"})
+    assert _error_code(admin.alter_configs([legacy], request_timeout=T)[legacy]) == \
+        KafkaError.INVALID_REQUEST
+    incremental = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+        ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    future = admin.incremental_alter_configs([incremental], request_timeout=T)[incremental]
+    assert _error_code(future) == KafkaError.INVALID_REQUEST
+
+
 def test_create_topic_with_invalid_config_is_rejected(shared_broker, topic_name):
     admin = ck_admin(shared_broker.bootstrap)
     fs = admin.create_topics([NewTopic(topic_name, num_partitions=1, replication_factor=1,

@@ -7,6 +7,7 @@ use crate::router::{request_change, ConfigEdit, MetadataChange};
 use crate::state::Shard;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
 use std::rc::Rc;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
@@ -14,15 +15,6 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
     for resource in request.resources {
-        let mut result = AlterConfigsResourceResponse::default();
-        result.resource_type = resource.resource_type;
-        result.resource_name = resource.resource_name.clone();
-        if resource.resource_type != RESOURCE_TOPIC {
-            result.error_code = code::INVALID_REQUEST;
-            result.error_message = Some(super::str_bytes("only topic configs can be altered"));
-            response.responses.push(result);
-            continue;
-        }
         let configs = resource
             .configs
             .iter()
@@ -30,14 +22,37 @@ pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterCon
                 config.value.as_ref().map(|value| (config.name.to_string(), value.to_string()))
             })
             .collect();
-        let change = MetadataChange::AlterConfigs(vec![(
-            resource.resource_name.to_string(),
+        let mut result = AlterConfigsResourceResponse::default();
+        (result.error_code, result.error_message) = alter_topic(
+            shard,
+            resource.resource_type,
+            &resource.resource_name,
             ConfigEdit::Replace(configs),
             request.validate_only,
-        )]);
-        let results = request_change(shard, change).await;
-        (result.error_code, result.error_message) = nth_result(&results, 0);
+        )
+        .await;
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name;
         response.responses.push(result);
     }
     response
+}
+
+/// Applies one resource's edit for AlterConfigs and IncrementalAlterConfigs alike: only topics
+/// can be altered; the edit goes through the metadata owner. Returns the response's error fields.
+pub(super) async fn alter_topic(
+    shard: &Rc<Shard>,
+    resource_type: i8,
+    name: &str,
+    edit: ConfigEdit,
+    validate_only: bool,
+) -> (i16, Option<StrBytes>) {
+    if resource_type != RESOURCE_TOPIC {
+        return (
+            code::INVALID_REQUEST,
+            Some(super::str_bytes("only topic configs can be altered")),
+        );
+    }
+    let change = MetadataChange::AlterConfigs(vec![(name.to_string(), edit, validate_only)]);
+    nth_result(&request_change(shard, change).await, 0)
 }

@@ -1,9 +1,7 @@
 //! IncrementalAlterConfigs (key 44, KIP-339): SET and DELETE on topic config overrides.
 
-use super::describe_configs::RESOURCE_TOPIC;
-use super::nth_result;
-use crate::error::code;
-use crate::router::{request_change, ConfigEdit, MetadataChange};
+use super::alter_configs::alter_topic;
+use crate::router::ConfigEdit;
 use crate::state::Shard;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
@@ -17,15 +15,6 @@ pub async fn handle(
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
     for resource in request.resources {
-        let mut result = AlterConfigsResourceResponse::default();
-        result.resource_type = resource.resource_type;
-        result.resource_name = resource.resource_name.clone();
-        if resource.resource_type != RESOURCE_TOPIC {
-            result.error_code = code::INVALID_REQUEST;
-            result.error_message = Some(super::str_bytes("only topic configs can be altered"));
-            response.responses.push(result);
-            continue;
-        }
         let operations = resource
             .configs
             .iter()
@@ -37,13 +26,17 @@ pub async fn handle(
                 )
             })
             .collect();
-        let change = MetadataChange::AlterConfigs(vec![(
-            resource.resource_name.to_string(),
+        let mut result = AlterConfigsResourceResponse::default();
+        (result.error_code, result.error_message) = alter_topic(
+            shard,
+            resource.resource_type,
+            &resource.resource_name,
             ConfigEdit::Incremental(operations),
             request.validate_only,
-        )]);
-        let results = request_change(shard, change).await;
-        (result.error_code, result.error_message) = nth_result(&results, 0);
+        )
+        .await;
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name;
         response.responses.push(result);
     }
     response

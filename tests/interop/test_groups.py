@@ -291,3 +291,96 @@ def test_after_a_member_leaves_mid_stream_no_committed_message_is_skipped(group_
         first.close()
         if second is not None:
             second.close()
+
+
+def describe_group(bootstrap, group):
+    admin = ck.admin.AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(timeout=15)
+
+
+def test_a_stable_group_survives_a_coordinator_sigkill_restart_without_a_rebalance(tmp_path, topic_name):
+    """Group metadata (generation, members, assignments) is a record in __consumer_offsets, kept
+    by its compaction: after a SIGKILL restart the group is Stable with the same members, and
+    members that keep heartbeating are not rebalanced."""
+    b = TunedBroker(strata_bin(), tmp_path / "broker",
+                    ["--group-initial-rebalance-delay-ms", "300", "--offsets-compact-bytes", "8192"])
+    b.start()
+    assigns = collections.Counter()
+    members = []
+    try:
+        fill(b.bootstrap, topic_name)
+        for name in ("a", "b"):
+            c = ck_member(b.bootstrap, topic_name, "range", **{"session.timeout.ms": 20000})
+            c.subscribe([topic_name], on_assign=lambda consumer, parts, name=name: assigns.update([name]))
+            members.append(c)
+
+        def split():
+            for c in members:
+                c.poll(0.1)
+            return all(len(c.assignment()) == 6 for c in members)
+
+        wait_until(split, timeout=30, interval=0.1, message="two members with 6 partitions each")
+        # Enough commits to compact the group's __consumer_offsets partition: the rewrite must
+        # carry the group's metadata record along with the live offsets.
+        for round_ in range(40):
+            for c in members:
+                c.commit(offsets=[ck.TopicPartition(topic_name, tp.partition, round_) for tp in c.assignment()],
+                         asynchronous=False)
+        wait_until(lambda: "compacted committed offsets" in b.stderr_tail(400), timeout=15, interval=0.3,
+                   message="the offsets partition to be compacted")
+        before = describe_group(b.bootstrap, topic_name)
+        assert before.state == ck.ConsumerGroupState.STABLE
+        ids = sorted(m.member_id for m in before.members)
+        assigned = {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+                    for m in before.members}
+        counts = dict(assigns)
+
+        b.restart()  # SIGKILL, then the same data directory
+
+        after = describe_group(b.bootstrap, topic_name)
+        assert after.state == ck.ConsumerGroupState.STABLE, after.state
+        assert sorted(m.member_id for m in after.members) == ids
+        assert {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+                for m in after.members} == assigned
+        deadline = time.monotonic() + 4  # several heartbeat intervals against the new process
+        while time.monotonic() < deadline:
+            for c in members:
+                c.poll(0.1)
+        assert dict(assigns) == counts, "no member was rebalanced"
+        assert all(len(c.assignment()) == 6 for c in members)
+        settled = describe_group(b.bootstrap, topic_name)
+        assert settled.state == ck.ConsumerGroupState.STABLE
+        assert sorted(m.member_id for m in settled.members) == ids
+    finally:
+        for c in members:
+            c.close()
+        _stop(b)
+
+
+def test_a_group_left_empty_stays_empty_after_a_restart(tmp_path, topic_name):
+    """The Empty state is stored too: a group whose members all left comes back Empty with its
+    committed offsets, and a deleted group does not come back."""
+    b = TunedBroker(strata_bin(), tmp_path / "broker", ["--group-initial-rebalance-delay-ms", "300"])
+    b.start()
+    try:
+        fill(b.bootstrap, topic_name)
+        c = ck_member(b.bootstrap, topic_name, "range")
+        c.subscribe([topic_name])
+        got = []
+        wait_until(lambda: got.append(c.poll(0.1)) or any(m is not None and not m.error() for m in got),
+                   timeout=30, interval=0.05, message="a member that consumed")
+        c.commit(asynchronous=False)
+        c.close()  # LeaveGroup: the group becomes Empty
+        wait_until(lambda: describe_group(b.bootstrap, topic_name).state == ck.ConsumerGroupState.EMPTY,
+                   timeout=15, interval=0.2, message="the group to be Empty")
+        time.sleep(0.3)  # the coordinator's tick stores the Empty state within 100 ms
+        b.restart()
+        after = describe_group(b.bootstrap, topic_name)
+        assert after.state == ck.ConsumerGroupState.EMPTY and not after.members
+        admin = ck.admin.AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.delete_consumer_groups([topic_name])[topic_name].result(timeout=15)
+        b.restart()
+        gone = describe_group(b.bootstrap, topic_name)
+        assert gone.state == ck.ConsumerGroupState.DEAD and not gone.members
+    finally:
+        _stop(b)

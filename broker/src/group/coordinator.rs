@@ -84,6 +84,7 @@ pub async fn join(shard: &Shard, request: JoinRequest) -> JoinOutcome {
                     if group.leader == previous {
                         group.leader = fresh.clone();
                     }
+                    group.dirty = true;
                     if unchanged
                         && matches!(group.state, State::Stable | State::CompletingRebalance)
                     {
@@ -192,7 +193,7 @@ pub async fn sync(
     let Some(cell) = shard.groups.borrow().get(group_id).cloned() else {
         return (code::UNKNOWN_MEMBER_ID, Bytes::new(), String::new(), String::new());
     };
-    {
+    let leader_assigned = {
         let mut group = cell.group.borrow_mut();
         if fenced(&group, member_id, instance) {
             return (FENCED_INSTANCE_ID, Bytes::new(), String::new(), String::new());
@@ -209,7 +210,9 @@ pub async fn sync(
         if let Some(member) = group.members.get_mut(member_id) {
             member.last_seen = Instant::now();
         }
-        if group.state == State::CompletingRebalance && group.leader == member_id {
+        let leader_assigned =
+            group.state == State::CompletingRebalance && group.leader == member_id;
+        if leader_assigned {
             for (id, assignment) in assignments {
                 if assignment.len() > MEMBER_METADATA_BYTES_MAX {
                     continue;
@@ -218,6 +221,22 @@ pub async fn sync(
                     member.assignment = assignment;
                 }
             }
+        }
+        leader_assigned
+    };
+    if leader_assigned {
+        // The generation is durable before anyone gets its assignment (Kafka stores the group
+        // before answering SyncGroup), so a restarted coordinator keeps it Stable.
+        let stored = super::store_group(shard, group_id).await;
+        let mut group = cell.group.borrow_mut();
+        if let Err(error) = stored {
+            tracing::warn!(group = group_id, %error, "storing the group failed; rebalancing");
+            group.prepare_rebalance(0);
+            drop(group);
+            cell.changed.notify(usize::MAX);
+            return (crate::error::error_code(&error), Bytes::new(), String::new(), String::new());
+        }
+        if group.state == State::CompletingRebalance && group.generation == generation {
             group.state = State::Stable;
         }
     }
@@ -435,6 +454,27 @@ async fn expire_offsets(shard: &Shard) {
     }
 }
 
+/// Writes the metadata record of groups that changed since their last one and are now Stable
+/// or Empty (a static member's new id, the last member gone); a generation still forming is
+/// written when its SyncGroup completes.
+async fn store_dirty_groups(shard: &Shard) {
+    let dirty: Vec<String> = shard
+        .groups
+        .borrow()
+        .iter()
+        .filter(|(_, cell)| {
+            let group = cell.group.borrow();
+            group.dirty && matches!(group.state, State::Stable | State::Empty)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for group in dirty {
+        if let Err(error) = super::store_group(shard, &group).await {
+            tracing::warn!(%group, %error, "storing group metadata failed; will retry");
+        }
+    }
+}
+
 /// Ticks between offset-expiry checks (once a second).
 const OFFSET_EXPIRY_TICKS: u64 = 1000 / GROUP_TICK_MS;
 
@@ -461,6 +501,7 @@ pub async fn tick(shard: Rc<Shard>) {
                 }
             }
         }
+        store_dirty_groups(&shard).await;
         let now = Instant::now();
         let cells: Vec<Rc<GroupCell>> = shard.groups.borrow().values().cloned().collect();
         for cell in cells {

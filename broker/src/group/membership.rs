@@ -99,6 +99,10 @@ pub struct Group {
     pub pending_ids: Vec<String>,
     pub rebalance_deadline: Option<Instant>,
     pub join_outcomes: BTreeMap<String, JoinOutcome>,
+    /// Changed since its metadata record was last written (see `group::stored`).
+    pub dirty: bool,
+    /// The metadata record value last written for this group (rewritten by compaction).
+    pub stored_value: Option<Bytes>,
     next_member: u64,
 }
 
@@ -110,25 +114,32 @@ pub struct GroupCell {
 
 impl GroupCell {
     pub fn new() -> Rc<Self> {
-        Rc::new(GroupCell {
-            group: RefCell::new(Group {
-                state: State::Empty,
-                generation: 0,
-                protocol_type: String::new(),
-                protocol: String::new(),
-                leader: String::new(),
-                members: BTreeMap::new(),
-                pending_ids: Vec::new(),
-                rebalance_deadline: None,
-                join_outcomes: BTreeMap::new(),
-                next_member: 0,
-            }),
-            changed: event_listener::Event::new(),
-        })
+        Self::with(Group::empty())
+    }
+
+    pub fn with(group: Group) -> Rc<Self> {
+        Rc::new(GroupCell { group: RefCell::new(group), changed: event_listener::Event::new() })
     }
 }
 
 impl Group {
+    pub fn empty() -> Self {
+        Group {
+            state: State::Empty,
+            generation: 0,
+            protocol_type: String::new(),
+            protocol: String::new(),
+            leader: String::new(),
+            members: BTreeMap::new(),
+            pending_ids: Vec::new(),
+            rebalance_deadline: None,
+            join_outcomes: BTreeMap::new(),
+            dirty: false,
+            stored_value: None,
+            next_member: 0,
+        }
+    }
+
     pub fn new_member_id(&mut self, client_id: &str) -> String {
         self.next_member += 1;
         format!("{client_id}-{}-{:016x}", self.next_member, rand::random::<u64>())
@@ -174,6 +185,7 @@ impl Group {
             self.state = State::Empty;
             self.generation += 1;
             self.leader.clear();
+            self.dirty = true;
             return true;
         }
         self.generation += 1;

@@ -4,19 +4,22 @@
 //! internal topic `__consumer_offsets` (partition = Java `String.hashCode(group)` mod 50, as
 //! Kafka places groups), their durable log (every commit is a record batch appended to that
 //! partition with fdatasync before the commit is acknowledged), and their replay at startup.
-//! Group membership (JoinGroup/SyncGroup/Heartbeat) comes next; until then commits are accepted
-//! from standalone consumers (generation -1, as Kafka accepts for groups without members).
+//! Membership runs in `membership`/`coordinator`; each group's metadata (generation, members,
+//! assignments) is a record of the same partition (`stored`), so a restart keeps groups Stable.
+//! Commits from standalone consumers (generation -1) are accepted for groups without members.
 //!
 //! Record format in `__consumer_offsets` (strata's own; keys are unique per group/partition so
-//! the log can later be compacted): key = `group \0 topic \0 partition(decimal)`, value =
-//! `offset(i64 BE) commit_ms(i64 BE) metadata(utf-8)`; a null value deletes the entry.
+//! the log can be compacted): key = `group \0 topic \0 partition(decimal)`, value =
+//! `offset(i64 BE) commit_ms(i64 BE) metadata(utf-8)`; a null value deletes the entry. Group
+//! metadata records have the key `group \0 \0` (see `stored`).
 
 pub mod coordinator;
 pub mod membership;
+pub mod stored;
 
 use crate::metadata::{TopicMetadata, METADATA_FILE};
 use crate::state::Shard;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, HashMap};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -159,18 +162,35 @@ pub async fn delete(
     let _guard = shard.offsets_lock.lock().await;
     let existing: Vec<(String, i32)> = {
         let table = shard.offsets.borrow();
-        let Some(map) = table.get(group) else { return Ok(Vec::new()) };
-        match &partitions {
-            None => map.keys().cloned().collect(),
-            Some(wanted) => wanted.iter().filter(|key| map.contains_key(*key)).cloned().collect(),
+        match (table.get(group), &partitions) {
+            (None, _) => Vec::new(),
+            (Some(map), None) => map.keys().cloned().collect(),
+            (Some(map), Some(wanted)) => {
+                wanted.iter().filter(|key| map.contains_key(*key)).cloned().collect()
+            }
         }
     };
-    if existing.is_empty() {
+    // Deleting the whole group also deletes its metadata record.
+    let group_record = partitions.is_none()
+        && shard
+            .groups
+            .borrow()
+            .get(group)
+            .is_some_and(|cell| cell.group.borrow().stored_value.is_some());
+    if existing.is_empty() && !group_record {
         return Ok(existing);
     }
-    let records: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+    let mut records: Vec<(Vec<u8>, Option<Vec<u8>>)> =
         existing.iter().map(|(t, p)| (record_key(group, t, *p), None)).collect();
+    if group_record {
+        records.push((stored::key(group), None));
+    }
     append_records(shard, group, &records).await?;
+    if group_record {
+        if let Some(cell) = shard.groups.borrow().get(group) {
+            cell.group.borrow_mut().stored_value = None;
+        }
+    }
     let mut table = shard.offsets.borrow_mut();
     if let Some(map) = table.get_mut(group) {
         for key in &existing {
@@ -181,6 +201,30 @@ pub async fn delete(
         }
     }
     Ok(existing)
+}
+
+/// Writes `group`'s metadata record (its current generation, members and assignments; a
+/// tombstone when the coordinator no longer has the group), synced before returning. On
+/// failure the group stays dirty so the coordinator's tick tries again.
+pub async fn store_group(shard: &Shard, group: &str) -> Result<(), crate::error::BrokerError> {
+    let _guard = shard.offsets_lock.lock().await;
+    let cell = shard.groups.borrow().get(group).cloned();
+    let value = cell.as_ref().map(|cell| {
+        let mut live = cell.group.borrow_mut();
+        live.dirty = false;
+        Bytes::from(stored::StoredGroup::of(&live).encode())
+    });
+    let appended =
+        append_records(shard, group, &[(stored::key(group), value.as_ref().map(|v| v.to_vec()))])
+            .await;
+    if let Some(cell) = cell {
+        let mut live = cell.group.borrow_mut();
+        match appended {
+            Ok(()) => live.stored_value = value,
+            Err(_) => live.dirty = true,
+        }
+    }
+    appended
 }
 
 /// Records per batch when the live table is rewritten.
@@ -210,6 +254,10 @@ pub async fn compact(
                 (record_key(group, topic, *index), record_value(committed))
             })
         })
+        .chain(shard.groups.borrow().iter().filter_map(|(group, cell)| {
+            let stored = cell.group.borrow().stored_value.clone()?;
+            (partition_for_group(group) == partition).then(|| (stored::key(group), stored.to_vec()))
+        }))
         .collect();
     let now = shard::runtime::now_ms();
     state.log.roll(now).await?;
@@ -249,6 +297,7 @@ pub async fn replay(shard: &Shard) -> Result<usize, String> {
         .map(|(_, state)| state.clone())
         .collect();
     let mut applied = 0;
+    let mut groups: HashMap<String, Option<Vec<u8>>> = HashMap::new();
     for state in owned {
         let mut offset = state.log.log_start_offset();
         while offset < state.log.log_end_offset() {
@@ -262,6 +311,11 @@ pub async fn replay(shard: &Shard) -> Result<usize, String> {
                 offset = header.last_offset() + 1;
                 let mut table = shard.offsets.borrow_mut();
                 for record in wire::compression::records_of(&header).map_err(|e| e.to_string())? {
+                    if let Some(group) = record.key.as_deref().and_then(stored::parse_key) {
+                        groups.insert(group, record.value);
+                        applied += 1;
+                        continue;
+                    }
                     let Some((group, topic, partition)) = record.key.as_deref().and_then(parse_key)
                     else {
                         continue;
@@ -280,7 +334,30 @@ pub async fn replay(shard: &Shard) -> Result<usize, String> {
             }
         }
     }
+    restore_groups(shard, groups);
     Ok(applied)
+}
+
+/// Brings back the groups whose last metadata record survived replay: with members as Stable
+/// (sessions restart now), without members only while they still have committed offsets.
+fn restore_groups(shard: &Shard, records: HashMap<String, Option<Vec<u8>>>) {
+    let now = std::time::Instant::now();
+    let offsets = shard.offsets.borrow();
+    let mut groups = shard.groups.borrow_mut();
+    for (name, value) in records {
+        let Some(value) = value else { continue };
+        let Some(stored) = stored::StoredGroup::decode(&value) else {
+            tracing::warn!(group = %name, "unreadable group metadata record skipped");
+            continue;
+        };
+        if stored.members.is_empty() && !offsets.contains_key(&name) {
+            continue;
+        }
+        let mut group = stored.into_group(now);
+        group.stored_value = Some(Bytes::from(value));
+        tracing::info!(group = %name, generation = group.generation, members = group.members.len(), state = group.state.name(), "group restored");
+        groups.insert(name, membership::GroupCell::with(group));
+    }
 }
 
 #[cfg(test)]

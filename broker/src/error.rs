@@ -20,6 +20,9 @@ pub mod code {
     pub const UNKNOWN_MEMBER_ID: i16 = 25;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
@@ -84,6 +87,9 @@ pub fn error_code(error: &BrokerError) -> i16 {
             StorageError::StaleLeaderEpoch { .. } => code::FENCED_LEADER_EPOCH,
             StorageError::Closed(_) => code::NOT_LEADER_OR_FOLLOWER,
             StorageError::InvalidArgument(_) => code::INVALID_CONFIG,
+            StorageError::OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            StorageError::InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
+            StorageError::UnknownProducerId { .. } => code::UNKNOWN_PRODUCER_ID,
         },
         BrokerError::UnknownTopicOrPartition(_) => code::UNKNOWN_TOPIC_OR_PARTITION,
         BrokerError::InvalidTopic(_) => code::INVALID_TOPIC_EXCEPTION,

@@ -33,6 +33,17 @@ pub enum StorageError {
     /// The log was closed (shutdown or deletion).
     #[error("log {0} is closed")]
     Closed(PathBuf),
+    /// Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER.
+    #[error("producer {producer_id}: sequence {sequence} where {expected} was expected")]
+    OutOfOrderSequence { producer_id: i64, sequence: i32, expected: i32 },
+    /// Kafka: INVALID_PRODUCER_EPOCH.
+    #[error(
+        "producer {producer_id}: epoch {epoch} is older than the current epoch {current_epoch}"
+    )]
+    InvalidProducerEpoch { producer_id: i64, epoch: i16, current_epoch: i16 },
+    /// Kafka: UNKNOWN_PRODUCER_ID.
+    #[error("producer {producer_id} is unknown to this partition (sequence {sequence}, not 0)")]
+    UnknownProducerId { producer_id: i64, sequence: i32 },
     /// A directory name that is not `<topic>-<partition>`, or a config out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

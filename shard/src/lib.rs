@@ -16,6 +16,7 @@ pub mod error;
 pub mod index;
 pub mod io;
 pub mod partition_log;
+pub mod producer_state;
 mod recovery;
 pub mod runtime;
 pub mod segment;

@@ -34,6 +34,7 @@ use crate::checkpoint::{self, EpochEntry};
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Result, StorageError};
 use crate::io::{self, align_down, align_up, IoBuffer, Storage, StorageFile};
+use crate::producer_state::{self, ProducerBatch, ProducerStates, Verdict};
 use crate::segment::{self, Segment};
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
@@ -48,6 +49,10 @@ use wire::{Compression, RecordBatchHeader};
 pub const PREALLOCATE_AHEAD_BYTES: u64 = 8 << 20;
 /// Chunk writes allowed in flight per partition before an append waits for the oldest.
 pub const WRITE_WINDOW: usize = 4;
+/// Producer-state snapshots kept per partition (the newest ones).
+pub const PRODUCER_SNAPSHOTS_KEPT: usize = 2;
+/// Read size while replaying the log after a producer snapshot.
+const PRODUCER_REPLAY_READ_BYTES: usize = 1 << 20;
 /// Smallest read issued for the disk read path.
 pub const DISK_READ_BYTES_MIN: usize = 64 << 10;
 
@@ -57,6 +62,18 @@ pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
     pub log_start_offset: i64,
+    /// An idempotent producer's retry of a batch already in the log: these are the original
+    /// offsets and nothing was written.
+    pub duplicate: bool,
+}
+
+/// Where `open` took the producer state from (see `producer_state`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerRecovery {
+    /// The snapshot loaded, if any (its offset).
+    pub snapshot_offset: Option<i64>,
+    /// Batches read from the log after it.
+    pub batches_replayed: usize,
 }
 
 /// Batches read from the log: whole batches, contiguous in offsets.
@@ -137,6 +154,9 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
     /// Whether `open` found a clean-shutdown marker and skipped the recovery scan.
     pub opened_clean: bool,
+    /// Idempotent producers of this partition (touched under `write_lock` once open).
+    pub(crate) producers: RefCell<crate::producer_state::ProducerStates>,
+    pub(crate) producer_recovery: std::cell::Cell<ProducerRecovery>,
 }
 
 /// What `open` needs besides the storage.
@@ -261,7 +281,7 @@ impl<S: Storage> PartitionLog<S> {
         verify_crc: bool,
     ) -> Result<AppendInfo> {
         let max_message_bytes = self.config.borrow().max_message_bytes;
-        {
+        let producer_batch = {
             let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
             if header.size_bytes() != batch.len() {
                 return Err(StorageError::InvalidBatch(wire::DecodeError::BadBatchLength {
@@ -281,11 +301,30 @@ impl<S: Storage> PartitionLog<S> {
             if let Compression::Unknown(codec) = header.compression() {
                 return Err(StorageError::UnknownCompression(codec));
             }
-        }
+            ProducerBatch::of(&header)
+        };
         let guard = self.write_lock.lock().await;
         self.check_writable()?;
+        if let Some(producer_batch) = &producer_batch {
+            let verdict = self.producers.borrow().check(producer_batch)?;
+            if let Verdict::Duplicate(original) = verdict {
+                drop(guard);
+                if sync {
+                    self.sync_to(original.last_offset + 1).await?;
+                }
+                return Ok(AppendInfo {
+                    base_offset: original.base_offset,
+                    last_offset: original.last_offset,
+                    log_start_offset: self.log_start_offset(),
+                    duplicate: true,
+                });
+            }
+        }
         let result = self.append_locked(&mut batch, leader_epoch, now_ms).await;
         let info = self.offline_on_error(result)?;
+        if let Some(producer_batch) = &producer_batch {
+            self.producers.borrow_mut().record(producer_batch, info.base_offset, info.last_offset);
+        }
         drop(guard);
         if sync {
             self.sync_to(info.last_offset + 1).await?;
@@ -342,7 +381,12 @@ impl<S: Storage> PartitionLog<S> {
             self.submit_write_locked(&file, position, buffer).await?;
         }
         self.complete_writes_locked(WRITE_WINDOW).await?;
-        Ok(AppendInfo { base_offset, last_offset, log_start_offset: self.log_start_offset() })
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_start_offset: self.log_start_offset(),
+            duplicate: false,
+        })
     }
 
     /// Adds `leader_epoch` to the epoch history (durably, before any batch carries it).
@@ -555,11 +599,109 @@ impl<S: Storage> PartitionLog<S> {
         let file = self.storage.open(&path, true).await?;
         file.truncate(0).await?;
         self.storage.sync_dir(&self.dir).await?;
-        let mut state = self.state.borrow_mut();
-        state.segments.insert(base_offset, new_segment(base_offset, Rc::new(file), path, now_ms));
-        state.tail = Tail::empty();
-        state.durable_end_offset = state.log_end_offset;
+        {
+            let mut state = self.state.borrow_mut();
+            state
+                .segments
+                .insert(base_offset, new_segment(base_offset, Rc::new(file), path, now_ms));
+            state.tail = Tail::empty();
+            state.durable_end_offset = state.log_end_offset;
+        }
+        self.write_producer_snapshot_locked().await
+    }
+
+    /// Writes the producer state as of the log end (`<log end>.snapshot`) and keeps only the
+    /// newest `PRODUCER_SNAPSHOTS_KEPT`. Caller holds `write_lock`, so every batch below the
+    /// log end is in the state.
+    async fn write_producer_snapshot_locked(&self) -> Result<()> {
+        let log_end = self.log_end_offset();
+        let bytes = self.producers.borrow().encode(log_end);
+        let path = self.dir.join(producer_state::snapshot_file_name(log_end));
+        io::write_file_atomic(&self.storage, &path, &bytes).await?;
+        let mut offsets: Vec<i64> = self
+            .storage
+            .list_dir(&self.dir)
+            .await?
+            .iter()
+            .filter_map(|name| producer_state::parse_snapshot_file_name(name))
+            .collect();
+        offsets.sort_unstable();
+        let keep_from = offsets.len().saturating_sub(PRODUCER_SNAPSHOTS_KEPT);
+        for offset in offsets.iter().take(keep_from) {
+            self.storage
+                .remove(&self.dir.join(producer_state::snapshot_file_name(*offset)))
+                .await?;
+        }
         Ok(())
+    }
+
+    /// Rebuilds the producer state: the newest readable snapshot at or below the log end, then
+    /// the batches after it (snapshots above the log end, left by a truncation, are removed).
+    pub(crate) async fn load_producer_state(&self, now_ms: i64) -> Result<()> {
+        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
+        let mut offsets: Vec<i64> = self
+            .storage
+            .list_dir(&self.dir)
+            .await?
+            .iter()
+            .filter_map(|name| producer_state::parse_snapshot_file_name(name))
+            .collect();
+        offsets.sort_unstable();
+        let mut loaded: Option<(i64, ProducerStates)> = None;
+        for offset in offsets.iter().rev() {
+            let path = self.dir.join(producer_state::snapshot_file_name(*offset));
+            if *offset > log_end {
+                self.storage.remove(&path).await?;
+                continue;
+            }
+            if loaded.is_some() {
+                continue;
+            }
+            match io::read_whole_file(&self.storage, &path)
+                .await?
+                .as_deref()
+                .and_then(ProducerStates::decode)
+            {
+                Some((stored_offset, states)) if stored_offset == *offset => {
+                    loaded = Some((*offset, states))
+                }
+                _ => tracing::warn!(path = %path.display(), "unreadable producer snapshot skipped"),
+            }
+        }
+        let (snapshot_offset, mut states) = match loaded {
+            Some((offset, states)) => (Some(offset), states),
+            None => (None, ProducerStates::default()),
+        };
+        let mut offset = snapshot_offset.unwrap_or(log_start).max(log_start);
+        let mut batches_replayed = 0;
+        while offset < log_end {
+            let read = self.read(offset, PRODUCER_REPLAY_READ_BYTES).await?;
+            if read.batches.is_empty() {
+                break;
+            }
+            for bytes in &read.batches {
+                let header = RecordBatchHeader::parse(bytes, crate::config::BATCH_BYTES_MAX)?;
+                if let Some(batch) = ProducerBatch::of(&header) {
+                    states.record(&batch, header.base_offset(), header.last_offset());
+                }
+                batches_replayed += 1;
+                offset = header.last_offset() + 1;
+            }
+        }
+        states.expire(log_start, now_ms, producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT);
+        *self.producers.borrow_mut() = states;
+        self.producer_recovery.set(ProducerRecovery { snapshot_offset, batches_replayed });
+        Ok(())
+    }
+
+    /// Where the last open (or truncation) took the producer state from.
+    pub fn producer_recovery(&self) -> ProducerRecovery {
+        self.producer_recovery.get()
+    }
+
+    /// Idempotent producers this partition tracks.
+    pub fn producer_count(&self) -> usize {
+        self.producers.borrow().len()
     }
 
     /// Writes the active segment out completely, trims the file to its logical size, syncs it,
@@ -782,9 +924,20 @@ impl<S: Storage> PartitionLog<S> {
     /// Removes every batch holding an offset `>= offset` (whole batches: the log end becomes the
     /// base offset of the first removed batch). For replication's log reconciliation.
     pub async fn truncate_to(&self, offset: i64) -> Result<()> {
-        let _write = self.write_lock.lock().await;
-        self.check_writable()?;
-        let result = self.truncate_locked(offset).await;
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        {
+            let _write = self.write_lock.lock().await;
+            self.check_writable()?;
+            let result = self.truncate_locked(offset).await;
+            self.offline_on_error(result)?;
+        }
+        // Batches above the cut are gone: rebuild the producer state from the snapshots left
+        // (those above the cut are removed) and the log. Truncation happens on logs no client
+        // appends to (recovery, a follower catching up), so the write lock is not held for it.
+        // If that fails the log goes offline: its producer state is unknown until reopened.
+        let result = self.load_producer_state(crate::runtime::now_ms()).await;
         self.offline_on_error(result)
     }
 
@@ -972,6 +1125,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         .await;
         self.offline_on_error(result)?;
+        self.producers.borrow_mut().expire(offset, i64::MIN, i64::MAX);
         Ok(offset)
     }
 
@@ -1043,6 +1197,12 @@ impl<S: Storage> PartitionLog<S> {
             let result = self.persist_log_start_locked().await;
             self.offline_on_error(result)?;
         }
+        let log_start = self.log_start_offset();
+        self.producers.borrow_mut().expire(
+            log_start,
+            now_ms,
+            producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+        );
         Ok(deleted)
     }
 
@@ -1057,6 +1217,7 @@ impl<S: Storage> PartitionLog<S> {
         self.check_writable()?;
         let result = async {
             self.seal_active_locked().await?;
+            self.write_producer_snapshot_locked().await?;
             self.persist_log_start_locked().await?;
             let marker = checkpoint::path_in(&self.dir, checkpoint::CLEAN_SHUTDOWN_FILE);
             let log_end = self.log_end_offset();

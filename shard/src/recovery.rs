@@ -175,9 +175,6 @@ impl<S: Storage> PartitionLog<S> {
             let path = checkpoint::path_in(dir, checkpoint::LEADER_EPOCH_FILE);
             io::write_file_atomic(&storage, &path, &checkpoint::encode_epochs(&epochs)).await?;
         }
-        if clean_log_end.is_some() {
-            storage.remove(&marker).await?;
-        }
         storage.sync_dir(dir).await?;
         if let Some(active) = segments.values().next_back() {
             active.file.sync().await?;
@@ -207,7 +204,16 @@ impl<S: Storage> PartitionLog<S> {
             sync_latency_us: options.sync_latency_us.clone(),
             inflight: RefCell::new(Default::default()),
             opened_clean: clean_log_end.is_some(),
+            producers: RefCell::new(Default::default()),
+            producer_recovery: std::cell::Cell::new(Default::default()),
         };
+        log.load_producer_state(options.now_ms).await?;
+        // The marker goes last: an open that fails before this point (a read error) leaves it,
+        // and the next attempt is still a clean open.
+        if clean_log_end.is_some() {
+            log.storage.remove(&marker).await?;
+            log.storage.sync_dir(dir).await?;
+        }
         Ok(log)
     }
 }

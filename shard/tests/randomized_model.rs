@@ -204,7 +204,7 @@ async fn run_seed(seed: u64) {
                         let end = log.log_end_offset();
                         assert!(
                             end >= target_end && end <= model.log_end_offset,
-                            "step {step}: restart after a failed truncate"
+                            "step {step}: restart after a failed truncate: end {end}, target {target_end}, model end {}", model.log_end_offset
                         );
                         model.truncate(end);
                         model.log_start_offset = log.log_start_offset();

@@ -19,6 +19,7 @@ pub mod code {
     pub const INVALID_GROUP_ID: i16 = 24;
     pub const UNKNOWN_MEMBER_ID: i16 = 25;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;

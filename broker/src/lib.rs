@@ -12,6 +12,7 @@ pub mod error;
 pub mod group;
 pub mod handlers;
 pub mod metadata;
+pub mod producer_ids;
 pub mod router;
 pub mod server;
 pub mod state;

@@ -71,6 +71,11 @@ pub enum ShardRequest {
         wanted: Option<Vec<(String, i32)>>,
     },
     ListGroups,
+    /// A producer id (shard 0 allocates them).
+    InitProducerId {
+        producer_id: i64,
+        epoch: i16,
+    },
 }
 
 /// A group-membership request for the coordinating shard.
@@ -115,6 +120,7 @@ pub enum ShardResponse {
     CommitOffsets(Result<()>),
     FetchOffsets(Vec<(String, i32, crate::group::Committed)>),
     Groups(Vec<String>),
+    ProducerId(Result<(i64, i16)>),
     Stats(Box<StatsReport>),
     Append(Result<AppendResult>),
     Read(Result<ReadResult>),
@@ -270,6 +276,9 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
             };
             ShardResponse::DeleteRecords(result)
         }
+        ShardRequest::InitProducerId { producer_id, epoch } => ShardResponse::ProducerId(
+            crate::producer_ids::init_producer_id(&shard, producer_id, epoch).await,
+        ),
         ShardRequest::ChangeMetadata(change) => {
             ShardResponse::ChangeMetadata(change_metadata(&shard, change).await)
         }
@@ -456,9 +465,15 @@ async fn append(
     let mut base_offset = None;
     let mut bytes = 0u64;
     for batch in batches {
-        bytes += batch.len() as u64;
+        let length = batch.len() as u64;
         let info = state.log.append_crc_verified(BytesMut::from(&batch[..]), 0, now, sync).await?;
         base_offset.get_or_insert(info.base_offset);
+        if info.duplicate {
+            // An idempotent producer's retry: already counted when it was first written.
+            records -= (info.last_offset - info.base_offset + 1).max(0) as u64;
+        } else {
+            bytes += length;
+        }
     }
     {
         let mut stats = shard.stats.borrow_mut();

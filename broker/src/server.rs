@@ -154,6 +154,11 @@ async fn shard_main(
     let storage =
         runtime::open_storage(&config.data_dir).await.map_err(|e| format!("shard {id}: {e}"))?;
     let ends = mesh.join(id).await?;
+    let producer_ids = if id == 0 {
+        crate::producer_ids::ProducerIdAllocator::load(&storage, &config.data_dir).await?
+    } else {
+        Default::default()
+    };
     let shard = Rc::new(Shard {
         id,
         count: context.shard_count,
@@ -171,6 +176,7 @@ async fn shard_main(
         offsets: RefCell::new(Default::default()),
         groups: RefCell::new(HashMap::new()),
         offsets_lock: async_lock::Mutex::new(()),
+        producer_ids,
     });
     if id == 0 && fresh {
         let path = config.data_dir.join(METADATA_FILE);

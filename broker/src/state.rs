@@ -89,6 +89,8 @@ pub struct Shard {
     pub offsets_lock: async_lock::Mutex<()>,
     /// Membership of the consumer groups this shard coordinates.
     pub groups: RefCell<HashMap<String, Rc<crate::group::membership::GroupCell>>>,
+    /// Producer-id allocation (used on shard 0 only).
+    pub producer_ids: crate::producer_ids::ProducerIdAllocator,
     /// fdatasync durations of every partition on this shard, microseconds.
     pub sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
 }

@@ -256,6 +256,14 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             request.groups = vec![GroupId(StrBytes::from_static_str("matrix-group"))];
             RequestKind::DescribeGroups(request)
         }
+        ApiKey::InitProducerId => {
+            let mut request = InitProducerIdRequest::default();
+            request.transactional_id = None;
+            request.transaction_timeout_ms = 60_000;
+            request.producer_id = ProducerId(-1);
+            request.producer_epoch = -1;
+            RequestKind::InitProducerId(request)
+        }
         other => panic!("no request written for {other:?}"),
     }
 }
@@ -317,6 +325,7 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::OffsetDelete(r) => std::iter::once(r.error_code)
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),
+        ResponseKind::InitProducerId(r) => vec![r.error_code],
         _ => vec![],
     }
 }

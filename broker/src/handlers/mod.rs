@@ -19,6 +19,7 @@ pub mod find_coordinator;
 mod group_route;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
+pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
@@ -64,6 +65,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
     (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
     (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
+    (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
 ];
 
 /// Whether `version` of `api_key` is served.
@@ -150,6 +152,9 @@ pub async fn handle(
         }
         RequestKind::OffsetDelete(request) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, request).await)
+        }
+        RequestKind::InitProducerId(request) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(shard, request).await)
         }
         _ => return None,
     })

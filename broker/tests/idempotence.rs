@@ -1,0 +1,133 @@
+//! Idempotent produce over the wire (issue #6): InitProducerId hands out ids unique for the life
+//! of the data directory (also across a SIGKILL) and bumps epochs (KIP-360); Produce answers a
+//! retry with the original offset and each sequence/epoch error with Kafka's code; producer
+//! state survives a SIGKILL restart.
+
+mod common;
+
+use broker::cli::Client;
+use bytes::Bytes;
+use common::Broker;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use wire::{BatchRecord, RecordBatchBuilder};
+
+fn init(client: &mut Client, producer_id: i64, epoch: i16) -> (i16, i64, i16) {
+    let mut request = InitProducerIdRequest::default();
+    request.transactional_id = None;
+    request.transaction_timeout_ms = 60_000;
+    request.producer_id = ProducerId(producer_id);
+    request.producer_epoch = epoch;
+    match client.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(request)) {
+        Ok(ResponseKind::InitProducerId(r)) => (r.error_code, r.producer_id.0, r.producer_epoch),
+        other => panic!("InitProducerId: {other:?}"),
+    }
+}
+
+/// Produces one batch of `records` records; (error code, base offset).
+fn produce(
+    client: &mut Client,
+    topic: &str,
+    producer: (i64, i16),
+    sequence: i32,
+    records: usize,
+) -> (i16, i64) {
+    // Real timestamps: producer state expires producer.id.expiration.ms after a batch's time.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut builder = RecordBatchBuilder::new(now_ms);
+    builder.producer(producer.0, producer.1, sequence);
+    for i in 0..records {
+        let value = format!("{sequence}-{i}");
+        builder.push(BatchRecord { key: None, value: Some(value.as_bytes()), timestamp_delta: 0 });
+    }
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.index = 0;
+    partition.records = Some(Bytes::from(builder.build()));
+    let mut topic_data = produce_request::TopicProduceData::default();
+    topic_data.name = TopicName(StrBytes::from_string(topic.to_string()));
+    topic_data.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 10_000;
+    request.topic_data = vec![topic_data];
+    match client.call(ApiKey::Produce, 9, RequestKind::Produce(request)) {
+        Ok(ResponseKind::Produce(r)) => {
+            let p = &r.responses[0].partition_responses[0];
+            (p.error_code, p.base_offset)
+        }
+        other => panic!("Produce: {other:?}"),
+    }
+}
+
+const NONE: i16 = 0;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const UNKNOWN_PRODUCER_ID: i16 = 59;
+const INVALID_REQUEST: i16 = 42;
+
+#[test]
+fn producer_ids_are_unique_across_a_sigkill_and_epochs_bump() {
+    let mut broker = Broker::start("producer-ids", &[]);
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let (code, first, epoch) = init(&mut client, -1, -1);
+    assert_eq!((code, epoch), (NONE, 0));
+    let (_, second, _) = init(&mut client, -1, -1);
+    assert!(second > first);
+    assert_eq!(init(&mut client, second, 0), (NONE, second, 1), "KIP-360 epoch bump");
+    let (_, unknown, epoch) = init(&mut client, 1 << 40, 3);
+    assert!(unknown > second && epoch == 0, "an id never given out gets a fresh one");
+    let mut transactional = InitProducerIdRequest::default();
+    transactional.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+    match client.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(transactional)) {
+        Ok(ResponseKind::InitProducerId(r)) => assert_eq!(r.error_code, INVALID_REQUEST),
+        other => panic!("{other:?}"),
+    }
+    drop(client);
+    let _ = broker.child.kill();
+    let _ = broker.child.wait();
+    let data_dir = broker.data_dir.clone();
+    let port: u16 =
+        broker.bootstrap.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0);
+    let restarted = Broker::start_in(data_dir, port, common::free_port(), &[]);
+    broker = restarted;
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let (_, after, _) = init(&mut client, -1, -1);
+    assert!(
+        after > unknown,
+        "ids after a SIGKILL ({after}) are past every id before it ({unknown})"
+    );
+}
+
+#[test]
+fn retries_get_the_original_offset_and_errors_get_kafkas_codes_also_after_a_sigkill() {
+    let broker = Broker::start("idempotent-produce", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let (_, id, epoch) = init(&mut client, -1, -1);
+    let producer = (id, epoch);
+    assert_eq!(produce(&mut client, "t", producer, 0, 3), (NONE, 0));
+    assert_eq!(produce(&mut client, "t", producer, 3, 2), (NONE, 3));
+    assert_eq!(produce(&mut client, "t", producer, 0, 3), (NONE, 0), "a retry: original offset");
+    assert_eq!(produce(&mut client, "t", producer, 9, 1).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    assert_eq!(produce(&mut client, "t", (id, epoch + 1), 4, 1).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    let (_, other, other_epoch) = init(&mut client, -1, -1);
+    assert_eq!(produce(&mut client, "t", (other, other_epoch), 8, 1).0, UNKNOWN_PRODUCER_ID);
+    // Bump the epoch: sequences restart at 0, the old epoch is fenced.
+    let (_, _, bumped) = init(&mut client, id, epoch);
+    assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 5));
+    assert_eq!(produce(&mut client, "t", producer, 5, 1).0, INVALID_PRODUCER_EPOCH);
+
+    // After a SIGKILL the state is rebuilt from the log: the retry is still recognised.
+    let data_dir = broker.data_dir.clone();
+    let port: u16 =
+        broker.bootstrap.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0);
+    drop(client);
+    drop(broker);
+    let broker = Broker::start_in(data_dir, port, common::free_port(), &[]);
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 5), "retry after restart");
+    assert_eq!(produce(&mut client, "t", (id, bumped), 1, 1), (NONE, 6));
+    assert_eq!(produce(&mut client, "t", producer, 5, 1).0, INVALID_PRODUCER_EPOCH);
+}

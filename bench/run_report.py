@@ -126,6 +126,14 @@ def main():
         p999 = r["latency_us"]["p999"] / 1000.0
         row("Produce acks=all (fsync before ack), 1 KiB", "%.0f MB/s, p99.9 %.1f ms" % (mb, p999), "",
             ">= 225 MB/s, p99.9 <= 20 ms", "%.0f%% of fio" % (100 * mb / fio), mb >= 225 and p999 <= 20)
+        # The same load from idempotent producers (producer id + sequence checked per batch).
+        r = bench(b, "produce", "--topic", "pidem", "--partitions", "16", "--producers", "8",
+                  "--message-size", "1024", "--batch-bytes", "131072", "--acks", "all", "--idempotent",
+                  "--duration", "8", "--warmup", "2")
+        idem_mb = r["megabytes_per_second"]
+        rows.append("| Produce acks=all, idempotent producers, 1 KiB | (issue #6: a ratio) | %.0f MB/s, p99.9 "
+                    "%.1f ms | %.0f%% of plain acks=all (%.0f MB/s); %.0f%% of fio | |"
+                    % (idem_mb, r["latency_us"]["p999"] / 1000.0, 100 * idem_mb / mb, mb, 100 * idem_mb / fio))
         r = bench(b, "consume", "--topic", "p1k", "--partitions", "1", "--from", "beginning",
                   "--duration", "6")
         mb = r["megabytes_per_second"]

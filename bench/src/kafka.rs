@@ -83,6 +83,24 @@ impl Connection {
     }
 }
 
+/// (producer id, epoch) from InitProducerId, for an idempotent producer.
+pub async fn init_producer_id(connection: &mut Connection) -> Result<(i64, i16), String> {
+    let mut request = InitProducerIdRequest::default();
+    request.transactional_id = None;
+    request.transaction_timeout_ms = 60_000;
+    request.producer_id = ProducerId(-1);
+    request.producer_epoch = -1;
+    match connection.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(request)).await? {
+        ResponseKind::InitProducerId(response) if response.error_code == 0 => {
+            Ok((response.producer_id.0, response.producer_epoch))
+        }
+        ResponseKind::InitProducerId(response) => {
+            Err(format!("InitProducerId: error {}", response.error_code))
+        }
+        _ => Err("InitProducerId: unexpected answer".into()),
+    }
+}
+
 pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }

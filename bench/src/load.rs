@@ -83,6 +83,10 @@ pub struct LoadArgs {
     /// Seconds at the start whose results are not recorded.
     #[arg(long, default_value_t = 0.0)]
     pub warmup: f64,
+    /// Idempotent producers (InitProducerId, producer id + sequence on every batch; needs
+    /// --acks all, as Kafka clients require).
+    #[arg(long)]
+    pub idempotent: bool,
     /// Produce requests each producer keeps in flight.
     #[arg(long, default_value_t = 5)]
     pub in_flight: usize,
@@ -157,6 +161,12 @@ pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
         "1" => 1,
         "0" => 0,
         other => return Err(format!("--acks {other:?}: use 0, 1 or all")),
+    };
+    if args.idempotent && acks != -1 {
+        return Err("--idempotent needs --acks all (as Kafka producers require)".into());
+    }
+    if args.idempotent && args.in_flight > 5 {
+        return Err("--idempotent allows at most 5 requests in flight (--in-flight)".into());
     };
     if args.message_size < 8 || args.batch_bytes < args.message_size {
         return Err("--message-size must be >= 8 and <= --batch-bytes".into());
@@ -321,6 +331,14 @@ async fn produce(
         let shared = shared.clone();
         std::rc::Rc::new(move |scheduled, count| record_batch(&shared, scheduled, count, rate))
     };
+    let idempotence = if args.idempotent {
+        let mut connection = kafka::Connection::connect(&args.bootstrap).await?;
+        Some(kafka::init_producer_id(&mut connection).await?)
+    } else {
+        None
+    };
+    // Next sequence number per partition (idempotent producers).
+    let mut sequences: HashMap<i32, i32> = HashMap::new();
     let mut pipeline =
         kafka::ProducePipeline::connect(&args.bootstrap, args.in_flight, acks != 0, on_ack).await?;
     let codec = args.compression.wire();
@@ -383,6 +401,18 @@ async fn produce(
         };
         let partition = my_partitions[next_partition % my_partitions.len()];
         next_partition += 1;
+        let records = match idempotence {
+            Some((producer_id, epoch)) => {
+                let sequence = sequences.entry(partition).or_insert(0);
+                let mut bytes = bytes::BytesMut::from(&records[..]);
+                wire::record_batch::RecordBatchMut::new(&mut bytes, kafka::RESPONSE_BYTES_MAX)
+                    .map_err(|e| e.to_string())?
+                    .set_producer_and_crc(producer_id, epoch, *sequence);
+                *sequence = sequence.wrapping_add(count as i32) & i32::MAX;
+                bytes.freeze()
+            }
+            None => records,
+        };
         let bytes = (count * args.message_size) as u64;
         pipeline
             .send(
@@ -643,6 +673,7 @@ fn summarize(mode: Mode, args: &LoadArgs, shared: &Shared, seconds: f64) -> Resu
             "mode": format!("{mode:?}").to_lowercase(),
             "topic": args.topic,
             "acks": args.acks,
+            "idempotent": args.idempotent,
             "compression": format!("{:?}", args.compression).to_lowercase(),
             "message_size": args.message_size,
             "seconds": seconds,

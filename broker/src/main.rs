@@ -10,7 +10,6 @@ static ALLOCATOR: broker::alloc::LazyLargeAllocator = broker::alloc::LazyLargeAl
 
 use clap::{Parser, Subcommand};
 use shard::runtime::{self, RuntimeConfig};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -23,7 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage topics on a running broker.
     Topic {
         #[command(subcommand)]
@@ -91,20 +90,35 @@ enum Command {
     },
 }
 
-fn main() {
+/// Logs to stderr at `level`, unless RUST_LOG gives a filter.
+fn init_logging(level: &str) {
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .init();
+}
+
+fn serve(args: Box<ServeArgs>) -> Result<(), String> {
+    let settings = args.settings()?;
+    let config = config::BrokerConfig::from_settings(&settings)?;
+    init_logging(&config.log_level);
+    log_startup(&settings, &config);
+    server::serve(config)
+}
+
+fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logging("info");
+    }
     let outcome = match cli.command {
         Command::Check { data_dir, cores } => check(data_dir, cores),
-        Command::Serve(args) => args.into_config().and_then(server::serve),
+        Command::Serve(args) => serve(args),
         Command::Topic { command, bootstrap } => match command {
             TopicCommand::Create { topic, partitions, config } => {
                 cli::topic::create(&bootstrap, &topic, partitions, &config)
@@ -236,79 +250,129 @@ enum TopicCommand {
     },
 }
 
+/// `strata serve` flags. Each sets one configuration key (shown in brackets); flags win over
+/// `STRATA_*` environment variables, which win over the `--config` file, which wins over the
+/// defaults (every key with its default: deploy/strata.toml).
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// Where partitions and metadata live.
-    #[arg(long, default_value = "./strata-data")]
-    data_dir: PathBuf,
-    /// Kafka listener.
-    #[arg(long, default_value = "0.0.0.0:9092")]
-    listen: SocketAddr,
-    /// Address returned in Metadata (default: the listen address, or localhost:PORT when
-    /// listening on 0.0.0.0).
+    /// TOML configuration file (default: $STRATA_CONFIG, else none).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Set any configuration key, KEY=VALUE (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Where partitions and metadata live [log.dirs].
+    #[arg(long)]
+    data_dir: Option<String>,
+    /// Kafka listener, HOST:PORT [listeners].
+    #[arg(long)]
+    listen: Option<String>,
+    /// HOST:PORT returned in Metadata [advertised.listeners].
     #[arg(long)]
     advertise: Option<String>,
-    /// HTTP listener for /metrics and /health.
-    #[arg(long, default_value = "127.0.0.1:9644")]
-    admin_listen: SocketAddr,
-    /// Shards (one per core, pinned); default all cores.
+    /// HTTP listener for /metrics and /health [admin.listener].
     #[arg(long)]
-    cores: Option<usize>,
-    #[arg(long, default_value_t = 0)]
-    node_id: i32,
-    /// Kafka's auto.create.topics.enable.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    auto_create_topics: bool,
-    /// Kafka's num.partitions: partitions of auto-created topics.
-    #[arg(long, default_value_t = 1)]
-    num_partitions: i32,
-    /// Kafka's socket.request.max.bytes.
-    #[arg(long, default_value_t = wire::protocol::REQUEST_BYTES_MAX_DEFAULT)]
-    request_bytes_max: usize,
-    /// Per-shard cache of recent batches, in bytes.
-    #[arg(long, default_value_t = shard::cache::BATCH_CACHE_BYTES_DEFAULT)]
-    cache_bytes: usize,
-    /// Kafka's log.retention.check.interval.ms.
-    #[arg(long, default_value_t = 300_000)]
-    retention_check_interval_ms: i64,
-    /// Kafka's group.initial.rebalance.delay.ms.
-    #[arg(long, default_value_t = broker::group::membership::INITIAL_REBALANCE_DELAY_MS_DEFAULT)]
-    group_initial_rebalance_delay_ms: u64,
-    /// Kafka's offsets.retention.minutes, in milliseconds (default 7 days).
-    #[arg(long, default_value_t = 7 * 24 * 3600 * 1000)]
-    offsets_retention_ms: u64,
-    /// Compact an __consumer_offsets partition once it holds more than this many bytes.
-    #[arg(long, default_value_t = 64 << 20)]
-    offsets_compact_bytes: u64,
+    admin_listen: Option<String>,
+    /// Shards, one per allowed core, or all [num.cores].
+    #[arg(long)]
+    cores: Option<String>,
+    /// [node.id]
+    #[arg(long)]
+    node_id: Option<String>,
+    /// true or false [auto.create.topics.enable].
+    #[arg(long)]
+    auto_create_topics: Option<String>,
+    /// Partitions of auto-created topics [num.partitions].
+    #[arg(long)]
+    num_partitions: Option<String>,
+    /// Largest request frame [socket.request.max.bytes].
+    #[arg(long)]
+    request_bytes_max: Option<String>,
+    /// Per-shard batch cache, bytes [log.cache.bytes].
+    #[arg(long)]
+    cache_bytes: Option<String>,
+    /// [log.retention.check.interval.ms]
+    #[arg(long)]
+    retention_check_interval_ms: Option<String>,
+    /// [group.initial.rebalance.delay.ms]
+    #[arg(long)]
+    group_initial_rebalance_delay_ms: Option<String>,
+    /// [offsets.retention.ms]
+    #[arg(long)]
+    offsets_retention_ms: Option<String>,
+    /// [offsets.compact.bytes]
+    #[arg(long)]
+    offsets_compact_bytes: Option<String>,
+    /// error, warn, info, debug or trace [log.level].
+    #[arg(long)]
+    log_level: Option<String>,
 }
 
 impl ServeArgs {
-    fn into_config(self) -> Result<config::BrokerConfig, String> {
-        let (advertise_host, advertise_port) = match &self.advertise {
-            Some(value) => config::parse_advertise(value)?,
-            None => config::default_advertise(self.listen),
-        };
-        if self.num_partitions < 1 {
-            return Err("--num-partitions must be at least 1".into());
+    /// Resolves the configuration: defaults < file < environment < flags.
+    fn settings(self) -> Result<config::sources::Settings, String> {
+        let mut flags: Vec<(&'static str, String, String)> = Vec::new();
+        for (value, flag, key) in [
+            (self.data_dir, "--data-dir", "log.dirs"),
+            (self.listen, "--listen", "listeners"),
+            (self.advertise, "--advertise", "advertised.listeners"),
+            (self.admin_listen, "--admin-listen", "admin.listener"),
+            (self.cores, "--cores", "num.cores"),
+            (self.node_id, "--node-id", "node.id"),
+            (self.auto_create_topics, "--auto-create-topics", "auto.create.topics.enable"),
+            (self.num_partitions, "--num-partitions", "num.partitions"),
+            (self.request_bytes_max, "--request-bytes-max", "socket.request.max.bytes"),
+            (self.cache_bytes, "--cache-bytes", "log.cache.bytes"),
+            (
+                self.retention_check_interval_ms,
+                "--retention-check-interval-ms",
+                "log.retention.check.interval.ms",
+            ),
+            (
+                self.group_initial_rebalance_delay_ms,
+                "--group-initial-rebalance-delay-ms",
+                "group.initial.rebalance.delay.ms",
+            ),
+            (self.offsets_retention_ms, "--offsets-retention-ms", "offsets.retention.ms"),
+            (self.offsets_compact_bytes, "--offsets-compact-bytes", "offsets.compact.bytes"),
+            (self.log_level, "--log-level", "log.level"),
+        ] {
+            if let Some(value) = value {
+                flags.push((key, flag.to_string(), value));
+            }
         }
-        Ok(config::BrokerConfig {
-            node_id: self.node_id,
-            data_dir: self.data_dir,
-            listen: self.listen,
-            advertise_host,
-            advertise_port,
-            admin_listen: self.admin_listen,
-            cores: self.cores.unwrap_or_else(runtime::available_cores),
-            auto_create_topics: self.auto_create_topics,
-            num_partitions: self.num_partitions,
-            request_bytes_max: self.request_bytes_max,
-            cache_bytes: self.cache_bytes,
-            retention_check_interval_ms: self.retention_check_interval_ms.max(1),
-            initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
-            offsets_retention_ms: self.offsets_retention_ms.max(1),
-            offsets_compact_bytes: self.offsets_compact_bytes.max(4096),
-        })
+        for pair in self.set {
+            let (name, value) =
+                pair.split_once('=').ok_or_else(|| format!("--set {pair:?}: use KEY=VALUE"))?;
+            let key = config::keys::find(name.trim())
+                .ok_or_else(|| format!("--set {pair:?}: unknown key {:?}", name.trim()))?;
+            flags.push((key.name, "--set".to_string(), value.to_string()));
+        }
+        let file = self.config.or_else(|| std::env::var_os("STRATA_CONFIG").map(PathBuf::from));
+        config::sources::resolve(file.as_deref(), &|name| std::env::var(name).ok(), &flags)
     }
+}
+
+/// Logs where the configuration came from and every setting that is not a default.
+fn log_startup(settings: &config::sources::Settings, config: &config::BrokerConfig) {
+    let overrides: Vec<String> = settings
+        .values
+        .iter()
+        .filter(|(_, (_, source))| *source != config::sources::Source::Default)
+        .map(|(name, (value, source))| format!("{name}={value} ({source})"))
+        .collect();
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        config_file = %settings.file.as_ref().map_or("none".to_string(), |p| p.display().to_string()),
+        shards = config.cores,
+        pinned_cpus = ?runtime::allowed_cpus().into_iter().take(config.cores).collect::<Vec<_>>(),
+        data_dir = %config.data_dir.display(),
+        listener = %config.listen,
+        advertised = %format!("{}:{}", config.advertise_host, config.advertise_port),
+        admin = %config.admin_listen,
+        settings = %overrides.join(", "),
+        "strata starting"
+    );
 }
 
 fn check(data_dir: PathBuf, cores: Option<usize>) -> Result<(), String> {

@@ -95,8 +95,21 @@ pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
     ("message.timestamp.type", "CreateTime"),
 ];
 
+/// Broker-wide topic defaults from the configuration (`log.retention.ms`, ...), set once at
+/// startup before any shard runs and only read afterwards.
+static BROKER_TOPIC_DEFAULTS: std::sync::OnceLock<BTreeMap<String, String>> =
+    std::sync::OnceLock::new();
+
+/// Installs the broker's topic defaults (once, at startup).
+pub fn set_broker_topic_defaults(defaults: BTreeMap<String, String>) {
+    let _ = BROKER_TOPIC_DEFAULTS.set(defaults);
+}
+
+/// A topic config's default: the broker's setting, else Kafka's default.
 pub fn default_config(key: &str) -> Option<&'static str> {
-    TOPIC_CONFIG_KEYS.iter().find(|(name, _)| *name == key).map(|(_, value)| *value)
+    BROKER_TOPIC_DEFAULTS.get().and_then(|defaults| defaults.get(key)).map(String::as_str).or_else(
+        || TOPIC_CONFIG_KEYS.iter().find(|(name, _)| *name == key).map(|(_, value)| *value),
+    )
 }
 
 fn parse_long(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {

@@ -93,6 +93,7 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
 
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
     install_signal_handling()?;
+    crate::metadata::set_broker_topic_defaults(config.topic_defaults.clone());
     let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };
     let preflight = runtime::preflight(runtime_config.cores, runtime_config.io_memory_bytes)
         .map_err(|e| e.to_string())?;

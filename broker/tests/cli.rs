@@ -109,3 +109,88 @@ fn a_second_broker_on_the_same_data_directory_exits_with_a_clear_error() {
     assert!(stderr.contains("is in use by another strata process"), "{stderr}");
     drop(first);
 }
+
+/// Configuration precedence through the binary: the file sets num.partitions, retention.ms and
+/// retention.bytes; the environment overrides num.partitions and retention.bytes; a flag
+/// overrides retention.bytes again. An auto-created topic shows the winner of each.
+#[test]
+fn configuration_comes_from_file_then_environment_then_flags() {
+    let root = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("config-precedence-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("dir");
+    let file = root.join("strata.toml");
+    std::fs::write(
+        &file,
+        "num.partitions = 2\n[log]\nretention.ms = 3600000\nretention.bytes = 111\n",
+    )
+    .expect("config");
+    let broker = Broker::start_with_env(
+        root.join("data"),
+        common::free_port(),
+        common::free_port(),
+        &["--config", file.to_str().expect("utf-8"), "--set", "log.retention.bytes=333"],
+        &[("STRATA_NUM_PARTITIONS", "3"), ("STRATA_LOG_RETENTION_BYTES", "222")],
+    );
+    let (ok, _, stderr) =
+        strata(&["produce", "auto-made", "-b", &broker.bootstrap, "--acks", "1"], Some("x\n"));
+    assert!(ok, "{stderr}");
+    let (ok, out, stderr) =
+        strata(&["topic", "describe", "auto-made", "-b", &broker.bootstrap], None);
+    assert!(ok, "{stderr}");
+    assert!(out.contains("partitions 3"), "environment beats the file: {out}");
+    assert!(out.contains("retention.ms=3600000"), "the file beats the default: {out}");
+    assert!(out.contains("retention.bytes=333"), "a flag beats the environment: {out}");
+    let log = broker.log();
+    assert!(log.contains("strata starting") && log.contains("config_file="), "{log}");
+    assert!(log.contains("num.partitions=3 (environment STRATA_NUM_PARTITIONS)"), "{log}");
+}
+
+/// Each kind of invalid setting stops `strata serve` with the key, its source and the range.
+#[test]
+fn invalid_configuration_is_rejected_naming_the_key() {
+    let root = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("config-invalid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("dir");
+    let run = |file_text: Option<&str>, env: &[(&str, &str)], flags: &[&str]| -> String {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        command.arg("serve").args(["--data-dir"]).arg(root.join("data"));
+        command.args(["--listen", &format!("127.0.0.1:{}", common::free_port())]);
+        if let Some(text) = file_text {
+            let file = root.join("bad.toml");
+            std::fs::write(&file, text).expect("write");
+            command.arg("--config").arg(file);
+        }
+        let output = command.args(flags).envs(env.iter().copied()).output().expect("run");
+        assert!(!output.status.success(), "must not start");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let unknown = run(Some("num.partition = 3\n"), &[], &[]);
+    assert!(
+        unknown.contains("unknown key \"num.partition\"") && unknown.contains("bad.toml"),
+        "{unknown}"
+    );
+    let range = run(Some("num.partitions = 0\n"), &[], &[]);
+    assert!(
+        range.contains("invalid num.partitions = \"0\"") && range.contains("1..=100000"),
+        "{range}"
+    );
+    let syntax = run(Some("num.partitions = = 3\n"), &[], &[]);
+    assert!(syntax.contains("bad.toml"), "{syntax}");
+    let env = run(None, &[("STRATA_LOG_LEVEL", "loud")], &[]);
+    assert!(
+        env.contains("invalid log.level = \"loud\" (from environment STRATA_LOG_LEVEL)"),
+        "{env}"
+    );
+    let flag = run(None, &[], &["--auto-create-topics", "maybe"]);
+    assert!(
+        flag.contains("invalid auto.create.topics.enable") && flag.contains("--auto-create-topics"),
+        "{flag}"
+    );
+    let address = run(None, &[], &["--set", "admin.listener=nowhere"]);
+    assert!(
+        address.contains("invalid admin.listener") && address.contains("HOST:PORT"),
+        "{address}"
+    );
+}

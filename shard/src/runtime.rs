@@ -90,6 +90,21 @@ fn has_cap_ipc_lock() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
+/// The CPUs this process may run on (its affinity mask, e.g. systemd's `CPUAffinity=` or
+/// `taskset`), in order. Shard `i` is pinned to the `i`-th of them.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `set` is a plain bitmask the kernel fills; size matches the type.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: pid 0 is this thread; the pointer and size describe `set`.
+    let result = unsafe { libc::sched_getaffinity(0, size, &mut set) };
+    if result != 0 {
+        return (0..available_cores()).collect();
+    }
+    // SAFETY: CPU_ISSET reads the bitmask filled above; indexes are below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize).filter(|cpu| unsafe { libc::CPU_ISSET(*cpu, &set) }).collect()
+}
+
 /// Cores this process may run on.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
@@ -132,7 +147,7 @@ pub struct ShardContext {
 /// How to start the shards.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// Number of shards (one per core, pinned to cores 0..cores).
+    /// Number of shards (one per allowed CPU, pinned in the order of `allowed_cpus`).
     pub cores: usize,
     pub io_memory_bytes: usize,
     /// Pin each shard to its core (off only where pinning is not allowed).
@@ -154,9 +169,12 @@ where
     T: Send + 'static,
 {
     let mut handles = Vec::with_capacity(config.cores);
+    let cpus = allowed_cpus();
     for shard in 0..config.cores {
-        let placement =
-            if config.pin { glommio::Placement::Fixed(shard) } else { glommio::Placement::Unbound };
+        let placement = match cpus.get(shard) {
+            Some(cpu) if config.pin => glommio::Placement::Fixed(*cpu),
+            _ => glommio::Placement::Unbound,
+        };
         let shard_main = shard_main.clone();
         let context = ShardContext { shard_id: ShardId(shard as u16), shard_count: config.cores };
         let handle = glommio::LocalExecutorBuilder::new(placement)

@@ -32,6 +32,17 @@ impl Broker {
     }
 
     pub fn start_in(data_dir: PathBuf, port: u16, admin_port: u16, extra: &[&str]) -> Broker {
+        Self::start_with_env(data_dir, port, admin_port, extra, &[])
+    }
+
+    /// `start_in` with extra environment variables for the broker.
+    pub fn start_with_env(
+        data_dir: PathBuf,
+        port: u16,
+        admin_port: u16,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Broker {
         let bootstrap = format!("127.0.0.1:{port}");
         let admin = format!("127.0.0.1:{admin_port}");
         let stderr_path = data_dir.with_extension("stderr.log");
@@ -40,6 +51,7 @@ impl Broker {
             .arg(&data_dir)
             .args(["--listen", &bootstrap, "--admin-listen", &admin, "--cores", "2"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

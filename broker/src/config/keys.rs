@@ -1,0 +1,162 @@
+//! Every broker configuration key: its Kafka name (where Kafka has one), default, valid range
+//! and meaning. `deploy/strata.toml` documents the same table (a test checks they agree).
+
+/// What values a key takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Integer {
+        min: i64,
+        max: i64,
+    },
+    Boolean,
+    Path,
+    /// `HOST:PORT` (a `PLAINTEXT://` prefix, as in Kafka's listeners, is accepted).
+    Address,
+    /// `error`, `warn`, `info`, `debug`, `trace`.
+    Level,
+    /// `always`, `never` or `interval:<ms>`.
+    FlushPolicy,
+    /// A number of cores, or `all`.
+    Cores,
+}
+
+pub struct Key {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+}
+
+const fn int(min: i64, max: i64) -> Kind {
+    Kind::Integer { min, max }
+}
+
+pub const KEYS: &[Key] = &[
+    Key { name: "node.id", default: "0", kind: int(0, i32::MAX as i64), help: "This broker's id (Kafka's node.id / broker.id)." },
+    Key { name: "log.dirs", default: "./strata-data", kind: Kind::Path, help: "The data directory (one)." },
+    Key { name: "listeners", default: "0.0.0.0:9092", kind: Kind::Address, help: "The Kafka listener, HOST:PORT." },
+    Key { name: "advertised.listeners", default: "", kind: Kind::Address, help: "HOST:PORT clients are told to use (default: the listener, or localhost:PORT when it is 0.0.0.0)." },
+    Key { name: "admin.listener", default: "127.0.0.1:9644", kind: Kind::Address, help: "HTTP listener for /metrics and /health." },
+    Key { name: "num.cores", default: "all", kind: Kind::Cores, help: "Shards to run, one pinned per allowed CPU (all = every CPU this process may use)." },
+    Key { name: "log.level", default: "info", kind: Kind::Level, help: "Log level (RUST_LOG, when set, takes a full filter and wins)." },
+    Key { name: "auto.create.topics.enable", default: "true", kind: Kind::Boolean, help: "Create unknown topics on Metadata/Produce." },
+    Key { name: "num.partitions", default: "1", kind: int(1, 100_000), help: "Partitions of auto-created topics." },
+    Key { name: "socket.request.max.bytes", default: "104857600", kind: int(1024, i32::MAX as i64), help: "Largest request frame accepted." },
+    Key { name: "log.cache.bytes", default: "268435456", kind: int(0, i64::MAX), help: "Per-shard cache of recent batches (strata)." },
+    Key { name: "log.retention.check.interval.ms", default: "300000", kind: int(1, i64::MAX), help: "How often retention runs." },
+    Key { name: "log.retention.ms", default: "604800000", kind: int(-1, i64::MAX), help: "Default retention.ms of topics (-1: keep forever)." },
+    Key { name: "log.retention.bytes", default: "-1", kind: int(-1, i64::MAX), help: "Default retention.bytes of topics (-1: no limit)." },
+    Key { name: "log.segment.bytes", default: "1073741824", kind: int(14, u32::MAX as i64), help: "Default segment.bytes of topics." },
+    Key { name: "log.roll.ms", default: "604800000", kind: int(1, i64::MAX), help: "Default segment.ms of topics." },
+    Key { name: "message.max.bytes", default: "1048588", kind: int(0, 64 << 20), help: "Default max.message.bytes of topics." },
+    Key { name: "log.index.interval.bytes", default: "4096", kind: int(0, i32::MAX as i64), help: "Default index.interval.bytes of topics." },
+    Key { name: "log.flush.policy", default: "always", kind: Kind::FlushPolicy, help: "Default flush.policy of topics: always (fsync before acks=all is answered), never, interval:<ms> (strata)." },
+    Key { name: "group.initial.rebalance.delay.ms", default: "3000", kind: int(0, 300_000), help: "Wait for more members before the first rebalance of an empty group." },
+    Key { name: "offsets.retention.minutes", default: "10080", kind: int(1, i32::MAX as i64), help: "Committed offsets of groups without members expire this long after their last commit." },
+    Key { name: "offsets.retention.ms", default: "", kind: int(1, i64::MAX), help: "The same in milliseconds; overrides offsets.retention.minutes when set (strata)." },
+    Key { name: "offsets.compact.bytes", default: "67108864", kind: int(4096, i64::MAX), help: "Compact an __consumer_offsets partition above this size (strata)." },
+];
+
+/// Topic configs whose broker-wide default a broker key sets (Kafka's `log.*` names).
+pub const TOPIC_DEFAULTS: &[(&str, &str)] = &[
+    ("log.retention.ms", "retention.ms"),
+    ("log.retention.bytes", "retention.bytes"),
+    ("log.segment.bytes", "segment.bytes"),
+    ("log.roll.ms", "segment.ms"),
+    ("message.max.bytes", "max.message.bytes"),
+    ("log.index.interval.bytes", "index.interval.bytes"),
+    ("log.flush.policy", "flush.policy"),
+];
+
+pub fn find(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|key| key.name == name)
+}
+
+/// `STRATA_` + the key upper-cased with dots as underscores: `log.dirs` → `STRATA_LOG_DIRS`.
+pub fn env_name(name: &str) -> String {
+    format!("STRATA_{}", name.to_ascii_uppercase().replace('.', "_"))
+}
+
+/// Checks `value` for `key`; the error names the valid range.
+pub fn check(key: &Key, value: &str) -> Result<(), String> {
+    let value = value.trim();
+    match key.kind {
+        Kind::Integer { min, max } => match value.parse::<i64>() {
+            Ok(number) if (min..=max).contains(&number) => Ok(()),
+            Ok(number) => Err(format!("{number} is outside the valid range {min}..={max}")),
+            Err(_) => Err(format!("{value:?} is not an integer (valid range {min}..={max})")),
+        },
+        Kind::Boolean => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(format!("{value:?} is not a boolean (true or false)")),
+        },
+        Kind::Path => {
+            if value.is_empty() {
+                Err("empty path".into())
+            } else if value.contains(',') {
+                Err(format!("{value:?}: strata uses one data directory per broker"))
+            } else {
+                Ok(())
+            }
+        }
+        Kind::Address => {
+            let bare = strip_listener_scheme(value);
+            match bare.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+                _ => Err(format!("{value:?} is not HOST:PORT (port 0..=65535)")),
+            }
+        }
+        Kind::Level => match value {
+            "error" | "warn" | "info" | "debug" | "trace" => Ok(()),
+            _ => Err(format!("{value:?}: use error, warn, info, debug or trace")),
+        },
+        Kind::FlushPolicy => crate::metadata::parse_flush_policy(value)
+            .map(drop)
+            .map_err(|_| format!("{value:?}: use always, never or interval:<ms>")),
+        Kind::Cores => match value {
+            "all" => Ok(()),
+            _ => match value.parse::<usize>() {
+                Ok(cores) if cores >= 1 => Ok(()),
+                _ => Err(format!("{value:?}: use all or a number of cores >= 1")),
+            },
+        },
+    }
+}
+
+/// `PLAINTEXT://host:port` → `host:port` (strata has one plaintext listener).
+pub fn strip_listener_scheme(value: &str) -> &str {
+    value.strip_prefix("PLAINTEXT://").unwrap_or(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// deploy/strata.toml documents every key once, with its default where it is commented out,
+    /// and is itself a valid configuration.
+    #[test]
+    fn the_reference_file_lists_every_key_with_its_default() {
+        let text = include_str!("../../../deploy/strata.toml");
+        for key in KEYS {
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|line| {
+                    let line = line.trim_start_matches("# ");
+                    line.split_once(" = ").is_some_and(|(name, _)| name == key.name)
+                })
+                .collect();
+            assert_eq!(lines.len(), 1, "{} appears once: {lines:?}", key.name);
+            if let Some(commented) = lines[0].strip_prefix("# ") {
+                let (_, value) = commented.split_once(" = ").unwrap_or_default();
+                assert_eq!(value.trim_matches('"'), key.default, "default of {}", key.name);
+            }
+        }
+        let path =
+            std::env::temp_dir().join(format!("strata-reference-{}.toml", std::process::id()));
+        std::fs::write(&path, text).expect("write");
+        let settings = crate::config::sources::resolve(Some(&path), &|_| None, &[]);
+        let _ = std::fs::remove_file(&path);
+        let settings = settings.expect("the reference file is valid");
+        assert_eq!(settings.get("log.dirs"), "/var/lib/strata");
+    }
+}

@@ -1,0 +1,122 @@
+//! Broker settings for `strata serve`: `keys` lists every key, `sources` merges the defaults,
+//! the TOML file, `STRATA_*` environment variables and flags; `BrokerConfig` is the result.
+
+pub mod keys;
+pub mod sources;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub advertise_host: String,
+    pub advertise_port: i32,
+    pub admin_listen: SocketAddr,
+    pub cores: usize,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    /// `socket.request.max.bytes`.
+    pub request_bytes_max: usize,
+    /// Per-shard batch cache budget.
+    pub cache_bytes: usize,
+    /// Kafka's `log.retention.check.interval.ms`.
+    pub retention_check_interval_ms: i64,
+    /// Kafka's `group.initial.rebalance.delay.ms`.
+    pub initial_rebalance_delay_ms: u64,
+    /// Kafka's `offsets.retention.minutes`, in milliseconds: committed offsets of groups
+    /// without members expire this long after their last commit.
+    pub offsets_retention_ms: u64,
+    /// An `__consumer_offsets` partition larger than this is compacted (strata-specific).
+    pub offsets_compact_bytes: u64,
+    /// Broker-wide topic config defaults (`log.retention.ms` → `retention.ms`, ...).
+    pub topic_defaults: BTreeMap<String, String>,
+    pub log_level: String,
+}
+
+impl BrokerConfig {
+    /// Builds the config from checked settings (`sources::resolve`).
+    pub fn from_settings(settings: &sources::Settings) -> Result<Self, String> {
+        let integer = |name: &str| -> Result<i64, String> {
+            settings.get(name).trim().parse().map_err(|_| format!("{name}: not an integer"))
+        };
+        let address = |name: &str| -> Result<SocketAddr, String> {
+            let value = keys::strip_listener_scheme(settings.get(name).trim());
+            resolve_address(value).map_err(|e| format!("{name} = {value:?}: {e}"))
+        };
+        let listen = address("listeners")?;
+        let advertised = keys::strip_listener_scheme(settings.get("advertised.listeners").trim());
+        let (advertise_host, advertise_port) = if advertised.is_empty() {
+            default_advertise(listen)
+        } else {
+            parse_advertise(advertised)?
+        };
+        let cores = match settings.get("num.cores").trim() {
+            "all" => shard::runtime::available_cores(),
+            value => value.parse().map_err(|_| format!("num.cores = {value:?}"))?,
+        };
+        let offsets_retention_ms = match settings.get("offsets.retention.ms").trim() {
+            "" => integer("offsets.retention.minutes")? as u64 * 60_000,
+            value => value.parse().map_err(|_| format!("offsets.retention.ms = {value:?}"))?,
+        };
+        let topic_defaults = keys::TOPIC_DEFAULTS
+            .iter()
+            .map(|(broker_key, topic_key)| {
+                (topic_key.to_string(), settings.get(broker_key).trim().to_string())
+            })
+            .collect();
+        Ok(BrokerConfig {
+            node_id: integer("node.id")? as i32,
+            data_dir: PathBuf::from(settings.get("log.dirs").trim()),
+            listen,
+            advertise_host,
+            advertise_port,
+            admin_listen: address("admin.listener")?,
+            cores,
+            auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",
+            num_partitions: integer("num.partitions")? as i32,
+            request_bytes_max: integer("socket.request.max.bytes")? as usize,
+            cache_bytes: integer("log.cache.bytes")? as usize,
+            retention_check_interval_ms: integer("log.retention.check.interval.ms")?,
+            initial_rebalance_delay_ms: integer("group.initial.rebalance.delay.ms")? as u64,
+            offsets_retention_ms,
+            offsets_compact_bytes: integer("offsets.compact.bytes")? as u64,
+            topic_defaults,
+            log_level: settings.get("log.level").trim().to_string(),
+        })
+    }
+}
+
+/// `HOST:PORT` to a socket address (names are resolved, e.g. `localhost:9092`).
+fn resolve_address(value: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    value
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or_else(|| "resolves to no address".to_string())
+}
+
+/// `--advertise` default: the listen address, or `localhost:PORT` when listening on 0.0.0.0.
+pub fn default_advertise(listen: SocketAddr) -> (String, i32) {
+    let host = if listen.ip().is_unspecified() {
+        "localhost".to_string()
+    } else {
+        listen.ip().to_string()
+    };
+    (host, i32::from(listen.port()))
+}
+
+/// Parses `HOST:PORT` for `--advertise`.
+pub fn parse_advertise(value: &str) -> Result<(String, i32), String> {
+    let (host, port) =
+        value.rsplit_once(':').ok_or_else(|| format!("{value:?} is not HOST:PORT"))?;
+    let port: u16 = port.parse().map_err(|_| format!("{value:?}: bad port"))?;
+    if host.is_empty() {
+        return Err(format!("{value:?}: empty host"));
+    }
+    Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), i32::from(port)))
+}

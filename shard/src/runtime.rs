@@ -302,6 +302,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn allowed_cpus_follow_the_affinity_mask() {
+        let all = allowed_cpus();
+        assert!(all.len() >= available_cores().min(1));
+        let last = *all.last().expect("at least one CPU");
+        // A thread restricted to one CPU (as CPUAffinity= or taskset restrict the process) sees
+        // only that CPU, so shard 0 would be pinned there.
+        let seen = std::thread::spawn(move || {
+            // SAFETY: a zeroed cpu_set_t with one bit set, passed with its own size.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(last, &mut set);
+                assert_eq!(libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set), 0);
+            }
+            allowed_cpus()
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(seen, vec![last]);
+    }
+
+    #[test]
     fn shard_of_is_stable_and_spreads_partitions_of_a_topic() {
         assert_eq!(shard_of("orders", 0, 4), shard_of("orders", 0, 4));
         let shards: std::collections::BTreeSet<_> =

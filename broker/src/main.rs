@@ -1,7 +1,7 @@
 //! `strata`: the broker binary and its CLI.
 //!
-//! `strata serve` runs the broker; `strata check` runs the startup checks every shard needs
-//! (io_uring, locked memory, cores, direct I/O on the data directory from each pinned shard).
+//! `strata serve` runs the broker; `strata doctor` checks the host (io_uring, locked memory,
+//! data directory, limits, CPUs, huge pages, clock, direct I/O from each pinned shard).
 
 use broker::{cli, config, server};
 
@@ -9,7 +9,7 @@ use broker::{cli, config, server};
 static ALLOCATOR: broker::alloc::LazyLargeAllocator = broker::alloc::LazyLargeAllocator;
 
 use clap::{Parser, Subcommand};
-use shard::runtime::{self, RuntimeConfig};
+use shard::runtime;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -78,16 +78,10 @@ enum Command {
         #[arg(long, default_value = "\t")]
         separator: String,
     },
-    /// Check that this machine can run strata: io_uring, locked memory, cores, and direct I/O on
-    /// the data directory from every shard.
-    Check {
-        /// Data directory to probe.
-        #[arg(long, default_value = "./strata-data")]
-        data_dir: PathBuf,
-        /// Shards to start (default: all cores).
-        #[arg(long)]
-        cores: Option<usize>,
-    },
+    /// Check that this host can run the broker as configured (same flags, file and environment
+    /// as `serve`): io_uring, locked memory, data directory, limits, CPUs, huge pages, clock.
+    #[command(alias = "check")]
+    Doctor(Box<ServeArgs>),
 }
 
 /// Logs to stderr at `level`, unless RUST_LOG gives a filter.
@@ -117,7 +111,7 @@ fn main() {
         init_logging("info");
     }
     let outcome = match cli.command {
-        Command::Check { data_dir, cores } => check(data_dir, cores),
+        Command::Doctor(args) => doctor(args),
         Command::Serve(args) => serve(args),
         Command::Topic { command, bootstrap } => match command {
             TopicCommand::Create { topic, partitions, config } => {
@@ -375,37 +369,8 @@ fn log_startup(settings: &config::sources::Settings, config: &config::BrokerConf
     );
 }
 
-fn check(data_dir: PathBuf, cores: Option<usize>) -> Result<(), String> {
-    let mut config = RuntimeConfig::all_cores();
-    if let Some(cores) = cores {
-        config.cores = cores;
-    }
-    let preflight =
-        runtime::preflight(config.cores, config.io_memory_bytes).map_err(|e| e.to_string())?;
-    for warning in &preflight.warnings {
-        tracing::warn!("{warning}");
-    }
-    tracing::info!(
-        cores = config.cores,
-        available_cores = preflight.available_cores,
-        memlock_limit_bytes = preflight.memlock_limit_bytes,
-        cap_ipc_lock = preflight.has_cap_ipc_lock,
-        "preflight passed"
-    );
-    let results = runtime::run_shards(&config, move |context| {
-        let data_dir = data_dir.clone();
-        async move {
-            runtime::open_storage(&data_dir)
-                .await
-                .map(|_| context.shard_id.0)
-                .map_err(|error| format!("shard {}: {error}", context.shard_id.0))
-        }
-    })
-    .map_err(|e| e.to_string())?;
-    for result in results {
-        let shard = result?;
-        tracing::info!(shard, "direct I/O works");
-    }
-    println!("ok");
-    Ok(())
+fn doctor(args: Box<ServeArgs>) -> Result<(), String> {
+    let settings = args.settings()?;
+    let config = config::BrokerConfig::from_settings(&settings)?;
+    cli::doctor::run(&config)
 }

@@ -194,3 +194,41 @@ fn invalid_configuration_is_rejected_naming_the_key() {
         "{address}"
     );
 }
+
+/// `strata doctor` passes on this host, and fails naming the fix when the locked-memory limit
+/// is too low (set for the child with the shell's `ulimit -l`).
+#[test]
+fn doctor_passes_here_and_names_the_fix_for_a_low_memlock_limit() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("doctor-{}", std::process::id()));
+    let binary = env!("CARGO_BIN_EXE_strata");
+    let run = |memlock_kib: Option<u32>| {
+        let limit = memlock_kib.map_or(String::new(), |kib| format!("ulimit -l {kib}; "));
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{limit}exec \"$0\" doctor --data-dir \"$1\""))
+            .arg(binary)
+            .arg(&dir)
+            .output()
+            .expect("run doctor");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.success(), text)
+    };
+    let (passed, text) = run(None);
+    assert!(passed, "doctor should pass on this machine:\n{text}");
+    for check in
+        ["io_uring", "memlock", "data dir", "open files", "cpus", "huge pages", "clock", "shards"]
+    {
+        assert!(text.contains(check), "reports {check}:\n{text}");
+    }
+    assert!(text.contains("strata can run here") && !text.contains("FAIL"), "{text}");
+    let (passed, text) = run(Some(64));
+    assert!(!passed, "a 64 KiB memlock limit must fail:\n{text}");
+    assert!(text.contains("FAIL  memlock"), "{text}");
+    assert!(
+        text.contains("LimitMEMLOCK=infinity") && text.contains("ulimit -l unlimited"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

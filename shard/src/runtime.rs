@@ -67,7 +67,14 @@ pub struct Preflight {
     pub warnings: Vec<String>,
 }
 
-fn memlock_limit_bytes() -> u64 {
+/// Whether this process can set up an io_uring (kernel support, `kernel.io_uring_disabled`,
+/// seccomp filters).
+pub fn io_uring_probe() -> std::io::Result<()> {
+    io_uring::IoUring::new(8).map(drop)
+}
+
+/// The soft locked-memory limit, bytes (`u64::MAX` for unlimited).
+pub fn memlock_limit_bytes() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct we pass and has no other effect.
     let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
@@ -77,7 +84,8 @@ fn memlock_limit_bytes() -> u64 {
     limit.rlim_cur
 }
 
-fn has_cap_ipc_lock() -> bool {
+/// Whether the process may lock memory beyond its limit (CAP_IPC_LOCK).
+pub fn has_cap_ipc_lock() -> bool {
     const CAP_IPC_LOCK: u32 = 14;
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -3,6 +3,7 @@
 
 mod client;
 pub mod consume;
+pub mod doctor;
 pub mod group;
 pub mod produce;
 pub mod topic;

@@ -40,6 +40,9 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
 async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(), String> {
     let limit = shard.config.request_bytes_max;
     loop {
+        if crate::server::shutting_down() {
+            return Ok(()); // answered everything it read; take no new requests
+        }
         let mut prefix = [0u8; FRAME_PREFIX_BYTES];
         match stream.read_exact(&mut prefix).await {
             Ok(()) => {}
@@ -76,12 +79,29 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         let body =
             protocol::decode_body(api_key, version, request.body).map_err(|e| e.to_string())?;
         let started = std::time::Instant::now();
+        let _in_progress = InProgress::new(shard);
         if let Some(response) = handlers::handle(shard, version, &header, body).await {
             let written = write(stream, api_key, version, correlation_id, &response).await?;
             shard.stats.borrow_mut().bytes_out += written as u64;
         }
         let micros = started.elapsed().as_micros() as u64;
         shard.stats.borrow_mut().record_latency(api_key as i16, micros);
+    }
+}
+
+/// Counts a request in `Shard::requests_in_progress` from decode to answer.
+struct InProgress<'a>(&'a Shard);
+
+impl<'a> InProgress<'a> {
+    fn new(shard: &'a Shard) -> Self {
+        shard.requests_in_progress.set(shard.requests_in_progress.get() + 1);
+        InProgress(shard)
+    }
+}
+
+impl Drop for InProgress<'_> {
+    fn drop(&mut self) {
+        self.0.requests_in_progress.set(self.0.requests_in_progress.get().saturating_sub(1));
     }
 }
 

@@ -177,6 +177,7 @@ async fn shard_main(
         offsets: RefCell::new(Default::default()),
         groups: RefCell::new(HashMap::new()),
         offsets_lock: async_lock::Mutex::new(()),
+        requests_in_progress: Cell::new(0),
         producer_ids,
     });
     if id == 0 && fresh {
@@ -233,8 +234,45 @@ async fn shard_main(
     };
     futures_lite::future::or(accept, shutdown).await;
     drop(listener);
+    drain(&shard, context.shard_count).await;
     close_partitions(&shard).await;
     Ok(())
+}
+
+/// Whether a shutdown signal arrived (connections stop reading new requests).
+pub fn shutting_down() -> bool {
+    SHUTDOWN.load(Ordering::SeqCst)
+}
+
+/// Longest a shutdown waits for requests in progress before closing the partitions.
+pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 5_000;
+/// Shards that finished their own requests in progress.
+static DRAINED_SHARDS: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits (up to `SHUTDOWN_DRAIN_MS_MAX`) until this shard answered the requests it was handling
+/// and then until every shard has, so no shard closes a partition another shard's request is
+/// still appending to. The mesh keeps serving routed requests meanwhile.
+async fn drain(shard: &Rc<Shard>, shard_count: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS_MAX);
+    while shard.requests_in_progress.get() > 0 && std::time::Instant::now() < deadline {
+        runtime::sleep(Duration::from_millis(5)).await;
+    }
+    let left = shard.requests_in_progress.get();
+    DRAINED_SHARDS.fetch_add(1, Ordering::SeqCst);
+    while DRAINED_SHARDS.load(Ordering::SeqCst) < shard_count
+        && std::time::Instant::now() < deadline
+    {
+        runtime::sleep(Duration::from_millis(5)).await;
+    }
+    if left > 0 {
+        tracing::warn!(
+            shard = shard.id,
+            requests = left,
+            "shutdown deadline: closing with requests in progress"
+        );
+    } else {
+        tracing::info!(shard = shard.id, "requests in progress drained");
+    }
 }
 
 /// Clean shutdown of this shard's partitions: each close waits for appends in progress, writes

@@ -89,6 +89,9 @@ pub struct Shard {
     pub offsets_lock: async_lock::Mutex<()>,
     /// Membership of the consumer groups this shard coordinates.
     pub groups: RefCell<HashMap<String, Rc<crate::group::membership::GroupCell>>>,
+    /// Client requests this shard is handling now (read, not yet answered); shutdown waits for
+    /// them to drain.
+    pub requests_in_progress: Cell<usize>,
     /// Producer-id allocation (used on shard 0 only).
     pub producer_ids: crate::producer_ids::ProducerIdAllocator,
     /// fdatasync durations of every partition on this shard, microseconds.
@@ -113,6 +116,7 @@ impl Shard {
     /// changes; then adopts the snapshot.
     pub async fn apply_snapshot(&self, snapshot: MetadataSnapshot) -> Result<(), String> {
         let now = shard::runtime::now_ms();
+        let (mut opened_clean, mut recovered) = (0usize, 0usize);
         for topic in snapshot.topics.values() {
             let log_config = metadata::log_config(topic);
             for partition in 0..topic.partitions {
@@ -140,6 +144,11 @@ impl Shard {
                         let log = PartitionLog::open(self.storage.clone(), &dir, options)
                             .await
                             .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+                        if log.opened_clean {
+                            opened_clean += 1;
+                        } else {
+                            recovered += 1;
+                        }
                         let partition_state =
                             Rc::new(Partition { log, appended: event_listener::Event::new() });
                         self.partitions
@@ -148,6 +157,16 @@ impl Shard {
                     }
                 }
             }
+        }
+        if opened_clean + recovered > 0 {
+            // `recovered` counts logs that had no clean-shutdown marker (or are new) and were
+            // checked by the recovery scan.
+            tracing::info!(
+                shard = self.id,
+                clean = opened_clean,
+                recovered,
+                "partition logs opened"
+            );
         }
         let doomed: Vec<PartitionKey> = self
             .partitions

@@ -68,3 +68,31 @@ def test_sigterm_is_a_clean_stop_that_keeps_data(broker, topic_name):
     assert "truncating the log" not in broker.stderr_tail(200)
     assert ck_watermarks(broker.bootstrap, topic_name) == (0, 200)
     assert ck_consume(broker.bootstrap, topic_name, 200) == msgs
+
+
+def test_sigterm_with_acks_1_and_flush_never_keeps_every_acked_message_and_restarts_clean(broker, topic_name):
+    """Issue #7, graceful shutdown: with acks=1 and flush.policy=never nothing is fsynced before
+    the answer, so only the shutdown's own flush and fsync keep the data. SIGTERM, restart: every
+    acknowledged message is there, and every partition log opened on the clean path."""
+    import re
+    from test_acceptance import create_topic
+    create_topic(broker.bootstrap, topic_name, 4, {"flush.policy": "never"})
+    msgs = make_messages(3000, prefix="never")
+    ck_produce(broker.bootstrap, topic_name, msgs, acks="1")
+
+    rc, on_sigterm = broker.terminate()
+    assert on_sigterm and rc == 0, "a clean shutdown exits 0 on SIGTERM (rc %r)" % rc
+    log_before = broker.stderr_path.read_text(errors="replace")
+    assert "requests in progress drained" in log_before and "clean shutdown complete" in log_before
+    broker.start()
+    restart_log = broker.stderr_path.read_text(errors="replace")[len(log_before):]
+    opened = re.findall(r"partition logs opened.*?clean=(\d+) recovered=(\d+)", restart_log)
+    assert opened, "each shard logs how its logs opened:\n%s" % restart_log[-3000:]
+    assert all(int(recovered) == 0 for _, recovered in opened), opened
+    assert sum(int(clean) for clean, _ in opened) >= 4 + 50  # the topic and __consumer_offsets
+    low_high = [ck_watermarks(broker.bootstrap, topic_name, p) for p in range(4)]
+    assert sum(high for _, high in low_high) == 3000
+    got = []
+    for partition, (_, high) in enumerate(low_high):
+        got += ck_consume(broker.bootstrap, topic_name, high, partition=partition)
+    assert sorted(got, key=repr) == sorted(msgs, key=repr)

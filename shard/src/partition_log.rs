@@ -618,14 +618,7 @@ impl<S: Storage> PartitionLog<S> {
         let bytes = self.producers.borrow().encode(log_end);
         let path = self.dir.join(producer_state::snapshot_file_name(log_end));
         io::write_file_atomic(&self.storage, &path, &bytes).await?;
-        let mut offsets: Vec<i64> = self
-            .storage
-            .list_dir(&self.dir)
-            .await?
-            .iter()
-            .filter_map(|name| producer_state::parse_snapshot_file_name(name))
-            .collect();
-        offsets.sort_unstable();
+        let offsets = self.producer_snapshot_offsets().await?;
         let keep_from = offsets.len().saturating_sub(PRODUCER_SNAPSHOTS_KEPT);
         for offset in offsets.iter().take(keep_from) {
             self.storage
@@ -635,10 +628,8 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    /// Rebuilds the producer state: the newest readable snapshot at or below the log end, then
-    /// the batches after it (snapshots above the log end, left by a truncation, are removed).
-    pub(crate) async fn load_producer_state(&self, now_ms: i64) -> Result<()> {
-        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
+    /// Offsets of the producer snapshots in the partition directory, ascending.
+    async fn producer_snapshot_offsets(&self) -> Result<Vec<i64>> {
         let mut offsets: Vec<i64> = self
             .storage
             .list_dir(&self.dir)
@@ -647,6 +638,14 @@ impl<S: Storage> PartitionLog<S> {
             .filter_map(|name| producer_state::parse_snapshot_file_name(name))
             .collect();
         offsets.sort_unstable();
+        Ok(offsets)
+    }
+
+    /// Rebuilds the producer state: the newest readable snapshot at or below the log end, then
+    /// the batches after it (snapshots above the log end, left by a truncation, are removed).
+    pub(crate) async fn load_producer_state(&self, now_ms: i64) -> Result<()> {
+        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
+        let offsets = self.producer_snapshot_offsets().await?;
         let mut loaded: Option<(i64, ProducerStates)> = None;
         for offset in offsets.iter().rev() {
             let path = self.dir.join(producer_state::snapshot_file_name(*offset));

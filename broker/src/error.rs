@@ -23,7 +23,9 @@ pub mod code {
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    pub const INVALID_RECORD: i16 = 87;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
@@ -67,6 +69,12 @@ pub enum BrokerError {
     OffsetMetadataTooLarge(usize),
     #[error("invalid group id {0:?}")]
     InvalidGroupId(String),
+    /// A client sent a control batch (only brokers write those).
+    #[error("control batches cannot be produced by clients")]
+    ControlBatchFromClient,
+    /// A transactional batch; transactions are not implemented.
+    #[error("transactional produce is not supported")]
+    TransactionsUnsupported,
     /// A group-coordinator answer that already is a Kafka error code.
     #[error("group error code {0}")]
     GroupError(i16),
@@ -105,6 +113,8 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnknownMemberId(..) => code::UNKNOWN_MEMBER_ID,
         BrokerError::OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
         BrokerError::InvalidGroupId(_) => code::INVALID_GROUP_ID,
+        BrokerError::ControlBatchFromClient => code::INVALID_RECORD,
+        BrokerError::TransactionsUnsupported => code::INVALID_TXN_STATE,
         BrokerError::GroupError(code) => *code,
     }
 }

@@ -458,6 +458,12 @@ async fn append(
         let header = wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
             .map_err(shard::StorageError::from)?;
         header.verify_crc().map_err(shard::StorageError::from)?;
+        if header.is_control() {
+            return Err(BrokerError::ControlBatchFromClient);
+        }
+        if header.is_transactional() {
+            return Err(BrokerError::TransactionsUnsupported);
+        }
         records += (header.last_offset() - header.base_offset() + 1).max(0) as u64;
     }
     let sync = sync && state.log.config().flush == shard::FlushPolicy::Always;

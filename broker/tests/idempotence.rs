@@ -42,9 +42,14 @@ fn produce(
         let value = format!("{sequence}-{i}");
         builder.push(BatchRecord { key: None, value: Some(value.as_bytes()), timestamp_delta: 0 });
     }
+    produce_batch(client, topic, Bytes::from(builder.build()))
+}
+
+/// Produces one encoded batch to partition 0 with acks=all; (error code, base offset).
+fn produce_batch(client: &mut Client, topic: &str, batch: Bytes) -> (i16, i64) {
     let mut partition = produce_request::PartitionProduceData::default();
     partition.index = 0;
-    partition.records = Some(Bytes::from(builder.build()));
+    partition.records = Some(batch);
     let mut topic_data = produce_request::TopicProduceData::default();
     topic_data.name = TopicName(StrBytes::from_string(topic.to_string()));
     topic_data.partition_data = vec![partition];
@@ -130,4 +135,28 @@ fn retries_get_the_original_offset_and_errors_get_kafkas_codes_also_after_a_sigk
     assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 5), "retry after restart");
     assert_eq!(produce(&mut client, "t", (id, bumped), 1, 1), (NONE, 6));
     assert_eq!(produce(&mut client, "t", producer, 5, 1).0, INVALID_PRODUCER_EPOCH);
+}
+
+/// Transactions are not implemented: a transactional batch is refused with
+/// INVALID_TXN_STATE, and a control batch (only brokers write those) with INVALID_RECORD.
+#[test]
+fn transactional_and_control_batches_are_refused() {
+    let broker = Broker::start("no-transactions", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let with_attributes = |bits: i16| {
+        let mut builder = RecordBatchBuilder::new(1_000);
+        builder.producer(1, 0, 0);
+        builder.push(BatchRecord { key: None, value: Some(b"v"), timestamp_delta: 0 });
+        let mut bytes = builder.build();
+        bytes[21..23].copy_from_slice(&bits.to_be_bytes()); // attributes
+        let mut view =
+            wire::record_batch::RecordBatchMut::new(&mut bytes, 1 << 20).expect("a valid batch");
+        let max_timestamp = view.header().max_timestamp();
+        view.set_max_timestamp_and_crc(max_timestamp); // recomputes the CRC
+        Bytes::from(bytes)
+    };
+    assert_eq!(produce_batch(&mut client, "t", with_attributes(0x10)).0, 48, "INVALID_TXN_STATE");
+    assert_eq!(produce_batch(&mut client, "t", with_attributes(0x20)).0, 87, "INVALID_RECORD");
+    assert_eq!(produce_batch(&mut client, "t", with_attributes(0x30)).0, 87, "INVALID_RECORD");
 }

@@ -70,7 +70,7 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
                     code::UNSUPPORTED_VERSION,
                 ));
                 let written =
-                    write(stream, ApiKey::ApiVersions, 0, correlation_id, &response).await?;
+                    write(stream, ApiKey::ApiVersions, 0, correlation_id, response).await?;
                 shard.stats.borrow_mut().bytes_out += written as u64;
                 continue;
             }
@@ -81,7 +81,7 @@ async fn serve_requests(shard: &Rc<Shard>, stream: &mut TcpStream) -> Result<(),
         let started = std::time::Instant::now();
         let _in_progress = InProgress::new(shard);
         if let Some(response) = handlers::handle(shard, version, &header, body).await {
-            let written = write(stream, api_key, version, correlation_id, &response).await?;
+            let written = write(stream, api_key, version, correlation_id, response).await?;
             shard.stats.borrow_mut().bytes_out += written as u64;
         }
         let micros = started.elapsed().as_micros() as u64;
@@ -105,15 +105,22 @@ impl Drop for InProgress<'_> {
     }
 }
 
+/// Encodes and writes one response; Fetch record batches are written from the buffers they
+/// live in (`wire::response_chunks`), not copied into the frame.
 async fn write(
     stream: &mut TcpStream,
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
-    response: &ResponseKind,
+    response: ResponseKind,
 ) -> Result<usize, String> {
-    let bytes = protocol::encode_response(api_key, version, correlation_id, response)
-        .map_err(|e| format!("encoding the {api_key:?} v{version} response: {e}"))?;
-    stream.write_all(&bytes).await.map_err(|e| format!("write failed: {e}"))?;
-    Ok(bytes.len())
+    let chunks =
+        wire::response_chunks::encode_response_chunks(api_key, version, correlation_id, response)
+            .map_err(|e| format!("encoding the {api_key:?} v{version} response: {e}"))?;
+    let mut written = 0;
+    for chunk in chunks {
+        stream.write_all(&chunk).await.map_err(|e| format!("write failed: {e}"))?;
+        written += chunk.len();
+    }
+    Ok(written)
 }

@@ -18,6 +18,7 @@ pub mod batch_builder;
 pub mod compression;
 pub mod protocol;
 pub mod record_batch;
+pub mod response_chunks;
 pub mod varint;
 
 pub use batch_builder::{BatchRecord, RecordBatchBuilder};

@@ -15,6 +15,7 @@
 #![cfg_attr(test, allow(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod batch_builder;
+pub mod compaction;
 pub mod compression;
 pub mod protocol;
 pub mod record_batch;

@@ -334,6 +334,15 @@ impl<'a> RecordIter<'a> {
         Self { remaining: records, left: count.max(0) }
     }
 
+    /// The next record together with its encoded bytes (length prefix included), for callers
+    /// that copy records verbatim (compaction).
+    pub fn next_with_raw(&mut self) -> Option<Result<(RecordView<'a>, &'a [u8]), DecodeError>> {
+        let before = self.remaining;
+        let record = self.next()?;
+        let used = before.len() - self.remaining.len();
+        Some(record.map(|view| (view, before.get(..used).unwrap_or_default())))
+    }
+
     fn decode_one(&mut self) -> Result<RecordView<'a>, DecodeError> {
         let length = take_varint(&mut self.remaining)?;
         if length < 0 {

@@ -72,6 +72,9 @@ pub enum BrokerError {
     /// A client sent a control batch (only brokers write those).
     #[error("control batches cannot be produced by clients")]
     ControlBatchFromClient,
+    /// A record without a key sent to a compacted topic.
+    #[error("compacted topic {0} cannot accept a record without a key")]
+    NullKeyOnCompactedTopic(String),
     /// A transactional batch; transactions are not implemented.
     #[error("transactional produce is not supported")]
     TransactionsUnsupported,
@@ -115,6 +118,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::InvalidGroupId(_) => code::INVALID_GROUP_ID,
         BrokerError::ControlBatchFromClient => code::INVALID_RECORD,
         BrokerError::TransactionsUnsupported => code::INVALID_TXN_STATE,
+        BrokerError::NullKeyOnCompactedTopic(_) => code::INVALID_RECORD,
         BrokerError::GroupError(code) => *code,
     }
 }

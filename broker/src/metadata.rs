@@ -85,6 +85,7 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
 /// Topic configs strata understands, with Kafka's defaults.
 pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
     ("cleanup.policy", "delete"),
+    ("delete.retention.ms", "86400000"),
     ("retention.ms", "604800000"),
     ("retention.bytes", "-1"),
     ("segment.bytes", "1073741824"),
@@ -123,6 +124,24 @@ fn parse_long(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
     Ok(parsed)
 }
 
+/// Parses `cleanup.policy`: `delete`, `compact`, or both (comma-separated, as Kafka's list):
+/// (delete, compact).
+pub fn parse_cleanup_policy(value: &str) -> Result<(bool, bool)> {
+    let mut policy = (false, false);
+    for part in value.split(',').map(str::trim) {
+        match part {
+            "delete" => policy.0 = true,
+            "compact" => policy.1 = true,
+            _ => {
+                return Err(BrokerError::InvalidConfig(format!(
+                    "cleanup.policy={value:?}: use delete, compact or compact,delete"
+                )))
+            }
+        }
+    }
+    Ok(policy)
+}
+
 /// Parses `flush.policy`: `always`, `never`, or `interval:<ms>`.
 pub fn parse_flush_policy(value: &str) -> Result<FlushPolicy> {
     match value.trim() {
@@ -149,12 +168,8 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<()> {
         }
         "index.interval.bytes" => parse_long(key, value, 0, i64::from(i32::MAX)).map(drop),
         "flush.policy" => parse_flush_policy(value).map(drop),
-        "cleanup.policy" => match value {
-            "delete" => Ok(()),
-            _ => Err(BrokerError::InvalidConfig(format!(
-                "cleanup.policy={value:?}: only delete is supported so far"
-            ))),
-        },
+        "cleanup.policy" => parse_cleanup_policy(value).map(drop),
+        "delete.retention.ms" => parse_long(key, value, 0, i64::MAX).map(drop),
         "message.timestamp.type" => match value {
             "CreateTime" => Ok(()),
             _ => Err(BrokerError::InvalidConfig(format!(
@@ -177,6 +192,9 @@ pub fn log_config(topic: &TopicMetadata) -> LogConfig {
     };
     let defaults = LogConfig::default();
     let positive = |value: i64| (value >= 0).then_some(value as u64);
+    let cleanup = config_value(topic, "cleanup.policy")
+        .and_then(|value| parse_cleanup_policy(value).ok())
+        .unwrap_or((true, false));
     LogConfig {
         segment_bytes: positive(long("segment.bytes")).unwrap_or(defaults.segment_bytes),
         segment_ms: positive(long("segment.ms"))
@@ -195,6 +213,10 @@ pub fn log_config(topic: &TopicMetadata) -> LogConfig {
             .and_then(|value| parse_flush_policy(value).ok())
             .unwrap_or(FlushPolicy::Always),
         write_chunk_bytes: defaults.write_chunk_bytes,
+        cleanup_delete: cleanup.0,
+        cleanup_compact: cleanup.1,
+        delete_retention_ms: positive(long("delete.retention.ms"))
+            .unwrap_or(defaults.delete_retention_ms),
     }
 }
 

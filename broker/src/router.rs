@@ -453,6 +453,7 @@ async fn append(
     }
     // Every batch is checked (framing and CRC32C) before any is appended, so a request is
     // all-or-nothing; the log then skips the CRC pass it would otherwise repeat.
+    let compacted = state.log.config().cleanup_compact;
     let mut records = 0u64;
     for batch in &batches {
         let header = wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
@@ -463,6 +464,15 @@ async fn append(
         }
         if header.is_transactional() {
             return Err(BrokerError::TransactionsUnsupported);
+        }
+        if compacted {
+            // Kafka refuses keyless records on compacted topics (they could never be cleaned).
+            let mut keyless = false;
+            wire::compaction::for_each_record(&header, |record| keyless |= record.key.is_none())
+                .map_err(shard::StorageError::from)?;
+            if keyless {
+                return Err(BrokerError::NullKeyOnCompactedTopic(topic.to_string()));
+            }
         }
         records += (header.last_offset() - header.base_offset() + 1).max(0) as u64;
     }

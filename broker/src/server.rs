@@ -307,6 +307,9 @@ async fn maintenance(shard: Rc<Shard>) {
                 tracing::error!(%error, dir = %partition.log.dir().display(), "interval flush failed");
             }
             if retention_due {
+                if let Err(error) = partition.log.compact_if_due(now).await {
+                    tracing::error!(%error, dir = %partition.log.dir().display(), "compaction failed");
+                }
                 match partition.log.apply_retention(now).await {
                     Ok(0) => {}
                     Ok(deleted) => {

@@ -28,6 +28,12 @@ pub struct LogConfig {
     pub flush: FlushPolicy,
     /// Size of each direct-I/O chunk write (strata tuning, not a Kafka config).
     pub write_chunk_bytes: usize,
+    /// `cleanup.policy` contains `delete`: retention deletes old segments.
+    pub cleanup_delete: bool,
+    /// `cleanup.policy` contains `compact`: `PartitionLog::compact` keeps the last record per key.
+    pub cleanup_compact: bool,
+    /// Kafka's `delete.retention.ms`: how long a tombstone stays after compaction reaches it.
+    pub delete_retention_ms: u64,
 }
 
 /// Kafka's defaults: 1 GiB segments, 7 days, unlimited bytes, 4 KiB index interval, and
@@ -37,6 +43,8 @@ pub const SEGMENT_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 pub const RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3600 * 1000;
 pub const INDEX_INTERVAL_BYTES_DEFAULT: u64 = 4096;
 pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
+/// Kafka's `delete.retention.ms` default (1 day).
+pub const DELETE_RETENTION_MS_DEFAULT: u64 = 24 * 3600 * 1000;
 /// The largest batch the storage engine will accept whatever the topic says (segment positions
 /// are 32-bit in the index format, and a batch must fit in one segment).
 pub const BATCH_BYTES_MAX: usize = 64 << 20;
@@ -57,6 +65,9 @@ impl Default for LogConfig {
             max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
             flush: FlushPolicy::Always,
             write_chunk_bytes: WRITE_CHUNK_BYTES_DEFAULT,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            delete_retention_ms: DELETE_RETENTION_MS_DEFAULT,
         }
     }
 }

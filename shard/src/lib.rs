@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod checkpoint;
+pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod index;

@@ -157,6 +157,8 @@ pub struct PartitionLog<S: Storage> {
     /// Idempotent producers of this partition (touched under `write_lock` once open).
     pub(crate) producers: RefCell<crate::producer_state::ProducerStates>,
     pub(crate) producer_recovery: std::cell::Cell<ProducerRecovery>,
+    /// The active segment's base offset when compaction last ran (see `compact_if_due`).
+    pub(crate) compacted_sealed_end: std::cell::Cell<Option<i64>>,
 }
 
 /// What `open` needs besides the storage.
@@ -215,7 +217,7 @@ impl<S: Storage> PartitionLog<S> {
         self.state.borrow().segments.values().map(|segment| segment.size_bytes).sum()
     }
 
-    fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         let state = self.state.borrow();
         if state.closed {
             return Err(StorageError::Closed(self.dir.clone()));
@@ -228,7 +230,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Marks the log offline when an I/O step of a write fails, so a half-done write is never
     /// built upon; reopening runs recovery.
-    fn offline_on_error<T>(&self, result: Result<T>) -> Result<T> {
+    pub(crate) fn offline_on_error<T>(&self, result: Result<T>) -> Result<T> {
         if result.is_err() {
             self.state.borrow_mut().offline = true;
         }
@@ -1172,7 +1174,8 @@ impl<S: Storage> PartitionLog<S> {
                     let by_size = config
                         .retention_bytes
                         .is_some_and(|bytes| total - oldest.size_bytes >= bytes);
-                    (by_time || by_size).then_some(oldest.base_offset)
+                    // Only under cleanup.policy=delete (a compacted topic keeps its keys).
+                    (config.cleanup_delete && (by_time || by_size)).then_some(oldest.base_offset)
                 }
             };
             let Some(base) = doomed else { break };

@@ -18,6 +18,8 @@ pub enum Kind {
     FlushPolicy,
     /// A number of cores, or `all`.
     Cores,
+    /// `delete`, `compact` or `compact,delete`.
+    CleanupPolicy,
 }
 
 pub struct Key {
@@ -51,6 +53,8 @@ pub const KEYS: &[Key] = &[
     Key { name: "message.max.bytes", default: "1048588", kind: int(0, 64 << 20), help: "Default max.message.bytes of topics." },
     Key { name: "log.index.interval.bytes", default: "4096", kind: int(0, i32::MAX as i64), help: "Default index.interval.bytes of topics." },
     Key { name: "log.flush.policy", default: "always", kind: Kind::FlushPolicy, help: "Default flush.policy of topics: always (fsync before acks=all is answered), never, interval:<ms> (strata)." },
+    Key { name: "log.cleanup.policy", default: "delete", kind: Kind::CleanupPolicy, help: "Default cleanup.policy of topics: delete (retention), compact (keep the last record per key) or compact,delete." },
+    Key { name: "log.cleaner.delete.retention.ms", default: "86400000", kind: int(0, i64::MAX), help: "Default delete.retention.ms of topics: how long compaction keeps a tombstone." },
     Key { name: "group.initial.rebalance.delay.ms", default: "3000", kind: int(0, 300_000), help: "Wait for more members before the first rebalance of an empty group." },
     Key { name: "offsets.retention.minutes", default: "10080", kind: int(1, i32::MAX as i64), help: "Committed offsets of groups without members expire this long after their last commit." },
     Key { name: "offsets.retention.ms", default: "", kind: int(1, i64::MAX), help: "The same in milliseconds; overrides offsets.retention.minutes when set (strata)." },
@@ -66,6 +70,8 @@ pub const TOPIC_DEFAULTS: &[(&str, &str)] = &[
     ("message.max.bytes", "max.message.bytes"),
     ("log.index.interval.bytes", "index.interval.bytes"),
     ("log.flush.policy", "flush.policy"),
+    ("log.cleanup.policy", "cleanup.policy"),
+    ("log.cleaner.delete.retention.ms", "delete.retention.ms"),
 ];
 
 pub fn find(name: &str) -> Option<&'static Key> {
@@ -113,6 +119,9 @@ pub fn check(key: &Key, value: &str) -> Result<(), String> {
         Kind::FlushPolicy => crate::metadata::parse_flush_policy(value)
             .map(drop)
             .map_err(|_| format!("{value:?}: use always, never or interval:<ms>")),
+        Kind::CleanupPolicy => crate::metadata::parse_cleanup_policy(value)
+            .map(drop)
+            .map_err(|_| format!("{value:?}: use delete, compact or compact,delete")),
         Kind::Cores => match value {
             "all" => Ok(()),
             _ => match value.parse::<usize>() {

@@ -158,6 +158,8 @@ def main():
             "p99 <= 5 ms, p99.9 <= 15 ms", "", p99 <= 5 and p999 <= 15)
     finally:
         b.stop()
+        # Several GB of benchmark data: never leave it behind, even when a run fails.
+        shutil.rmtree(data, ignore_errors=True)
 
     b = Broker(data + "-10k")
     try:

@@ -147,29 +147,31 @@ impl<S: Storage> PartitionLog<S> {
         Ok(Some(latest))
     }
 
-    /// Calls `visit` with every batch of the sealed segment `[base, next_offset)` in order.
-    async fn for_each_batch(
+    /// The next read's worth of batches of a segment ending at `next_offset`, starting at
+    /// `*offset` and moving it past them; empty at the segment's end.
+    async fn segment_batches(
         &self,
-        base: i64,
+        offset: &mut i64,
         next_offset: i64,
-        mut visit: impl FnMut(&RecordBatchHeader<'_>, &[u8]) -> Result<()>,
-    ) -> Result<()> {
-        let mut offset = base.max(self.log_start_offset());
-        while offset < next_offset {
-            let read = self.read(offset, READ_BYTES).await?;
-            if read.batches.is_empty() {
+    ) -> Result<Vec<bytes::Bytes>> {
+        if *offset >= next_offset {
+            return Ok(Vec::new());
+        }
+        let mut batches = self.read(*offset, READ_BYTES).await?.batches;
+        let mut keep = 0;
+        for bytes in &batches {
+            let header = RecordBatchHeader::parse(bytes, crate::config::BATCH_BYTES_MAX)?;
+            if header.base_offset() >= next_offset {
                 break;
             }
-            for bytes in &read.batches {
-                let header = RecordBatchHeader::parse(bytes, crate::config::BATCH_BYTES_MAX)?;
-                if header.base_offset() >= next_offset {
-                    return Ok(());
-                }
-                offset = header.last_offset() + 1;
-                visit(&header, bytes)?;
-            }
+            *offset = header.last_offset() + 1;
+            keep += 1;
         }
-        Ok(())
+        if keep < batches.len() || batches.is_empty() {
+            *offset = next_offset;
+        }
+        batches.truncate(keep);
+        Ok(batches)
     }
 
     /// Rewrites the sealed segment at `base` keeping the records `keep` accepts: (records
@@ -183,17 +185,24 @@ impl<S: Storage> PartitionLog<S> {
         size: u64,
         keep: impl Fn(wire::compaction::RecordRef<'_>, i64) -> bool,
     ) -> Result<Option<(u64, u64)>> {
+        let first = base.max(self.log_start_offset());
         let mut removable = 0u64;
-        self.for_each_batch(base, next_offset, |header, _| {
-            if !header.is_control() {
-                let max_timestamp = header.max_timestamp();
-                wire::compaction::for_each_record(header, |record| {
-                    removable += u64::from(!keep(record, max_timestamp));
-                })?;
+        let mut offset = first;
+        loop {
+            let batches = self.segment_batches(&mut offset, next_offset).await?;
+            if batches.is_empty() {
+                break;
             }
-            Ok(())
-        })
-        .await?;
+            for bytes in &batches {
+                let header = RecordBatchHeader::parse(bytes, crate::config::BATCH_BYTES_MAX)?;
+                if !header.is_control() {
+                    let max_timestamp = header.max_timestamp();
+                    wire::compaction::for_each_record(&header, |record| {
+                        removable += u64::from(!keep(record, max_timestamp));
+                    })?;
+                }
+            }
+        }
         if removable == 0 {
             return Ok(None);
         }
@@ -202,22 +211,15 @@ impl<S: Storage> PartitionLog<S> {
         let file = self.storage.open(&temporary, true).await?;
         file.truncate(0).await?;
         let mut writer = ChunkWriter::new(file);
-        let mut batches: Vec<Vec<u8>> = Vec::new();
         let mut removed = 0u64;
-        let mut offset = base.max(self.log_start_offset());
-        while offset < next_offset {
-            // Rewrite one read's worth of batches, then write them (the writer is async).
-            let read = self.read(offset, READ_BYTES).await?;
-            if read.batches.is_empty() {
+        let mut offset = first;
+        loop {
+            let batches = self.segment_batches(&mut offset, next_offset).await?;
+            if batches.is_empty() {
                 break;
             }
-            for bytes in &read.batches {
+            for bytes in &batches {
                 let header = RecordBatchHeader::parse(bytes, crate::config::BATCH_BYTES_MAX)?;
-                if header.base_offset() >= next_offset {
-                    offset = next_offset;
-                    break;
-                }
-                offset = header.last_offset() + 1;
                 let max_timestamp = header.max_timestamp();
                 let rewritten = if header.is_control() {
                     None
@@ -228,10 +230,7 @@ impl<S: Storage> PartitionLog<S> {
                         kept
                     })?
                 };
-                batches.push(rewritten.unwrap_or_else(|| bytes.to_vec()));
-            }
-            for batch in batches.drain(..) {
-                writer.write(&batch).await?;
+                writer.write(rewritten.as_deref().unwrap_or(bytes)).await?;
             }
         }
         let new_size = writer.logical_end();

@@ -12,12 +12,13 @@ if ! command -v cargo >/dev/null; then
 fi
 
 # System packages: libzstd (linked through pkg-config instead of building zstd from source),
-# kcat (interop tests), python3-venv (the interop suite's virtualenv).
+# kcat (interop tests), python3-venv (the interop suite's virtualenv), nodejs/npm (KafkaJS).
 missing=()
 pkg-config --version >/dev/null 2>&1 || missing+=(pkg-config)
 pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)
 command -v kcat >/dev/null || missing+=(kcat)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
     step "installing Debian packages: ${missing[*]}"
     if [ "$(id -u)" = 0 ]; then SUDO=(); else SUDO=(sudo); fi

@@ -71,6 +71,8 @@ pub enum ShardRequest {
         wanted: Option<Vec<(String, i32)>>,
     },
     ListGroups,
+    /// (topic, partition, bytes on disk) of every partition the shard owns.
+    LogSizes,
     /// A producer id (shard 0 allocates them).
     InitProducerId {
         producer_id: i64,
@@ -121,6 +123,7 @@ pub enum ShardResponse {
     FetchOffsets(Vec<(String, i32, crate::group::Committed)>),
     Groups(Vec<String>),
     ProducerId(Result<(i64, i16)>),
+    LogSizes(Vec<(String, i32, u64)>),
     Stats(Box<StatsReport>),
     Append(Result<AppendResult>),
     Read(Result<ReadResult>),
@@ -276,6 +279,16 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
             };
             ShardResponse::DeleteRecords(result)
         }
+        ShardRequest::LogSizes => ShardResponse::LogSizes(
+            shard
+                .partitions
+                .borrow()
+                .iter()
+                .map(|((topic, partition), state)| {
+                    (topic.clone(), *partition, state.log.size_bytes())
+                })
+                .collect(),
+        ),
         ShardRequest::InitProducerId { producer_id, epoch } => ShardResponse::ProducerId(
             crate::producer_ids::init_producer_id(&shard, producer_id, epoch).await,
         ),

@@ -256,6 +256,14 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             request.groups = vec![GroupId(StrBytes::from_static_str("matrix-group"))];
             RequestKind::DescribeGroups(request)
         }
+        ApiKey::DescribeLogDirs => {
+            let mut topic = describe_log_dirs_request::DescribableLogDirTopic::default();
+            topic.topic = name("matrix");
+            topic.partitions = vec![0];
+            let mut request = DescribeLogDirsRequest::default();
+            request.topics = Some(vec![topic]);
+            RequestKind::DescribeLogDirs(request)
+        }
         ApiKey::InitProducerId => {
             let mut request = InitProducerIdRequest::default();
             request.transactional_id = None;
@@ -326,6 +334,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),
         ResponseKind::InitProducerId(r) => vec![r.error_code],
+        ResponseKind::DescribeLogDirs(r) => {
+            std::iter::once(r.error_code).chain(r.results.iter().map(|d| d.error_code)).collect()
+        }
         _ => vec![],
     }
 }
@@ -478,4 +489,46 @@ fn join_group_with_oversized_protocol_metadata_is_refused() {
         vec![23],
         "INCONSISTENT_GROUP_PROTOCOL for > 1 MiB of metadata"
     );
+}
+
+#[test]
+fn describe_log_dirs_reports_partition_sizes_and_disk_space() {
+    let broker = Broker::start("log-dirs", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "sized", 2, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.index = 1;
+    partition.records = Some(batch());
+    let mut topic = produce_request::TopicProduceData::default();
+    topic.name = name("sized");
+    topic.partition_data = vec![partition];
+    let mut produce = ProduceRequest::default();
+    produce.acks = -1;
+    produce.timeout_ms = 10_000;
+    produce.topic_data = vec![topic];
+    client.call(ApiKey::Produce, 9, RequestKind::Produce(produce)).expect("produce");
+    for version in 1..=4 {
+        let mut request = DescribeLogDirsRequest::default();
+        request.topics = None; // every partition
+        let Ok(ResponseKind::DescribeLogDirs(response)) =
+            client.call(ApiKey::DescribeLogDirs, version, RequestKind::DescribeLogDirs(request))
+        else {
+            panic!("DescribeLogDirs v{version}");
+        };
+        let dir = &response.results[0];
+        assert_eq!(dir.error_code, 0);
+        assert!(dir.log_dir.contains("broker-log-dirs"), "{}", dir.log_dir.as_str());
+        let sized = dir.topics.iter().find(|t| t.name.0.as_str() == "sized").expect("topic listed");
+        let sizes: Vec<(i32, i64)> =
+            sized.partitions.iter().map(|p| (p.partition_index, p.partition_size)).collect();
+        assert_eq!(sizes.len(), 2);
+        assert_eq!(sizes[0], (0, 0), "the empty partition");
+        assert_eq!(sizes[1].1 as usize, batch().len(), "the partition holds the one batch");
+        assert!(dir.topics.iter().any(|t| t.name.0.as_str() == "__consumer_offsets"));
+        if version >= 4 {
+            assert!(
+                dir.total_bytes > 0 && dir.usable_bytes > 0 && dir.usable_bytes <= dir.total_bytes
+            );
+        }
+    }
 }

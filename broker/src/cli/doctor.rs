@@ -219,7 +219,7 @@ fn direct_io_probe(dir: &Path) -> std::io::Result<()> {
 }
 
 /// (free, total) bytes of the file system holding `dir`.
-fn free_bytes(dir: &Path) -> std::io::Result<(u64, u64)> {
+pub fn free_bytes(dir: &Path) -> std::io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
     // SAFETY: statvfs fills the struct we pass; the path is a valid C string.

@@ -14,6 +14,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod fetch;
 pub mod find_coordinator;
 mod group_route;
@@ -66,6 +67,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
     (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
     (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
+    (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
 ];
 
 /// Whether `version` of `api_key` is served.
@@ -152,6 +154,9 @@ pub async fn handle(
         }
         RequestKind::OffsetDelete(request) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, request).await)
+        }
+        RequestKind::DescribeLogDirs(request) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(shard, version, request).await)
         }
         RequestKind::InitProducerId(request) => {
             ResponseKind::InitProducerId(init_producer_id::handle(shard, request).await)

@@ -17,6 +17,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 
 const SENTINEL_BYTES: usize = 16;
+/// Records smaller than this are copied into the frame (one write beats a copy of a few KiB).
+pub const SPLICE_BYTES_MIN: usize = 16 * 1024;
+const _: () = assert!(SPLICE_BYTES_MIN > SENTINEL_BYTES);
 /// First flexible Fetch version (compact records length).
 const FETCH_FLEXIBLE_VERSION: i16 = 12;
 
@@ -38,8 +41,8 @@ pub fn encode_response_chunks(
     let mut taken: Vec<([u8; SENTINEL_BYTES], Bytes)> = Vec::new();
     for partition in fetch.responses.iter_mut().flat_map(|topic| topic.partitions.iter_mut()) {
         let Some(records) = partition.records.as_mut() else { continue };
-        if records.len() <= SENTINEL_BYTES {
-            continue; // not worth it (and keeps the sentinel strictly smaller)
+        if records.len() < SPLICE_BYTES_MIN {
+            continue; // copying is cheaper than another write for small records
         }
         let mut sentinel = [0u8; SENTINEL_BYTES];
         let (key, index) = sentinel.split_at_mut(8);
@@ -170,7 +173,7 @@ mod tests {
     #[test]
     fn chunks_are_byte_for_byte_the_plain_encoding_at_every_version() {
         let big = Bytes::from((0..300_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
-        let mid = Bytes::from(vec![7u8; 200]);
+        let mid = Bytes::from(vec![7u8; SPLICE_BYTES_MIN + 1]);
         let cases = [
             vec![Some(big.clone())],
             vec![
@@ -209,17 +212,12 @@ mod tests {
     }
 
     #[test]
-    fn records_just_over_the_sentinel_size_splice_correctly() {
-        let chunks = encode_response_chunks(
-            ApiKey::Fetch,
-            12,
-            1,
-            response(&[Some(Bytes::from(vec![0u8; 17]))]),
-        )
-        .expect("chunks");
-        let plain =
-            encode_response(ApiKey::Fetch, 12, 1, &response(&[Some(Bytes::from(vec![0u8; 17]))]))
-                .expect("plain");
+    fn small_records_stay_in_one_chunk() {
+        let small =
+            response(&[Some(Bytes::from(vec![0u8; 100])), Some(Bytes::from(vec![1u8; 2000]))]);
+        let chunks = encode_response_chunks(ApiKey::Fetch, 12, 1, small.clone()).expect("chunks");
+        assert_eq!(chunks.len(), 1);
+        let plain = encode_response(ApiKey::Fetch, 12, 1, &small).expect("plain");
         assert_eq!(joined(&chunks), plain.to_vec());
     }
 }

@@ -100,7 +100,7 @@ async fn metrics(shard: &Rc<Shard>) -> String {
         }
     }
     type Counter = fn(&crate::router::StatsReport) -> u64;
-    let counters: [(&str, &str, &str, Counter); 8] = [
+    let counters: [(&str, &str, &str, Counter); 11] = [
         (
             "strata_routed_requests_out_total",
             "counter",
@@ -132,6 +132,21 @@ async fn metrics(shard: &Rc<Shard>) -> String {
         ),
         ("strata_shard_partitions", "gauge", "Partitions owned by the shard.", |r| {
             r.offsets.len() as u64
+        }),
+        (
+            "strata_produce_duplicate_batches_total",
+            "counter",
+            "Idempotent producers' retried batches answered with their original offsets.",
+            |r| r.stats.duplicate_batches,
+        ),
+        (
+            "strata_compaction_runs_total",
+            "counter",
+            "Log compaction runs that rewrote at least one segment.",
+            |r| r.stats.compaction_runs,
+        ),
+        ("strata_compacted_records_total", "counter", "Records removed by log compaction.", |r| {
+            r.stats.compacted_records
         }),
     ];
     for (name, kind, help, value) in counters {

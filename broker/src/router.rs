@@ -500,6 +500,7 @@ async fn append(
         if info.duplicate {
             // An idempotent producer's retry: already counted when it was first written.
             records -= (info.last_offset - info.base_offset + 1).max(0) as u64;
+            shard.stats.borrow_mut().duplicate_batches += 1;
         } else {
             bytes += length;
         }

@@ -307,8 +307,16 @@ async fn maintenance(shard: Rc<Shard>) {
                 tracing::error!(%error, dir = %partition.log.dir().display(), "interval flush failed");
             }
             if retention_due {
-                if let Err(error) = partition.log.compact_if_due(now).await {
-                    tracing::error!(%error, dir = %partition.log.dir().display(), "compaction failed");
+                match partition.log.compact_if_due(now).await {
+                    Ok(Some(outcome)) if outcome.segments_rewritten > 0 => {
+                        let mut stats = shard.stats.borrow_mut();
+                        stats.compaction_runs += 1;
+                        stats.compacted_records += outcome.records_removed;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::error!(%error, dir = %partition.log.dir().display(), "compaction failed")
+                    }
                 }
                 match partition.log.apply_retention(now).await {
                     Ok(0) => {}

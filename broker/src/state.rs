@@ -45,6 +45,11 @@ pub struct ShardStats {
     /// Per topic on the owning shard: (messages in, bytes in, messages out, bytes out).
     pub topic_traffic: std::collections::BTreeMap<String, [u64; 4]>,
     pub connections_open: u64,
+    /// Idempotent producers' retries answered with the original offsets (not written again).
+    pub duplicate_batches: u64,
+    /// Records removed by log compaction, and compaction runs that rewrote something.
+    pub compacted_records: u64,
+    pub compaction_runs: u64,
 }
 
 impl ShardStats {

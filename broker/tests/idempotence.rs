@@ -123,6 +123,13 @@ fn retries_get_the_original_offset_and_errors_get_kafkas_codes_also_after_a_sigk
     let (_, _, bumped) = init(&mut client, id, epoch);
     assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 5));
     assert_eq!(produce(&mut client, "t", producer, 5, 1).0, INVALID_PRODUCER_EPOCH);
+    let metrics = broker.http_get("/metrics");
+    let duplicates: u64 = metrics
+        .lines()
+        .filter(|line| line.starts_with("strata_produce_duplicate_batches_total{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(duplicates, 1, "the one retry is counted on /metrics");
 
     // After a SIGKILL the state is rebuilt from the log: the retry is still recognised.
     let data_dir = broker.data_dir.clone();

@@ -82,6 +82,12 @@ def test_compacted_topic_keeps_the_latest_value_per_key(tmp_path, topic_name):
             time.sleep(0.2)
         assert cleaned(), "the cleaner ran on the topic"
         time.sleep(1.0)  # let a second pass cover segments sealed by the filler
+        import urllib.request
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % b.admin_port, timeout=10) as r:
+            metrics = r.read().decode()
+        removed = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                      if line.startswith("strata_compacted_records_total{"))
+        assert removed >= KEYS * (ROUNDS - 2), "/metrics counts the records compaction removed: %r" % removed
 
         for attempt in range(2):
             got = read_all_confluent(b.bootstrap, topic_name)

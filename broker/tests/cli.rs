@@ -79,11 +79,23 @@ fn quick_start_commands_work_against_a_running_broker() {
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() == 4 && fields[0].parse::<i32>().is_ok())
+            (fields.len() == 5 && fields[0].parse::<i32>().is_ok())
                 .then(|| fields[3].parse::<i64>().unwrap_or(0))
         })
         .sum();
     assert_eq!(high_watermarks, 100, "describe shows every partition's offsets: {out}");
+    let sizes: Vec<i64> = out
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() == 5 && fields[0].parse::<i32>().is_ok())
+                .then(|| fields[4].parse::<i64>().unwrap_or(-1))
+        })
+        .collect();
+    assert!(
+        sizes.iter().all(|size| *size > 0),
+        "every partition that holds records has a size: {out}"
+    );
     let (ok, _, err) =
         strata(&["topic", "alter-config", "demo", "--set", "retention.ms=soon", "-b", b], None);
     assert!(!ok && err.contains("INVALID_CONFIG"), "{err}");

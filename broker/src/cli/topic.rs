@@ -126,6 +126,32 @@ pub fn offsets(
     Ok(starts.iter().zip(ends).map(|(s, e)| (*s, *e)).collect())
 }
 
+/// Bytes on disk of each partition (DescribeLogDirs); -1 where the broker did not say.
+fn partition_sizes(client: &mut Client, topic: &str, partitions: i32) -> Result<Vec<i64>, String> {
+    let mut wanted = describe_log_dirs_request::DescribableLogDirTopic::default();
+    wanted.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    wanted.partitions = (0..partitions).collect();
+    let mut request = DescribeLogDirsRequest::default();
+    request.topics = Some(vec![wanted]);
+    let mut sizes = vec![-1; partitions.max(0) as usize];
+    if let ResponseKind::DescribeLogDirs(response) =
+        client.call(ApiKey::DescribeLogDirs, 4, RequestKind::DescribeLogDirs(request))?
+    {
+        for partition in response
+            .results
+            .iter()
+            .flat_map(|dir| dir.topics.iter())
+            .filter(|t| t.name.0.as_str() == topic)
+            .flat_map(|t| t.partitions.iter())
+        {
+            if let Some(slot) = sizes.get_mut(partition.partition_index.max(0) as usize) {
+                *slot = partition.partition_size;
+            }
+        }
+    }
+    Ok(sizes)
+}
+
 pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let response = metadata(&mut client, Some(vec![topic]))?;
@@ -133,12 +159,14 @@ pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
     check(meta.error_code, None, &format!("describing {topic}"))?;
     let partitions = meta.partitions.len() as i32;
     println!("topic {topic}  id {}  partitions {partitions}", meta.topic_id);
+    let sizes = partition_sizes(&mut client, topic, partitions)?;
     println!(
-        "{:>9} {:>7} {:>16} {:>16}",
-        "PARTITION", "LEADER", "LOG-START-OFFSET", "HIGH-WATERMARK"
+        "{:>9} {:>7} {:>16} {:>16} {:>14}",
+        "PARTITION", "LEADER", "LOG-START-OFFSET", "HIGH-WATERMARK", "SIZE-BYTES"
     );
     for (index, (start, end)) in offsets(&mut client, topic, partitions)?.into_iter().enumerate() {
-        println!("{index:>9} {:>7} {start:>16} {end:>16}", 0);
+        let size = sizes.get(index).copied().unwrap_or(-1);
+        println!("{index:>9} {:>7} {start:>16} {end:>16} {size:>14}", 0);
     }
     let mut resource =
         kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();

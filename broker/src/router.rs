@@ -73,6 +73,11 @@ pub enum ShardRequest {
     ListGroups,
     /// (topic, partition, bytes on disk) of every partition the shard owns.
     LogSizes,
+    /// The idempotent producers of one partition.
+    Producers {
+        topic: String,
+        partition: i32,
+    },
     /// A producer id (shard 0 allocates them).
     InitProducerId {
         producer_id: i64,
@@ -124,6 +129,7 @@ pub enum ShardResponse {
     Groups(Vec<String>),
     ProducerId(Result<(i64, i16)>),
     LogSizes(Vec<(String, i32, u64)>),
+    Producers(Result<Vec<(i64, i16, i32, i64)>>),
     Stats(Box<StatsReport>),
     Append(Result<AppendResult>),
     Read(Result<ReadResult>),
@@ -279,6 +285,12 @@ async fn handle_inner(shard: Rc<Shard>, request: ShardRequest) -> ShardResponse 
             };
             ShardResponse::DeleteRecords(result)
         }
+        ShardRequest::Producers { topic, partition } => ShardResponse::Producers(
+            shard
+                .partition(&topic, partition)
+                .map(|state| state.log.active_producers())
+                .ok_or_else(|| unknown(&topic, partition)),
+        ),
         ShardRequest::LogSizes => ShardResponse::LogSizes(
             shard
                 .partitions

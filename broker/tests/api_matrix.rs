@@ -256,6 +256,14 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             request.groups = vec![GroupId(StrBytes::from_static_str("matrix-group"))];
             RequestKind::DescribeGroups(request)
         }
+        ApiKey::DescribeProducers => {
+            let mut topic = describe_producers_request::TopicRequest::default();
+            topic.name = name("matrix");
+            topic.partition_indexes = vec![0];
+            let mut request = DescribeProducersRequest::default();
+            request.topics = vec![topic];
+            RequestKind::DescribeProducers(request)
+        }
         ApiKey::DescribeLogDirs => {
             let mut topic = describe_log_dirs_request::DescribableLogDirTopic::default();
             topic.topic = name("matrix");
@@ -334,6 +342,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),
         ResponseKind::InitProducerId(r) => vec![r.error_code],
+        ResponseKind::DescribeProducers(r) => {
+            r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
         ResponseKind::DescribeLogDirs(r) => {
             std::iter::once(r.error_code).chain(r.results.iter().map(|d| d.error_code)).collect()
         }

@@ -167,3 +167,35 @@ fn transactional_and_control_batches_are_refused() {
     assert_eq!(produce_batch(&mut client, "t", with_attributes(0x20)).0, 87, "INVALID_RECORD");
     assert_eq!(produce_batch(&mut client, "t", with_attributes(0x30)).0, 87, "INVALID_RECORD");
 }
+
+/// DescribeProducers (KIP-664) lists each partition's idempotent producers with their epoch and
+/// last sequence; an unknown partition gets UNKNOWN_TOPIC_OR_PARTITION.
+#[test]
+fn describe_producers_lists_the_producer_state() {
+    let broker = Broker::start("describe-producers", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let (_, id, epoch) = init(&mut client, -1, -1);
+    assert_eq!(produce(&mut client, "t", (id, epoch), 0, 3).0, NONE);
+    assert_eq!(produce(&mut client, "t", (id, epoch), 3, 2).0, NONE);
+    let mut topic = describe_producers_request::TopicRequest::default();
+    topic.name = TopicName(StrBytes::from_static_str("t"));
+    topic.partition_indexes = vec![0, 7];
+    let mut request = DescribeProducersRequest::default();
+    request.topics = vec![topic];
+    let Ok(ResponseKind::DescribeProducers(response)) =
+        client.call(ApiKey::DescribeProducers, 0, RequestKind::DescribeProducers(request))
+    else {
+        panic!("DescribeProducers");
+    };
+    let partitions = &response.topics[0].partitions;
+    assert_eq!(partitions[0].error_code, NONE);
+    let producers: Vec<(i64, i32, i32)> = partitions[0]
+        .active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.producer_epoch, p.last_sequence))
+        .collect();
+    assert_eq!(producers, vec![(id, i32::from(epoch), 4)]);
+    assert!(partitions[0].active_producers[0].last_timestamp > 0);
+    assert_eq!(partitions[1].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+}

@@ -705,6 +705,12 @@ impl<S: Storage> PartitionLog<S> {
         self.producers.borrow().len()
     }
 
+    /// (producer id, epoch, last sequence, last timestamp) of the producers this partition
+    /// tracks (DescribeProducers).
+    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64)> {
+        self.producers.borrow().active()
+    }
+
     /// Writes the active segment out completely, trims the file to its logical size, syncs it,
     /// and writes its index files. Caller holds `write_lock`.
     async fn seal_active_locked(&self) -> Result<()> {

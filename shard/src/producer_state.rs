@@ -117,6 +117,20 @@ impl ProducerStates {
         self.producers.get(&producer_id)
     }
 
+    /// (producer id, epoch, last sequence, last timestamp) of every producer, by id.
+    pub fn active(&self) -> Vec<(i64, i16, i32, i64)> {
+        let mut out: Vec<(i64, i16, i32, i64)> = self
+            .producers
+            .iter()
+            .map(|(id, entry)| {
+                let last_sequence = entry.batches.back().map_or(-1, |b| b.last_sequence);
+                (*id, entry.epoch, last_sequence, entry.last_timestamp)
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Checks a batch against the rules in the module header.
     pub fn check(&self, batch: &ProducerBatch) -> Result<Verdict, StorageError> {
         let Some(entry) = self.producers.get(&batch.producer_id) else {

@@ -15,6 +15,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
 mod group_route;
@@ -68,6 +69,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
     (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
     (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
+    (ApiKey::DescribeProducers, describe_producers::VERSIONS.0, describe_producers::VERSIONS.1),
 ];
 
 /// Whether `version` of `api_key` is served.
@@ -154,6 +156,9 @@ pub async fn handle(
         }
         RequestKind::OffsetDelete(request) => {
             ResponseKind::OffsetDelete(offset_delete::handle(shard, request).await)
+        }
+        RequestKind::DescribeProducers(request) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(shard, request).await)
         }
         RequestKind::DescribeLogDirs(request) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(shard, version, request).await)

@@ -263,6 +263,7 @@ impl<S: Storage> PartitionLog<S> {
         log_path: &std::path::Path,
         temporary: &std::path::Path,
     ) -> Result<()> {
+        self.mutations.set(self.mutations.get() + 1);
         for name in [segment::index_file_name(base), segment::time_index_file_name(base)] {
             let path = self.dir.join(name);
             if self.storage.exists(&path).await? {

@@ -159,6 +159,9 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) producer_recovery: std::cell::Cell<ProducerRecovery>,
     /// The active segment's base offset when compaction last ran (see `compact_if_due`).
     pub(crate) compacted_sealed_end: std::cell::Cell<Option<i64>>,
+    /// Changes to the files since open (appends, rolls, truncations, segment deletions, log
+    /// start moves, compaction swaps). A log opened clean with none at close needs no rewrite.
+    pub(crate) mutations: std::cell::Cell<u64>,
 }
 
 /// What `open` needs besides the storage.
@@ -340,6 +343,7 @@ impl<S: Storage> PartitionLog<S> {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo> {
+        self.mutations.set(self.mutations.get() + 1);
         self.record_epoch_locked(leader_epoch).await?;
         let (needs_roll, base_offset) = {
             let state = self.state.borrow();
@@ -587,6 +591,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     async fn roll_locked(&self, now_ms: i64) -> Result<()> {
+        self.mutations.set(self.mutations.get() + 1);
         let is_empty = {
             let state = self.state.borrow();
             let active = state.segments.values().next_back().expect("active segment");
@@ -617,6 +622,12 @@ impl<S: Storage> PartitionLog<S> {
     /// log end is in the state.
     async fn write_producer_snapshot_locked(&self) -> Result<()> {
         let log_end = self.log_end_offset();
+        let existing = self.producer_snapshot_offsets().await?;
+        let empty_log = self.log_start_offset() == log_end && self.producers.borrow().is_empty();
+        if existing.last() == Some(&log_end) || (existing.is_empty() && empty_log) {
+            // Nothing appended since the newest snapshot (or nothing to replay at all).
+            return Ok(());
+        }
         let bytes = self.producers.borrow().encode(log_end);
         let path = self.dir.join(producer_state::snapshot_file_name(log_end));
         io::write_file_atomic(&self.storage, &path, &bytes).await?;
@@ -949,6 +960,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     async fn truncate_locked(&self, offset: i64) -> Result<()> {
+        self.mutations.set(self.mutations.get() + 1);
         if offset >= self.log_end_offset() {
             return Ok(());
         }
@@ -1081,6 +1093,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     async fn delete_segment_locked(&self, base: i64) -> Result<()> {
+        self.mutations.set(self.mutations.get() + 1);
         let segment = self.state.borrow_mut().segments.remove(&base);
         let Some(segment) = segment else { return Ok(()) };
         drop(segment);
@@ -1099,6 +1112,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     async fn persist_log_start_locked(&self) -> Result<()> {
+        self.mutations.set(self.mutations.get() + 1);
         let log_start = self.log_start_offset();
         let path = checkpoint::path_in(&self.dir, checkpoint::LOG_START_OFFSET_FILE);
         io::write_file_atomic(&self.storage, &path, &checkpoint::encode_pairs(&[(0, log_start)]))
@@ -1223,10 +1237,15 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(());
         }
         self.check_writable()?;
+        // Untouched since a clean open: segments, indexes, snapshot and checkpoints on disk are
+        // still exactly what that open trusted; only the marker (removed at open) is missing.
+        let untouched = self.opened_clean && self.mutations.get() == 0;
         let result = async {
-            self.seal_active_locked().await?;
-            self.write_producer_snapshot_locked().await?;
-            self.persist_log_start_locked().await?;
+            if !untouched {
+                self.seal_active_locked().await?;
+                self.write_producer_snapshot_locked().await?;
+                self.persist_log_start_locked().await?;
+            }
             let marker = checkpoint::path_in(&self.dir, checkpoint::CLEAN_SHUTDOWN_FILE);
             let log_end = self.log_end_offset();
             io::write_file_atomic(&self.storage, &marker, format!("{log_end}\n").as_bytes())

@@ -207,6 +207,7 @@ impl<S: Storage> PartitionLog<S> {
             producers: RefCell::new(Default::default()),
             producer_recovery: std::cell::Cell::new(Default::default()),
             compacted_sealed_end: std::cell::Cell::new(None),
+            mutations: std::cell::Cell::new(0),
         };
         log.load_producer_state(options.now_ms).await?;
         // The marker goes last: an open that fails before this point (a read error) leaves it,

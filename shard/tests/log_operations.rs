@@ -299,6 +299,42 @@ fn clean_shutdown_skips_the_scan_and_a_crash_does_not() {
     });
 }
 
+/// A log closed without a write since a clean open skips the rewrite of its files (only the
+/// marker is written); it must still reopen clean with the same contents, and a log written
+/// after a clean open (even back to the same end after a truncation) must be fully closed.
+#[test]
+fn an_untouched_clean_log_closes_cheaply_and_a_touched_one_fully() {
+    block_on(async {
+        let storage = SimStorage::new(12, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 0).await;
+        for i in 0..30 {
+            log.append(batch(i, 1, 200, 1000), 0, 1000).await.expect("append");
+        }
+        log.close().await.expect("close");
+        let written = storage.paths().len();
+        let untouched = open(&storage, small_config(), 0).await;
+        let before = read_all(&untouched).await;
+        untouched.close().await.expect("close");
+        assert_eq!(storage.paths().len(), written, "no file added or removed");
+        let again = open(&storage, small_config(), 0).await;
+        assert!(again.opened_clean);
+        assert_eq!(read_all(&again).await, before);
+        // Truncate and append back to the same end: the shape is the same, the data is not.
+        let end = again.log_end_offset();
+        again.truncate_to(end - 3).await.expect("truncate");
+        for i in 100..103 {
+            again.append(batch(i, 1, 200, 1000), 0, 1000).await.expect("append");
+        }
+        assert_eq!(again.log_end_offset(), end);
+        let after = read_all(&again).await;
+        again.close().await.expect("close");
+        storage.crash(); // only what close synced survives
+        let reopened = open(&storage, small_config(), 0).await;
+        assert!(reopened.opened_clean);
+        assert_eq!(read_all(&reopened).await, after);
+    });
+}
+
 #[test]
 fn bad_batches_are_rejected_with_typed_errors() {
     block_on(async {

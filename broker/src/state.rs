@@ -74,6 +74,9 @@ impl ShardStats {
     }
 }
 
+/// Partition logs opened at once per shard when a snapshot adds partitions (startup).
+pub const OPEN_CONCURRENCY_MAX: usize = 64;
+
 pub struct Shard {
     pub id: usize,
     pub count: usize,
@@ -122,14 +125,14 @@ impl Shard {
     pub async fn apply_snapshot(&self, snapshot: MetadataSnapshot) -> Result<(), String> {
         let now = shard::runtime::now_ms();
         let (mut opened_clean, mut recovered) = (0usize, 0usize);
+        let mut to_open: Vec<(String, i32, shard::LogConfig)> = Vec::new();
         for topic in snapshot.topics.values() {
             let log_config = metadata::log_config(topic);
             for partition in 0..topic.partitions {
                 if self.owner_of(&topic.name, partition) != self.id {
                     continue;
                 }
-                let existing = self.partition(&topic.name, partition);
-                match existing {
+                match self.partition(&topic.name, partition) {
                     Some(existing) => {
                         if existing.log.config() != log_config {
                             existing
@@ -138,30 +141,41 @@ impl Shard {
                                 .map_err(|e| e.to_string())?;
                         }
                     }
-                    None => {
-                        let dir = self.config.data_dir.join(format!("{}-{partition}", topic.name));
-                        let options = OpenOptions {
-                            sync_latency_us: self.sync_latency_us.clone(),
-                            config: log_config.clone(),
-                            cache: self.cache.clone(),
-                            now_ms: now,
-                        };
-                        let log = PartitionLog::open(self.storage.clone(), &dir, options)
-                            .await
-                            .map_err(|e| format!("opening {}: {e}", dir.display()))?;
-                        if log.opened_clean {
-                            opened_clean += 1;
-                        } else {
-                            recovered += 1;
-                        }
-                        let partition_state =
-                            Rc::new(Partition { log, appended: event_listener::Event::new() });
-                        self.partitions
-                            .borrow_mut()
-                            .insert((topic.name.clone(), partition), partition_state);
-                    }
+                    None => to_open.push((topic.name.clone(), partition, log_config.clone())),
                 }
             }
+        }
+        // Opens are independent and mostly wait on small reads, so several run at once (with
+        // thousands of partitions a sequential start takes many seconds).
+        use futures_util::StreamExt;
+        let mut opening =
+            futures_util::stream::iter(to_open.into_iter().map(|(topic, partition, config)| {
+                let dir = self.config.data_dir.join(format!("{topic}-{partition}"));
+                let options = OpenOptions {
+                    sync_latency_us: self.sync_latency_us.clone(),
+                    config,
+                    cache: self.cache.clone(),
+                    now_ms: now,
+                };
+                let storage = self.storage.clone();
+                async move {
+                    PartitionLog::open(storage, &dir, options)
+                        .await
+                        .map(|log| (topic, partition, log))
+                        .map_err(|e| format!("opening {}: {e}", dir.display()))
+                }
+            }))
+            .buffer_unordered(OPEN_CONCURRENCY_MAX);
+        while let Some(opened) = opening.next().await {
+            let (topic, partition, log) = opened?;
+            if log.opened_clean {
+                opened_clean += 1;
+            } else {
+                recovered += 1;
+            }
+            let partition_state =
+                Rc::new(Partition { log, appended: event_listener::Event::new() });
+            self.partitions.borrow_mut().insert((topic, partition), partition_state);
         }
         if opened_clean + recovered > 0 {
             // `recovered` counts logs that had no clean-shutdown marker (or are new) and were

@@ -231,10 +231,9 @@ impl ProducerStates {
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&offset.to_be_bytes());
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
-        let mut ids: Vec<&i64> = self.producers.keys().collect();
-        ids.sort_unstable();
-        for id in ids {
-            let entry = &self.producers[id];
+        let mut entries: Vec<(&i64, &ProducerEntry)> = self.producers.iter().collect();
+        entries.sort_unstable_by_key(|(id, _)| **id);
+        for (id, entry) in entries {
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&entry.epoch.to_be_bytes());
             out.extend_from_slice(&entry.last_timestamp.to_be_bytes());

@@ -12,6 +12,24 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
+/// Below this, glibc serves allocations from its heap instead of a fresh mmap each time.
+pub const MMAP_THRESHOLD_BYTES: i32 = 32 << 20;
+/// Free heap memory glibc keeps instead of returning it to the kernel.
+pub const TRIM_THRESHOLD_BYTES: i32 = 256 << 20;
+
+/// Tunes glibc's malloc for the broker's pattern of request-sized buffers (about 1 MiB, allocated
+/// and freed per request and per cached batch): served from the heap and kept when freed, so
+/// the data path does not pay a page fault per 4 KiB and a TLB shootdown per buffer. Call once,
+/// before any thread starts. No effect where the C library is not glibc.
+pub fn tune_system_allocator() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only changes allocator parameters; called before other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES);
+    }
+}
+
 /// Allocations this large (and page-aligned or less) are reserved lazily.
 pub const LARGE_ALLOCATION_BYTES_MIN: usize = 64 << 20;
 const PAGE_BYTES: usize = 4096;

@@ -106,6 +106,7 @@ fn serve(args: Box<ServeArgs>) -> Result<(), String> {
 }
 
 fn main() {
+    broker::alloc::tune_system_allocator();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
         init_logging("info");

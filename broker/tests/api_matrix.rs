@@ -543,3 +543,36 @@ fn describe_log_dirs_reports_partition_sizes_and_disk_space() {
         }
     }
 }
+
+/// A group id with a NUL byte could not be stored in `__consumer_offsets` keys (NUL separates
+/// their fields), so it is refused with INVALID_GROUP_ID instead of being lost at a restart.
+#[test]
+fn group_ids_with_a_nul_byte_are_refused() {
+    let broker = Broker::start("nul-group", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.partition_index = 0;
+    partition.committed_offset = 1;
+    let mut topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = name("t");
+    topic.partitions = vec![partition];
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(StrBytes::from_static_str("a\0b"));
+    commit.generation_id_or_member_epoch = -1;
+    commit.topics = vec![topic];
+    let answer =
+        client.call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(commit)).expect("call");
+    assert_eq!(error_codes(&answer), vec![24], "INVALID_GROUP_ID");
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = Bytes::from_static(b"\0\0");
+    let mut join = JoinGroupRequest::default();
+    join.group_id = GroupId(StrBytes::from_static_str("a\0b"));
+    join.session_timeout_ms = 10_000;
+    join.rebalance_timeout_ms = 10_000;
+    join.protocol_type = StrBytes::from_static_str("consumer");
+    join.protocols = vec![protocol];
+    let answer = client.call(ApiKey::JoinGroup, 7, RequestKind::JoinGroup(join)).expect("call");
+    assert_eq!(error_codes(&answer), vec![24], "INVALID_GROUP_ID");
+}

@@ -50,7 +50,7 @@ fn cell(shard: &Shard, group: &str) -> Rc<GroupCell> {
 }
 
 pub async fn join(shard: &Shard, request: JoinRequest) -> JoinOutcome {
-    if request.group.is_empty() {
+    if !super::valid_group_id(&request.group) {
         return failed_join(code::INVALID_GROUP_ID, request.member_id);
     }
     if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&request.session_timeout_ms) {

@@ -39,6 +39,12 @@ pub struct Committed {
 /// Committed offsets of the groups this shard coordinates: group → (topic, partition) → offset.
 pub type OffsetTable = HashMap<String, BTreeMap<(String, i32), Committed>>;
 
+/// Whether `group` can be coordinated: not empty, and without NUL (the separator of its
+/// `__consumer_offsets` record keys, so such an id could not be replayed).
+pub fn valid_group_id(group: &str) -> bool {
+    !group.is_empty() && !group.contains('\0')
+}
+
 /// Java's `String.hashCode` (UTF-16 code units, wrapping), which Kafka uses to place groups.
 pub fn java_string_hash(value: &str) -> i32 {
     value

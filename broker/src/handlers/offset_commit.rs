@@ -21,8 +21,11 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetCommitRequest) -> OffsetCo
     // Per-partition validation first; the valid ones are committed in one durable append.
     let mut outcomes: Vec<(String, i32, Option<BrokerError>)> = Vec::new();
     let mut entries = Vec::new();
-    let group_error =
-        if group.is_empty() { Some(BrokerError::InvalidGroupId(group.clone())) } else { None };
+    let group_error = if crate::group::valid_group_id(&group) {
+        None
+    } else {
+        Some(BrokerError::InvalidGroupId(group.clone()))
+    };
     let now = shard::runtime::now_ms();
     for topic in &request.topics {
         let name = topic.name.0.to_string();

@@ -332,9 +332,12 @@ impl<F: StorageFile> ChunkWriter<F> {
         self.pending.extend_from_slice(bytes);
         while self.pending.len() >= WRITE_CHUNK_BYTES {
             let mut buffer = self.file.alloc_buffer(WRITE_CHUNK_BYTES);
-            buffer
-                .as_mut_slice()
-                .copy_from_slice(self.pending.get(..WRITE_CHUNK_BYTES).unwrap_or_default());
+            if let (Some(target), Some(source)) = (
+                buffer.as_mut_slice().get_mut(..WRITE_CHUNK_BYTES),
+                self.pending.get(..WRITE_CHUNK_BYTES),
+            ) {
+                target.copy_from_slice(source);
+            }
             self.file.write_at(buffer, self.position).await?;
             self.position += WRITE_CHUNK_BYTES as u64;
             self.pending.drain(..WRITE_CHUNK_BYTES);

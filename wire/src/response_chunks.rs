@@ -133,14 +133,10 @@ fn find_once(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     found.next().is_none().then_some(first)
 }
 
-/// Kafka's unsigned varint.
-fn varint(mut value: u32) -> Vec<u8> {
+/// Kafka's unsigned varint (compact lengths).
+fn varint(value: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(5);
-    while value >= 0x80 {
-        out.push((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
+    crate::varint::put_unsigned_varint(&mut out, u64::from(value));
     out
 }
 

@@ -14,11 +14,16 @@ pub fn put_varint(out: &mut Vec<u8>, value: i32) {
 
 /// Appends `value` as a zig-zag varlong.
 pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    put_unsigned_varint(out, ((value << 1) ^ (value >> 63)) as u64);
+}
+
+/// Appends `value` as an unsigned varint (7 bits a byte, low first): Kafka's compact lengths
+/// (KIP-482) use it directly, zig-zag values after the zig-zag step.
+pub fn put_unsigned_varint(out: &mut Vec<u8>, mut value: u64) {
     loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
             out.push(byte);
             return;
         }

@@ -26,6 +26,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The suite links the system libzstd (faster than building it); a plain `cargo build` bundles
+# zstd, which the fresh-clone check below proves.
+export ZSTD_SYS_USE_PKG_CONFIG=1
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -49,9 +52,18 @@ STRATA_BIN=target/debug/strata scripts/interop.sh 2>&1 | tee -a "$log"
 interop_status=${PIPESTATUS[0]}
 set -e
 
+step "fresh clone: the README's run command with only a Rust toolchain (scripts/fresh_clone_check.sh)"
+set +e
+scripts/fresh_clone_check.sh 2>&1 | tee -a "$log"
+fresh_status=${PIPESTATUS[0]}
+set -e
+if [ "$fresh_status" -eq 0 ]; then echo "fresh clone check: 1 passed" >>"$log"; else echo "fresh clone check: 1 failed" >>"$log"; fi
+
 # One closing line for the whole suite: cargo's per-binary results plus pytest's summary.
 awk '
     /^test result:/ { passed += $4; failed += $6; skipped += $8 }
+    /^fresh clone check: 1 passed/ { passed += 1 }
+    /^fresh clone check: 1 failed/ { failed += 1 }
     /^=* *[0-9]+ (passed|failed|skipped|errors?)[ ,]/ {
         for (i = 1; i < NF; i++) {
             if ($(i+1) ~ /^passed/) passed += $i
@@ -61,6 +73,6 @@ awk '
         }
     }
     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
-if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ]; then
+if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$fresh_status" -ne 0 ]; then
     exit 1
 fi

@@ -122,6 +122,28 @@ fn a_second_broker_on_the_same_data_directory_exits_with_a_clear_error() {
     drop(first);
 }
 
+/// A relative data directory (the default `./strata-data` is one) works: glommio fails with
+/// EBADF on relative paths, so the broker makes them absolute. Produce, restart, consume.
+#[test]
+fn a_relative_data_directory_works_and_survives_a_restart() {
+    let cwd = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("relative-cwd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd).expect("cwd");
+    let broker = Broker::start_relative(cwd.clone(), "./rel-data", &[]);
+    let b = broker.bootstrap.clone();
+    let (ok, _, err) = strata(&["produce", "rel", "-b", &b], Some("one\ntwo\n"));
+    assert!(ok, "{err}");
+    assert!(cwd.join("rel-data").join("rel-0").is_dir(), "the partition lives under cwd");
+    drop(broker);
+    let broker = Broker::start_relative(cwd.clone(), "rel-data", &[]);
+    let (ok, out, err) = strata(&["consume", "rel", "-e", "-b", &broker.bootstrap], None);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["one", "two"]);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&cwd);
+}
+
 /// Configuration precedence through the binary: the file sets num.partitions, retention.ms and
 /// retention.bytes; the environment overrides num.partitions and retention.bytes; a flag
 /// overrides retention.bytes again. An auto-created topic shows the winner of each.

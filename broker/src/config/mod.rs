@@ -70,7 +70,7 @@ impl BrokerConfig {
             .collect();
         Ok(BrokerConfig {
             node_id: integer("node.id")? as i32,
-            data_dir: PathBuf::from(settings.get("log.dirs").trim()),
+            data_dir: absolute_path(settings.get("log.dirs").trim())?,
             listen,
             advertise_host,
             advertise_port,
@@ -88,6 +88,12 @@ impl BrokerConfig {
             log_level: settings.get("log.level").trim().to_string(),
         })
     }
+}
+
+/// A path option made absolute against the working directory (the default `./strata-data`
+/// included), so logs, DescribeLogDirs and the storage layer all see one absolute path.
+fn absolute_path(value: &str) -> Result<PathBuf, String> {
+    std::path::absolute(value).map_err(|e| format!("log.dirs = {value:?}: {e}"))
 }
 
 /// `HOST:PORT` to a socket address (names are resolved, e.g. `localhost:9092`).

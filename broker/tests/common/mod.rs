@@ -43,15 +43,32 @@ impl Broker {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Broker {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        command.args(["serve", "--data-dir"]).arg(&data_dir).envs(env.iter().copied());
+        Self::spawn(command, data_dir, port, admin_port, extra)
+    }
+
+    /// Starts the broker in the working directory `cwd` with `--data-dir relative_data_dir`
+    /// (a path relative to `cwd`).
+    pub fn start_relative(cwd: PathBuf, relative_data_dir: &str, extra: &[&str]) -> Broker {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        command.current_dir(&cwd).args(["serve", "--data-dir", relative_data_dir]);
+        Self::spawn(command, cwd.join(relative_data_dir), free_port(), free_port(), extra)
+    }
+
+    fn spawn(
+        mut command: Command,
+        data_dir: PathBuf,
+        port: u16,
+        admin_port: u16,
+        extra: &[&str],
+    ) -> Broker {
         let bootstrap = format!("127.0.0.1:{port}");
         let admin = format!("127.0.0.1:{admin_port}");
         let stderr_path = data_dir.with_extension("stderr.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(["serve", "--data-dir"])
-            .arg(&data_dir)
+        let mut child = command
             .args(["--listen", &bootstrap, "--admin-listen", &admin, "--cores", "2"])
             .args(extra)
-            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,11 +1,13 @@
 //! The real storage: glommio `DmaFile` (O_DIRECT) through the executor's io_uring rings.
 //!
-//! Two glommio 0.9 traps are handled here (see DEVELOPERS.md):
+//! Three glommio 0.9 traps are handled here (see DEVELOPERS.md):
 //! 1. Its I/O-poll probe misfires on the first `DmaFile` an executor opens when that file is
 //!    empty, after which every DMA read fails with EOPNOTSUPP on virtio disks (glommio #605).
 //!    `DmaStorage::new` therefore writes a small non-empty probe file in the data directory and
 //!    opens and reads it with `DmaFile` before any other file is opened on that executor.
 //! 2. `DmaFile::create` opens write-only; files are opened read+write through `OpenOptions`.
+//! 3. A relative path fails with EBADF ("Opening directory"); every path is made absolute
+//!    against the working directory before glommio sees it (`absolute`).
 //!
 //! Runs on: a glommio executor thread; must be created and used on that thread.
 
@@ -85,6 +87,16 @@ impl StorageFile for DmaStorageFile {
     }
 }
 
+/// `path` made absolute against the working directory: glommio opens files and directories
+/// relative to a directory descriptor, and a relative path there fails with EBADF (trap 3).
+fn absolute(path: &Path) -> io::Result<PathBuf> {
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        std::path::absolute(path)
+    }
+}
+
 /// The real file system, as seen from one glommio executor.
 #[derive(Clone)]
 pub struct DmaStorage {
@@ -102,7 +114,7 @@ impl DmaStorage {
             // A small blocking write, once per executor at startup, before it serves anything.
             std::fs::write(&probe, vec![0x5a; DMA_ALIGNMENT])?;
         }
-        let file = DmaFile::open(&probe).await?;
+        let file = DmaFile::open(&absolute(&probe)?).await?;
         let read = file.read_at(0, DMA_ALIGNMENT).await;
         file.close().await?;
         let read = read.map_err(|error| {
@@ -123,7 +135,8 @@ impl Storage for DmaStorage {
     type File = DmaStorageFile;
 
     async fn open(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
-        let file = OpenOptions::new().read(true).write(true).create(create).dma_open(path).await?;
+        let path = absolute(path)?;
+        let file = OpenOptions::new().read(true).write(true).create(create).dma_open(&path).await?;
         Ok(DmaStorageFile { file })
     }
 
@@ -132,11 +145,11 @@ impl Storage for DmaStorage {
     }
 
     async fn remove(&self, path: &Path) -> io::Result<()> {
-        Ok(glommio::io::remove(path).await?)
+        Ok(glommio::io::remove(absolute(path)?).await?)
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        Ok(glommio::io::rename(from, to).await?)
+        Ok(glommio::io::rename(absolute(from)?, absolute(to)?).await?)
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -154,7 +167,7 @@ impl Storage for DmaStorage {
     }
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        let directory = glommio::io::Directory::open(path).await?;
+        let directory = glommio::io::Directory::open(absolute(path)?).await?;
         directory.sync().await?;
         Ok(directory.close().await?)
     }

@@ -87,8 +87,9 @@ else
     fail "kcat is not installed (scripts/test.sh installs it)"
 fi
 
-# SIGTERM to the broker itself (cargo run execs nothing; the broker is its child).
-strata_pid=$(pgrep -f -n "^$scratch/strata/target/release/strata serve" || true)
+# SIGTERM to the broker itself: `cargo run` keeps running as its parent, in the session that
+# setsid started.
+strata_pid=$(pgrep -s "$broker_pid" -x strata || true)
 [ -n "$strata_pid" ] || fail "cannot find the strata process"
 kill -TERM "$strata_pid"
 for _ in $(seq 1 200); do

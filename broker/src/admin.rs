@@ -1,27 +1,30 @@
-//! The admin HTTP endpoint (shard 0): `/health` and `/metrics` (Prometheus text). Issue #4
-//! grows `/metrics` into the full set; today it reports partitions and log offsets of shard 0's
-//! view.
+//! The admin HTTP endpoint (shard 0): `/health` and `/metrics` (Prometheus text format 0.0.4):
+//! every shard's counters and histograms (asked over the mesh, `services::stats`), topic
+//! traffic, consumer lag and log offsets. Label values are escaped as the format requires
+//! (backslash, double quote, line feed), since group ids may hold any character.
 
-use crate::state::Shard;
+use crate::node::Node;
+use crate::services::stats::StatsReport;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use shard::io::Storage;
 use shard::runtime::net::{TcpListener, TcpStream};
 use std::rc::Rc;
 
 /// Longest request head the admin endpoint reads.
 pub const ADMIN_REQUEST_BYTES_MAX: usize = 8192;
 
-pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
+pub async fn serve<S: Storage>(node: Rc<Node<S>>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                shard::runtime::spawn(answer(shard.clone(), stream)).detach();
+                shard::runtime::spawn(answer(node.clone(), stream)).detach();
             }
             Err(error) => tracing::warn!(%error, "admin accept failed"),
         }
     }
 }
 
-async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
+async fn answer<S: Storage>(node: Rc<Node<S>>, mut stream: TcpStream) {
     let mut head = Vec::new();
     let mut buffer = [0u8; 1024];
     while !head.windows(4).any(|window| window == b"\r\n\r\n")
@@ -36,7 +39,7 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
     let path = line.split_whitespace().nth(1).unwrap_or("/");
     let (status, body) = match path {
         "/health" => ("200 OK", "ok\n".to_string()),
-        "/metrics" => ("200 OK", metrics(&shard).await),
+        "/metrics" => ("200 OK", metrics(&node).await),
         _ => ("404 Not Found", "not found\n".to_string()),
     };
     let response = format!(
@@ -51,6 +54,20 @@ const LATENCY_BUCKETS_S: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
+
+/// A label value escaped for the Prometheus text format: `\\`, `\"` and `\n`.
+pub fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for character in value.chars() {
+        match character {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            other => out.push(other),
+        }
+    }
+    out
+}
 
 fn api_name(key: i16) -> String {
     kafka_protocol::messages::ApiKey::try_from(key)
@@ -80,131 +97,202 @@ fn write_histogram(
     let _ = writeln!(out, "{name}_count{{{labels}}} {total}");
 }
 
-async fn metrics(shard: &Rc<Shard>) -> String {
-    use crate::router::{call, ShardRequest, ShardResponse};
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     use std::fmt::Write;
-    let snapshot = shard.snapshot();
-    let partitions: i64 = snapshot.topics.values().map(|topic| i64::from(topic.partitions)).sum();
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Services whose cross-core calls `strata_routed_requests_*` counts (client data and group
+/// requests; not the control traffic of metadata publication and stats).
+const ROUTED_SERVICES: &[&str] = &["partitions", "partition_waits", "groups"];
+
+type Counter = fn(&StatsReport) -> u64;
+
+fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
+    ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
+}
+
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 13] = [
+    (
+        "strata_routed_requests_out_total",
+        "counter",
+        "Partition and group requests sent to another shard.",
+        |r| routed(&r.mesh.routed_out),
+    ),
+    (
+        "strata_routed_requests_in_total",
+        "counter",
+        "Partition and group requests handled for another shard.",
+        |r| routed(&r.mesh.routed_in),
+    ),
+    ("strata_bytes_in_total", "counter", "Request bytes received.", |r| r.counters.bytes_in),
+    ("strata_bytes_out_total", "counter", "Response bytes sent.", |r| r.counters.bytes_out),
+    (
+        "strata_connections_closed_on_error_total",
+        "counter",
+        "Connections closed because of bad input.",
+        |r| r.counters.connections_closed_on_error,
+    ),
+    ("strata_connections_open", "gauge", "Client connections open.", |r| {
+        r.counters.connections_open
+    }),
+    ("strata_router_queue_depth", "gauge", "Cross-core calls this shard is waiting on.", |r| {
+        r.pending_calls
+    }),
+    ("strata_shard_partitions", "gauge", "Partitions owned by the shard.", |r| {
+        r.offsets.len() as u64
+    }),
+    (
+        "strata_produce_duplicate_batches_total",
+        "counter",
+        "Idempotent producers' retried batches answered with their original offsets.",
+        |r| r.counters.duplicate_batches,
+    ),
+    (
+        "strata_compaction_runs_total",
+        "counter",
+        "Log compaction runs that rewrote at least one segment.",
+        |r| r.counters.compaction_runs,
+    ),
+    ("strata_compacted_records_total", "counter", "Records removed by log compaction.", |r| {
+        r.counters.compacted_records
+    }),
+    (
+        "strata_queued_request_bytes",
+        "gauge",
+        "Bytes of requests read and not yet answered (queued.max.request.bytes bounds them).",
+        |r| r.counters.queued_request_bytes,
+    ),
+    (
+        "strata_queued_request_bytes_peak",
+        "gauge",
+        "The most request bytes held at once since start.",
+        |r| r.counters.queued_request_bytes_peak,
+    ),
+];
+
+async fn metrics<S: Storage>(node: &Rc<Node<S>>) -> String {
+    let image = node.metadata();
+    let reports = node.stats_all().await;
     let mut out = String::new();
-    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
     family(&mut out, "strata_topics", "gauge", "Topics in the cluster.");
-    let _ = writeln!(out, "strata_topics {}", snapshot.topics.len());
+    out.push_str(&format!("strata_topics {}\n", image.topics.len()));
     family(&mut out, "strata_partitions", "gauge", "Partitions in the cluster.");
-    let _ = writeln!(out, "strata_partitions {partitions}");
-    let mut reports = Vec::new();
-    for target in 0..shard.count {
-        if let ShardResponse::Stats(report) = call(shard, target, ShardRequest::Stats).await {
-            reports.push((target, report));
-        }
-    }
-    type Counter = fn(&crate::router::StatsReport) -> u64;
-    let counters: [(&str, &str, &str, Counter); 11] = [
-        (
-            "strata_routed_requests_out_total",
-            "counter",
-            "Partition requests sent to another shard.",
-            |r| r.stats.routed_out,
-        ),
-        (
-            "strata_routed_requests_in_total",
-            "counter",
-            "Partition requests handled for another shard.",
-            |r| r.stats.routed_in,
-        ),
-        ("strata_bytes_in_total", "counter", "Request bytes received.", |r| r.stats.bytes_in),
-        ("strata_bytes_out_total", "counter", "Response bytes sent.", |r| r.stats.bytes_out),
-        (
-            "strata_connections_closed_on_error_total",
-            "counter",
-            "Connections closed because of bad input.",
-            |r| r.stats.connections_closed_on_error,
-        ),
-        ("strata_connections_open", "gauge", "Client connections open.", |r| {
-            r.stats.connections_open
-        }),
-        (
-            "strata_router_queue_depth",
-            "gauge",
-            "Cross-core requests this shard is waiting on.",
-            |r| r.pending_requests,
-        ),
-        ("strata_shard_partitions", "gauge", "Partitions owned by the shard.", |r| {
-            r.offsets.len() as u64
-        }),
-        (
-            "strata_produce_duplicate_batches_total",
-            "counter",
-            "Idempotent producers' retried batches answered with their original offsets.",
-            |r| r.stats.duplicate_batches,
-        ),
-        (
-            "strata_compaction_runs_total",
-            "counter",
-            "Log compaction runs that rewrote at least one segment.",
-            |r| r.stats.compaction_runs,
-        ),
-        ("strata_compacted_records_total", "counter", "Records removed by log compaction.", |r| {
-            r.stats.compacted_records
-        }),
-    ];
-    for (name, kind, help, value) in counters {
+    out.push_str(&format!("strata_partitions {}\n", image.partition_count()));
+    for (name, kind, help, value) in SHARD_COUNTERS {
         family(&mut out, name, kind, help);
-        for (target, report) in &reports {
-            let _ = writeln!(out, "{name}{{shard=\"{target}\"}} {}", value(report));
+        for (shard, report) in &reports {
+            out.push_str(&format!("{name}{{shard=\"{}\"}} {}\n", shard.0, value(report)));
         }
     }
-    family(&mut out, "strata_requests_total", "counter", "Requests served, by API.");
-    for (target, report) in &reports {
-        for (api, count) in &report.stats.requests_by_api {
-            let _ = writeln!(
-                out,
-                "strata_requests_total{{shard=\"{target}\",api=\"{}\"}} {count}",
-                api_name(*api)
-            );
+    write_connection_counters(&mut out, &reports);
+    write_requests(&mut out, &reports);
+    write_traffic(&mut out, &reports);
+    write_offsets(&mut out, &reports);
+    out
+}
+
+fn write_connection_counters(
+    out: &mut String,
+    reports: &[(shard::runtime::ShardId, Box<StatsReport>)],
+) {
+    family(
+        out,
+        "strata_connections_refused_total",
+        "counter",
+        "Connections refused: per_ip (closed at once, max.connections.per.ip) or \
+         max_connections (left waiting to be accepted).",
+    );
+    for (shard, report) in reports {
+        for (reason, count) in &report.counters.connections_refused {
+            out.push_str(&format!(
+                "strata_connections_refused_total{{shard=\"{}\",reason=\"{}\"}} {count}\n",
+                shard.0,
+                reason.label()
+            ));
         }
     }
     family(
-        &mut out,
+        out,
+        "strata_connections_closed_total",
+        "counter",
+        "Connections the broker closed: idle (connections.max.idle.ms) or frame_deadline (a \
+         request that did not finish arriving).",
+    );
+    for (shard, report) in reports {
+        for (reason, count) in &report.counters.connections_closed {
+            out.push_str(&format!(
+                "strata_connections_closed_total{{shard=\"{}\",reason=\"{}\"}} {count}\n",
+                shard.0,
+                reason.label()
+            ));
+        }
+    }
+    family(out, "strata_mesh_calls_total", "counter", "Cross-core calls by service and direction.");
+    for (shard, report) in reports {
+        for (direction, counts) in
+            [("out", &report.mesh.routed_out), ("in", &report.mesh.routed_in)]
+        {
+            for (service, count) in counts {
+                out.push_str(&format!(
+                    "strata_mesh_calls_total{{shard=\"{}\",service=\"{service}\",direction=\"{direction}\"}} {count}\n",
+                    shard.0
+                ));
+            }
+        }
+    }
+}
+
+fn write_requests(out: &mut String, reports: &[(shard::runtime::ShardId, Box<StatsReport>)]) {
+    family(out, "strata_requests_total", "counter", "Requests served, by API.");
+    for (shard, report) in reports {
+        for (api, count) in &report.counters.requests_by_api {
+            out.push_str(&format!(
+                "strata_requests_total{{shard=\"{}\",api=\"{}\"}} {count}\n",
+                shard.0,
+                api_name(*api)
+            ));
+        }
+    }
+    family(
+        out,
         "strata_request_latency_seconds",
         "histogram",
         "Request latency from decode to response written, by API and shard.",
     );
-    for (target, report) in &reports {
-        for (api, histogram) in &report.stats.request_latency_us {
-            let labels = format!("shard=\"{target}\",api=\"{}\"", api_name(*api));
-            write_histogram(&mut out, "strata_request_latency_seconds", &labels, histogram);
+    for (shard, report) in reports {
+        for (api, histogram) in &report.counters.request_latency_us {
+            let labels = format!("shard=\"{}\",api=\"{}\"", shard.0, api_name(*api));
+            write_histogram(out, "strata_request_latency_seconds", &labels, histogram);
         }
     }
     family(
-        &mut out,
+        out,
         "strata_fsync_latency_seconds",
         "histogram",
         "fdatasync latency of group commits, by shard.",
     );
-    for (target, report) in &reports {
-        write_histogram(
-            &mut out,
-            "strata_fsync_latency_seconds",
-            &format!("shard=\"{target}\""),
-            &report.fsync_latency_us,
-        );
+    for (shard, report) in reports {
+        let labels = format!("shard=\"{}\"", shard.0);
+        write_histogram(out, "strata_fsync_latency_seconds", &labels, &report.fsync_latency_us);
     }
     family(
-        &mut out,
+        out,
         "strata_request_errors_total",
         "counter",
         "Partition-level errors returned, by Kafka error code.",
     );
-    for (target, report) in &reports {
-        for (code, count) in &report.stats.errors_by_code {
-            let _ = writeln!(
-                out,
-                "strata_request_errors_total{{shard=\"{target}\",code=\"{code}\"}} {count}"
-            );
+    for (shard, report) in reports {
+        for (code, count) in &report.counters.errors_by_code {
+            out.push_str(&format!(
+                "strata_request_errors_total{{shard=\"{}\",code=\"{code}\"}} {count}\n",
+                shard.0
+            ));
         }
     }
+}
+
+fn write_traffic(out: &mut String, reports: &[(shard::runtime::ShardId, Box<StatsReport>)]) {
     let traffic: [(&str, &str, usize); 4] = [
         ("strata_topic_messages_in_total", "Records appended, by topic.", 0),
         ("strata_topic_bytes_in_total", "Batch bytes appended, by topic.", 1),
@@ -212,52 +300,75 @@ async fn metrics(shard: &Rc<Shard>) -> String {
         ("strata_topic_bytes_out_total", "Batch bytes fetched, by topic.", 3),
     ];
     for (name, help, index) in traffic {
-        family(&mut out, name, "counter", help);
+        family(out, name, "counter", help);
         let mut totals: std::collections::BTreeMap<&str, u64> = Default::default();
-        for (_, report) in &reports {
-            for (topic, values) in &report.stats.topic_traffic {
+        for (_, report) in reports {
+            for (topic, values) in &report.counters.topic_traffic {
                 *totals.entry(topic.as_str()).or_default() +=
                     values.get(index).copied().unwrap_or(0);
             }
         }
         for (topic, value) in totals {
-            let _ = writeln!(out, "{name}{{topic=\"{topic}\"}} {value}");
+            out.push_str(&format!("{name}{{topic=\"{}\"}} {value}\n", escape_label(topic)));
         }
     }
+}
+
+fn write_offsets(out: &mut String, reports: &[(shard::runtime::ShardId, Box<StatsReport>)]) {
     family(
-        &mut out,
+        out,
         "strata_consumer_group_lag",
         "gauge",
         "Log end offset minus committed offset, per group and partition.",
     );
-    let ends: std::collections::HashMap<(&str, i32), i64> = reports
+    let ends: std::collections::HashMap<&wire::ids::TopicPartition, i64> = reports
         .iter()
-        .flat_map(|(_, report)| {
-            report
-                .offsets
-                .iter()
-                .map(|(topic, partition, _, end)| ((topic.as_str(), *partition), *end))
-        })
+        .flat_map(|(_, report)| report.offsets.iter().map(|(key, _, end)| (key, *end)))
         .collect();
-    for (_, report) in &reports {
-        for (group, topic, partition, committed) in &report.committed {
-            if let Some(end) = ends.get(&(topic.as_str(), *partition)) {
+    for (_, report) in reports {
+        for (group, key, committed) in &report.committed {
+            if let Some(end) = ends.get(key) {
                 let lag = (end - committed).max(0);
-                let _ = writeln!(out, "strata_consumer_group_lag{{group=\"{group}\",topic=\"{topic}\",partition=\"{partition}\"}} {lag}");
+                out.push_str(&format!(
+                    "strata_consumer_group_lag{{group=\"{}\",topic=\"{}\",partition=\"{}\"}} {lag}\n",
+                    escape_label(group),
+                    escape_label(&key.topic),
+                    key.partition.0
+                ));
             }
         }
     }
-    family(&mut out, "strata_log_end_offset", "gauge", "Log end offset per partition.");
-    for (target, report) in &reports {
-        for (topic, partition, _, end) in &report.offsets {
-            let _ = writeln!(out, "strata_log_end_offset{{shard=\"{target}\",topic=\"{topic}\",partition=\"{partition}\"}} {end}");
+    family(out, "strata_log_end_offset", "gauge", "Log end offset per partition.");
+    for (shard, report) in reports {
+        for (key, _, end) in &report.offsets {
+            out.push_str(&format!(
+                "strata_log_end_offset{{shard=\"{}\",topic=\"{}\",partition=\"{}\"}} {end}\n",
+                shard.0,
+                escape_label(&key.topic),
+                key.partition.0
+            ));
         }
     }
-    family(&mut out, "strata_log_start_offset", "gauge", "Log start offset per partition.");
-    for (target, report) in &reports {
-        for (topic, partition, start, _) in &report.offsets {
-            let _ = writeln!(out, "strata_log_start_offset{{shard=\"{target}\",topic=\"{topic}\",partition=\"{partition}\"}} {start}");
+    family(out, "strata_log_start_offset", "gauge", "Log start offset per partition.");
+    for (shard, report) in reports {
+        for (key, start, _) in &report.offsets {
+            out.push_str(&format!(
+                "strata_log_start_offset{{shard=\"{}\",topic=\"{}\",partition=\"{}\"}} {start}\n",
+                shard.0,
+                escape_label(&key.topic),
+                key.partition.0
+            ));
         }
     }
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped_as_the_text_format_requires() {
+        assert_eq!(escape_label("plain-group"), "plain-group");
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
 }

@@ -1,43 +1,19 @@
-//! `BrokerError` and the one place it becomes a Kafka error code.
+//! The broker's typed errors and the one place they become Kafka error codes.
 //!
-//! Invariant: `error_code` is a `match` with no catch-all arm, so adding a variant forces a
-//! decision about its Kafka code. References: Kafka protocol guide, "Error Codes".
+//! Owns: `BrokerError` (what a handler can fail with), `GroupError` (the group coordinator's
+//! answers that are not a success), `MeshError` (a cross-core call that did not complete), and
+//! `error_code`, the only function in the broker that produces a Kafka error code. Codes are
+//! taken from kafka-protocol's `ResponseError` (generated from Kafka's `Errors.java`), never
+//! typed by hand.
+//! Invariant: `error_code` and `group_error` are `match`es with no catch-all arm, so adding a
+//! variant forces a decision about its Kafka code.
+//! References: Kafka protocol guide, "Error Codes".
 
+use kafka_protocol::error::ResponseError;
 use shard::StorageError;
 
-/// Kafka error codes strata returns (protocol guide numbering).
-pub mod code {
-    pub const NONE: i16 = 0;
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    pub const INVALID_GROUP_ID: i16 = 24;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const UNSUPPORTED_VERSION: i16 = 35;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
-    pub const INVALID_RECORD: i16 = 87;
-    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-    pub const INVALID_PARTITIONS: i16 = 37;
-    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const INVALID_CONFIG: i16 = 40;
-    pub const NON_EMPTY_GROUP: i16 = 68;
-    pub const GROUP_ID_NOT_FOUND: i16 = 69;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-}
+/// The code of a successful answer.
+pub const NONE: i16 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -59,66 +35,169 @@ pub enum BrokerError {
     InvalidRequest(String),
     #[error("invalid required acks {0}")]
     InvalidRequiredAcks(i16),
-    #[error("a shard did not answer: {0}")]
-    ShardUnavailable(String),
-    #[error("illegal generation {0} for group {1}")]
-    IllegalGeneration(i32, String),
-    #[error("unknown member {0:?} of group {1}")]
-    UnknownMemberId(String, String),
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
     #[error("offset metadata of {0} bytes exceeds the limit")]
     OffsetMetadataTooLarge(usize),
-    #[error("invalid group id {0:?}")]
-    InvalidGroupId(String),
     /// A client sent a control batch (only brokers write those).
     #[error("control batches cannot be produced by clients")]
     ControlBatchFromClient,
     /// A record without a key sent to a compacted topic.
     #[error("compacted topic {0} cannot accept a record without a key")]
     NullKeyOnCompactedTopic(String),
-    /// A transactional batch; transactions are not implemented.
-    #[error("transactional produce is not supported")]
+    /// A transactional batch or transactional id; transactions are not implemented.
+    #[error("transactions are not supported yet")]
     TransactionsUnsupported,
-    /// A group-coordinator answer that already is a Kafka error code.
-    #[error("group error code {0}")]
-    GroupError(i16),
+    #[error("unsupported version {1} of {0}")]
+    UnsupportedVersion(&'static str, i16),
+    /// The partition is placed on another node (no replication yet, so no other node serves it
+    /// here either).
+    #[error("this node does not lead {0}")]
+    NotLeader(String),
+    #[error(transparent)]
+    Group(#[from] GroupError),
+    /// A metadata change could not be persisted or published to every shard.
+    #[error("metadata change failed: {0}")]
+    MetadataUnavailable(String),
+}
+
+/// What the group coordinator answers instead of a success (Kafka's classic group protocol).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("invalid group id")]
+    InvalidGroupId,
+    #[error("unknown member id")]
+    UnknownMemberId,
+    #[error("illegal generation")]
+    IllegalGeneration,
+    #[error("the group is rebalancing")]
+    RebalanceInProgress,
+    #[error("another member holds this group.instance.id")]
+    FencedInstanceId,
+    #[error("session timeout outside the broker's range")]
+    InvalidSessionTimeout,
+    #[error("no protocol in common with the group")]
+    InconsistentGroupProtocol,
+    #[error("the group is full")]
+    GroupMaxSizeReached,
+    /// KIP-394: the member must join again with the id it was given.
+    #[error("a member id is required")]
+    MemberIdRequired,
+    #[error("the group has members")]
+    NonEmptyGroup,
+    #[error("no such group")]
+    GroupIdNotFound,
+    /// The group's `__consumer_offsets` partition is not open on its coordinator.
+    #[error("the coordinator is not available")]
+    CoordinatorNotAvailable,
+    /// Writing the group's record failed (the message names the storage error).
+    #[error("storing the group failed: {0}")]
+    StoreFailed(String),
+}
+
+/// Why a cross-core call did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MeshError {
+    #[error("shard {0} channel closed")]
+    ChannelClosed(u16),
+    #[error("shard {0} dropped the request")]
+    Dropped(u16),
+    #[error("no {0} service is registered on shard {1}")]
+    NoService(&'static str, u16),
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
 
 /// The Kafka error code for an error (the only mapping in the broker).
 pub fn error_code(error: &BrokerError) -> i16 {
+    let kafka = match error {
+        BrokerError::Storage(storage) => return storage_error(storage).code(),
+        BrokerError::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
+        BrokerError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+        BrokerError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+        BrokerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        BrokerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        BrokerError::InvalidRequiredAcks(_) => ResponseError::InvalidRequiredAcks,
+        BrokerError::Mesh(_) => ResponseError::UnknownServerError,
+        BrokerError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,
+        BrokerError::ControlBatchFromClient => ResponseError::InvalidRecord,
+        BrokerError::NullKeyOnCompactedTopic(_) => ResponseError::InvalidRecord,
+        BrokerError::TransactionsUnsupported => ResponseError::InvalidTxnState,
+        BrokerError::UnsupportedVersion(..) => ResponseError::UnsupportedVersion,
+        BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
+        BrokerError::Group(group) => group_error(group),
+        BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,
+    };
+    kafka.code()
+}
+
+fn storage_error(error: &StorageError) -> ResponseError {
     match error {
-        BrokerError::Storage(storage) => match storage {
-            StorageError::Io(_) | StorageError::Corrupt { .. } | StorageError::Offline(_) => {
-                code::KAFKA_STORAGE_ERROR
-            }
-            StorageError::InvalidBatch(_) => code::CORRUPT_MESSAGE,
-            StorageError::UnknownCompression(_) => code::UNSUPPORTED_COMPRESSION_TYPE,
-            StorageError::BatchTooLarge { .. } => code::MESSAGE_TOO_LARGE,
-            StorageError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
-            StorageError::StaleLeaderEpoch { .. } => code::FENCED_LEADER_EPOCH,
-            StorageError::Closed(_) => code::NOT_LEADER_OR_FOLLOWER,
-            StorageError::InvalidArgument(_) => code::INVALID_CONFIG,
-            StorageError::OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            StorageError::InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
-            StorageError::UnknownProducerId { .. } => code::UNKNOWN_PRODUCER_ID,
-        },
-        BrokerError::UnknownTopicOrPartition(_) => code::UNKNOWN_TOPIC_OR_PARTITION,
-        BrokerError::InvalidTopic(_) => code::INVALID_TOPIC_EXCEPTION,
-        BrokerError::TopicAlreadyExists(_) => code::TOPIC_ALREADY_EXISTS,
-        BrokerError::InvalidPartitions(_) => code::INVALID_PARTITIONS,
-        BrokerError::InvalidReplicationFactor(_) => code::INVALID_REPLICATION_FACTOR,
-        BrokerError::InvalidConfig(_) => code::INVALID_CONFIG,
-        BrokerError::InvalidRequest(_) => code::INVALID_REQUEST,
-        BrokerError::InvalidRequiredAcks(_) => code::INVALID_REQUIRED_ACKS,
-        BrokerError::ShardUnavailable(_) => code::UNKNOWN_SERVER_ERROR,
-        BrokerError::IllegalGeneration(..) => code::ILLEGAL_GENERATION,
-        BrokerError::UnknownMemberId(..) => code::UNKNOWN_MEMBER_ID,
-        BrokerError::OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
-        BrokerError::InvalidGroupId(_) => code::INVALID_GROUP_ID,
-        BrokerError::ControlBatchFromClient => code::INVALID_RECORD,
-        BrokerError::TransactionsUnsupported => code::INVALID_TXN_STATE,
-        BrokerError::NullKeyOnCompactedTopic(_) => code::INVALID_RECORD,
-        BrokerError::GroupError(code) => *code,
+        StorageError::Io(_) | StorageError::Corrupt { .. } | StorageError::Offline(_) => {
+            ResponseError::KafkaStorageError
+        }
+        StorageError::InvalidBatch(_) => ResponseError::CorruptMessage,
+        StorageError::UnknownCompression(_) => ResponseError::UnsupportedCompressionType,
+        StorageError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::StaleLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        StorageError::Closed(_) => ResponseError::NotLeaderOrFollower,
+        StorageError::InvalidArgument(_) => ResponseError::InvalidConfig,
+        StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        StorageError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
+    }
+}
+
+fn group_error(error: &GroupError) -> ResponseError {
+    match error {
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::StoreFailed(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+/// The code of a group coordinator answer (`NONE` for a success).
+pub fn group_code<T>(result: &std::result::Result<T, GroupError>) -> i16 {
+    match result {
+        Ok(_) => NONE,
+        Err(error) => group_error(error).code(),
+    }
+}
+
+/// The code of a result (`NONE` for a success).
+pub fn result_code<T>(result: &Result<T>) -> i16 {
+    match result {
+        Ok(_) => NONE,
+        Err(error) => error_code(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_kafkas() {
+        assert_eq!(error_code(&BrokerError::UnknownTopicOrPartition("t-0".into())), 3);
+        assert_eq!(error_code(&BrokerError::Group(GroupError::MemberIdRequired)), 79);
+        assert_eq!(error_code(&BrokerError::Group(GroupError::FencedInstanceId)), 82);
+        assert_eq!(error_code(&BrokerError::UnsupportedVersion("ApiVersions", 9)), 35);
+        assert_eq!(error_code(&BrokerError::TransactionsUnsupported), 48);
+        assert_eq!(error_code(&BrokerError::NullKeyOnCompactedTopic("t".into())), 87);
+        assert_eq!(group_code::<()>(&Err(GroupError::RebalanceInProgress)), 27);
+        assert_eq!(group_code(&Ok(())), NONE);
     }
 }

@@ -1,18 +1,27 @@
-//! The strata broker: Kafka listener, cross-core router, topic metadata, API handlers, admin
-//! endpoint, and the operator CLI. The `strata` binary (`main.rs`) is a thin shell over this.
+//! The strata broker: the Kafka listener, the API handlers, the owner-side services on the
+//! cross-core mesh, cluster metadata, the admin endpoint, and the operator CLI. The `strata`
+//! binary (`main.rs`) is a thin shell over this.
 //!
-//! Invariant: only `handlers` (through `error::error_code`) produce Kafka error codes.
+//! Layers, each using only the ones below it (no module imports another in a circle):
+//! `server` (startup, lifecycle) → `net` (accept, connection) → `api` (registry, request
+//! context) → `handlers` (one per Kafka API) → `node` (routing by placement) → `services`
+//! (partitions, metadata, groups, producer ids, stats) → `mesh` (typed cross-core calls) and
+//! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`.
+//! Invariant: only `error::error_code` produces Kafka error codes.
 
 pub mod admin;
 pub mod alloc;
+pub mod api;
 pub mod cli;
+pub mod clock;
 pub mod config;
-pub mod connection;
 pub mod error;
-pub mod group;
 pub mod handlers;
+pub mod in_process;
+pub mod mesh;
 pub mod metadata;
-pub mod producer_ids;
-pub mod router;
+pub mod net;
+pub mod node;
 pub mod server;
-pub mod state;
+pub mod services;
+pub mod stats;

@@ -4,25 +4,19 @@
 //! Startup order per shard: prime direct I/O, join the mesh, open owned partitions from the
 //! topic table, start mesh receivers, bind the listener; the last shard to bind logs `ready`.
 
+use crate::clock::Clock;
 use crate::config::BrokerConfig;
-use crate::metadata::{MetadataSnapshot, METADATA_FILE};
-use crate::router::{self, ShardMessage};
-use crate::state::Shard;
-use shard::runtime::mesh::MeshHandle;
+use crate::mesh::{Mesh, MeshHandles};
+use crate::metadata::{startup_image, store, MetadataImage, PlacementPolicy};
+use crate::node::{Node, NodeParts};
+use shard::io::dma::DmaStorage;
 use shard::runtime::net::TcpListener;
-use shard::runtime::{self, RuntimeConfig, ShardContext};
-use shard::BatchCache;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use shard::runtime::{self, RuntimeConfig, ShardContext, ShardId};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Channel depth between each pair of shards.
-pub const MESH_QUEUE_DEPTH_MAX: usize = 1024;
-/// How often shards run flush-interval and retention checks.
-pub const MAINTENANCE_INTERVAL_MS: u64 = 1000;
+use wire::ids::NodeId;
 
 /// Set by the signal thread on the first SIGTERM/SIGINT; shards poll it (not a hot path).
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
@@ -91,9 +85,24 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
+/// The startup image from `strata-metadata.json` (see `metadata::startup_image`).
+fn load_image(
+    config: &BrokerConfig,
+    policy: PlacementPolicy,
+) -> Result<(MetadataImage, bool), String> {
+    let path = config.data_dir.join(store::METADATA_FILE);
+    let stored = match std::fs::read(&path) {
+        Ok(bytes) => Some(bytes),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => return Err(format!("{}: {error}", path.display())),
+    };
+    startup_image(stored.as_deref(), policy, *uuid::Uuid::new_v4().as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
     install_signal_handling()?;
-    crate::metadata::set_broker_topic_defaults(config.topic_defaults.clone());
+    crate::metadata::topic_config::set_broker_topic_defaults(config.topic_defaults.clone());
     let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };
     let preflight = runtime::preflight(runtime_config.cores, runtime_config.io_memory_bytes)
         .map_err(|e| e.to_string())?;
@@ -104,36 +113,24 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
     // Held for the life of the process: a second broker on this directory would corrupt it.
     let _lock = lock_data_dir(&config.data_dir)?;
-    let metadata_path = config.data_dir.join(METADATA_FILE);
-    let (mut snapshot, mut fresh) = match std::fs::read(&metadata_path) {
-        Ok(bytes) => (
-            MetadataSnapshot::from_json(&bytes)
-                .map_err(|e| format!("{}: {e}", metadata_path.display()))?,
-            false,
-        ),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            (MetadataSnapshot::new_cluster(), true)
-        }
-        Err(error) => return Err(format!("{}: {error}", metadata_path.display())),
-    };
-    // The internal offsets topic exists from the first start on (shard 0 persists the table).
-    fresh |= crate::group::ensure_offsets_topic(&mut snapshot);
+    let policy =
+        PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
+    let (image, persist) = load_image(&config, policy)?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         shards = runtime_config.cores,
         data_dir = %config.data_dir.display(),
-        topics = snapshot.topics.len(),
-        cluster_id = %snapshot.cluster_id,
+        topics = image.topics.len(),
+        cluster_id = %image.cluster_id,
         "starting strata"
     );
-    let mesh: MeshHandle<ShardMessage> =
-        MeshHandle::new(runtime_config.cores, MESH_QUEUE_DEPTH_MAX);
+    let meshes = MeshHandles::new(runtime_config.cores);
     let bound = Arc::new(AtomicUsize::new(0));
     let config = Arc::new(config);
     let results = runtime::run_shards(&runtime_config, move |context| {
-        let (config, mesh, snapshot, bound) =
-            (config.clone(), mesh.clone(), snapshot.clone(), bound.clone());
-        async move { shard_main(context, config, mesh, snapshot, fresh, bound).await }
+        let (config, meshes, image, bound) =
+            (config.clone(), meshes.clone(), image.clone(), bound.clone());
+        async move { shard_main(context, config, meshes, image, persist, bound).await }
     })
     .map_err(|e| e.to_string())?;
     for result in results {
@@ -146,64 +143,25 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
 async fn shard_main(
     context: ShardContext,
     config: Arc<BrokerConfig>,
-    mesh: MeshHandle<ShardMessage>,
-    snapshot: MetadataSnapshot,
-    fresh: bool,
+    meshes: MeshHandles,
+    image: MetadataImage,
+    persist: bool,
     bound: Arc<AtomicUsize>,
 ) -> Result<(), String> {
-    let id = usize::from(context.shard_id.0);
-    let storage =
-        runtime::open_storage(&config.data_dir).await.map_err(|e| format!("shard {id}: {e}"))?;
-    let ends = mesh.join(id).await?;
-    let producer_ids = if id == 0 {
-        crate::producer_ids::ProducerIdAllocator::load(&storage, &config.data_dir).await?
-    } else {
-        Default::default()
-    };
-    let shard = Rc::new(Shard {
-        id,
-        count: context.shard_count,
-        config: config.clone(),
-        metadata: RefCell::new(Rc::new(MetadataSnapshot::default())),
-        partitions: RefCell::new(HashMap::new()),
-        storage,
-        cache: Rc::new(RefCell::new(BatchCache::new(config.cache_bytes))),
-        senders: ends.senders,
-        pending: RefCell::new(HashMap::new()),
-        next_request_id: Cell::new(0),
-        metadata_lock: async_lock::Mutex::new(()),
-        stats: RefCell::new(Default::default()),
-        sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
-        offsets: RefCell::new(Default::default()),
-        groups: RefCell::new(HashMap::new()),
-        offsets_lock: async_lock::Mutex::new(()),
-        requests_in_progress: Cell::new(0),
-        producer_ids,
-    });
-    if id == 0 && fresh {
-        let path = config.data_dir.join(METADATA_FILE);
-        shard::io::write_file_atomic(&shard.storage, &path, &snapshot.to_json())
-            .await
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
-    shard.apply_snapshot(snapshot).await.map_err(|e| format!("shard {id}: {e}"))?;
-    let replayed = crate::group::replay(&shard)
+    let id = context.shard_id;
+    let storage: DmaStorage = runtime::open_storage(&config.data_dir)
         .await
-        .map_err(|e| format!("shard {id}: replaying offsets: {e}"))?;
-    if replayed > 0 {
-        tracing::info!(shard = id, records = replayed, "committed offsets replayed");
-    }
-    for (peer, receiver) in ends.receivers {
-        runtime::spawn(router::receive_loop(shard.clone(), peer, receiver)).detach();
-    }
-    runtime::spawn(maintenance(shard.clone())).detach();
-    runtime::spawn(crate::group::coordinator::tick(shard.clone())).detach();
+        .map_err(|e| format!("shard {}: {e}", id.0))?;
+    let (mesh, receivers) = Mesh::join(id, context.shard_count, &meshes).await?;
+    let parts = NodeParts { config: config.clone(), storage, mesh, clock: Clock::system() };
+    let node = Node::build(parts).await?;
+    node.start(image, persist, Some(receivers)).await?;
     let listener =
         TcpListener::bind(config.listen).map_err(|e| format!("binding {}: {e}", config.listen))?;
-    if id == 0 {
+    if id == ShardId(0) {
         let admin = TcpListener::bind(config.admin_listen)
             .map_err(|e| format!("binding admin {}: {e}", config.admin_listen))?;
-        runtime::spawn(crate::admin::serve(shard.clone(), admin)).detach();
+        runtime::spawn(crate::admin::serve(node.clone(), admin)).detach();
     }
     if bound.fetch_add(1, Ordering::SeqCst) + 1 == context.shard_count {
         tracing::info!(
@@ -214,19 +172,7 @@ async fn shard_main(
             "ready"
         );
     }
-    let accept = async {
-        loop {
-            match listener.accept().await {
-                Ok(stream) => {
-                    runtime::spawn(crate::connection::serve(shard.clone(), stream)).detach();
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    runtime::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        }
-    };
+    let accept = crate::net::listener::accept_loop(node.clone(), &listener);
     let shutdown = async {
         while !SHUTDOWN.load(Ordering::SeqCst) {
             runtime::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
@@ -234,8 +180,8 @@ async fn shard_main(
     };
     futures_lite::future::or(accept, shutdown).await;
     drop(listener);
-    drain(&shard, context.shard_count).await;
-    close_partitions(&shard).await;
+    drain(&node, context.shard_count).await;
+    node.close().await;
     Ok(())
 }
 
@@ -252,12 +198,12 @@ static DRAINED_SHARDS: AtomicUsize = AtomicUsize::new(0);
 /// Waits (up to `SHUTDOWN_DRAIN_MS_MAX`) until this shard answered the requests it was handling
 /// and then until every shard has, so no shard closes a partition another shard's request is
 /// still appending to. The mesh keeps serving routed requests meanwhile.
-async fn drain(shard: &Rc<Shard>, shard_count: usize) {
+async fn drain(node: &Rc<Node<DmaStorage>>, shard_count: usize) {
     let deadline = std::time::Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS_MAX);
-    while shard.requests_in_progress.get() > 0 && std::time::Instant::now() < deadline {
+    while node.requests_in_progress() > 0 && std::time::Instant::now() < deadline {
         runtime::sleep(Duration::from_millis(5)).await;
     }
-    let left = shard.requests_in_progress.get();
+    let left = node.requests_in_progress();
     DRAINED_SHARDS.fetch_add(1, Ordering::SeqCst);
     while DRAINED_SHARDS.load(Ordering::SeqCst) < shard_count
         && std::time::Instant::now() < deadline
@@ -266,82 +212,11 @@ async fn drain(shard: &Rc<Shard>, shard_count: usize) {
     }
     if left > 0 {
         tracing::warn!(
-            shard = shard.id,
+            shard = node.shard().0,
             requests = left,
             "shutdown deadline: closing with requests in progress"
         );
     } else {
-        tracing::info!(shard = shard.id, "requests in progress drained");
-    }
-}
-
-/// Clean shutdown of this shard's partitions: each close waits for appends in progress, writes
-/// and syncs everything, and leaves the clean-shutdown marker so the next start skips recovery.
-async fn close_partitions(shard: &Rc<Shard>) {
-    use futures_util::StreamExt;
-    let partitions: Vec<_> = shard.partitions.borrow().values().cloned().collect();
-    let closed = std::cell::Cell::new(0usize);
-    // Closes are independent (each partition owns its files) and mostly wait on fsyncs, so
-    // several run at once: with thousands of partitions a sequential close takes minutes.
-    futures_util::stream::iter(partitions)
-        .for_each_concurrent(CLOSE_CONCURRENCY_MAX, |partition| {
-            let closed = &closed;
-            async move {
-                match partition.log.close().await {
-                    Ok(()) => closed.set(closed.get() + 1),
-                    Err(error) => {
-                        tracing::error!(%error, dir = %partition.log.dir().display(), "close failed")
-                    }
-                }
-                partition.appended.notify(usize::MAX);
-            }
-        })
-        .await;
-    tracing::info!(shard = shard.id, closed = closed.get(), "partitions closed");
-}
-
-/// Partition closes in flight at once per shard during shutdown.
-pub const CLOSE_CONCURRENCY_MAX: usize = 64;
-
-/// Flush-interval syncs and retention for the partitions this shard owns.
-async fn maintenance(shard: Rc<Shard>) {
-    let mut last_retention = runtime::now_ms();
-    loop {
-        let interval =
-            (shard.config.retention_check_interval_ms as u64).clamp(10, MAINTENANCE_INTERVAL_MS);
-        runtime::sleep(Duration::from_millis(interval)).await;
-        let now = runtime::now_ms();
-        let partitions: Vec<_> = shard.partitions.borrow().values().cloned().collect();
-        let retention_due = now - last_retention >= shard.config.retention_check_interval_ms;
-        for partition in partitions {
-            if let Err(error) = partition.log.flush_if_due(now).await {
-                tracing::error!(%error, dir = %partition.log.dir().display(), "interval flush failed");
-            }
-            if retention_due {
-                match partition.log.compact_if_due(now).await {
-                    Ok(Some(outcome)) if outcome.segments_rewritten > 0 => {
-                        let mut stats = shard.stats.borrow_mut();
-                        stats.compaction_runs += 1;
-                        stats.compacted_records += outcome.records_removed;
-                    }
-                    Ok(_) => {}
-                    Err(error) => {
-                        tracing::error!(%error, dir = %partition.log.dir().display(), "compaction failed")
-                    }
-                }
-                match partition.log.apply_retention(now).await {
-                    Ok(0) => {}
-                    Ok(deleted) => {
-                        tracing::info!(deleted, dir = %partition.log.dir().display(), "retention deleted segments")
-                    }
-                    Err(error) => {
-                        tracing::error!(%error, dir = %partition.log.dir().display(), "retention failed")
-                    }
-                }
-            }
-        }
-        if retention_due {
-            last_retention = now;
-        }
+        tracing::info!(shard = node.shard().0, "requests in progress drained");
     }
 }

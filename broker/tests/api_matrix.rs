@@ -4,8 +4,8 @@
 
 mod common;
 
+use broker::api::SUPPORTED;
 use broker::cli::Client;
-use broker::handlers::SUPPORTED;
 use bytes::Bytes;
 use common::Broker;
 use kafka_protocol::messages::*;

@@ -219,16 +219,9 @@ fn direct_io_probe(dir: &Path) -> std::io::Result<()> {
 }
 
 /// (free, total) bytes of the file system holding `dir`.
+/// (usable, total) bytes of the file system holding `dir`.
 pub fn free_bytes(dir: &Path) -> std::io::Result<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: statvfs fills the struct we pass; the path is a valid C string.
-    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let block = stats.f_frsize;
-    Ok((stats.f_bavail.saturating_mul(block), stats.f_blocks.saturating_mul(block)))
+    shard::io::file_system_space(dir)
 }
 
 fn check_open_files() -> Finding {

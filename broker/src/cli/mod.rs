@@ -10,25 +10,23 @@ pub mod topic;
 
 pub use client::Client;
 
-/// Kafka's name for an error code, for messages.
+/// Kafka's name for an error code (`TOPIC_ALREADY_EXISTS`), for messages.
 pub fn error_name(code: i16) -> String {
-    use crate::error::code::*;
-    let name = match code {
-        NONE => "NONE",
-        OFFSET_OUT_OF_RANGE => "OFFSET_OUT_OF_RANGE",
-        CORRUPT_MESSAGE => "CORRUPT_MESSAGE",
-        UNKNOWN_TOPIC_OR_PARTITION => "UNKNOWN_TOPIC_OR_PARTITION",
-        MESSAGE_TOO_LARGE => "MESSAGE_TOO_LARGE",
-        INVALID_TOPIC_EXCEPTION => "INVALID_TOPIC_EXCEPTION",
-        TOPIC_ALREADY_EXISTS => "TOPIC_ALREADY_EXISTS",
-        INVALID_PARTITIONS => "INVALID_PARTITIONS",
-        INVALID_CONFIG => "INVALID_CONFIG",
-        INVALID_REQUEST => "INVALID_REQUEST",
-        NON_EMPTY_GROUP => "NON_EMPTY_GROUP",
-        GROUP_ID_NOT_FOUND => "GROUP_ID_NOT_FOUND",
-        other => return format!("error code {other}"),
+    let Some(error) = kafka_protocol::error::ResponseError::try_from_code(code) else {
+        return "NONE".to_string();
     };
-    name.to_string()
+    if let kafka_protocol::error::ResponseError::Unknown(code) = error {
+        return format!("error code {code}");
+    }
+    // The generated name is the Java enum's in CamelCase: TopicAlreadyExists.
+    let mut name = String::new();
+    for (index, character) in error.to_string().chars().enumerate() {
+        if character.is_ascii_uppercase() && index > 0 {
+            name.push('_');
+        }
+        name.push(character.to_ascii_uppercase());
+    }
+    name
 }
 
 /// `Err` with the error name when `code` is not NONE.
@@ -37,7 +35,7 @@ pub fn check(
     message: Option<&kafka_protocol::protocol::StrBytes>,
     what: &str,
 ) -> Result<(), String> {
-    if code == crate::error::code::NONE {
+    if code == crate::error::NONE {
         return Ok(());
     }
     match message {

@@ -116,10 +116,10 @@ pub fn check(key: &Key, value: &str) -> Result<(), String> {
             "error" | "warn" | "info" | "debug" | "trace" => Ok(()),
             _ => Err(format!("{value:?}: use error, warn, info, debug or trace")),
         },
-        Kind::FlushPolicy => crate::metadata::parse_flush_policy(value)
+        Kind::FlushPolicy => crate::metadata::topic_config::parse_flush_policy(value)
             .map(drop)
             .map_err(|_| format!("{value:?}: use always, never or interval:<ms>")),
-        Kind::CleanupPolicy => crate::metadata::parse_cleanup_policy(value)
+        Kind::CleanupPolicy => crate::metadata::topic_config::parse_cleanup_policy(value)
             .map(drop)
             .map_err(|_| format!("{value:?}: use delete, compact or compact,delete")),
         Kind::Cores => match value {

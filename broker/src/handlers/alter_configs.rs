@@ -1,18 +1,23 @@
 //! AlterConfigs (key 33): replaces a topic's config overrides (the legacy, non-incremental API).
 
 use super::describe_configs::RESOURCE_TOPIC;
-use super::nth_result;
-use crate::error::code;
-use crate::router::{request_change, ConfigEdit, MetadataChange};
-use crate::state::Shard;
+use super::{error_fields, nth_result};
+use crate::api::RequestContext;
+use crate::error::BrokerError;
+use crate::metadata::decide::{ConfigEdit, MetadataChange};
+use crate::node::Node;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
     for resource in request.resources {
         let configs = resource
@@ -24,7 +29,7 @@ pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterCon
             .collect();
         let mut result = AlterConfigsResourceResponse::default();
         (result.error_code, result.error_message) = alter_topic(
-            shard,
+            node,
             resource.resource_type,
             &resource.resource_name,
             ConfigEdit::Replace(configs),
@@ -40,19 +45,18 @@ pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterCon
 
 /// Applies one resource's edit for AlterConfigs and IncrementalAlterConfigs alike: only topics
 /// can be altered; the edit goes through the metadata owner. Returns the response's error fields.
-pub(super) async fn alter_topic(
-    shard: &Rc<Shard>,
+pub(super) async fn alter_topic<S: Storage>(
+    node: &Node<S>,
     resource_type: i8,
     name: &str,
     edit: ConfigEdit,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
     if resource_type != RESOURCE_TOPIC {
-        return (
-            code::INVALID_REQUEST,
-            Some(super::str_bytes("only topic configs can be altered")),
-        );
+        return error_fields(&BrokerError::InvalidRequest(
+            "only topic configs can be altered".into(),
+        ));
     }
     let change = MetadataChange::AlterConfigs(vec![(name.to_string(), edit, validate_only)]);
-    nth_result(&request_change(shard, change).await, 0)
+    nth_result(&node.change_metadata(change).await, 0)
 }

@@ -1,16 +1,18 @@
 //! CreatePartitions (key 37): raises a topic's partition count (never lowers it).
 
 use super::nth_result;
-use crate::router::{request_change, MetadataChange};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::metadata::decide::MetadataChange;
+use crate::node::Node;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let changes: Vec<(String, i32, bool)> = request
@@ -18,7 +20,7 @@ pub async fn handle(
         .iter()
         .map(|topic| (topic.name.0.to_string(), topic.count, request.validate_only))
         .collect();
-    let results = request_change(shard, MetadataChange::CreatePartitions(changes)).await;
+    let results = node.change_metadata(MetadataChange::CreatePartitions(changes)).await;
     let mut response = CreatePartitionsResponse::default();
     for (index, topic) in request.topics.iter().enumerate() {
         let mut result = CreatePartitionsTopicResult::default();

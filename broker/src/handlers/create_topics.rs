@@ -2,29 +2,32 @@
 //! and opens the partitions on their owner shards before answering.
 
 use super::{nth_result, str_bytes};
-use crate::error::{code, BrokerError};
-use crate::router::{request_change, CreateTopic, MetadataChange};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{BrokerError, NONE};
+use crate::metadata::decide::{CreateTopic, MetadataChange};
+use crate::metadata::{config_value, TOPIC_CONFIG_KEYS};
+use crate::node::Node;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use shard::io::Storage;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    let version = context.api_version;
     let mut creates = Vec::new();
     let mut early: Vec<Option<BrokerError>> = Vec::new();
     for topic in &request.topics {
         let name = topic.name.0.to_string();
         let partitions = if topic.num_partitions == -1 {
-            shard.config.num_partitions
+            node.config.num_partitions
         } else {
             topic.num_partitions
         };
@@ -60,9 +63,9 @@ pub async fn handle(
     let results = if creates.is_empty() {
         Vec::new()
     } else {
-        request_change(shard, MetadataChange::CreateTopics(creates)).await
+        node.change_metadata(MetadataChange::CreateTopics(creates)).await
     };
-    let snapshot = shard.snapshot();
+    let image = node.metadata();
     let mut response = CreateTopicsResponse::default();
     let mut next_result = 0;
     for (topic, early_error) in request.topics.iter().zip(early) {
@@ -80,30 +83,27 @@ pub async fn handle(
         result.error_message = message;
         result.num_partitions = -1;
         result.replication_factor = -1;
-        if error_code == code::NONE {
+        if error_code == NONE {
             let name = topic.name.0.to_string();
-            if let (Some(meta), true) = (snapshot.topics.get(&name), version >= 5) {
+            if let (Some(meta), true) = (image.topic(&name), version >= 5) {
                 if version >= 7 {
                     result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
                 }
-                result.num_partitions = meta.partitions;
+                result.num_partitions = meta.partition_count();
                 result.replication_factor = 1;
-                {
-                    result.configs = Some(
-                        crate::metadata::TOPIC_CONFIG_KEYS
-                            .iter()
-                            .map(|(key, _)| {
-                                let mut config = CreatableTopicConfigs::default();
-                                config.name = str_bytes(key);
-                                config.value =
-                                    crate::metadata::config_value(meta, key).map(str_bytes);
-                                config.config_source =
-                                    if meta.configs.contains_key(*key) { 1 } else { 5 };
-                                config
-                            })
-                            .collect(),
-                    );
-                }
+                result.configs = Some(
+                    TOPIC_CONFIG_KEYS
+                        .iter()
+                        .map(|(key, _)| {
+                            let mut config = CreatableTopicConfigs::default();
+                            config.name = str_bytes(key);
+                            config.value = config_value(meta, key).map(str_bytes);
+                            config.config_source =
+                                if meta.configs.contains_key(*key) { 1 } else { 5 };
+                            config
+                        })
+                        .collect(),
+                );
             } else if request.validate_only && version >= 5 {
                 result.num_partitions = topic.num_partitions;
                 result.replication_factor = 1;

@@ -1,29 +1,30 @@
 //! DeleteGroups (key 42): deletes groups without members and their committed offsets
 //! (NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups).
 
-use crate::group::{self, OFFSETS_TOPIC};
-use crate::router::{call, ShardRequest, ShardResponse};
-use crate::state::Shard;
+use super::offset_delete::delete_offsets;
+use crate::api::RequestContext;
+use crate::error::{error_code, NONE};
+use crate::node::Node;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-pub async fn handle(shard: &Rc<Shard>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
+    request: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
     let mut response = DeleteGroupsResponse::default();
     for group_id in request.groups_names {
         let name = group_id.0.to_string();
-        let owner = shard.owner_of(OFFSETS_TOPIC, group::partition_for_group(&name));
         let mut result = DeletableGroupResult::default();
         result.group_id = group_id;
-        result.error_code =
-            match call(shard, owner, ShardRequest::DeleteOffsets { group: name, partitions: None })
-                .await
-            {
-                ShardResponse::DeleteOffsets(code, _) => code,
-                _ => crate::error::code::UNKNOWN_SERVER_ERROR,
-            };
+        result.error_code = match delete_offsets(node, &name, None).await {
+            Ok(_) => NONE,
+            Err(error) => error_code(&error),
+        };
         response.results.push(result);
     }
     response

@@ -1,18 +1,33 @@
 //! DeleteRecords (key 21): moves each partition's log start offset (offset -1 means the high
 //! watermark) on its owner shard, durably.
 
-use crate::error::code;
-use crate::router::{ShardRequest, ShardResponse};
-use crate::state::Shard;
+use super::{error_fields, unexpected};
+use crate::api::RequestContext;
+use crate::error::{Result, NONE};
+use crate::node::Node;
+use crate::services::partitions::{PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
-use std::rc::Rc;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+async fn delete<S: Storage>(node: &Node<S>, partition: TopicPartition, offset: i64) -> Result<i64> {
+    let request = PartitionRequest::DeleteRecords { partition: partition.clone(), offset };
+    match node.partition_call(&partition, request).await? {
+        PartitionResponse::DeleteRecords(result) => result,
+        _ => Err(unexpected()),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
     for topic in request.topics {
         let name = topic.name.0.to_string();
@@ -20,25 +35,16 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteR
         topic_result.name = topic.name.clone();
         for partition in topic.partitions {
             let index = partition.partition_index;
-            let request = ShardRequest::DeleteRecords {
-                topic: name.clone(),
-                partition: index,
-                offset: partition.offset,
-            };
-            let outcome = match super::call_owner(shard, &name, index, request).await {
-                Ok(ShardResponse::DeleteRecords(result)) => result,
-                Ok(_) => Err(super::unexpected()),
-                Err(error) => Err(error),
-            };
+            let outcome = delete(node, TopicPartition::new(name.clone(), index), partition.offset);
             let mut entry = DeleteRecordsPartitionResult::default();
             entry.partition_index = index;
-            match outcome {
+            match outcome.await {
                 Ok(low_watermark) => {
-                    entry.error_code = code::NONE;
+                    entry.error_code = NONE;
                     entry.low_watermark = low_watermark;
                 }
                 Err(error) => {
-                    entry.error_code = crate::error::error_code(&error);
+                    entry.error_code = error_fields(&error).0;
                     entry.low_watermark = -1;
                 }
             }

@@ -1,14 +1,15 @@
 //! DescribeConfigs (key 32): topic configs (overrides and defaults) and a few broker configs.
 
-use super::str_bytes;
-use crate::error::code;
+use super::{error_fields, str_bytes};
+use crate::api::RequestContext;
+use crate::error::{BrokerError, NONE};
 use crate::metadata::{config_value, TOPIC_CONFIG_KEYS};
-use crate::state::Shard;
+use crate::node::Node;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
 /// Kafka's ConfigResource types.
@@ -33,12 +34,12 @@ fn entry(
     config
 }
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    _version: i16,
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
-    let snapshot = shard.snapshot();
+    let image = node.metadata();
     let mut response = DescribeConfigsResponse::default();
     for resource in request.resources {
         let mut result = DescribeConfigsResult::default();
@@ -51,9 +52,9 @@ pub fn handle(
                 .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key))
         };
         match resource.resource_type {
-            RESOURCE_TOPIC => match snapshot.topics.get(resource.resource_name.as_str()) {
+            RESOURCE_TOPIC => match image.topic(resource.resource_name.as_str()) {
                 Some(topic) => {
-                    result.error_code = code::NONE;
+                    result.error_code = NONE;
                     result.configs = TOPIC_CONFIG_KEYS
                         .iter()
                         .filter(|(key, _)| wanted(key))
@@ -68,13 +69,14 @@ pub fn handle(
                         .collect();
                 }
                 None => {
-                    result.error_code = code::UNKNOWN_TOPIC_OR_PARTITION;
-                    result.error_message = Some(str_bytes("unknown topic"));
+                    let error =
+                        BrokerError::UnknownTopicOrPartition(resource.resource_name.to_string());
+                    (result.error_code, result.error_message) = error_fields(&error);
                 }
             },
             RESOURCE_BROKER => {
-                result.error_code = code::NONE;
-                let config = &shard.config;
+                result.error_code = NONE;
+                let config = &node.config;
                 let values = [
                     ("broker.id", config.node_id.to_string()),
                     ("log.dirs", config.data_dir.display().to_string()),
@@ -88,9 +90,10 @@ pub fn handle(
                     .map(|(key, value)| entry(key, Some(value), SOURCE_STATIC_BROKER, true))
                     .collect();
             }
-            _ => {
-                result.error_code = code::INVALID_REQUEST;
-                result.error_message = Some(str_bytes("unsupported resource type"));
+            other => {
+                let error =
+                    BrokerError::InvalidRequest(format!("unsupported resource type {other}"));
+                (result.error_code, result.error_message) = error_fields(&error);
             }
         }
         response.results.push(result);

@@ -1,19 +1,26 @@
 //! DescribeGroups (key 15): state, protocol and members (with their metadata and assignment)
 //! of each group; a group with only committed offsets is `Empty`, an unknown one `Dead`.
 
-use super::group_route::call_coordinator;
-use crate::error::code;
-use crate::router::{GroupAnswer, GroupCall};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError, GroupError, NONE};
+use crate::node::Node;
+use crate::services::groups::{Described, GroupRequest, GroupResponse};
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+async fn describe<S: Storage>(node: &Node<S>, group: &str) -> Result<Described, BrokerError> {
+    match node.group_call(group, GroupRequest::Describe { group: group.to_string() }).await? {
+        GroupResponse::Described(described) => Ok(described),
+        _ => Err(BrokerError::Group(GroupError::CoordinatorNotAvailable)),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let mut response = DescribeGroupsResponse::default();
@@ -21,35 +28,30 @@ pub async fn handle(
         let name = group_id.0.to_string();
         let mut described = DescribedGroup::default();
         described.group_id = group_id;
-        described.error_code = code::NONE;
-        match call_coordinator(shard, &name, GroupCall::Describe { group: name.clone() }).await {
-            Some(GroupAnswer::Described(Some((state, protocol_type, protocol, members)))) => {
-                described.group_state = super::str_bytes(&state);
-                described.protocol_type = super::str_bytes(&protocol_type);
-                described.protocol_data = super::str_bytes(&protocol);
-                described.members = members
+        match describe(node, &name).await {
+            Ok(group) => {
+                described.error_code = NONE;
+                described.group_state = super::str_bytes(group.state);
+                described.protocol_type = super::str_bytes(&group.protocol_type);
+                described.protocol_data = super::str_bytes(&group.protocol);
+                described.members = group
+                    .members
                     .into_iter()
-                    .map(|(id, instance, client_id, host, metadata, assignment)| {
+                    .map(|m| {
                         let mut member = DescribedGroupMember::default();
-                        member.member_id = super::str_bytes(&id);
-                        if version >= 4 {
-                            member.group_instance_id = instance.map(|i| super::str_bytes(&i));
+                        member.member_id = super::str_bytes(&m.member_id);
+                        if context.api_version >= 4 {
+                            member.group_instance_id = m.instance_id.map(|i| super::str_bytes(&i));
                         }
-                        member.client_id = super::str_bytes(&client_id);
-                        member.client_host = super::str_bytes(&host);
-                        member.member_metadata = metadata;
-                        member.member_assignment = assignment;
+                        member.client_id = super::str_bytes(&m.client_id);
+                        member.client_host = super::str_bytes(&m.client_host);
+                        member.member_metadata = m.metadata;
+                        member.member_assignment = m.assignment;
                         member
                     })
                     .collect();
             }
-            _ => {
-                let has_offsets = super::offset_fetch_has_offsets(shard, &name).await;
-                described.group_state =
-                    super::str_bytes(if has_offsets { "Empty" } else { "Dead" });
-                described.protocol_type =
-                    super::str_bytes(if has_offsets { "consumer" } else { "" });
-            }
+            Err(error) => described.error_code = error_code(&error),
         }
         response.groups.push(described);
     }

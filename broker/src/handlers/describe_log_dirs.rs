@@ -3,54 +3,68 @@
 //! show topic sizes (kafka-log-dirs.sh, admin UIs) use it. There is no replica movement, so
 //! `offset_lag` is 0 and nothing is a future replica.
 
-use crate::error::code;
-use crate::router::{call, ShardRequest, ShardResponse};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError, NONE};
+use crate::node::Node;
+use crate::services::partitions::{PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use shard::io::Storage;
 use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
+    let version = context.api_version;
     // None: every partition; otherwise only those asked for (unknown ones are left out, as
     // Kafka does).
-    let wanted: Option<BTreeSet<(String, i32)>> = request.topics.map(|topics| {
+    let wanted: Option<BTreeSet<TopicPartition>> = request.topics.map(|topics| {
         topics
             .iter()
-            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.0.to_string(), *p)))
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| TopicPartition::new(t.topic.0.to_string(), *p))
+            })
             .collect()
     });
     let mut sizes: BTreeMap<String, Vec<(i32, u64)>> = BTreeMap::new();
-    let mut error_code = code::NONE;
-    for target in 0..shard.count {
-        match call(shard, target, ShardRequest::LogSizes).await {
-            ShardResponse::LogSizes(list) => {
-                for (topic, partition, size) in list {
-                    if wanted.as_ref().is_none_or(|w| w.contains(&(topic.clone(), partition))) {
-                        sizes.entry(topic).or_default().push((partition, size));
+    let mut result_code = NONE;
+    for answer in node.partition_call_all(|| PartitionRequest::Sizes).await {
+        match answer {
+            Ok(PartitionResponse::Sizes(list)) => {
+                for (partition, size) in list {
+                    if wanted.as_ref().is_none_or(|w| w.contains(&partition)) {
+                        sizes
+                            .entry(partition.topic)
+                            .or_default()
+                            .push((partition.partition.0, size));
                     }
                 }
             }
-            _ => error_code = code::KAFKA_STORAGE_ERROR,
+            Ok(_) => result_code = error_code(&super::unexpected()),
+            Err(error) => result_code = error_code(&error),
         }
     }
+    if result_code != NONE {
+        // A shard that did not answer: its partitions are missing, and the directory is
+        // reported as failing (Kafka's KAFKA_STORAGE_ERROR for an offline directory).
+        result_code = error_code(&BrokerError::Storage(shard::StorageError::Offline(
+            node.config.data_dir.clone(),
+        )));
+    }
     let mut result = DescribeLogDirsResult::default();
-    result.error_code = error_code;
-    let dir =
-        shard.config.data_dir.canonicalize().unwrap_or_else(|_| shard.config.data_dir.clone());
+    result.error_code = result_code;
+    let dir = node.config.data_dir.canonicalize().unwrap_or_else(|_| node.config.data_dir.clone());
     result.log_dir = super::str_bytes(&dir.display().to_string());
     if version >= 4 {
-        let (usable, total) = crate::cli::doctor::free_bytes(&shard.config.data_dir)
-            .map(|(free, total)| (free as i64, total as i64))
-            .unwrap_or((-1, -1));
+        let (usable, total) =
+            node.disk_space().map(|(free, total)| (free as i64, total as i64)).unwrap_or((-1, -1));
         result.total_bytes = total;
         result.usable_bytes = usable;
     }
@@ -73,7 +87,7 @@ pub async fn handle(
     }
     let mut response = DescribeLogDirsResponse::default();
     if version >= 3 {
-        response.error_code = error_code;
+        response.error_code = result_code;
     }
     response.results = vec![result];
     response

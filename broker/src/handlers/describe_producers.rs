@@ -2,19 +2,34 @@
 //! epoch, last sequence, last timestamp), read on the partition's owner shard. No transactions
 //! yet, so `coordinator_epoch` and `current_txn_start_offset` are always -1.
 
-use super::error_fields;
-use crate::router::{ShardRequest, ShardResponse};
-use crate::state::Shard;
+use super::{error_fields, unexpected};
+use crate::api::RequestContext;
+use crate::error::Result;
+use crate::node::Node;
+use crate::services::partitions::{PartitionRequest, PartitionResponse, ProducerSummary};
 use kafka_protocol::messages::describe_producers_response::{
-    PartitionResponse, ProducerState, TopicResponse,
+    PartitionResponse as DescribedPartition, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
-use std::rc::Rc;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
+async fn producers<S: Storage>(
+    node: &Node<S>,
+    partition: TopicPartition,
+) -> Result<Vec<ProducerSummary>> {
+    let request = PartitionRequest::Producers { partition: partition.clone() };
+    match node.partition_call(&partition, request).await? {
+        PartitionResponse::Producers(result) => result,
+        _ => Err(unexpected()),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let mut response = DescribeProducersResponse::default();
@@ -23,15 +38,9 @@ pub async fn handle(
         let mut entry = TopicResponse::default();
         entry.name = topic.name.clone();
         for index in topic.partition_indexes {
-            let mut partition = PartitionResponse::default();
+            let mut partition = DescribedPartition::default();
             partition.partition_index = index;
-            let ask = ShardRequest::Producers { topic: name.clone(), partition: index };
-            let answer = match super::call_owner(shard, &name, index, ask).await {
-                Ok(ShardResponse::Producers(result)) => result,
-                Ok(_) => Err(super::unexpected()),
-                Err(error) => Err(error),
-            };
-            match answer {
+            match producers(node, TopicPartition::new(name.clone(), index)).await {
                 Ok(producers) => {
                     partition.active_producers = producers
                         .into_iter()
@@ -48,9 +57,7 @@ pub async fn handle(
                         .collect();
                 }
                 Err(error) => {
-                    let (code, message) = error_fields(&error);
-                    partition.error_code = code;
-                    partition.error_message = message;
+                    (partition.error_code, partition.error_message) = error_fields(&error);
                 }
             }
             entry.partitions.push(partition);

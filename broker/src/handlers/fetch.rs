@@ -4,15 +4,17 @@
 //! waits, up to `max_wait_ms`, for new appends. Fetch sessions (KIP-227) are declined: the
 //! response always carries session id 0, so clients send full fetch requests.
 
-use super::error_fields;
-use crate::error::{code, BrokerError};
-use crate::router::{ReadResult, ShardRequest, ShardResponse};
-use crate::state::Shard;
+use super::{error_fields, unexpected};
+use crate::api::RequestContext;
+use crate::error::{BrokerError, NONE};
+use crate::node::Node;
+use crate::services::partitions::{PartitionRequest, PartitionResponse, ReadResult};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
-use std::rc::Rc;
+use shard::io::Storage;
 use std::time::{Duration, Instant};
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (4, 12);
 /// Upper bound on how long a fetch may wait, whatever the client asks.
@@ -21,39 +23,61 @@ pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
 pub const FETCH_WAIT_PARTITIONS_MAX: usize = 256;
 
 struct Wanted {
-    topic: String,
-    partition: i32,
+    partition: TopicPartition,
     offset: i64,
     partition_max_bytes: usize,
 }
 
-async fn read_one(
-    shard: &Rc<Shard>,
+async fn read_one<S: Storage>(
+    node: &Node<S>,
     wanted: &Wanted,
     max_bytes: usize,
-    wait_ms: u64,
 ) -> Result<ReadResult, BrokerError> {
-    let request = ShardRequest::Read {
-        topic: wanted.topic.clone(),
-        partition: wanted.partition,
+    let request = PartitionRequest::Read {
+        partition: wanted.partition.clone(),
         offset: wanted.offset,
         max_bytes,
-        wait_ms,
     };
-    match super::call_owner(shard, &wanted.topic, wanted.partition, request).await? {
-        ShardResponse::Read(result) => result,
-        _ => Err(super::unexpected()),
+    match node.partition_call(&wanted.partition, request).await? {
+        PartitionResponse::Read(result) => result,
+        _ => Err(unexpected()),
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, request: FetchRequest) -> FetchResponse {
+/// Reads every wanted partition once, within the request's byte budget.
+async fn read_all<S: Storage>(
+    node: &Node<S>,
+    wanted: &[Wanted],
+    max_bytes: usize,
+) -> (Vec<Result<ReadResult, BrokerError>>, usize) {
+    let mut results = Vec::with_capacity(wanted.len());
+    let mut total = 0usize;
+    for item in wanted {
+        let budget = item.partition_max_bytes.min(max_bytes.saturating_sub(total));
+        let result = if budget == 0 && total > 0 {
+            Ok(ReadResult { batches: Vec::new(), high_watermark: -1, log_start_offset: -1 })
+        } else {
+            read_one(node, item, budget.max(1)).await
+        };
+        if let Ok(read) = &result {
+            total += read.batches.iter().map(Bytes::len).sum::<usize>();
+        }
+        results.push(result);
+    }
+    (results, total)
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: FetchRequest,
+) -> FetchResponse {
     let wanted: Vec<Wanted> = request
         .topics
         .iter()
         .flat_map(|topic| {
             topic.partitions.iter().map(move |partition| Wanted {
-                topic: topic.topic.0.to_string(),
-                partition: partition.partition,
+                partition: TopicPartition::new(topic.topic.0.to_string(), partition.partition),
                 offset: partition.fetch_offset,
                 partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
             })
@@ -63,63 +87,53 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: FetchRequest) -> F
     let min_bytes = request.min_bytes.max(0) as usize;
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
-    let mut results: Vec<Result<ReadResult, BrokerError>>;
-    loop {
-        results = Vec::with_capacity(wanted.len());
-        let mut total = 0usize;
-        for item in &wanted {
-            let budget = item.partition_max_bytes.min(max_bytes.saturating_sub(total));
-            let result = if budget == 0 && total > 0 {
-                Ok(ReadResult { batches: Vec::new(), high_watermark: -1, log_start_offset: -1 })
-            } else {
-                read_one(shard, item, budget.max(1), 0).await
-            };
-            if let Ok(read) = &result {
-                total += read.batches.iter().map(Bytes::len).sum::<usize>();
-            }
-            results.push(result);
-        }
+    let results = loop {
+        let (results, total) = read_all(node, &wanted, max_bytes).await;
         let now = Instant::now();
         let any_error = results.iter().any(Result::is_err);
         if total >= min_bytes || any_error || now >= deadline || wanted.is_empty() {
-            break;
+            break results;
         }
-        // Long poll: every owner waits for an append to its partition (at most the time
-        // left); the first to see one wakes us, then everything is read again. The other waits
-        // end on their own by the deadline; their answers are dropped.
+        // Long poll: every owner waits for an append past what was just seen (the high
+        // watermark, so a partial result below min_bytes does not spin), at most the time left;
+        // the first to see one wakes us, then everything is read again. The other waits end on
+        // their own by the deadline.
         let remaining_ms = (deadline - now).as_millis().max(1) as u64;
-        // Wait for data past what was just seen (the high watermark), not past the fetch
-        // offset, so a partial result below min_bytes does not spin.
-        let at_end: Vec<Wanted> = wanted
+        let waits: Vec<_> = wanted
             .iter()
             .zip(&results)
             .take(FETCH_WAIT_PARTITIONS_MAX)
-            .map(|(item, result)| Wanted {
-                topic: item.topic.clone(),
-                partition: item.partition,
-                offset: match result {
+            .map(|(item, result)| {
+                let seen = match result {
                     Ok(read) if read.high_watermark >= 0 => read.high_watermark,
                     _ => item.offset,
-                },
-                partition_max_bytes: 1,
+                };
+                Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms))
             })
             .collect();
-        let waits: Vec<_> =
-            at_end.iter().map(|item| Box::pin(read_one(shard, item, 1, remaining_ms))).collect();
         if !waits.is_empty() {
             let _ = futures_util::future::select_all(waits).await;
         }
-    }
+    };
+    respond(node, context.api_version, &wanted, results)
+}
+
+fn respond<S: Storage>(
+    node: &Node<S>,
+    version: i16,
+    wanted: &[Wanted],
+    results: Vec<Result<ReadResult, BrokerError>>,
+) -> FetchResponse {
     let mut response = FetchResponse::default();
     response.session_id = 0;
-    response.error_code = code::NONE;
+    response.error_code = NONE;
     for (item, result) in wanted.iter().zip(results) {
         let mut partition = PartitionData::default();
-        partition.partition_index = item.partition;
+        partition.partition_index = item.partition.partition.0;
         partition.preferred_read_replica = BrokerId(-1);
         match result {
             Ok(read) => {
-                partition.error_code = code::NONE;
+                partition.error_code = NONE;
                 partition.high_watermark = read.high_watermark;
                 partition.last_stable_offset = read.high_watermark;
                 if version >= 5 {
@@ -129,17 +143,18 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: FetchRequest) -> F
             }
             Err(error) => {
                 partition.error_code = error_fields(&error).0;
-                shard.stats.borrow_mut().count_error(partition.error_code);
+                node.stats.count_error(partition.error_code);
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
                 partition.records = Some(Bytes::new());
             }
         }
-        match response.responses.iter_mut().find(|topic| topic.topic.0.as_str() == item.topic) {
+        let topic_name = item.partition.topic.as_str();
+        match response.responses.iter_mut().find(|topic| topic.topic.0.as_str() == topic_name) {
             Some(topic) => topic.partitions.push(partition),
             None => {
                 let mut topic = FetchableTopicResponse::default();
-                topic.topic = TopicName(super::str_bytes(&item.topic));
+                topic.topic = TopicName(super::str_bytes(topic_name));
                 topic.partitions.push(partition);
                 response.responses.push(topic);
             }

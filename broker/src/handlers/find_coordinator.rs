@@ -1,24 +1,26 @@
-//! FindCoordinator (key 10): every group and transactional id is coordinated by this node (its
-//! shard is chosen internally from the group's `__consumer_offsets` partition). v4+ batches keys
-//! (KIP-699).
+//! FindCoordinator (key 10): every group is coordinated by this node (its shard is chosen
+//! internally from the group's `__consumer_offsets` partition). Transactional ids are answered
+//! the same way; InitProducerId then refuses them (transactions are not implemented yet).
+//! v4+ batches keys (KIP-699).
 
 use super::str_bytes;
-use crate::error::code;
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::NONE;
+use crate::node::Node;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let config = &shard.config;
+    let config = &node.config;
     let mut response = FindCoordinatorResponse::default();
-    if version >= 4 {
+    if context.api_version >= 4 {
         response.coordinators = request
             .coordinator_keys
             .iter()
@@ -28,12 +30,12 @@ pub fn handle(
                 coordinator.node_id = BrokerId(config.node_id);
                 coordinator.host = str_bytes(&config.advertise_host);
                 coordinator.port = config.advertise_port;
-                coordinator.error_code = code::NONE;
+                coordinator.error_code = NONE;
                 coordinator
             })
             .collect();
     } else {
-        response.error_code = code::NONE;
+        response.error_code = NONE;
         response.node_id = BrokerId(config.node_id);
         response.host = str_bytes(&config.advertise_host);
         response.port = config.advertise_port;

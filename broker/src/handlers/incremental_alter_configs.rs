@@ -1,16 +1,18 @@
 //! IncrementalAlterConfigs (key 44, KIP-339): SET and DELETE on topic config overrides.
 
 use super::alter_configs::alter_topic;
-use crate::router::ConfigEdit;
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::metadata::decide::ConfigEdit;
+use crate::node::Node;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
@@ -28,7 +30,7 @@ pub async fn handle(
             .collect();
         let mut result = AlterConfigsResourceResponse::default();
         (result.error_code, result.error_message) = alter_topic(
-            shard,
+            node,
             resource.resource_type,
             &resource.resource_name,
             ConfigEdit::Incremental(operations),

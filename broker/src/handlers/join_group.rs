@@ -1,30 +1,40 @@
 //! JoinGroup (key 11): a member (re)joins; the answer waits until the generation is formed.
-//! v4+ first answers MEMBER_ID_REQUIRED with the member's id (KIP-394).
+//! v4+ first answers MEMBER_ID_REQUIRED with the member's id (KIP-394). The member's client
+//! host (DescribeGroups shows it) is the connection's address, as Kafka reports it.
 
-use super::group_route::call_coordinator;
-use crate::error::code;
-use crate::group::coordinator::JoinRequest;
-use crate::router::{GroupAnswer, GroupCall};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError, GroupError, NONE};
+use crate::node::Node;
+use crate::services::groups::{GroupRequest, GroupResponse, JoinOutcome, JoinRequest};
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
-use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeader};
-use std::rc::Rc;
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 7);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    header: &RequestHeader,
+async fn join<S: Storage>(node: &Node<S>, request: JoinRequest) -> JoinOutcome {
+    let member_id = request.member_id.clone();
+    let group = request.group.clone();
+    match node.group_call(&group, GroupRequest::Join(request)).await {
+        Ok(GroupResponse::Join(outcome)) => outcome,
+        Ok(_) => JoinOutcome { member_id, result: Err(GroupError::CoordinatorNotAvailable) },
+        Err(BrokerError::Group(error)) => JoinOutcome { member_id, result: Err(error) },
+        Err(_) => JoinOutcome { member_id, result: Err(GroupError::CoordinatorNotAvailable) },
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
-    let group = request.group_id.0.to_string();
-    let join = JoinRequest {
-        group: group.clone(),
+    let version = context.api_version;
+    let join_request = JoinRequest {
+        group: request.group_id.0.to_string(),
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
-        client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
-        client_host: String::new(),
+        client_id: context.client_id().to_string(),
+        client_host: context.client_host(),
         session_timeout_ms: request.session_timeout_ms,
         rebalance_timeout_ms: if version >= 1 {
             request.rebalance_timeout_ms
@@ -39,18 +49,19 @@ pub async fn handle(
             .collect(),
         version,
     };
+    let outcome = join(node, join_request).await;
     let mut response = JoinGroupResponse::default();
-    match call_coordinator(shard, &group, GroupCall::Join(join)).await {
-        Some(GroupAnswer::Join(outcome)) => {
-            response.error_code = outcome.error_code;
-            response.generation_id = outcome.generation;
-            response.member_id = super::str_bytes(&outcome.member_id);
-            response.leader = super::str_bytes(&outcome.leader);
-            response.protocol_name = Some(super::str_bytes(&outcome.protocol));
+    response.member_id = super::str_bytes(&outcome.member_id);
+    match outcome.result {
+        Ok(joined) => {
+            response.error_code = NONE;
+            response.generation_id = joined.generation;
+            response.leader = super::str_bytes(&joined.leader);
+            response.protocol_name = Some(super::str_bytes(&joined.protocol));
             if version >= 7 {
-                response.protocol_type = Some(super::str_bytes(&outcome.protocol_type));
+                response.protocol_type = Some(super::str_bytes(&joined.protocol_type));
             }
-            response.members = outcome
+            response.members = joined
                 .members
                 .into_iter()
                 .map(|(id, instance, metadata)| {
@@ -63,11 +74,15 @@ pub async fn handle(
                     member
                 })
                 .collect();
-            if outcome.error_code != code::NONE && version < 7 {
-                response.protocol_name = Some(super::str_bytes(""));
+        }
+        Err(error) => {
+            response.error_code = error_code(&BrokerError::Group(error));
+            response.generation_id = -1;
+            response.protocol_name = Some(super::str_bytes(""));
+            if version >= 7 {
+                response.protocol_type = Some(super::str_bytes(""));
             }
         }
-        _ => response.error_code = code::UNKNOWN_SERVER_ERROR,
     }
     response
 }

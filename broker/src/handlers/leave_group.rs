@@ -1,51 +1,56 @@
 //! LeaveGroup (key 13): members leave (v3+ several at once, KIP-345); the rest rebalance.
 
-use super::group_route::call_coordinator;
-use crate::error::code;
-use crate::router::{GroupAnswer, GroupCall};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError, GroupError, NONE};
+use crate::node::Node;
+use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+fn code(answer: &Result<(), GroupError>) -> i16 {
+    match answer {
+        Ok(()) => NONE,
+        Err(error) => error_code(&BrokerError::Group(error.clone())),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
+    let version = context.api_version;
     let group = request.group_id.0.to_string();
     let member_ids: Vec<String> = if version >= 3 {
         request.members.iter().map(|m| m.member_id.to_string()).collect()
     } else {
         vec![request.member_id.to_string()]
     };
-    let codes = match call_coordinator(
-        shard,
-        &group,
-        GroupCall::Leave { group: group.clone(), member_ids: member_ids.clone() },
-    )
-    .await
-    {
-        Some(GroupAnswer::Codes(codes)) => codes,
-        _ => member_ids.iter().map(|_| code::UNKNOWN_SERVER_ERROR).collect(),
+    let call = GroupRequest::Leave { group: group.clone(), member_ids: member_ids.clone() };
+    let answers: Vec<Result<(), GroupError>> = match node.group_call(&group, call).await {
+        Ok(GroupResponse::Leave(answers)) => answers,
+        Ok(_) | Err(_) => {
+            member_ids.iter().map(|_| Err(GroupError::CoordinatorNotAvailable)).collect()
+        }
     };
     let mut response = LeaveGroupResponse::default();
     if version >= 3 {
-        response.error_code = code::NONE;
+        response.error_code = NONE;
         response.members = member_ids
             .iter()
-            .zip(&codes)
-            .map(|(id, error_code)| {
+            .zip(&answers)
+            .map(|(id, answer)| {
                 let mut member = MemberResponse::default();
                 member.member_id = super::str_bytes(id);
-                member.error_code = *error_code;
+                member.error_code = code(answer);
                 member
             })
             .collect();
     } else {
-        response.error_code = codes.first().copied().unwrap_or(code::NONE);
+        response.error_code = answers.first().map(code).unwrap_or(NONE);
     }
     response
 }

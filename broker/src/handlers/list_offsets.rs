@@ -1,20 +1,34 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1) and by timestamp, per partition on its owner.
 
-use super::error_fields;
-use crate::error::code;
-use crate::router::{ShardRequest, ShardResponse};
-use crate::state::Shard;
+use super::{error_fields, unexpected};
+use crate::api::RequestContext;
+use crate::error::{Result, NONE};
+use crate::node::Node;
+use crate::services::partitions::{PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use std::rc::Rc;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (1, 7);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+async fn list_offset<S: Storage>(
+    node: &Node<S>,
+    partition: TopicPartition,
+    timestamp: i64,
+) -> Result<Option<(i64, i64)>> {
+    let request = PartitionRequest::ListOffset { partition: partition.clone(), timestamp };
+    match node.partition_call(&partition, request).await? {
+        PartitionResponse::ListOffset(result) => result,
+        _ => Err(unexpected()),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
@@ -24,37 +38,23 @@ pub async fn handle(
         topic_response.name = topic.name.clone();
         for partition in topic.partitions {
             let index = partition.partition_index;
-            let request = ShardRequest::ListOffset {
-                topic: name.clone(),
-                partition: index,
-                timestamp: partition.timestamp,
-            };
-            let outcome = match super::call_owner(shard, &name, index, request).await {
-                Ok(ShardResponse::ListOffset(result)) => result,
-                Ok(_) => Err(super::unexpected()),
-                Err(error) => Err(error),
-            };
+            let key = TopicPartition::new(name.clone(), index);
+            let outcome = list_offset(node, key, partition.timestamp).await;
             let mut entry = ListOffsetsPartitionResponse::default();
             entry.partition_index = index;
+            entry.offset = -1;
+            entry.timestamp = -1;
             match outcome {
                 Ok(Some((offset, timestamp))) => {
-                    entry.error_code = code::NONE;
+                    entry.error_code = NONE;
                     entry.offset = offset;
                     entry.timestamp = timestamp;
-                    if version >= 4 {
+                    if context.api_version >= 4 {
                         entry.leader_epoch = 0;
                     }
                 }
-                Ok(None) => {
-                    entry.error_code = code::NONE;
-                    entry.offset = -1;
-                    entry.timestamp = -1;
-                }
-                Err(error) => {
-                    entry.error_code = error_fields(&error).0;
-                    entry.offset = -1;
-                    entry.timestamp = -1;
-                }
+                Ok(None) => entry.error_code = NONE,
+                Err(error) => entry.error_code = error_fields(&error).0,
             }
             topic_response.partitions.push(entry);
         }

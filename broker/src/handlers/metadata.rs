@@ -1,85 +1,118 @@
-//! Metadata (key 3): brokers (this node), topics with their partitions; auto-creates requested
-//! topics when `auto.create.topics.enable` is on and the client allows it.
+//! Metadata (key 3): brokers (this node), topics with their partitions as placed (leader,
+//! leader epoch, replicas); auto-creates requested topics when `auto.create.topics.enable` is
+//! on and the client allows it.
 
 use super::str_bytes;
-use crate::error::{code, error_code, BrokerError};
-use crate::router::{request_change, CreateTopic, MetadataChange};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError};
+use crate::metadata::decide::{CreateTopic, MetadataChange};
+use crate::metadata::internal::is_internal;
+use crate::metadata::validate_topic_name;
+use crate::node::Node;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
-use std::rc::Rc;
+use shard::io::Storage;
+use std::collections::HashMap;
 
 pub const VERSIONS: (i16, i16) = (0, 12);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, request: MetadataRequest) -> MetadataResponse {
-    let requested: Option<Vec<String>> = request.topics.map(|topics| {
-        topics.into_iter().filter_map(|topic| topic.name.map(|name| name.0.to_string())).collect()
-    });
-    // Auto-create (Kafka: allowed for v4+ when the client asks; always for older versions).
-    let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
-    let mut creation_errors = std::collections::HashMap::new();
-    if let Some(names) = &requested {
-        let snapshot = shard.snapshot();
-        let missing: Vec<&String> =
-            names.iter().filter(|name| !snapshot.topics.contains_key(*name)).collect();
-        if shard.config.auto_create_topics && allow_auto_create && !missing.is_empty() {
-            let creates: Vec<CreateTopic> = missing
-                .iter()
-                .map(|name| CreateTopic {
-                    name: (*name).clone(),
-                    partitions: shard.config.num_partitions,
-                    configs: Default::default(),
-                    validate_only: false,
-                })
-                .collect();
-            let results = request_change(shard, MetadataChange::CreateTopics(creates)).await;
-            for (name, result) in missing.iter().zip(results) {
-                if let Err(error) = result {
-                    if !matches!(error, BrokerError::TopicAlreadyExists(_)) {
-                        creation_errors.insert((*name).clone(), error_code(&error));
-                    }
-                }
+/// Creates the requested topics that do not exist (when allowed); the error of each that could
+/// not be created.
+async fn auto_create<S: Storage>(
+    node: &Node<S>,
+    version: i16,
+    request: &MetadataRequest,
+    requested: &[String],
+) -> HashMap<String, i16> {
+    let mut errors = HashMap::new();
+    // Kafka: allowed for v4+ when the client asks; always for older versions.
+    let allowed = version < 4 || request.allow_auto_topic_creation;
+    if !node.config.auto_create_topics || !allowed {
+        return errors;
+    }
+    let image = node.metadata();
+    let missing: Vec<&String> =
+        requested.iter().filter(|name| image.topic(name).is_none()).collect();
+    if missing.is_empty() {
+        return errors;
+    }
+    let creates = missing
+        .iter()
+        .map(|name| CreateTopic {
+            name: (*name).clone(),
+            partitions: node.config.num_partitions,
+            configs: Default::default(),
+            validate_only: false,
+        })
+        .collect();
+    let results = node.change_metadata(MetadataChange::CreateTopics(creates)).await;
+    for (name, result) in missing.iter().zip(results) {
+        if let Err(error) = result {
+            if !matches!(error, BrokerError::TopicAlreadyExists(_)) {
+                errors.insert((*name).clone(), error_code(&error));
             }
         }
     }
-    let snapshot = shard.snapshot();
+    errors
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    let version = context.api_version;
+    let requested: Option<Vec<String>> = request.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .filter_map(|topic| topic.name.as_ref().map(|name| name.0.to_string()))
+            .collect()
+    });
+    let creation_errors = match &requested {
+        Some(names) => auto_create(node, version, &request, names).await,
+        None => HashMap::new(),
+    };
+    let image = node.metadata();
+    let config = &node.config;
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
-    broker.node_id = BrokerId(shard.config.node_id);
-    broker.host = str_bytes(&shard.config.advertise_host);
-    broker.port = shard.config.advertise_port;
+    broker.node_id = BrokerId(config.node_id);
+    broker.host = str_bytes(&config.advertise_host);
+    broker.port = config.advertise_port;
     response.brokers = vec![broker];
     if version >= 2 {
-        response.cluster_id = Some(str_bytes(&snapshot.cluster_id));
+        response.cluster_id = Some(str_bytes(&image.cluster_id));
     }
     if version >= 1 {
-        response.controller_id = BrokerId(shard.config.node_id);
+        response.controller_id = BrokerId(config.node_id);
     }
-    let names: Vec<String> = match requested {
-        Some(names) => names,
-        None => snapshot.topics.keys().cloned().collect(),
-    };
+    let names: Vec<String> = requested.unwrap_or_else(|| image.topics.keys().cloned().collect());
     for name in names {
         let mut topic = MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));
-        match snapshot.topics.get(&name) {
+        match image.topic(&name) {
             Some(meta) => {
-                topic.is_internal = version >= 1 && name == crate::group::OFFSETS_TOPIC;
+                topic.is_internal = version >= 1 && is_internal(&name);
                 if version >= 10 {
                     topic.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
                 }
-                topic.partitions = (0..meta.partitions)
-                    .map(|index| {
+                topic.partitions = meta
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(index, placement)| {
                         let mut partition = MetadataResponsePartition::default();
-                        partition.partition_index = index;
-                        partition.leader_id = BrokerId(shard.config.node_id);
+                        partition.partition_index = index as i32;
+                        partition.leader_id = BrokerId(placement.leader.0);
                         if version >= 7 {
-                            partition.leader_epoch = 0;
+                            partition.leader_epoch = placement.leader_epoch.0;
                         }
-                        partition.replica_nodes = vec![BrokerId(shard.config.node_id)];
-                        partition.isr_nodes = vec![BrokerId(shard.config.node_id)];
+                        let replicas: Vec<BrokerId> =
+                            placement.replicas.iter().map(|node| BrokerId(node.0)).collect();
+                        partition.isr_nodes = replicas.clone();
+                        partition.replica_nodes = replicas;
                         partition
                     })
                     .collect();
@@ -87,10 +120,10 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, request: MetadataRequest) -
             None => {
                 topic.error_code = match creation_errors.get(&name) {
                     Some(&code) => code,
-                    None if crate::metadata::validate_topic_name(&name).is_err() => {
-                        code::INVALID_TOPIC_EXCEPTION
-                    }
-                    None => code::UNKNOWN_TOPIC_OR_PARTITION,
+                    None => match validate_topic_name(&name) {
+                        Err(error) => error_code(&error),
+                        Ok(()) => error_code(&BrokerError::UnknownTopicOrPartition(name.clone())),
+                    },
                 };
             }
         }

@@ -1,96 +1,102 @@
 //! OffsetCommit (key 8): stores committed offsets durably in `__consumer_offsets` on the shard
-//! coordinating the group (see `group`). Commits from members are checked against the group
-//! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); standalone commits
+//! coordinating the group (see `services::groups`). Commits from members are checked against
+//! the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); standalone commits
 //! (generation -1, no member id) are accepted while the group has no members, as in Kafka.
 
-use crate::error::{error_code, BrokerError};
-use crate::group::{self, Committed, OFFSETS_TOPIC, OFFSET_METADATA_BYTES_MAX};
-use crate::router::{call, ShardRequest, ShardResponse};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
+use crate::node::Node;
+use crate::services::groups::OFFSET_METADATA_BYTES_MAX;
+use crate::services::groups::{valid_group_id, Committed, GroupRequest, GroupResponse};
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
-use std::rc::Rc;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (2, 8);
 
-pub async fn handle(shard: &Rc<Shard>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+/// The error a partition's commit gets before it reaches the coordinator, if any.
+fn check_partition<S: Storage>(
+    node: &Node<S>,
+    group_valid: bool,
+    partition: &TopicPartition,
+    metadata: &str,
+) -> Option<BrokerError> {
+    if !group_valid {
+        return Some(BrokerError::Group(GroupError::InvalidGroupId));
+    }
+    if node.metadata().placement(partition).is_none() {
+        return Some(BrokerError::UnknownTopicOrPartition(partition.to_string()));
+    }
+    if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+        return Some(BrokerError::OffsetMetadataTooLarge(metadata.len()));
+    }
+    None
+}
+
+async fn commit<S: Storage>(node: &Node<S>, group: &str, request: GroupRequest) -> Result<()> {
+    match node.group_call(group, request).await? {
+        GroupResponse::Commit(result) => result,
+        _ => Err(BrokerError::Group(GroupError::CoordinatorNotAvailable)),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
+    request: OffsetCommitRequest,
+) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
-    let snapshot = shard.snapshot();
+    let group_valid = valid_group_id(&group);
+    let now = node.clock.now_ms();
     // Per-partition validation first; the valid ones are committed in one durable append.
-    let mut outcomes: Vec<(String, i32, Option<BrokerError>)> = Vec::new();
+    let mut outcomes: Vec<(TopicPartition, Option<BrokerError>)> = Vec::new();
     let mut entries = Vec::new();
-    let group_error = if crate::group::valid_group_id(&group) {
-        None
-    } else {
-        Some(BrokerError::InvalidGroupId(group.clone()))
-    };
-    let now = shard::runtime::now_ms();
     for topic in &request.topics {
-        let name = topic.name.0.to_string();
         for partition in &topic.partitions {
-            let index = partition.partition_index;
+            let key = TopicPartition::new(topic.name.0.to_string(), partition.partition_index);
             let metadata =
                 partition.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
-            let error = if let Some(error) = &group_error {
-                Some(match error {
-                    BrokerError::InvalidGroupId(g) => BrokerError::InvalidGroupId(g.clone()),
-                    BrokerError::UnknownMemberId(m, g) => {
-                        BrokerError::UnknownMemberId(m.clone(), g.clone())
-                    }
-                    BrokerError::IllegalGeneration(n, g) => {
-                        BrokerError::IllegalGeneration(*n, g.clone())
-                    }
-                    other => BrokerError::InvalidRequest(other.to_string()),
-                })
-            } else if snapshot.topics.get(&name).is_none_or(|t| index < 0 || index >= t.partitions)
-            {
-                Some(BrokerError::UnknownTopicOrPartition(format!("{name}-{index}")))
-            } else if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                Some(BrokerError::OffsetMetadataTooLarge(metadata.len()))
-            } else {
-                entries.push((
-                    name.clone(),
-                    index,
-                    Committed { offset: partition.committed_offset, metadata, commit_ms: now },
-                ));
-                None
-            };
-            outcomes.push((name.clone(), index, error));
+            let error = check_partition(node, group_valid, &key, &metadata);
+            if error.is_none() {
+                let committed =
+                    Committed { offset: partition.committed_offset, metadata, commit_ms: now };
+                entries.push((key.clone(), committed));
+            }
+            outcomes.push((key, error));
         }
     }
-    let commit_error = if entries.is_empty() {
-        None
+    let commit_code = if entries.is_empty() {
+        NONE
     } else {
-        let owner = shard.owner_of(OFFSETS_TOPIC, group::partition_for_group(&group));
-        let request = ShardRequest::CommitOffsets {
+        let call = GroupRequest::Commit {
             group: group.clone(),
             member_id: request.member_id.to_string(),
             instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
             generation: request.generation_id_or_member_epoch,
             entries,
         };
-        match call(shard, owner, request).await {
-            ShardResponse::CommitOffsets(Ok(())) => None,
-            ShardResponse::CommitOffsets(Err(error)) => Some(error_code(&error)),
-            _ => Some(crate::error::code::UNKNOWN_SERVER_ERROR),
+        match commit(node, &group, call).await {
+            Ok(()) => NONE,
+            Err(error) => error_code(&error),
         }
     };
     let mut response = OffsetCommitResponse::default();
-    for (name, index, error) in outcomes {
+    for (key, error) in outcomes {
         let mut entry = OffsetCommitResponsePartition::default();
-        entry.partition_index = index;
+        entry.partition_index = key.partition.0;
         entry.error_code = match error {
             Some(error) => error_code(&error),
-            None => commit_error.unwrap_or(crate::error::code::NONE),
+            None => commit_code,
         };
-        shard.stats.borrow_mut().count_error(entry.error_code);
-        match response.topics.iter_mut().find(|t| t.name.0.as_str() == name) {
+        node.stats.count_error(entry.error_code);
+        match response.topics.iter_mut().find(|t| t.name.0.as_str() == key.topic) {
             Some(topic) => topic.partitions.push(entry),
             None => {
                 let mut topic = OffsetCommitResponseTopic::default();
-                topic.name = kafka_protocol::messages::TopicName(super::str_bytes(&name));
+                topic.name = kafka_protocol::messages::TopicName(super::str_bytes(&key.topic));
                 topic.partitions.push(entry);
                 response.topics.push(topic);
             }

@@ -1,33 +1,51 @@
 //! OffsetDelete (key 47, KIP-496): deletes a group's committed offsets for some partitions,
-//! only while the group has no members.
+//! only while the group has no members (NON_EMPTY_GROUP), for known groups (GROUP_ID_NOT_FOUND).
 
-use crate::error::code;
-use crate::group::{self, OFFSETS_TOPIC};
-use crate::router::{call, ShardRequest, ShardResponse};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
+use crate::node::Node;
+use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
-use std::rc::Rc;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub async fn handle(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+/// Deletes a group's offsets (`None`: all of them, and the group) on its coordinator.
+pub(super) async fn delete_offsets<S: Storage>(
+    node: &Node<S>,
+    group: &str,
+    partitions: Option<Vec<TopicPartition>>,
+) -> Result<Vec<TopicPartition>> {
+    let request = GroupRequest::DeleteOffsets { group: group.to_string(), partitions };
+    match node.group_call(group, request).await? {
+        GroupResponse::DeleteOffsets(result) => result,
+        _ => Err(BrokerError::Group(GroupError::CoordinatorNotAvailable)),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
+    request: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let group = request.group_id.0.to_string();
-    let partitions: Vec<(String, i32)> = request
+    let partitions: Vec<TopicPartition> = request
         .topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index)))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| TopicPartition::new(t.name.0.to_string(), p.partition_index))
+        })
         .collect();
-    let owner = shard.owner_of(OFFSETS_TOPIC, group::partition_for_group(&group));
-    let answer =
-        call(shard, owner, ShardRequest::DeleteOffsets { group, partitions: Some(partitions) })
-            .await;
     let mut response = OffsetDeleteResponse::default();
-    response.error_code = match answer {
-        ShardResponse::DeleteOffsets(error_code, _) => error_code,
-        _ => code::UNKNOWN_SERVER_ERROR,
+    response.error_code = match delete_offsets(node, &group, Some(partitions)).await {
+        Ok(_) => NONE,
+        Err(error) => error_code(&error),
     };
     for topic in request.topics {
         let mut entry = OffsetDeleteResponseTopic::default();
@@ -38,7 +56,7 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> OffsetDe
             .map(|p| {
                 let mut partition = OffsetDeleteResponsePartition::default();
                 partition.partition_index = p.partition_index;
-                partition.error_code = code::NONE;
+                partition.error_code = NONE;
                 partition
             })
             .collect();

@@ -1,57 +1,52 @@
 //! OffsetFetch (key 9): committed offsets of a group (v8+: of several groups, KIP-709). An
 //! unknown group, or a partition without a commit, answers offset -1 with no error, as Kafka.
 
-use crate::error::code;
-use crate::group::{self, OFFSETS_TOPIC};
-use crate::router::{call, ShardRequest, ShardResponse};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::NONE;
+use crate::node::Node;
+use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
-use std::rc::Rc;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (1, 8);
 
 /// (topic, partition, offset, metadata) for one group; `wanted` None means all committed.
-async fn fetch(
-    shard: &Rc<Shard>,
+async fn fetch<S: Storage>(
+    node: &Node<S>,
     group: &str,
-    wanted: Option<Vec<(String, i32)>>,
+    wanted: Option<Vec<TopicPartition>>,
 ) -> Vec<(String, i32, i64, String)> {
-    let owner = shard.owner_of(OFFSETS_TOPIC, group::partition_for_group(group));
-    let found = match call(
-        shard,
-        owner,
-        ShardRequest::FetchOffsets { group: group.to_string(), wanted: wanted.clone() },
-    )
-    .await
-    {
-        ShardResponse::FetchOffsets(found) => found,
+    let request = GroupRequest::FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
+    let found = match node.group_call(group, request).await {
+        Ok(GroupResponse::FetchOffsets(found)) => found,
         _ => Vec::new(),
     };
+    let row = |key: TopicPartition, offset: i64, metadata: String| {
+        (key.topic, key.partition.0, offset, metadata)
+    };
     match wanted {
-        None => found.into_iter().map(|(t, p, c)| (t, p, c.offset, c.metadata)).collect(),
+        None => found.into_iter().map(|(key, c)| row(key, c.offset, c.metadata)).collect(),
         Some(wanted) => wanted
             .into_iter()
-            .map(|(topic, partition)| {
-                match found.iter().find(|(t, p, _)| *t == topic && *p == partition) {
-                    Some((_, _, committed)) => {
-                        (topic, partition, committed.offset, committed.metadata.clone())
-                    }
-                    None => (topic, partition, -1, String::new()),
-                }
+            .map(|key| match found.iter().find(|(k, _)| *k == key) {
+                Some((_, committed)) => row(key, committed.offset, committed.metadata.clone()),
+                None => row(key, -1, String::new()),
             })
             .collect(),
     }
 }
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
+    let version = context.api_version;
     let mut response = OffsetFetchResponse::default();
     if version >= 8 {
         for requested in &request.groups {
@@ -60,14 +55,16 @@ pub async fn handle(
                 topics
                     .iter()
                     .flat_map(|t| {
-                        t.partition_indexes.iter().map(move |p| (t.name.0.to_string(), *p))
+                        t.partition_indexes
+                            .iter()
+                            .map(move |p| TopicPartition::new(t.name.0.to_string(), *p))
                     })
                     .collect()
             });
             let mut group_response = OffsetFetchResponseGroup::default();
             group_response.group_id = requested.group_id.clone();
-            group_response.error_code = code::NONE;
-            for (topic, partition, offset, metadata) in fetch(shard, &group, wanted).await {
+            group_response.error_code = NONE;
+            for (topic, partition, offset, metadata) in fetch(node, &group, wanted).await {
                 let mut entry = OffsetFetchResponsePartitions::default();
                 entry.partition_index = partition;
                 entry.committed_offset = offset;
@@ -91,10 +88,14 @@ pub async fn handle(
     let wanted = request.topics.as_ref().map(|topics| {
         topics
             .iter()
-            .flat_map(|t| t.partition_indexes.iter().map(move |p| (t.name.0.to_string(), *p)))
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(move |p| TopicPartition::new(t.name.0.to_string(), *p))
+            })
             .collect()
     });
-    for (topic, partition, offset, metadata) in fetch(shard, &group, wanted).await {
+    for (topic, partition, offset, metadata) in fetch(node, &group, wanted).await {
         let mut entry = OffsetFetchResponsePartition::default();
         entry.partition_index = partition;
         entry.committed_offset = offset;
@@ -113,7 +114,7 @@ pub async fn handle(
         }
     }
     if version >= 2 {
-        response.error_code = code::NONE;
+        response.error_code = NONE;
     }
     response
 }

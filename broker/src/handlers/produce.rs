@@ -6,78 +6,70 @@
 //! returns once they are in the log; acks=0 sends no response at all.
 //! Versions 3+ only: they carry v2 record batches, the only format strata stores.
 
-use super::error_fields;
-use crate::error::{code, BrokerError};
-use crate::router::{call, ShardRequest, ShardResponse};
-use crate::state::Shard;
+use super::{error_fields, unexpected};
+use crate::api::RequestContext;
+use crate::error::{BrokerError, Result, NONE};
+use crate::node::Node;
+use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use std::rc::Rc;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (3, 9);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+async fn append<S: Storage>(
+    node: &Node<S>,
+    partition: &TopicPartition,
+    records: bytes::Bytes,
+    acks: i16,
+) -> Result<AppendResult> {
+    if !(-1..=1).contains(&acks) {
+        return Err(BrokerError::InvalidRequiredAcks(acks));
+    }
+    let request =
+        PartitionRequest::Append { partition: partition.clone(), records, sync: acks == -1 };
+    match node.partition_call(partition, request).await? {
+        PartitionResponse::Append(result) => result,
+        _ => Err(unexpected()),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
-    let acks_valid = (-1..=1).contains(&acks);
     let mut pending = Vec::new();
     for topic in &request.topic_data {
-        let name = topic.name.0.to_string();
-        for partition in &topic.partition_data {
-            let shard = shard.clone();
-            let name = name.clone();
-            let index = partition.index;
-            let records = partition.records.clone().unwrap_or_default();
+        for data in &topic.partition_data {
+            let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
+            let records = data.records.clone().unwrap_or_default();
             pending.push(async move {
-                let outcome = if !acks_valid {
-                    Err(BrokerError::InvalidRequiredAcks(acks))
-                } else if shard
-                    .snapshot()
-                    .topics
-                    .get(&name)
-                    .is_none_or(|t| index < 0 || index >= t.partitions)
-                {
-                    Err(BrokerError::UnknownTopicOrPartition(format!("{name}-{index}")))
-                } else {
-                    let owner = shard.owner_of(&name, index);
-                    let request = ShardRequest::Append {
-                        topic: name.clone(),
-                        partition: index,
-                        records,
-                        sync: acks == -1,
-                    };
-                    match call(&shard, owner, request).await {
-                        ShardResponse::Append(result) => result,
-                        ShardResponse::Unavailable(reason) => {
-                            Err(BrokerError::ShardUnavailable(reason))
-                        }
-                        _ => Err(BrokerError::ShardUnavailable("unexpected answer".into())),
-                    }
-                };
-                (name, index, outcome)
+                let outcome = append(node, &partition, records, acks).await;
+                (partition, outcome)
             });
         }
     }
     let outcomes = futures_util::future::join_all(pending).await;
     if acks == 0 {
-        for (name, index, outcome) in &outcomes {
+        for (partition, outcome) in &outcomes {
             if let Err(error) = outcome {
-                tracing::debug!(topic = %name, partition = index, %error, "acks=0 produce failed");
+                tracing::debug!(%partition, %error, "acks=0 produce failed");
             }
         }
         return None;
     }
+    let version = context.api_version;
     let mut response = ProduceResponse::default();
-    for (name, index, outcome) in outcomes {
+    for (key, outcome) in outcomes {
         let mut partition = PartitionProduceResponse::default();
-        partition.index = index;
+        partition.index = key.partition.0;
         partition.log_append_time_ms = -1;
         match outcome {
             Ok(result) => {
-                partition.error_code = code::NONE;
+                partition.error_code = NONE;
                 partition.base_offset = result.base_offset;
                 if version >= 5 {
                     partition.log_start_offset = result.log_start_offset;
@@ -85,7 +77,7 @@ pub async fn handle(
             }
             Err(error) => {
                 let (error_code, message) = error_fields(&error);
-                shard.stats.borrow_mut().count_error(error_code);
+                node.stats.count_error(error_code);
                 partition.error_code = error_code;
                 if version >= 8 {
                     partition.error_message = message;
@@ -93,11 +85,11 @@ pub async fn handle(
                 partition.base_offset = -1;
             }
         }
-        match response.responses.iter_mut().find(|topic| topic.name.0.as_str() == name) {
+        match response.responses.iter_mut().find(|topic| topic.name.0.as_str() == key.topic) {
             Some(topic) => topic.partition_responses.push(partition),
             None => {
                 let mut topic = TopicProduceResponse::default();
-                topic.name = kafka_protocol::messages::TopicName(super::str_bytes(&name));
+                topic.name = kafka_protocol::messages::TopicName(super::str_bytes(&key.topic));
                 topic.partition_responses.push(partition);
                 response.responses.push(topic);
             }

@@ -1,22 +1,35 @@
 //! SyncGroup (key 14): the leader hands in every member's assignment; each member gets its own
 //! once they are in (assignments are relayed byte for byte).
 
-use super::group_route::call_coordinator;
-use crate::error::code;
-use crate::router::{GroupAnswer, GroupCall};
-use crate::state::Shard;
+use crate::api::RequestContext;
+use crate::error::{error_code, BrokerError, GroupError, NONE};
+use crate::node::Node;
+use crate::services::groups::{Assignment, GroupRequest, GroupResponse};
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
-use std::rc::Rc;
+use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
+async fn sync<S: Storage>(
+    node: &Node<S>,
+    group: &str,
+    request: GroupRequest,
+) -> Result<Assignment, GroupError> {
+    match node.group_call(group, request).await {
+        Ok(GroupResponse::Sync(result)) => result,
+        Ok(_) => Err(GroupError::CoordinatorNotAvailable),
+        Err(BrokerError::Group(error)) => Err(error),
+        Err(_) => Err(GroupError::CoordinatorNotAvailable),
+    }
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
     let group = request.group_id.0.to_string();
-    let call = GroupCall::Sync {
+    let call = GroupRequest::Sync {
         group: group.clone(),
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
@@ -28,16 +41,22 @@ pub async fn handle(
             .collect(),
     };
     let mut response = SyncGroupResponse::default();
-    match call_coordinator(shard, &group, call).await {
-        Some(GroupAnswer::Sync(error_code, assignment, protocol_type, protocol)) => {
-            response.error_code = error_code;
-            response.assignment = assignment;
-            if version >= 5 {
-                response.protocol_type = Some(super::str_bytes(&protocol_type));
-                response.protocol_name = Some(super::str_bytes(&protocol));
+    match sync(node, &group, call).await {
+        Ok(assigned) => {
+            response.error_code = NONE;
+            response.assignment = assigned.assignment;
+            if context.api_version >= 5 {
+                response.protocol_type = Some(super::str_bytes(&assigned.protocol_type));
+                response.protocol_name = Some(super::str_bytes(&assigned.protocol));
             }
         }
-        _ => response.error_code = code::UNKNOWN_SERVER_ERROR,
+        Err(error) => {
+            response.error_code = error_code(&BrokerError::Group(error));
+            if context.api_version >= 5 {
+                response.protocol_type = Some(super::str_bytes(""));
+                response.protocol_name = Some(super::str_bytes(""));
+            }
+        }
     }
     response
 }

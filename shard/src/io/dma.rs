@@ -177,6 +177,15 @@ impl Storage for DmaStorage {
         glommio::executor().yield_task_queue_now().await
     }
 
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        // Deleting a partition is rare; the directory removal is a short metadata operation.
+        std::fs::remove_dir_all(path)
+    }
+
+    fn space(&self, path: &Path) -> io::Result<(u64, u64)> {
+        super::file_system_space(path)
+    }
+
     async fn exists(&self, path: &Path) -> io::Result<bool> {
         let path: PathBuf = path.to_path_buf();
         Ok(path.exists())

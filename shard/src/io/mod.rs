@@ -80,6 +80,10 @@ pub trait Storage: Clone + 'static {
     /// Makes creations, renames and removals in the directory durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
     async fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Removes a directory and everything in it (a deleted partition).
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// (usable bytes, total bytes) of the file system holding `path`.
+    fn space(&self, path: &Path) -> io::Result<(u64, u64)>;
     /// Lets the runtime hand queued I/O to the kernel now, instead of when the current task
     /// next blocks (write-behind relies on this to keep the device queue full).
     async fn submit_queued_io(&self);
@@ -131,6 +135,20 @@ pub async fn write_file_atomic<S: Storage>(
     storage.rename(&temporary, path).await?;
     let directory = path.parent().unwrap_or(Path::new("."));
     storage.sync_dir(directory).await
+}
+
+/// (usable bytes, total bytes) of the real file system holding `dir` (statvfs).
+pub fn file_system_space(dir: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: statvfs fills the struct we pass; the path is a valid C string.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the pointers are valid for the call.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let block = stats.f_frsize;
+    Ok((stats.f_bavail.saturating_mul(block), stats.f_blocks.saturating_mul(block)))
 }
 
 fn temporary_path(path: &Path) -> PathBuf {

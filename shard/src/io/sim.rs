@@ -19,6 +19,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+/// The size the simulated disk reports (`Storage::space`).
+pub const SIM_DISK_BYTES: u64 = 1 << 30;
+
 /// What the simulated disk injects.
 #[derive(Debug, Clone, Copy)]
 pub struct FaultConfig {
@@ -295,6 +298,18 @@ impl Storage for SimStorage {
 
     async fn submit_queued_io(&self) {
         futures_lite::future::yield_now().await
+    }
+
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        disk.files.retain(|file, _| !file.starts_with(path));
+        disk.directories.retain(|directory| !directory.starts_with(path));
+        Ok(())
+    }
+
+    /// A fixed 1 GiB disk with half of it free.
+    fn space(&self, _path: &Path) -> io::Result<(u64, u64)> {
+        Ok((SIM_DISK_BYTES / 2, SIM_DISK_BYTES))
     }
 
     async fn exists(&self, path: &Path) -> io::Result<bool> {

@@ -17,7 +17,7 @@
 //! rebalance timeout ms i32, metadata (for the chosen protocol) bytes, assignment bytes.
 //! str/bytes = u32 length + bytes; a nullable str has length u32::MAX for null.
 
-use super::membership::{Group, Member, State};
+use super::state_machine::{Group, Member, State};
 use bytes::Bytes;
 use std::time::Instant;
 
@@ -148,7 +148,7 @@ impl StoredGroup {
         let protocol = reader.string()?;
         let leader = reader.string()?;
         let count = usize::try_from(reader.i32()?).ok()?;
-        let mut members = Vec::with_capacity(count.min(super::membership::GROUP_MEMBERS_MAX));
+        let mut members = Vec::with_capacity(count.min(super::state_machine::GROUP_MEMBERS_MAX));
         for _ in 0..count {
             members.push(StoredMember {
                 id: reader.string()?,
@@ -282,7 +282,7 @@ mod tests {
     fn group_keys_never_parse_as_offset_keys_and_back() {
         assert_eq!(parse_key(&key("my-group")), Some("my-group".into()));
         assert_eq!(parse_key(b"g\0topic\x000"), None);
-        assert_eq!(super::super::parse_key(&key("my-group")), None);
+        assert_eq!(super::super::offsets::parse_key(&key("my-group")), None);
     }
 
     #[test]

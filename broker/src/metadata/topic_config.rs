@@ -1,67 +1,17 @@
-//! Topic metadata: which topics exist, their partition counts, ids and config overrides.
-//!
-//! Owns: the node's topic table (`MetadataSnapshot`), its file `strata-metadata.json` in the data
-//! directory, topic-name and topic-config validation, and turning a topic's configs into the
-//! storage engine's `LogConfig`.
-//! Invariants: shard 0 is the only writer (every change is forwarded to it); every shard holds an
-//! immutable copy of the latest snapshot, replaced whole when shard 0 publishes a new one. The
-//! file is written atomically before a change is acknowledged.
+//! Topic names and topic configs: Kafka's naming rule, the configs strata understands with
+//! their defaults (Kafka's, or the broker's `log.*` settings), validation, and the mapping of a
+//! topic's configs to the storage engine's `LogConfig`.
 //! References: Kafka topic-name rules (`Topic.validate`), topic configs documentation.
 
+use super::image::TopicImage;
 use crate::error::{BrokerError, Result};
-use serde::{Deserialize, Serialize};
 use shard::{FlushPolicy, LogConfig};
 use std::collections::BTreeMap;
 
-pub const METADATA_FILE: &str = "strata-metadata.json";
 /// Kafka's limit on topic-name length.
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// The most partitions one topic may have on this broker.
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicMetadata {
-    pub name: String,
-    /// Kafka topic id (KIP-516), as 16 bytes.
-    pub topic_id: [u8; 16],
-    pub partitions: i32,
-    /// Config overrides; keys are Kafka topic config names.
-    pub configs: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetadataSnapshot {
-    pub version: u64,
-    pub cluster_id: String,
-    pub topics: BTreeMap<String, TopicMetadata>,
-}
-
-impl MetadataSnapshot {
-    pub fn new_cluster() -> Self {
-        let id = uuid::Uuid::new_v4();
-        Self { version: 0, cluster_id: short_id(id.as_bytes()), topics: BTreeMap::new() }
-    }
-
-    pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec_pretty(self).unwrap_or_default()
-    }
-
-    pub fn from_json(bytes: &[u8]) -> std::result::Result<Self, String> {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
-    }
-}
-
-/// Kafka-style cluster id: base64url of 16 bytes, without padding (22 characters).
-fn short_id(bytes: &[u8; 16]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut bits: u128 = u128::from_be_bytes(*bytes);
-    let mut out = String::with_capacity(22);
-    for _ in 0..22 {
-        out.push(ALPHABET[(bits & 63) as usize] as char);
-        bits >>= 6;
-    }
-    out
-}
 
 /// Kafka's topic-name rule: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<()> {
@@ -181,12 +131,12 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<()> {
 }
 
 /// The value of `key` for a topic: its override, else the default.
-pub fn config_value<'a>(topic: &'a TopicMetadata, key: &str) -> Option<&'a str> {
+pub fn config_value<'a>(topic: &'a TopicImage, key: &str) -> Option<&'a str> {
     topic.configs.get(key).map(String::as_str).or_else(|| default_config(key))
 }
 
 /// The storage engine settings for a topic's partitions.
-pub fn log_config(topic: &TopicMetadata) -> LogConfig {
+pub fn log_config(topic: &TopicImage) -> LogConfig {
     let long = |key: &str| -> i64 {
         config_value(topic, key).and_then(|value| value.trim().parse().ok()).unwrap_or(-1)
     };
@@ -220,11 +170,6 @@ pub fn log_config(topic: &TopicMetadata) -> LogConfig {
     }
 }
 
-/// A fresh random topic id.
-pub fn new_topic_id() -> [u8; 16] {
-    *uuid::Uuid::new_v4().as_bytes()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,10 +190,10 @@ mod tests {
         assert!(validate_topic_config("no.such.key", "1").is_err());
         assert!(validate_topic_config("flush.policy", "interval:50").is_ok());
         assert!(validate_topic_config("flush.policy", "sometimes").is_err());
-        let mut topic = TopicMetadata {
+        let mut topic = TopicImage {
             name: "t".into(),
             topic_id: [0; 16],
-            partitions: 1,
+            partitions: Vec::new(),
             configs: BTreeMap::new(),
         };
         assert_eq!(log_config(&topic).retention_ms, Some(604_800_000));
@@ -260,22 +205,5 @@ mod tests {
         assert_eq!(config.retention_ms, None);
         assert_eq!(config.flush, FlushPolicy::Never);
         assert_eq!(config.max_message_bytes, 2000);
-    }
-
-    #[test]
-    fn snapshots_round_trip_through_json() {
-        let mut snapshot = MetadataSnapshot::new_cluster();
-        assert_eq!(snapshot.cluster_id.len(), 22);
-        snapshot.topics.insert(
-            "a".into(),
-            TopicMetadata {
-                name: "a".into(),
-                topic_id: new_topic_id(),
-                partitions: 3,
-                configs: BTreeMap::new(),
-            },
-        );
-        assert_eq!(MetadataSnapshot::from_json(&snapshot.to_json()), Ok(snapshot));
-        assert!(MetadataSnapshot::from_json(b"{garbage").is_err());
     }
 }

@@ -1,0 +1,65 @@
+//! `RequestContext`: what a handler knows about the request beyond its body: the connection
+//! it came on, the client, the listener, who the client is (the principal), and the API
+//! version. Authentication (SASL, mTLS) sets the principal and ACL checks read it here.
+//! References: Redpanda `request_context.h`; Kafka `RequestContext`.
+
+use kafka_protocol::messages::ApiKey;
+use std::net::SocketAddr;
+
+/// Who sent a request (Kafka's `KafkaPrincipal`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// No authentication on this listener (Kafka's `User:ANONYMOUS`).
+    Anonymous,
+    User(String),
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Principal::Anonymous => f.write_str("User:ANONYMOUS"),
+            Principal::User(name) => write!(f, "User:{name}"),
+        }
+    }
+}
+
+/// The plaintext listener's name (Kafka's default listener name).
+pub const PLAINTEXT_LISTENER: &str = "PLAINTEXT";
+
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// Unique per connection on this shard's listener, for logs.
+    pub connection_id: u64,
+    pub client_id: Option<String>,
+    pub client_address: SocketAddr,
+    pub listener: &'static str,
+    pub principal: Principal,
+    pub api_key: ApiKey,
+    pub api_version: i16,
+    pub correlation_id: i32,
+}
+
+impl RequestContext {
+    /// The client host as Kafka reports it (`/127.0.0.1`), for DescribeGroups.
+    pub fn client_host(&self) -> String {
+        format!("/{}", self.client_address.ip())
+    }
+
+    pub fn client_id(&self) -> &str {
+        self.client_id.as_deref().unwrap_or_default()
+    }
+
+    /// A context for a request made inside the broker or by a test (no connection).
+    pub fn internal(api_key: ApiKey, api_version: i16) -> Self {
+        RequestContext {
+            connection_id: 0,
+            client_id: Some("strata-internal".into()),
+            client_address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            listener: PLAINTEXT_LISTENER,
+            principal: Principal::Anonymous,
+            api_key,
+            api_version,
+            correlation_id: 0,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The API registry: one table lists every Kafka API strata serves with its handler module;
+//! each handler module declares its version range (`VERSIONS`) and its `handle`. Both
+//! ApiVersions (`SUPPORTED`) and dispatch (`dispatch`) are generated from that one table, so an
+//! API cannot be advertised without a handler or handled without being advertised.
+//! Every handler has the same shape: `handle(node, context, request) -> response` (Produce
+//! returns `Option`, `None` for acks=0).
+//! References: Redpanda `kafka/server/handlers/handlers.h`; Kafka protocol guide, "ApiVersions".
+
+pub mod context;
+
+pub use context::{Principal, RequestContext};
+
+use crate::handlers;
+use crate::node::Node;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use shard::io::Storage;
+
+macro_rules! api_registry {
+    (@answer optional $call:expr) => { $call.map(ResponseKind::from) };
+    (@answer $call:expr) => { Some(ResponseKind::from($call)) };
+    ($( $key:ident => $module:ident $( ($answer:ident) )? ),* $(,)?) => {
+        /// (API, min version, max version) for every API strata serves.
+        pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+            $( (ApiKey::$key, handlers::$module::VERSIONS.0, handlers::$module::VERSIONS.1), )*
+        ];
+
+        /// Runs the handler for a decoded request. `None`: no response is sent (acks=0).
+        pub async fn dispatch<S: Storage>(
+            node: &Node<S>,
+            context: &RequestContext,
+            request: RequestKind,
+        ) -> Option<ResponseKind> {
+            match request {
+                $( RequestKind::$key(request) => {
+                    api_registry!(@answer $($answer)? handlers::$module::handle(node, context, request).await)
+                } )*
+                _ => None,
+            }
+        }
+    };
+}
+
+api_registry! {
+    Produce => produce (optional),
+    Fetch => fetch,
+    ListOffsets => list_offsets,
+    Metadata => metadata,
+    OffsetCommit => offset_commit,
+    OffsetFetch => offset_fetch,
+    FindCoordinator => find_coordinator,
+    JoinGroup => join_group,
+    Heartbeat => heartbeat,
+    LeaveGroup => leave_group,
+    SyncGroup => sync_group,
+    DescribeGroups => describe_groups,
+    ListGroups => list_groups,
+    ApiVersions => api_versions,
+    CreateTopics => create_topics,
+    DeleteTopics => delete_topics,
+    DeleteRecords => delete_records,
+    InitProducerId => init_producer_id,
+    DescribeConfigs => describe_configs,
+    AlterConfigs => alter_configs,
+    DescribeLogDirs => describe_log_dirs,
+    CreatePartitions => create_partitions,
+    DeleteGroups => delete_groups,
+    IncrementalAlterConfigs => incremental_alter_configs,
+    OffsetDelete => offset_delete,
+    DescribeCluster => describe_cluster,
+    DescribeProducers => describe_producers,
+}
+
+/// Whether `version` of `api_key` is served.
+pub fn supports(api_key: ApiKey, version: i16) -> bool {
+    SUPPORTED.iter().any(|&(key, min, max)| key == api_key && (min..=max).contains(&version))
+}

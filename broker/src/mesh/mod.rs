@@ -1,0 +1,350 @@
+//! The cross-core mesh transport: typed calls from one shard to a service on another.
+//!
+//! Owns: the `Service` trait (an owner-side domain with its own request and response types),
+//! the per-shard registry of services, `Mesh::call` (answered in place when the target is this
+//! shard), the receive loops, and the bound on requests in progress per service per shard.
+//! The transport knows no domain: a new service (replication, the controller, transactions) is
+//! a new `Service` implementation registered at startup, never a new variant of a shared enum.
+//!
+//! Two glommio channel meshes link every pair of shards: one carries requests, the other
+//! responses, so an answer is never stuck behind requests waiting for their permit.
+//! Invariants:
+//! - record data crosses cores as `Bytes` inside the typed request (shared, never re-encoded);
+//! - every request is answered exactly once, on the shard that asked (or the caller learns the
+//!   channel closed);
+//! - a shard runs at most `Service::IN_PROGRESS_MAX` requests of a service for other shards at
+//!   once; past it its receive loop stops taking requests, the channel fills, and senders wait
+//!   (back-pressure), never an unbounded number of tasks.
+//!
+//! Runs on: every shard; a `Mesh` is the calling shard's own end (`Rc`, not `Send`).
+
+use crate::error::MeshError;
+use futures_util::future::LocalBoxFuture;
+use shard::runtime::mesh::{MeshEnds, MeshHandle, Receiver, Senders};
+use shard::runtime::ShardId;
+use std::any::{Any, TypeId};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+/// Channel depth between each pair of shards, per direction.
+pub const MESH_QUEUE_DEPTH_MAX: usize = 1024;
+
+/// An owner-side domain: it holds its own state on every shard and answers its own requests.
+pub trait Service: 'static {
+    type Request: Send + 'static;
+    type Response: Send + 'static;
+    /// For logs and metrics.
+    const NAME: &'static str;
+    /// Requests of this service a shard handles at once for other shards.
+    const IN_PROGRESS_MAX: usize;
+
+    fn handle(self: Rc<Self>, request: Self::Request) -> LocalBoxFuture<'static, Self::Response>;
+}
+
+type Body = Box<dyn Any + Send>;
+
+/// A request on the mesh: the service is named by its type.
+pub struct MeshRequest {
+    id: u64,
+    from: u16,
+    service: TypeId,
+    body: Body,
+}
+
+pub struct MeshResponse {
+    id: u64,
+    body: Body,
+}
+
+/// The glommio meshes every shard joins at startup (built once, cloned to each shard).
+#[derive(Clone)]
+pub struct MeshHandles {
+    requests: MeshHandle<MeshRequest>,
+    responses: MeshHandle<MeshResponse>,
+}
+
+impl MeshHandles {
+    pub fn new(shard_count: usize) -> Self {
+        Self {
+            requests: MeshHandle::new(shard_count, MESH_QUEUE_DEPTH_MAX),
+            responses: MeshHandle::new(shard_count, MESH_QUEUE_DEPTH_MAX),
+        }
+    }
+}
+
+/// This shard's receiving ends, consumed by `Mesh::start`.
+pub struct MeshReceivers {
+    requests: Vec<(usize, Receiver<MeshRequest>)>,
+    responses: Vec<(usize, Receiver<MeshResponse>)>,
+}
+
+trait Entry {
+    fn handle(&self, body: Body) -> LocalBoxFuture<'static, Body>;
+    fn permits(&self) -> Rc<Permits>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+struct Registered<S: Service> {
+    service: Rc<S>,
+    permits: Rc<Permits>,
+}
+
+impl<S: Service> Entry for Registered<S> {
+    fn handle(&self, body: Body) -> LocalBoxFuture<'static, Body> {
+        let service = self.service.clone();
+        Box::pin(async move {
+            match body.downcast::<S::Request>() {
+                Ok(request) => Box::new(service.handle(*request).await) as Body,
+                // The sender named this service by its type, so its body is this type.
+                Err(_) => unreachable!("a {} request of another type", S::NAME),
+            }
+        })
+    }
+
+    fn permits(&self) -> Rc<Permits> {
+        self.permits.clone()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A count of requests a service may have in progress on this shard (a semaphore for one
+/// thread: no atomics).
+struct Permits {
+    available: Cell<usize>,
+    freed: event_listener::Event,
+}
+
+/// Held while a request is in progress; gives its permit back when dropped.
+struct Permit(Rc<Permits>);
+
+impl Permits {
+    fn new(count: usize) -> Self {
+        assert!(count > 0, "a service needs at least one request in progress");
+        Permits { available: Cell::new(count), freed: event_listener::Event::new() }
+    }
+
+    async fn acquire(permits: &Rc<Permits>) -> Permit {
+        loop {
+            let available = permits.available.get();
+            if available > 0 {
+                permits.available.set(available - 1);
+                return Permit(permits.clone());
+            }
+            let listener = permits.freed.listen();
+            if permits.available.get() == 0 {
+                listener.await;
+            }
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.0.available.set(self.0.available.get() + 1);
+        self.0.freed.notify(1);
+    }
+}
+
+/// Requests this shard sent to and took from other shards, by service.
+#[derive(Debug, Clone, Default)]
+pub struct MeshCounters {
+    pub routed_out: BTreeMap<&'static str, u64>,
+    pub routed_in: BTreeMap<&'static str, u64>,
+}
+
+/// A registered service: its name and its erased entry.
+type Registration = (&'static str, Rc<dyn Entry>);
+
+struct Links {
+    requests: Senders<MeshRequest>,
+    responses: Senders<MeshResponse>,
+}
+
+/// One shard's end of the mesh.
+pub struct Mesh {
+    id: ShardId,
+    shard_count: usize,
+    links: Option<Links>,
+    pending: RefCell<HashMap<u64, futures_channel::oneshot::Sender<Body>>>,
+    next_id: Cell<u64>,
+    services: RefCell<HashMap<TypeId, Registration>>,
+    counters: RefCell<MeshCounters>,
+}
+
+impl Mesh {
+    /// A mesh of one shard (no channels): every call is answered in place.
+    pub fn single() -> Self {
+        Self::with_links(ShardId(0), 1, None)
+    }
+
+    fn with_links(id: ShardId, shard_count: usize, links: Option<Links>) -> Self {
+        Mesh {
+            id,
+            shard_count,
+            links,
+            pending: RefCell::new(HashMap::new()),
+            next_id: Cell::new(0),
+            services: RefCell::new(HashMap::new()),
+            counters: RefCell::new(MeshCounters::default()),
+        }
+    }
+
+    /// Joins both meshes from shard `id`; returns when every shard has joined.
+    pub async fn join(
+        id: ShardId,
+        shard_count: usize,
+        handles: &MeshHandles,
+    ) -> Result<(Self, MeshReceivers), String> {
+        let requests: MeshEnds<MeshRequest> = handles.requests.join(usize::from(id.0)).await?;
+        let responses: MeshEnds<MeshResponse> = handles.responses.join(usize::from(id.0)).await?;
+        let links = Links { requests: requests.senders, responses: responses.senders };
+        let receivers =
+            MeshReceivers { requests: requests.receivers, responses: responses.receivers };
+        Ok((Self::with_links(id, shard_count, Some(links)), receivers))
+    }
+
+    pub fn id(&self) -> ShardId {
+        self.id
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shard_count
+    }
+
+    /// Every shard of this node, in order.
+    pub fn shards(&self) -> impl Iterator<Item = ShardId> {
+        (0..self.shard_count).map(|index| ShardId(index as u16))
+    }
+
+    /// Makes `service` this shard's owner side of `S`. Every shard registers the same services
+    /// before `start`.
+    pub fn register<S: Service>(&self, service: Rc<S>) {
+        let permits = Rc::new(Permits::new(S::IN_PROGRESS_MAX));
+        let entry: Rc<dyn Entry> = Rc::new(Registered { service, permits });
+        let previous = self.services.borrow_mut().insert(TypeId::of::<S>(), (S::NAME, entry));
+        assert!(previous.is_none(), "service {} registered twice", S::NAME);
+    }
+
+    /// This shard's own instance of `S`.
+    pub fn local<S: Service>(&self) -> Option<Rc<S>> {
+        let services = self.services.borrow();
+        let (_, entry) = services.get(&TypeId::of::<S>())?;
+        entry.as_any().downcast_ref::<Registered<S>>().map(|registered| registered.service.clone())
+    }
+
+    /// Sends `request` to `S` on `target` and waits for its answer (in place on this shard).
+    pub async fn call<S: Service>(
+        &self,
+        target: ShardId,
+        request: S::Request,
+    ) -> Result<S::Response, MeshError> {
+        if target == self.id {
+            let service = self.local::<S>().ok_or(MeshError::NoService(S::NAME, target.0))?;
+            return Ok(service.handle(request).await);
+        }
+        let links = self.links.as_ref().ok_or(MeshError::ChannelClosed(target.0))?;
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        *self.counters.borrow_mut().routed_out.entry(S::NAME).or_default() += 1;
+        let (sender, receiver) = futures_channel::oneshot::channel();
+        self.pending.borrow_mut().insert(id, sender);
+        let message = MeshRequest {
+            id,
+            from: self.id.0,
+            service: TypeId::of::<S>(),
+            body: Box::new(request),
+        };
+        if links.requests.send_to(usize::from(target.0), message).await.is_err() {
+            self.pending.borrow_mut().remove(&id);
+            return Err(MeshError::ChannelClosed(target.0));
+        }
+        let body = receiver.await.map_err(|_| MeshError::Dropped(target.0))?;
+        match body.downcast::<S::Response>() {
+            Ok(response) => Ok(*response),
+            Err(other) => Err(other
+                .downcast::<MeshError>()
+                .map(|error| *error)
+                .unwrap_or(MeshError::NoService(S::NAME, target.0))),
+        }
+    }
+
+    /// Calls `S` on every shard of this node, in shard order, and returns the answers.
+    pub async fn call_all<S: Service>(
+        &self,
+        request: impl Fn() -> S::Request,
+    ) -> Vec<Result<S::Response, MeshError>> {
+        let mut answers = Vec::with_capacity(self.shard_count);
+        for target in self.shards() {
+            answers.push(self.call::<S>(target, request()).await);
+        }
+        answers
+    }
+
+    /// Calls this shard is waiting on.
+    pub fn pending_calls(&self) -> usize {
+        self.pending.borrow().len()
+    }
+
+    pub fn counters(&self) -> MeshCounters {
+        self.counters.borrow().clone()
+    }
+
+    /// Starts the receive loops (after every service is registered).
+    pub fn start(self: &Rc<Self>, receivers: MeshReceivers) {
+        for (peer, receiver) in receivers.requests {
+            shard::runtime::spawn(self.clone().receive_requests(peer, receiver)).detach();
+        }
+        for (peer, receiver) in receivers.responses {
+            shard::runtime::spawn(self.clone().receive_responses(peer, receiver)).detach();
+        }
+    }
+
+    async fn receive_requests(self: Rc<Self>, peer: usize, receiver: Receiver<MeshRequest>) {
+        while let Some(request) = receiver.recv().await {
+            let entry = self.services.borrow().get(&request.service).cloned();
+            let Some((name, entry)) = entry else {
+                tracing::error!(peer, "a request for a service this shard does not have");
+                self.answer(
+                    request.from,
+                    request.id,
+                    Box::new(MeshError::NoService("?", self.id.0)),
+                )
+                .await;
+                continue;
+            };
+            *self.counters.borrow_mut().routed_in.entry(name).or_default() += 1;
+            // Back-pressure: wait for a permit before taking the next request from this peer.
+            let permit = Permits::acquire(&entry.permits()).await;
+            let mesh = self.clone();
+            shard::runtime::spawn(async move {
+                let body = entry.handle(request.body).await;
+                drop(permit);
+                mesh.answer(request.from, request.id, body).await;
+            })
+            .detach();
+        }
+        tracing::debug!(peer, "mesh request channel closed");
+    }
+
+    async fn answer(&self, to: u16, id: u64, body: Body) {
+        let Some(links) = self.links.as_ref() else { return };
+        let response = MeshResponse { id, body };
+        if links.responses.send_to(usize::from(to), response).await.is_err() {
+            tracing::warn!(to, "could not answer a shard request: channel closed");
+        }
+    }
+
+    async fn receive_responses(self: Rc<Self>, peer: usize, receiver: Receiver<MeshResponse>) {
+        while let Some(response) = receiver.recv().await {
+            let waiter = self.pending.borrow_mut().remove(&response.id);
+            if let Some(waiter) = waiter {
+                let _ = waiter.send(response.body);
+            }
+        }
+        tracing::debug!(peer, "mesh response channel closed");
+    }
+}

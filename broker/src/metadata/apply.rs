@@ -1,0 +1,145 @@
+//! `apply`: the one state transition of cluster metadata. A pure function of (image, record):
+//! no I/O, no clock, no randomness, so every node that applies the same records in the same
+//! order holds the same image (the property the controller's log relies on).
+//!
+//! A record that does not fit the image (a partition of an unknown topic, a gap in partition
+//! ids, a second topic with a taken name or id) is an `ApplyError`: `decide` never emits one,
+//! so it means a bug or a damaged log, and the image is left as it was.
+
+use super::image::{MetadataImage, TopicImage};
+use super::records::MetadataRecord;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("topic {0} already exists")]
+    TopicExists(String),
+    #[error("no topic with id {0:02x?}")]
+    UnknownTopicId([u8; 16]),
+    #[error("no topic named {0}")]
+    UnknownTopic(String),
+    #[error("partition {partition} of {topic} does not follow its {count} partitions")]
+    PartitionGap { topic: String, partition: i32, count: i32 },
+}
+
+/// The image after `record`.
+pub fn apply(
+    mut image: MetadataImage,
+    record: &MetadataRecord,
+) -> Result<MetadataImage, ApplyError> {
+    match record {
+        MetadataRecord::Topic { name, topic_id } => {
+            if image.topics.contains_key(name) || image.topic_by_id(topic_id).is_some() {
+                return Err(ApplyError::TopicExists(name.clone()));
+            }
+            image.topics.insert(
+                name.clone(),
+                TopicImage {
+                    name: name.clone(),
+                    topic_id: *topic_id,
+                    partitions: Vec::new(),
+                    configs: Default::default(),
+                },
+            );
+        }
+        MetadataRecord::Partition { topic_id, partition, placement } => {
+            let topic = image
+                .topics
+                .values_mut()
+                .find(|topic| topic.topic_id == *topic_id)
+                .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
+            if partition.0 != topic.partition_count() {
+                return Err(ApplyError::PartitionGap {
+                    topic: topic.name.clone(),
+                    partition: partition.0,
+                    count: topic.partition_count(),
+                });
+            }
+            topic.partitions.push(placement.clone());
+        }
+        MetadataRecord::TopicConfig { topic, key, value } => {
+            let topic = image
+                .topics
+                .get_mut(topic)
+                .ok_or_else(|| ApplyError::UnknownTopic(topic.clone()))?;
+            match value {
+                Some(value) => topic.configs.insert(key.clone(), value.clone()),
+                None => topic.configs.remove(key),
+            };
+        }
+        MetadataRecord::RemoveTopic { topic_id } => {
+            let name = image
+                .topic_by_id(topic_id)
+                .map(|topic| topic.name.clone())
+                .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
+            image.topics.remove(&name);
+        }
+    }
+    image.version += 1;
+    Ok(image)
+}
+
+/// The image after every record, in order; on the first failure the image before the batch.
+pub fn apply_all(
+    image: &MetadataImage,
+    records: &[MetadataRecord],
+) -> Result<MetadataImage, ApplyError> {
+    records.iter().try_fold(image.clone(), apply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::placement::PlacementPolicy;
+    use wire::ids::{NodeId, PartitionId};
+
+    fn partition(topic_id: [u8; 16], index: i32) -> MetadataRecord {
+        let policy = PlacementPolicy { node: NodeId(0), shard_count: 2 };
+        MetadataRecord::Partition {
+            topic_id,
+            partition: PartitionId(index),
+            placement: policy.initial("t", index),
+        }
+    }
+
+    #[test]
+    fn records_build_a_topic_and_remove_it() {
+        let records = vec![
+            MetadataRecord::Topic { name: "t".into(), topic_id: [7; 16] },
+            partition([7; 16], 0),
+            partition([7; 16], 1),
+            MetadataRecord::TopicConfig {
+                topic: "t".into(),
+                key: "retention.ms".into(),
+                value: Some("10".into()),
+            },
+        ];
+        let image = apply_all(&MetadataImage::default(), &records).expect("applies");
+        assert_eq!(image.version, 4);
+        let topic = image.topic("t").expect("topic");
+        assert_eq!(topic.partition_count(), 2);
+        assert_eq!(topic.configs.get("retention.ms").map(String::as_str), Some("10"));
+        let removed = apply(image, &MetadataRecord::RemoveTopic { topic_id: [7; 16] }).expect("ok");
+        assert!(removed.topics.is_empty());
+        assert_eq!(removed.version, 5);
+    }
+
+    #[test]
+    fn records_that_do_not_fit_are_refused_and_leave_the_image_unchanged() {
+        let base = apply_all(
+            &MetadataImage::default(),
+            &[MetadataRecord::Topic { name: "t".into(), topic_id: [7; 16] }],
+        )
+        .expect("topic");
+        for bad in [
+            MetadataRecord::Topic { name: "t".into(), topic_id: [8; 16] },
+            MetadataRecord::Topic { name: "u".into(), topic_id: [7; 16] },
+            partition([9; 16], 0),
+            partition([7; 16], 2),
+            MetadataRecord::TopicConfig { topic: "u".into(), key: "k".into(), value: None },
+            MetadataRecord::RemoveTopic { topic_id: [9; 16] },
+        ] {
+            assert!(apply_all(&base, &[partition([7; 16], 0), bad.clone()]).is_err(), "{bad:?}");
+        }
+        assert_eq!(base.version, 1);
+    }
+}

@@ -1,0 +1,225 @@
+//! Admin requests turned into metadata records, after validation against the current image.
+//! Each function decides one item (a topic to create, delete, grow or reconfigure) and returns
+//! the records that carry it out, or the error the client gets; nothing is applied here.
+//! Randomness (new topic ids) comes in as an argument, so decisions are reproducible in tests.
+
+use super::image::{MetadataImage, TopicId};
+use super::placement::PlacementPolicy;
+use super::records::MetadataRecord;
+use super::topic_config::{
+    default_config, validate_topic_config, validate_topic_name, PARTITIONS_PER_TOPIC_MAX,
+};
+use crate::error::{BrokerError, Result};
+use std::collections::BTreeMap;
+use wire::ids::PartitionId;
+
+pub struct CreateTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub configs: BTreeMap<String, String>,
+    pub validate_only: bool,
+}
+
+pub enum ConfigEdit {
+    /// AlterConfigs: the overrides become exactly these.
+    Replace(BTreeMap<String, String>),
+    /// IncrementalAlterConfigs: (key, op, value) with op 0 SET, 1 DELETE (APPEND/SUBTRACT apply to
+    /// list configs, which strata has none of yet).
+    Incremental(Vec<(String, i8, Option<String>)>),
+}
+
+/// A change to the topic table, decided item by item by the metadata service.
+pub enum MetadataChange {
+    CreateTopics(Vec<CreateTopic>),
+    DeleteTopics(Vec<String>),
+    /// (topic, new partition count, validate only).
+    CreatePartitions(Vec<(String, i32, bool)>),
+    /// (topic, edit, validate only).
+    AlterConfigs(Vec<(String, ConfigEdit, bool)>),
+}
+
+fn partition_count_error(count: i32) -> BrokerError {
+    BrokerError::InvalidPartitions(format!(
+        "{count} partitions; must be 1..={PARTITIONS_PER_TOPIC_MAX}"
+    ))
+}
+
+pub fn create_topic(
+    image: &MetadataImage,
+    create: &CreateTopic,
+    policy: PlacementPolicy,
+    topic_id: TopicId,
+) -> Result<Vec<MetadataRecord>> {
+    validate_topic_name(&create.name)?;
+    if image.topic(&create.name).is_some() {
+        return Err(BrokerError::TopicAlreadyExists(create.name.clone()));
+    }
+    if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&create.partitions) {
+        return Err(partition_count_error(create.partitions));
+    }
+    for (key, value) in &create.configs {
+        validate_topic_config(key, value)?;
+    }
+    let mut records = vec![MetadataRecord::Topic { name: create.name.clone(), topic_id }];
+    records.extend((0..create.partitions).map(|partition| MetadataRecord::Partition {
+        topic_id,
+        partition: PartitionId(partition),
+        placement: policy.initial(&create.name, partition),
+    }));
+    records.extend(create.configs.iter().map(|(key, value)| MetadataRecord::TopicConfig {
+        topic: create.name.clone(),
+        key: key.clone(),
+        value: Some(value.clone()),
+    }));
+    Ok(records)
+}
+
+pub fn delete_topic(image: &MetadataImage, name: &str) -> Result<Vec<MetadataRecord>> {
+    let topic =
+        image.topic(name).ok_or_else(|| BrokerError::UnknownTopicOrPartition(name.to_string()))?;
+    Ok(vec![MetadataRecord::RemoveTopic { topic_id: topic.topic_id }])
+}
+
+pub fn create_partitions(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+    policy: PlacementPolicy,
+) -> Result<Vec<MetadataRecord>> {
+    let topic =
+        image.topic(name).ok_or_else(|| BrokerError::UnknownTopicOrPartition(name.to_string()))?;
+    let current = topic.partition_count();
+    if count <= current || count > PARTITIONS_PER_TOPIC_MAX {
+        return Err(BrokerError::InvalidPartitions(format!(
+            "topic has {current} partitions; the new count {count} must be larger (and at most \
+             {PARTITIONS_PER_TOPIC_MAX})"
+        )));
+    }
+    Ok((current..count)
+        .map(|partition| MetadataRecord::Partition {
+            topic_id: topic.topic_id,
+            partition: PartitionId(partition),
+            placement: policy.initial(name, partition),
+        })
+        .collect())
+}
+
+/// The overrides `edit` leads to, validated.
+fn edited_configs(
+    current: &BTreeMap<String, String>,
+    edit: &ConfigEdit,
+) -> Result<BTreeMap<String, String>> {
+    let mut configs = current.clone();
+    match edit {
+        ConfigEdit::Replace(replacement) => configs = replacement.clone(),
+        ConfigEdit::Incremental(operations) => {
+            for (key, operation, value) in operations {
+                match (operation, value) {
+                    (0, Some(value)) => {
+                        configs.insert(key.clone(), value.clone());
+                    }
+                    (0, None) => {
+                        return Err(BrokerError::InvalidConfig(format!("{key}: SET needs a value")))
+                    }
+                    (1, _) => {
+                        if default_config(key).is_none() {
+                            return Err(BrokerError::InvalidConfig(format!(
+                                "unknown topic config {key:?}"
+                            )));
+                        }
+                        configs.remove(key);
+                    }
+                    (other, _) => {
+                        return Err(BrokerError::InvalidConfig(format!(
+                            "{key}: operation {other} applies to list configs only"
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    for (key, value) in &configs {
+        validate_topic_config(key, value)?;
+    }
+    Ok(configs)
+}
+
+pub fn alter_configs(
+    image: &MetadataImage,
+    name: &str,
+    edit: &ConfigEdit,
+) -> Result<Vec<MetadataRecord>> {
+    let topic =
+        image.topic(name).ok_or_else(|| BrokerError::UnknownTopicOrPartition(name.to_string()))?;
+    let next = edited_configs(&topic.configs, edit)?;
+    let removed = topic.configs.keys().filter(|key| !next.contains_key(*key)).map(|key| {
+        MetadataRecord::TopicConfig { topic: name.to_string(), key: key.clone(), value: None }
+    });
+    let set = next.iter().filter(|(key, value)| topic.configs.get(*key) != Some(value)).map(
+        |(key, value)| MetadataRecord::TopicConfig {
+            topic: name.to_string(),
+            key: key.clone(),
+            value: Some(value.clone()),
+        },
+    );
+    Ok(removed.chain(set).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::apply_all;
+    use wire::ids::NodeId;
+
+    const POLICY: PlacementPolicy = PlacementPolicy { node: NodeId(0), shard_count: 2 };
+
+    fn create(name: &str, partitions: i32) -> CreateTopic {
+        CreateTopic {
+            name: name.into(),
+            partitions,
+            configs: BTreeMap::new(),
+            validate_only: false,
+        }
+    }
+
+    #[test]
+    fn a_created_topic_has_its_partitions_placed_and_its_configs() {
+        let mut request = create("orders", 3);
+        request.configs.insert("retention.ms".into(), "1000".into());
+        let records = create_topic(&MetadataImage::default(), &request, POLICY, [1; 16]).unwrap();
+        let image = apply_all(&MetadataImage::default(), &records).unwrap();
+        let topic = image.topic("orders").unwrap();
+        assert_eq!(topic.partition_count(), 3);
+        for (index, placement) in topic.partitions.iter().enumerate() {
+            assert_eq!(*placement, POLICY.initial("orders", index as i32));
+        }
+        assert_eq!(topic.configs.len(), 1);
+        assert!(matches!(
+            create_topic(&image, &request, POLICY, [2; 16]),
+            Err(BrokerError::TopicAlreadyExists(_))
+        ));
+        for bad in [create("bad/name", 1), create("x", 0), create("x", 10_001)] {
+            assert!(create_topic(&image, &bad, POLICY, [2; 16]).is_err());
+        }
+    }
+
+    #[test]
+    fn partitions_only_grow_and_configs_edit_by_difference() {
+        let records = create_topic(&MetadataImage::default(), &create("t", 2), POLICY, [1; 16]);
+        let image = apply_all(&MetadataImage::default(), &records.unwrap()).unwrap();
+        assert!(create_partitions(&image, "t", 2, POLICY).is_err());
+        let grown = apply_all(&image, &create_partitions(&image, "t", 5, POLICY).unwrap()).unwrap();
+        assert_eq!(grown.topic("t").unwrap().partition_count(), 5);
+        let set = ConfigEdit::Incremental(vec![("retention.ms".into(), 0, Some("5".into()))]);
+        let edited = apply_all(&grown, &alter_configs(&grown, "t", &set).unwrap()).unwrap();
+        assert_eq!(edited.topic("t").unwrap().configs.get("retention.ms").unwrap(), "5");
+        let unchanged = alter_configs(&edited, "t", &set).unwrap();
+        assert!(unchanged.is_empty(), "setting the same value again changes nothing");
+        let replace = ConfigEdit::Replace(BTreeMap::new());
+        let cleared = apply_all(&edited, &alter_configs(&edited, "t", &replace).unwrap()).unwrap();
+        assert!(cleared.topic("t").unwrap().configs.is_empty());
+        let append = ConfigEdit::Incremental(vec![("cleanup.policy".into(), 2, Some("x".into()))]);
+        assert!(alter_configs(&edited, "t", &append).is_err());
+        assert!(delete_topic(&edited, "nope").is_err());
+    }
+}

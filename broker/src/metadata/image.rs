@@ -1,0 +1,58 @@
+//! `MetadataImage`: the node's view of the cluster metadata at one version. Immutable once
+//! published; a change builds the next image with `metadata::apply`.
+//!
+//! Runs on: any shard (shared read-only).
+
+use super::placement::Placement;
+use std::collections::BTreeMap;
+use wire::ids::TopicPartition;
+
+/// A topic id (KIP-516), 16 bytes as on the wire.
+pub type TopicId = [u8; 16];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    pub name: String,
+    pub topic_id: TopicId,
+    /// Placement of each partition, indexed by partition id (contiguous from 0).
+    pub partitions: Vec<Placement>,
+    /// Config overrides; keys are Kafka topic config names.
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicImage {
+    pub fn partition_count(&self) -> i32 {
+        i32::try_from(self.partitions.len()).unwrap_or(i32::MAX)
+    }
+
+    pub fn placement(&self, partition: i32) -> Option<&Placement> {
+        usize::try_from(partition).ok().and_then(|index| self.partitions.get(index))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataImage {
+    pub cluster_id: String,
+    /// Records applied since the cluster was created (the image's version).
+    pub version: u64,
+    pub topics: BTreeMap<String, TopicImage>,
+}
+
+impl MetadataImage {
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, topic_id: &TopicId) -> Option<&TopicImage> {
+        self.topics.values().find(|topic| topic.topic_id == *topic_id)
+    }
+
+    /// Where a partition is placed, or `None` when the topic or partition does not exist.
+    pub fn placement(&self, partition: &TopicPartition) -> Option<&Placement> {
+        self.topics.get(&partition.topic)?.placement(partition.partition.0)
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.topics.values().map(|topic| topic.partitions.len()).sum()
+    }
+}

@@ -1,0 +1,22 @@
+//! Metadata records: every change to the cluster metadata is a sequence of these, applied in
+//! order by `metadata::apply`. Modelled on KIP-631's records (TopicRecord, PartitionRecord,
+//! ConfigRecord, RemoveTopicRecord) so that the controller's Raft log can carry them as they
+//! are; later issues add broker registration, partition changes (ISR, leader), producer-id
+//! blocks, ACLs and SCRAM credentials as new variants.
+//! References: KIP-631 "The Quorum-based Kafka Controller", section "Record Formats".
+
+use super::image::TopicId;
+use super::placement::Placement;
+use wire::ids::PartitionId;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataRecord {
+    /// A new topic with no partitions yet.
+    Topic { name: String, topic_id: TopicId },
+    /// A topic's next partition: `partition` must equal the topic's partition count.
+    Partition { topic_id: TopicId, partition: PartitionId, placement: Placement },
+    /// A topic config override set (`Some`) or removed (`None`).
+    TopicConfig { topic: String, key: String, value: Option<String> },
+    /// A topic and all its partitions and configs removed.
+    RemoveTopic { topic_id: TopicId },
+}

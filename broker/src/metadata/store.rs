@@ -1,0 +1,188 @@
+//! `strata-metadata.json`: the metadata image on disk, written atomically (temp file, fsync,
+//! rename, directory fsync) by the metadata service before a change is acknowledged.
+//!
+//! Format 2 (this version): `{"format": 2, "version": N, "cluster_id": "...", "topics": {name:
+//! {"name", "topic_id": [16 bytes], "configs": {key: value}, "partitions": [{"leader": node,
+//! "shard": shard, "leader_epoch": epoch, "replicas": [node, ...]}, ...]}}}`.
+//! Format 1 (before placement was stored) has `"partitions": <count>` and no `format` key; it is
+//! read with each partition given its initial placement (the hash it was owned by), and the
+//! caller rewrites the file in format 2.
+//! Invariant: `load(to_json(image)) == image`.
+
+use super::image::{MetadataImage, TopicImage};
+use super::placement::{Placement, PlacementPolicy};
+use serde::{Deserialize, Serialize};
+use shard::runtime::ShardId;
+use std::collections::BTreeMap;
+use wire::ids::{LeaderEpoch, NodeId};
+
+pub const METADATA_FILE: &str = "strata-metadata.json";
+pub const FORMAT: u32 = 2;
+
+#[derive(Serialize, Deserialize)]
+struct StoredPlacement {
+    leader: i32,
+    shard: u16,
+    leader_epoch: i32,
+    replicas: Vec<i32>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum StoredPartitions {
+    /// Format 1: a count, placed by hash.
+    Count(i32),
+    Placed(Vec<StoredPlacement>),
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredTopic {
+    name: String,
+    topic_id: [u8; 16],
+    partitions: StoredPartitions,
+    #[serde(default)]
+    configs: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredImage {
+    #[serde(default = "format_one")]
+    format: u32,
+    version: u64,
+    cluster_id: String,
+    topics: BTreeMap<String, StoredTopic>,
+}
+
+fn format_one() -> u32 {
+    1
+}
+
+/// A fresh cluster: a new random cluster id, no topics.
+pub fn new_cluster() -> MetadataImage {
+    let id = uuid::Uuid::new_v4();
+    MetadataImage { version: 0, cluster_id: short_id(id.as_bytes()), topics: BTreeMap::new() }
+}
+
+/// Kafka-style cluster id: base64url of 16 bytes, without padding (22 characters).
+fn short_id(bytes: &[u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bits: u128 = u128::from_be_bytes(*bytes);
+    let mut out = String::with_capacity(22);
+    for _ in 0..22 {
+        out.push(char::from(ALPHABET[(bits & 63) as usize]));
+        bits >>= 6;
+    }
+    out
+}
+
+pub fn to_json(image: &MetadataImage) -> Vec<u8> {
+    let stored = StoredImage {
+        format: FORMAT,
+        version: image.version,
+        cluster_id: image.cluster_id.clone(),
+        topics: image
+            .topics
+            .iter()
+            .map(|(name, topic)| {
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|p| StoredPlacement {
+                        leader: p.leader.0,
+                        shard: p.shard.0,
+                        leader_epoch: p.leader_epoch.0,
+                        replicas: p.replicas.iter().map(|node| node.0).collect(),
+                    })
+                    .collect();
+                let stored = StoredTopic {
+                    name: topic.name.clone(),
+                    topic_id: topic.topic_id,
+                    partitions: StoredPartitions::Placed(partitions),
+                    configs: topic.configs.clone(),
+                };
+                (name.clone(), stored)
+            })
+            .collect(),
+    };
+    serde_json::to_vec_pretty(&stored).unwrap_or_default()
+}
+
+/// Reads the file; a format-1 file is placed with `policy` and reported as `migrated` (the
+/// caller rewrites it).
+pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, bool), String> {
+    let stored: StoredImage = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if stored.format > FORMAT {
+        return Err(format!(
+            "metadata format {} is newer than this strata understands ({FORMAT})",
+            stored.format
+        ));
+    }
+    let mut migrated = false;
+    let mut topics = BTreeMap::new();
+    for (name, topic) in stored.topics {
+        let partitions = match topic.partitions {
+            StoredPartitions::Count(count) => {
+                migrated = true;
+                (0..count.max(0)).map(|p| policy.initial(&name, p)).collect()
+            }
+            StoredPartitions::Placed(list) => list
+                .into_iter()
+                .map(|p| Placement {
+                    leader: NodeId(p.leader),
+                    shard: ShardId(p.shard),
+                    leader_epoch: LeaderEpoch(p.leader_epoch),
+                    replicas: p.replicas.into_iter().map(NodeId).collect(),
+                })
+                .collect(),
+        };
+        let image_topic = TopicImage {
+            name: topic.name,
+            topic_id: topic.topic_id,
+            partitions,
+            configs: topic.configs,
+        };
+        topics.insert(name, image_topic);
+    }
+    let image = MetadataImage { cluster_id: stored.cluster_id, version: stored.version, topics };
+    Ok((image, migrated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: PlacementPolicy = PlacementPolicy { node: NodeId(0), shard_count: 2 };
+
+    #[test]
+    fn images_round_trip_through_json() {
+        let mut image = new_cluster();
+        assert_eq!(image.cluster_id.len(), 22);
+        image.topics.insert(
+            "a".into(),
+            TopicImage {
+                name: "a".into(),
+                topic_id: [5; 16],
+                partitions: (0..3).map(|p| POLICY.initial("a", p)).collect(),
+                configs: [("retention.ms".to_string(), "1".to_string())].into(),
+            },
+        );
+        image.version = 9;
+        assert_eq!(load(&to_json(&image), POLICY), Ok((image, false)));
+        assert!(load(b"{garbage", POLICY).is_err());
+    }
+
+    #[test]
+    fn a_format_one_file_is_placed_by_the_hash_it_was_owned_by() {
+        let old = br#"{"version": 3, "cluster_id": "abc", "topics": {"t": {"name": "t",
+            "topic_id": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16], "partitions": 4,
+            "configs": {"retention.ms": "5"}}}}"#;
+        let (image, migrated) = load(old, POLICY).expect("format 1 loads");
+        assert!(migrated);
+        let topic = image.topic("t").expect("topic");
+        let expected: Vec<Placement> = (0..4).map(|p| POLICY.initial("t", p)).collect();
+        assert_eq!(topic.partitions, expected);
+        assert_eq!(image.version, 3);
+        let newer = br#"{"format": 3, "version": 1, "cluster_id": "x", "topics": {}}"#;
+        assert!(load(newer, POLICY).unwrap_err().contains("newer"));
+    }
+}

@@ -1,0 +1,297 @@
+//! `Node`: this broker as one shard sees it, the context every handler receives.
+//!
+//! Owns: the shard's services (built and registered on the mesh at startup), its metadata view,
+//! its counters and clock, and routing: a partition's owner comes from its placement in the
+//! metadata image, a group's coordinator from the placement of its `__consumer_offsets`
+//! partition, producer ids and metadata changes from shard 0. Handlers reach services only
+//! through the typed calls here, never through a service's state.
+//! Generic over the storage, so the same node runs on real files (`DmaStorage`) in the binary
+//! and on the simulated disk (`SimStorage`) in in-process tests (`crate::in_process`).
+//! Runs on: one shard (`Rc`).
+
+use crate::clock::Clock;
+use crate::config::BrokerConfig;
+use crate::error::{BrokerError, GroupError, Result};
+use crate::mesh::{Mesh, MeshReceivers};
+use crate::metadata::decide::MetadataChange;
+use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
+use crate::metadata::{MetadataImage, PlacementPolicy};
+use crate::services::groups::{GroupConfig, GroupRequest, GroupResponse, GroupService};
+use crate::services::metadata::{
+    MetadataRequest, MetadataResponse, MetadataService, MetadataView, METADATA_SHARD,
+};
+use crate::services::partitions::waits::{PartitionWaits, WaitForAppend};
+use crate::services::partitions::{
+    PartitionRequest, PartitionResponse, PartitionService, PartitionServiceParts,
+};
+use crate::services::producer_ids::{InitProducerId, ProducerIdService};
+use crate::services::stats::{StatsReport, StatsService};
+use crate::stats::ShardStats;
+use shard::io::Storage;
+use shard::runtime::ShardId;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use wire::ids::{NodeId, TopicPartition};
+
+/// How often the maintenance task runs interval flushes (retention runs on its own interval).
+pub const MAINTENANCE_INTERVAL_MS: u64 = 1000;
+
+/// What a node is built from.
+pub struct NodeParts<S: Storage> {
+    pub config: Arc<BrokerConfig>,
+    pub storage: S,
+    pub mesh: Mesh,
+    pub clock: Clock,
+}
+
+pub struct Node<S: Storage> {
+    pub config: Arc<BrokerConfig>,
+    pub clock: Clock,
+    pub stats: Rc<ShardStats>,
+    pub mesh: Rc<Mesh>,
+    view: Rc<MetadataView>,
+    partitions: Rc<PartitionService<S>>,
+    groups: Rc<GroupService<S>>,
+    metadata: Rc<MetadataService<S>>,
+    /// Client requests this shard is handling now (read, not yet answered); shutdown waits for
+    /// them to drain.
+    requests_in_progress: Cell<usize>,
+}
+
+fn unexpected(service: &str) -> BrokerError {
+    BrokerError::MetadataUnavailable(format!("the {service} service answered another request"))
+}
+
+impl<S: Storage> Node<S> {
+    /// Builds this shard's services and registers them on its mesh (producer ids on shard 0).
+    pub async fn build(parts: NodeParts<S>) -> Result<Rc<Self>, String> {
+        let NodeParts { config, storage, mesh, clock } = parts;
+        let mesh = Rc::new(mesh);
+        let stats = Rc::new(ShardStats::default());
+        let node = NodeId(config.node_id);
+        let partitions = Rc::new(PartitionService::new(PartitionServiceParts {
+            shard: mesh.id(),
+            node,
+            storage: storage.clone(),
+            data_dir: config.data_dir.clone(),
+            cache_bytes: config.cache_bytes,
+            stats: stats.clone(),
+            clock: clock.clone(),
+        }));
+        let group_config = GroupConfig {
+            initial_rebalance_delay_ms: config.initial_rebalance_delay_ms,
+            offsets_retention_ms: config.offsets_retention_ms,
+            offsets_compact_bytes: config.offsets_compact_bytes,
+        };
+        let groups = Rc::new(GroupService::new(partitions.clone(), group_config, clock.clone()));
+        let view = Rc::new(MetadataView::default());
+        let policy = PlacementPolicy { node, shard_count: mesh.shard_count() };
+        let metadata = Rc::new(MetadataService::new(
+            view.clone(),
+            partitions.clone(),
+            mesh.clone(),
+            config.data_dir.clone(),
+            policy,
+        ));
+        mesh.register(partitions.clone());
+        mesh.register(Rc::new(PartitionWaits::new(partitions.clone())));
+        mesh.register(groups.clone());
+        mesh.register(metadata.clone());
+        mesh.register(Rc::new(StatsService::new(
+            stats.clone(),
+            partitions.clone(),
+            groups.clone(),
+            mesh.clone(),
+        )));
+        if mesh.id() == METADATA_SHARD {
+            let producer_ids = ProducerIdService::load(storage, &config.data_dir).await?;
+            mesh.register(Rc::new(producer_ids));
+        }
+        Ok(Rc::new(Node {
+            config,
+            clock,
+            stats,
+            mesh,
+            view,
+            partitions,
+            groups,
+            metadata,
+            requests_in_progress: Cell::new(0),
+        }))
+    }
+
+    /// Takes the startup image (shard 0 first persists it when `persist`), opens this shard's
+    /// partitions, replays its groups, and starts the mesh receivers and the timers.
+    pub async fn start(
+        self: &Rc<Self>,
+        image: MetadataImage,
+        persist: bool,
+        receivers: Option<MeshReceivers>,
+    ) -> Result<(), String> {
+        let shard = self.mesh.id().0;
+        if persist && self.mesh.id() == METADATA_SHARD {
+            self.metadata.persist(&image).await?;
+        }
+        self.metadata.adopt_local(image).await.map_err(|e| format!("shard {shard}: {e}"))?;
+        let replayed = self
+            .groups
+            .replay()
+            .await
+            .map_err(|e| format!("shard {shard}: replaying offsets: {e}"))?;
+        if replayed > 0 {
+            tracing::info!(shard, records = replayed, "committed offsets replayed");
+        }
+        if let Some(receivers) = receivers {
+            self.mesh.start(receivers);
+        }
+        shard::runtime::spawn(self.clone().maintenance()).detach();
+        shard::runtime::spawn(self.groups.clone().tick()).detach();
+        Ok(())
+    }
+
+    /// Flush-interval syncs, compaction and retention of this shard's partitions, forever.
+    async fn maintenance(self: Rc<Self>) {
+        let mut last_retention = self.clock.now_ms();
+        loop {
+            let interval = (self.config.retention_check_interval_ms.max(0) as u64)
+                .clamp(10, MAINTENANCE_INTERVAL_MS);
+            shard::runtime::sleep(Duration::from_millis(interval)).await;
+            let now = self.clock.now_ms();
+            let retention_due = now - last_retention >= self.config.retention_check_interval_ms;
+            self.partitions.maintain(retention_due).await;
+            if retention_due {
+                last_retention = now;
+            }
+        }
+    }
+
+    /// Clean close of this shard's partitions (shutdown).
+    pub async fn close(&self) {
+        self.partitions.close_all().await;
+    }
+
+    pub fn shard(&self) -> ShardId {
+        self.mesh.id()
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        NodeId(self.config.node_id)
+    }
+
+    pub fn metadata(&self) -> Rc<MetadataImage> {
+        self.view.current()
+    }
+
+    /// (usable, total) bytes of the data directory's file system.
+    pub fn disk_space(&self) -> std::io::Result<(u64, u64)> {
+        self.partitions.storage().space(&self.config.data_dir)
+    }
+
+    pub fn requests_in_progress(&self) -> usize {
+        self.requests_in_progress.get()
+    }
+
+    /// Counts a client request from decode to answer (see `InProgress`).
+    pub fn request_started(&self) -> InProgress<'_, S> {
+        self.requests_in_progress.set(self.requests_in_progress.get() + 1);
+        InProgress(self)
+    }
+
+    /// The shard that owns `partition`, from its placement.
+    pub fn partition_owner(&self, partition: &TopicPartition) -> Result<ShardId> {
+        let image = self.metadata();
+        let placement = image
+            .placement(partition)
+            .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))?;
+        if placement.leader != self.node_id() {
+            return Err(BrokerError::NotLeader(partition.to_string()));
+        }
+        Ok(placement.shard)
+    }
+
+    /// The shard coordinating `group` (the owner of its `__consumer_offsets` partition).
+    pub fn group_coordinator(&self, group: &str) -> Result<ShardId> {
+        let partition = TopicPartition::new(OFFSETS_TOPIC, partition_for_group(group));
+        self.partition_owner(&partition)
+            .map_err(|_| BrokerError::Group(GroupError::CoordinatorNotAvailable))
+    }
+
+    /// A request for `partition`'s owner.
+    pub async fn partition_call(
+        &self,
+        partition: &TopicPartition,
+        request: PartitionRequest,
+    ) -> Result<PartitionResponse> {
+        let owner = self.partition_owner(partition)?;
+        Ok(self.mesh.call::<PartitionService<S>>(owner, request).await?)
+    }
+
+    /// The same request to every shard's partition service.
+    pub async fn partition_call_all(
+        &self,
+        request: impl Fn() -> PartitionRequest,
+    ) -> Vec<Result<PartitionResponse>> {
+        let answers = self.mesh.call_all::<PartitionService<S>>(request).await;
+        answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
+    }
+
+    /// Waits (at most `wait_ms`) on `partition`'s owner for an append past `offset`.
+    pub async fn wait_for_append(&self, partition: &TopicPartition, offset: i64, wait_ms: u64) {
+        let Ok(owner) = self.partition_owner(partition) else { return };
+        let request = WaitForAppend { partition: partition.clone(), offset, wait_ms };
+        let _ = self.mesh.call::<PartitionWaits<S>>(owner, request).await;
+    }
+
+    /// A request for `group`'s coordinator.
+    pub async fn group_call(&self, group: &str, request: GroupRequest) -> Result<GroupResponse> {
+        let coordinator = self.group_coordinator(group)?;
+        Ok(self.mesh.call::<GroupService<S>>(coordinator, request).await?)
+    }
+
+    /// The same request to every shard's group coordinator.
+    pub async fn group_call_all(
+        &self,
+        request: impl Fn() -> GroupRequest,
+    ) -> Vec<Result<GroupResponse>> {
+        let answers = self.mesh.call_all::<GroupService<S>>(request).await;
+        answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
+    }
+
+    /// Decides, persists and publishes a metadata change on shard 0; a result per item.
+    pub async fn change_metadata(&self, change: MetadataChange) -> Vec<Result<()>> {
+        let request = MetadataRequest::Change(change);
+        match self.mesh.call::<MetadataService<S>>(METADATA_SHARD, request).await {
+            Ok(MetadataResponse::Changed(results)) => results,
+            Ok(MetadataResponse::Applied(_)) => vec![Err(unexpected("metadata"))],
+            Err(error) => vec![Err(BrokerError::from(error))],
+        }
+    }
+
+    /// A producer id and epoch from shard 0's allocator.
+    pub async fn init_producer_id(&self, producer_id: i64, epoch: i16) -> Result<(i64, i16)> {
+        let request = InitProducerId { producer_id, epoch };
+        self.mesh.call::<ProducerIdService<S>>(METADATA_SHARD, request).await?
+    }
+
+    /// Every shard's counters (shards that do not answer are left out).
+    pub async fn stats_all(&self) -> Vec<(ShardId, Box<StatsReport>)> {
+        let answers = self.mesh.call_all::<StatsService<S>>(|| ()).await;
+        self.mesh
+            .shards()
+            .zip(answers)
+            .filter_map(|(shard, answer)| answer.ok().map(|report| (shard, report)))
+            .collect()
+    }
+}
+
+/// Counts a request in `Node::requests_in_progress` until dropped.
+pub struct InProgress<'a, S: Storage>(&'a Node<S>);
+
+impl<S: Storage> Drop for InProgress<'_, S> {
+    fn drop(&mut self) {
+        let node = self.0;
+        node.requests_in_progress.set(node.requests_in_progress.get().saturating_sub(1));
+    }
+}

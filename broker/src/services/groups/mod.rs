@@ -1,0 +1,347 @@
+//! The group coordinator service: consumer groups and their committed offsets.
+//!
+//! Owns, on the shard that owns a group's partition of `__consumer_offsets` (partition =
+//! Java `String.hashCode(group)` mod 50, as Kafka places groups; see
+//! `metadata::internal::partition_for_group`): the group's membership (`state_machine`, driven
+//! by `coordinator`), its committed offsets, and their durable records in that partition
+//! (`offsets`, `stored`), replayed at startup. A timer (`tick`) expires sessions, completes
+//! joins whose deadline passed, expires old offsets, stores changed groups and compacts the
+//! offsets partitions.
+//! Invariants: a group lives on exactly one shard; every commit and group record is synced to
+//! `__consumer_offsets` before it is acknowledged; errors are typed (`GroupError`), and only
+//! `error.rs` turns them into Kafka codes.
+//! Runs on: every shard, for the groups it coordinates.
+
+mod coordinator;
+pub mod offsets;
+pub mod state_machine;
+pub mod stored;
+
+pub use coordinator::{Described, DescribedMember};
+pub use offsets::{Committed, OFFSET_METADATA_BYTES_MAX};
+pub use state_machine::{Assignment, JoinOutcome, JoinRequest};
+
+use crate::clock::Clock;
+use crate::error::{BrokerError, GroupError, Result};
+use crate::mesh::Service;
+use crate::metadata::internal::OFFSETS_TOPIC;
+use crate::services::partitions::PartitionService;
+use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
+use offsets::OffsetTable;
+use shard::io::Storage;
+use state_machine::Group;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+use wire::ids::TopicPartition;
+
+/// How often the coordinator checks sessions and rebalance deadlines.
+pub const GROUP_TICK_MS: u64 = 100;
+/// Ticks between offset-expiry and compaction checks (once a second).
+const OFFSET_EXPIRY_TICKS: u64 = 1000 / GROUP_TICK_MS;
+
+/// Whether `group` can be coordinated: not empty, and without NUL (the separator of its
+/// `__consumer_offsets` record keys, so such an id could not be replayed).
+pub fn valid_group_id(group: &str) -> bool {
+    !group.is_empty() && !group.contains('\0')
+}
+
+/// A group and the event its waiters (JoinGroup, SyncGroup) listen on.
+pub struct GroupCell {
+    group: RefCell<Group>,
+    changed: event_listener::Event,
+}
+
+impl GroupCell {
+    fn with(group: Group) -> Self {
+        GroupCell { group: RefCell::new(group), changed: event_listener::Event::new() }
+    }
+
+    fn notify(&self) {
+        self.changed.notify(usize::MAX);
+    }
+}
+
+/// The coordinator's settings (from the broker configuration).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupConfig {
+    /// Kafka's `group.initial.rebalance.delay.ms`.
+    pub initial_rebalance_delay_ms: u64,
+    /// Kafka's `offsets.retention.minutes`, in milliseconds.
+    pub offsets_retention_ms: u64,
+    /// An `__consumer_offsets` partition larger than this is compacted (strata).
+    pub offsets_compact_bytes: u64,
+}
+
+pub enum GroupRequest {
+    Join(JoinRequest),
+    Sync {
+        group: String,
+        member_id: String,
+        instance_id: Option<String>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+    },
+    Heartbeat {
+        group: String,
+        member_id: String,
+        instance_id: Option<String>,
+        generation: i32,
+    },
+    Leave {
+        group: String,
+        member_ids: Vec<String>,
+    },
+    Describe {
+        group: String,
+    },
+    /// (group, state) of every group this shard coordinates; a group with only committed
+    /// offsets is Empty.
+    List,
+    Commit {
+        group: String,
+        member_id: String,
+        instance_id: Option<String>,
+        generation: i32,
+        entries: Vec<(TopicPartition, Committed)>,
+    },
+    /// `None`: every committed partition of the group.
+    FetchOffsets {
+        group: String,
+        wanted: Option<Vec<TopicPartition>>,
+    },
+    /// Deletes the group's offsets (all, with the group, or some partitions); refused while it
+    /// has members.
+    DeleteOffsets {
+        group: String,
+        partitions: Option<Vec<TopicPartition>>,
+    },
+    /// (group, partition, committed offset) of every group here, for the lag metric.
+    Committed,
+}
+
+pub enum GroupResponse {
+    Join(JoinOutcome),
+    Sync(std::result::Result<Assignment, GroupError>),
+    Heartbeat(std::result::Result<(), GroupError>),
+    Leave(Vec<std::result::Result<(), GroupError>>),
+    Described(Described),
+    List(Vec<(String, &'static str)>),
+    Commit(Result<()>),
+    FetchOffsets(Vec<(TopicPartition, Committed)>),
+    DeleteOffsets(Result<Vec<TopicPartition>>),
+    Committed(Vec<(String, TopicPartition, i64)>),
+}
+
+pub struct GroupService<S: Storage> {
+    partitions: Rc<PartitionService<S>>,
+    config: GroupConfig,
+    clock: Clock,
+    /// Committed offsets of the groups this shard coordinates.
+    offsets: RefCell<OffsetTable>,
+    /// Serializes commits, deletions and compactions of the offsets table.
+    offsets_lock: async_lock::Mutex<()>,
+    groups: RefCell<HashMap<String, Rc<GroupCell>>>,
+}
+
+impl<S: Storage> GroupService<S> {
+    pub fn new(partitions: Rc<PartitionService<S>>, config: GroupConfig, clock: Clock) -> Self {
+        GroupService {
+            partitions,
+            config,
+            clock,
+            offsets: RefCell::new(HashMap::new()),
+            offsets_lock: async_lock::Mutex::new(()),
+            groups: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn cell(&self, group: &str) -> Option<Rc<GroupCell>> {
+        self.groups.borrow().get(group).cloned()
+    }
+
+    fn cell_or_new(&self, group: &str) -> Rc<GroupCell> {
+        self.groups
+            .borrow_mut()
+            .entry(group.to_string())
+            .or_insert_with(|| Rc::new(GroupCell::with(Group::empty())))
+            .clone()
+    }
+
+    fn member_count(&self, group: &str) -> usize {
+        self.cell(group).map(|cell| cell.group.borrow().members.len()).unwrap_or(0)
+    }
+
+    async fn answer(&self, request: GroupRequest) -> GroupResponse {
+        match request {
+            GroupRequest::Join(request) => GroupResponse::Join(self.join(request).await),
+            GroupRequest::Sync { group, member_id, instance_id, generation, assignments } => {
+                let sync = self
+                    .sync(&group, &member_id, instance_id.as_deref(), generation, assignments)
+                    .await;
+                GroupResponse::Sync(sync)
+            }
+            GroupRequest::Heartbeat { group, member_id, instance_id, generation } => {
+                GroupResponse::Heartbeat(self.heartbeat(
+                    &group,
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                ))
+            }
+            GroupRequest::Leave { group, member_ids } => {
+                GroupResponse::Leave(self.leave(&group, &member_ids))
+            }
+            GroupRequest::Describe { group } => GroupResponse::Described(self.describe(&group)),
+            GroupRequest::List => GroupResponse::List(self.list()),
+            GroupRequest::Commit { group, member_id, instance_id, generation, entries } => {
+                let checked =
+                    self.check_commit(&group, &member_id, instance_id.as_deref(), generation);
+                GroupResponse::Commit(match checked {
+                    Err(error) => Err(BrokerError::Group(error)),
+                    Ok(()) => self.commit(&group, entries).await,
+                })
+            }
+            GroupRequest::FetchOffsets { group, wanted } => {
+                GroupResponse::FetchOffsets(self.fetch_offsets(&group, wanted))
+            }
+            GroupRequest::DeleteOffsets { group, partitions } => {
+                GroupResponse::DeleteOffsets(self.delete_group_offsets(&group, partitions).await)
+            }
+            GroupRequest::Committed => GroupResponse::Committed(self.committed()),
+        }
+    }
+
+    fn fetch_offsets(
+        &self,
+        group: &str,
+        wanted: Option<Vec<TopicPartition>>,
+    ) -> Vec<(TopicPartition, Committed)> {
+        let table = self.offsets.borrow();
+        let Some(committed) = table.get(group) else { return Vec::new() };
+        match wanted {
+            Some(wanted) => wanted
+                .into_iter()
+                .filter_map(|key| committed.get(&key).map(|entry| (key, entry.clone())))
+                .collect(),
+            None => committed.iter().map(|(key, entry)| (key.clone(), entry.clone())).collect(),
+        }
+    }
+
+    /// DeleteGroups (`partitions` None) and OffsetDelete: only for groups without members.
+    async fn delete_group_offsets(
+        &self,
+        group: &str,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Result<Vec<TopicPartition>> {
+        let members = self.member_count(group);
+        let known = self.offsets.borrow().contains_key(group) || self.cell(group).is_some();
+        if !known {
+            return Err(BrokerError::Group(GroupError::GroupIdNotFound));
+        }
+        if members > 0 {
+            return Err(BrokerError::Group(GroupError::NonEmptyGroup));
+        }
+        let whole_group = partitions.is_none();
+        let deleted = self.delete_offsets(group, partitions).await?;
+        if whole_group || !self.offsets.borrow().contains_key(group) {
+            self.groups.borrow_mut().remove(group);
+        }
+        Ok(deleted)
+    }
+
+    fn list(&self) -> Vec<(String, &'static str)> {
+        let mut listed: std::collections::BTreeMap<String, &'static str> = self
+            .offsets
+            .borrow()
+            .keys()
+            .map(|group| (group.clone(), state_machine::State::Empty.name()))
+            .collect();
+        for (name, cell) in self.groups.borrow().iter() {
+            listed.insert(name.clone(), cell.group.borrow().state.name());
+        }
+        listed.into_iter().collect()
+    }
+
+    fn committed(&self) -> Vec<(String, TopicPartition, i64)> {
+        self.offsets
+            .borrow()
+            .iter()
+            .flat_map(|(group, map)| {
+                map.iter().map(move |(key, entry)| (group.clone(), key.clone(), entry.offset))
+            })
+            .collect()
+    }
+
+    /// Writes the metadata record of groups that changed since their last one and are now
+    /// Stable or Empty (a static member's new id, the last member gone); a generation still
+    /// forming is written when its SyncGroup completes.
+    async fn store_dirty_groups(&self) {
+        let dirty: Vec<String> = self
+            .groups
+            .borrow()
+            .iter()
+            .filter(|(_, cell)| {
+                let group = cell.group.borrow();
+                group.dirty
+                    && matches!(
+                        group.state,
+                        state_machine::State::Stable | state_machine::State::Empty
+                    )
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for group in dirty {
+            if let Err(error) = self.store_group(&group).await {
+                tracing::warn!(%group, %error, "storing group metadata failed; will retry");
+            }
+        }
+    }
+
+    /// One timer step: sessions and join deadlines of every group, and once a second offset
+    /// expiry and compaction.
+    pub async fn tick_once(&self, ticks: u64) {
+        if ticks.is_multiple_of(OFFSET_EXPIRY_TICKS) {
+            self.expire_offsets().await;
+            for (partition, _) in self.partitions.local_of_topic(OFFSETS_TOPIC) {
+                if let Err(error) = self.compact(&partition).await {
+                    tracing::warn!(%partition, %error, "compacting committed offsets failed");
+                }
+            }
+        }
+        self.store_dirty_groups().await;
+        let now = self.clock.now();
+        let cells: Vec<Rc<GroupCell>> = self.groups.borrow().values().cloned().collect();
+        for cell in cells {
+            let changed = cell.group.borrow_mut().tick(now);
+            if changed {
+                cell.notify();
+            }
+        }
+    }
+
+    /// The timer, forever.
+    pub async fn tick(self: Rc<Self>) {
+        let mut ticks: u64 = 0;
+        loop {
+            shard::runtime::sleep(Duration::from_millis(GROUP_TICK_MS)).await;
+            ticks += 1;
+            self.tick_once(ticks).await;
+        }
+    }
+}
+
+impl<S: Storage> Service for GroupService<S> {
+    type Request = GroupRequest;
+    type Response = GroupResponse;
+    const NAME: &'static str = "groups";
+    /// Joins and syncs wait for their generation (up to the rebalance timeout), so this bound
+    /// is larger than a group's member limit.
+    const IN_PROGRESS_MAX: usize = 16_384;
+
+    fn handle(self: Rc<Self>, request: GroupRequest) -> LocalBoxFuture<'static, GroupResponse> {
+        Box::pin(async move { self.answer(request).await })
+    }
+}

@@ -1,0 +1,619 @@
+//! The classic consumer-group protocol as a state machine with no I/O and no clock of its own:
+//! every operation takes `now`, and the coordinator (`coordinator`) does the waiting, the
+//! storing and the waking. So every transition can be driven step by step by a seeded test.
+//!
+//! States as Kafka's GroupCoordinator: Empty → PreparingRebalance (members (re)join; the first
+//! rebalance of an empty group waits `group.initial.rebalance.delay.ms`) → CompletingRebalance
+//! (the generation is formed; the leader computes assignments) → Stable (SyncGroup delivered
+//! them, after the coordinator stored the generation). Members are evicted after
+//! `session.timeout.ms` without a heartbeat; a member that does not rejoin within the
+//! rebalance timeout is dropped from the new generation.
+//! Assignors run in the clients: the broker relays the leader's assignments byte for byte, so
+//! range, round-robin and cooperative-sticky all work. Static members (KIP-345,
+//! `group.instance.id`) that rejoin within their session keep their place without a
+//! rebalance; an old incarnation is answered FENCED_INSTANCE_ID. Not yet: KIP-848.
+//! References: Kafka `GroupCoordinator` / `GroupMetadata` (classic protocol), KIP-345, KIP-394.
+
+use crate::error::GroupError;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Kafka's `group.initial.rebalance.delay.ms` default (the broker key overrides it).
+pub const INITIAL_REBALANCE_DELAY_MS_DEFAULT: u64 = 3000;
+/// Kafka's `group.max.size` is unlimited by default; strata bounds it.
+pub const GROUP_MEMBERS_MAX: usize = 1000;
+/// Largest protocol metadata or assignment accepted from a member.
+pub const MEMBER_METADATA_BYTES_MAX: usize = 1 << 20;
+/// Kafka's bounds on session timeouts (`group.min/max.session.timeout.ms`).
+pub const SESSION_TIMEOUT_MS_MIN: i32 = 1000;
+pub const SESSION_TIMEOUT_MS_MAX: i32 = 1_800_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Empty => "Empty",
+            State::PreparingRebalance => "PreparingRebalance",
+            State::CompletingRebalance => "CompletingRebalance",
+            State::Stable => "Stable",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+    pub last_seen: Instant,
+    /// Joined (or rejoined) for the generation being formed.
+    pub joined: bool,
+}
+
+impl Member {
+    /// This member's metadata for `protocol` (empty when it does not support it).
+    pub fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(name, _)| name == protocol)
+            .map(|(_, md)| md.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// A JoinGroup as the coordinator sees it.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    pub group: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// The JoinGroup version (v4+ gets MEMBER_ID_REQUIRED first, KIP-394).
+    pub version: i16,
+}
+
+/// A member's place in a formed generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    pub generation: i32,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub leader: String,
+    /// Only for the leader: every member with its metadata for the chosen protocol.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+/// What a JoinGroup is answered: the member's id (also on errors, for MEMBER_ID_REQUIRED) and
+/// its place or the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinOutcome {
+    pub member_id: String,
+    pub result: Result<Joined, GroupError>,
+}
+
+impl JoinOutcome {
+    fn failed(member_id: String, error: GroupError) -> Self {
+        JoinOutcome { member_id, result: Err(error) }
+    }
+}
+
+/// The first step of a join.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinStep {
+    /// Answer now.
+    Done(JoinOutcome),
+    /// The member is in; its answer comes when the generation forms (`join_outcome`).
+    Wait { member_id: String },
+}
+
+/// What a SyncGroup gets: its assignment with the group's protocol type and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub assignment: Bytes,
+    pub protocol_type: String,
+    pub protocol: String,
+}
+
+/// The first step of a sync.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncStep {
+    /// The leader handed in the assignments: store the generation, then `stored`.
+    Store,
+    /// Wait until the group is Stable (`sync_outcome`).
+    Wait,
+}
+
+#[derive(Debug)]
+pub struct Group {
+    pub state: State,
+    pub generation: i32,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub leader: String,
+    pub members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED and not yet used.
+    pub pending_ids: Vec<String>,
+    pub rebalance_deadline: Option<Instant>,
+    pub join_outcomes: BTreeMap<String, Joined>,
+    /// Changed since its metadata record was last written (see `stored`).
+    pub dirty: bool,
+    /// The metadata record value last written for this group (rewritten by compaction).
+    pub stored_value: Option<Bytes>,
+    next_member: u64,
+    /// Makes member ids unique across coordinator restarts.
+    id_salt: u64,
+}
+
+impl Group {
+    pub fn empty() -> Self {
+        Self::with_salt(rand::random())
+    }
+
+    /// An empty group whose member ids derive from `salt` (reproducible in tests).
+    pub fn with_salt(salt: u64) -> Self {
+        Group {
+            state: State::Empty,
+            generation: 0,
+            protocol_type: String::new(),
+            protocol: String::new(),
+            leader: String::new(),
+            members: BTreeMap::new(),
+            pending_ids: Vec::new(),
+            rebalance_deadline: None,
+            join_outcomes: BTreeMap::new(),
+            dirty: false,
+            stored_value: None,
+            next_member: 0,
+            id_salt: salt,
+        }
+    }
+
+    pub fn new_member_id(&mut self, client_id: &str) -> String {
+        self.next_member += 1;
+        let mixed = self.id_salt ^ self.next_member.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        format!("{client_id}-{}-{mixed:016x}", self.next_member)
+    }
+
+    /// FENCED_INSTANCE_ID when `instance` now belongs to another member id (an old incarnation
+    /// of a static member still talking).
+    fn fenced(&self, member_id: &str, instance: Option<&str>) -> bool {
+        instance.is_some_and(|instance| {
+            self.members
+                .values()
+                .any(|m| m.instance_id.as_deref() == Some(instance) && m.id != member_id)
+        })
+    }
+
+    /// A JoinGroup's first step (the request already passed `check_join_request`).
+    pub fn join(&mut self, request: &JoinRequest, now: Instant, initial_delay_ms: u64) -> JoinStep {
+        let mut member_id = request.member_id.clone();
+        // Static membership (KIP-345): a known instance id takes its old place under a new
+        // member id; in a stable group with unchanged protocols nobody else rebalances.
+        if let (Some(instance), true) = (&request.instance_id, member_id.is_empty()) {
+            match self.rejoin_static(instance, request, now) {
+                Some(JoinStep::Done(outcome)) => return JoinStep::Done(outcome),
+                Some(JoinStep::Wait { member_id: fresh }) => member_id = fresh,
+                None => {
+                    // A new static member joins at once (no MEMBER_ID_REQUIRED round trip).
+                    member_id = self.new_member_id(&request.client_id);
+                    self.pending_ids.push(member_id.clone());
+                }
+            }
+        }
+        if member_id.is_empty() {
+            if self.members.len() + self.pending_ids.len() >= GROUP_MEMBERS_MAX {
+                return JoinStep::Done(JoinOutcome::failed(
+                    member_id,
+                    GroupError::GroupMaxSizeReached,
+                ));
+            }
+            member_id = self.new_member_id(&request.client_id);
+            if request.version >= 4 {
+                self.pending_ids.push(member_id.clone());
+                return JoinStep::Done(JoinOutcome::failed(
+                    member_id,
+                    GroupError::MemberIdRequired,
+                ));
+            }
+        } else if !self.members.contains_key(&member_id) && !self.pending_ids.contains(&member_id) {
+            return JoinStep::Done(JoinOutcome::failed(member_id, GroupError::UnknownMemberId));
+        }
+        if !compatible(self, &request.protocol_type, &request.protocols) {
+            return JoinStep::Done(JoinOutcome::failed(
+                member_id,
+                GroupError::InconsistentGroupProtocol,
+            ));
+        }
+        self.pending_ids.retain(|id| *id != member_id);
+        if self.members.is_empty() {
+            self.protocol_type = request.protocol_type.clone();
+        }
+        self.members.insert(
+            member_id.clone(),
+            Member {
+                id: member_id.clone(),
+                instance_id: request.instance_id.clone(),
+                client_id: request.client_id.clone(),
+                client_host: request.client_host.clone(),
+                session_timeout_ms: request.session_timeout_ms,
+                rebalance_timeout_ms: request.rebalance_timeout_ms.max(request.session_timeout_ms),
+                protocol_type: request.protocol_type.clone(),
+                protocols: request.protocols.clone(),
+                assignment: Bytes::new(),
+                last_seen: now,
+                joined: true,
+            },
+        );
+        self.prepare_rebalance(now, initial_delay_ms);
+        if let Some(member) = self.members.get_mut(&member_id) {
+            member.joined = true;
+        }
+        self.try_complete_join(now);
+        JoinStep::Wait { member_id }
+    }
+
+    /// A static member's rejoin: `None` when no member holds `instance`; otherwise the member
+    /// moves under a fresh id, and keeps its place at once when nothing else changed.
+    fn rejoin_static(
+        &mut self,
+        instance: &str,
+        request: &JoinRequest,
+        now: Instant,
+    ) -> Option<JoinStep> {
+        let previous = self
+            .members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance))
+            .map(|m| m.id.clone())?;
+        let fresh = self.new_member_id(&request.client_id);
+        let mut member = self.members.remove(&previous)?;
+        let unchanged = member.protocols == request.protocols;
+        member.id = fresh.clone();
+        member.last_seen = now;
+        member.protocols = request.protocols.clone();
+        self.members.insert(fresh.clone(), member);
+        if self.leader == previous {
+            self.leader = fresh.clone();
+        }
+        self.dirty = true;
+        if unchanged && matches!(self.state, State::Stable | State::CompletingRebalance) {
+            return Some(JoinStep::Done(JoinOutcome {
+                member_id: fresh,
+                result: Ok(Joined {
+                    generation: self.generation,
+                    protocol_type: self.protocol_type.clone(),
+                    protocol: self.protocol.clone(),
+                    leader: self.leader.clone(),
+                    members: Vec::new(),
+                }),
+            }));
+        }
+        Some(JoinStep::Wait { member_id: fresh })
+    }
+
+    /// A waiting join's answer, once the generation it joined has formed.
+    pub fn join_outcome(&self, member_id: &str) -> Option<JoinOutcome> {
+        if self.state != State::PreparingRebalance {
+            if let Some(joined) = self.join_outcomes.get(member_id) {
+                return Some(JoinOutcome {
+                    member_id: member_id.to_string(),
+                    result: Ok(joined.clone()),
+                });
+            }
+        }
+        if !self.members.contains_key(member_id) {
+            return Some(JoinOutcome::failed(member_id.to_string(), GroupError::UnknownMemberId));
+        }
+        None
+    }
+
+    /// A SyncGroup's first step: the member's checks, and the leader's assignments.
+    pub fn sync(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+        now: Instant,
+    ) -> Result<SyncStep, GroupError> {
+        if self.fenced(member_id, instance) {
+            return Err(GroupError::FencedInstanceId);
+        }
+        let Some(member) = self.members.get_mut(member_id) else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        if generation != self.generation {
+            return Err(GroupError::IllegalGeneration);
+        }
+        if self.state == State::PreparingRebalance {
+            return Err(GroupError::RebalanceInProgress);
+        }
+        member.last_seen = now;
+        if self.state != State::CompletingRebalance || self.leader != member_id {
+            return Ok(SyncStep::Wait);
+        }
+        for (id, assignment) in assignments {
+            if assignment.len() > MEMBER_METADATA_BYTES_MAX {
+                continue;
+            }
+            if let Some(member) = self.members.get_mut(&id) {
+                member.assignment = assignment;
+            }
+        }
+        Ok(SyncStep::Store)
+    }
+
+    /// After the leader's sync stored (or failed to store) `generation`: Stable, or a new
+    /// rebalance when it could not be stored (nobody gets an assignment that a restart forgets).
+    pub fn stored(&mut self, generation: i32, stored: bool, now: Instant) {
+        if !stored {
+            self.prepare_rebalance(now, 0);
+        } else if self.state == State::CompletingRebalance && self.generation == generation {
+            self.state = State::Stable;
+        }
+    }
+
+    /// A waiting sync's answer, once the group is Stable (or its generation is gone).
+    pub fn sync_outcome(
+        &self,
+        member_id: &str,
+        generation: i32,
+    ) -> Option<Result<Assignment, GroupError>> {
+        let Some(member) = self.members.get(member_id) else {
+            return Some(Err(GroupError::UnknownMemberId));
+        };
+        if self.generation != generation || self.state == State::PreparingRebalance {
+            return Some(Err(GroupError::RebalanceInProgress));
+        }
+        (self.state == State::Stable).then(|| {
+            Ok(Assignment {
+                assignment: member.assignment.clone(),
+                protocol_type: self.protocol_type.clone(),
+                protocol: self.protocol.clone(),
+            })
+        })
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        now: Instant,
+    ) -> Result<(), GroupError> {
+        if self.fenced(member_id, instance) {
+            return Err(GroupError::FencedInstanceId);
+        }
+        let (current_generation, state) = (self.generation, self.state);
+        let Some(member) = self.members.get_mut(member_id) else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        if generation != current_generation {
+            return Err(GroupError::IllegalGeneration);
+        }
+        member.last_seen = now;
+        if state == State::PreparingRebalance {
+            return Err(GroupError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// Removes members; an answer per member id. The rest rebalance.
+    pub fn leave(&mut self, member_ids: &[String], now: Instant) -> Vec<Result<(), GroupError>> {
+        let answers: Vec<Result<(), GroupError>> = member_ids
+            .iter()
+            .map(|id| match self.members.remove(id) {
+                Some(_) => Ok(()),
+                None => Err(GroupError::UnknownMemberId),
+            })
+            .collect();
+        if answers.iter().any(Result::is_ok) {
+            self.prepare_rebalance(now, 0);
+            self.try_complete_join(now);
+        }
+        answers
+    }
+
+    /// Kafka's rules for an OffsetCommit against the group (classic protocol).
+    pub fn check_commit(
+        &self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Result<(), GroupError> {
+        if self.fenced(member_id, instance) {
+            return Err(GroupError::FencedInstanceId);
+        }
+        if member_id.is_empty() && generation == -1 {
+            // A standalone commit: allowed while the group has no members.
+            return if self.members.is_empty() { Ok(()) } else { Err(GroupError::UnknownMemberId) };
+        }
+        if !self.members.contains_key(member_id) {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if generation != self.generation {
+            return Err(GroupError::IllegalGeneration);
+        }
+        if self.state == State::PreparingRebalance {
+            return Err(GroupError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// The timer: expires sessions (a rebalance follows) and completes a join whose deadline
+    /// passed. Returns whether anything changed.
+    pub fn tick(&mut self, now: Instant) -> bool {
+        let mut changed = false;
+        if self.expire_members(now) {
+            changed = true;
+            if self.state != State::PreparingRebalance {
+                self.prepare_rebalance(now, 0);
+            }
+        }
+        changed | self.try_complete_join(now)
+    }
+
+    /// Starts (or continues) a rebalance: everyone must (re)join by the deadline.
+    fn prepare_rebalance(&mut self, now: Instant, initial_delay_ms: u64) {
+        if self.state == State::PreparingRebalance {
+            return;
+        }
+        let wait_ms = if self.state == State::Empty {
+            initial_delay_ms
+        } else {
+            self.members.values().map(|m| m.rebalance_timeout_ms.max(0) as u64).max().unwrap_or(0)
+        };
+        self.rebalance_deadline = Some(now + Duration::from_millis(wait_ms));
+        self.state = State::PreparingRebalance;
+        for member in self.members.values_mut() {
+            member.joined = false;
+        }
+        self.join_outcomes.clear();
+    }
+
+    /// Completes the join phase if everyone rejoined (the first generation of a group waits
+    /// for its deadline, the initial rebalance delay) or the deadline passed: forms the next
+    /// generation, chooses the protocol and leader, and records each member's join answer.
+    fn try_complete_join(&mut self, now: Instant) -> bool {
+        if self.state != State::PreparingRebalance {
+            return false;
+        }
+        let everyone = self.members.values().all(|m| m.joined);
+        let deadline_passed = self.rebalance_deadline.is_some_and(|d| now >= d);
+        let first_join = self.generation == 0 || self.leader.is_empty();
+        if !(deadline_passed || (everyone && !first_join)) {
+            return false;
+        }
+        self.members.retain(|_, m| m.joined);
+        self.rebalance_deadline = None;
+        self.generation += 1;
+        if self.members.is_empty() {
+            self.state = State::Empty;
+            self.leader.clear();
+            self.dirty = true;
+            return true;
+        }
+        self.protocol = choose_protocol(&self.members);
+        if !self.members.contains_key(&self.leader) {
+            self.leader = self.members.keys().next().cloned().unwrap_or_default();
+        }
+        let everyone: Vec<(String, Option<String>, Bytes)> = self
+            .members
+            .values()
+            .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata_for(&self.protocol)))
+            .collect();
+        for member in self.members.values_mut() {
+            member.assignment = Bytes::new();
+            member.last_seen = now;
+        }
+        self.join_outcomes = self
+            .members
+            .keys()
+            .map(|id| {
+                let joined = Joined {
+                    generation: self.generation,
+                    protocol_type: self.protocol_type.clone(),
+                    protocol: self.protocol.clone(),
+                    leader: self.leader.clone(),
+                    members: if *id == self.leader { everyone.clone() } else { Vec::new() },
+                };
+                (id.clone(), joined)
+            })
+            .collect();
+        self.state = State::CompletingRebalance;
+        true
+    }
+
+    /// Drops members whose session expired; returns whether any was dropped.
+    fn expire_members(&mut self, now: Instant) -> bool {
+        let before = self.members.len();
+        let state = self.state;
+        self.members.retain(|_, m| {
+            // A member waiting in a join is alive while the rebalance runs.
+            (state == State::PreparingRebalance && m.joined)
+                || now.saturating_duration_since(m.last_seen)
+                    < Duration::from_millis(m.session_timeout_ms.max(0) as u64)
+        });
+        self.members.len() != before
+    }
+}
+
+/// Checks a JoinGroup that no group state can make valid.
+pub fn check_join_request(request: &JoinRequest) -> Result<(), GroupError> {
+    if !super::valid_group_id(&request.group) {
+        return Err(GroupError::InvalidGroupId);
+    }
+    if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&request.session_timeout_ms) {
+        return Err(GroupError::InvalidSessionTimeout);
+    }
+    if request.protocols.is_empty()
+        || request.protocols.iter().any(|(_, md)| md.len() > MEMBER_METADATA_BYTES_MAX)
+    {
+        return Err(GroupError::InconsistentGroupProtocol);
+    }
+    Ok(())
+}
+
+/// The protocol every member supports that wins a vote of each member's most preferred one
+/// (Kafka's `selectProtocol`).
+fn choose_protocol(members: &BTreeMap<String, Member>) -> String {
+    let candidates: Vec<String> = members
+        .values()
+        .next()
+        .map(|first| {
+            first
+                .protocols
+                .iter()
+                .map(|(name, _)| name.clone())
+                .filter(|name| members.values().all(|m| m.protocols.iter().any(|(n, _)| n == name)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+    for member in members.values() {
+        if let Some((name, _)) = member.protocols.iter().find(|(name, _)| candidates.contains(name))
+        {
+            *votes.entry(name.as_str()).or_default() += 1;
+        }
+    }
+    candidates
+        .iter()
+        .max_by_key(|name| {
+            (
+                votes.get(name.as_str()).copied().unwrap_or(0),
+                std::cmp::Reverse(candidates.iter().position(|c| c == *name)),
+            )
+        })
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Whether every member supports at least one protocol in common with `protocols`.
+fn compatible(group: &Group, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+    if group.members.is_empty() {
+        return true;
+    }
+    group.protocol_type == protocol_type
+        && protocols.iter().any(|(name, _)| {
+            group.members.values().all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        })
+}

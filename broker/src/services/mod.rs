@@ -1,0 +1,19 @@
+//! The owner-side services of one shard, one per domain, each with its own message type and
+//! its own state (DESIGN.md §5, "services, not one router"):
+//! - `partitions`: the partition logs this shard owns (append, read, list offsets, delete
+//!   records, producer state, sizes), and `partitions::waits`, fetch long-polls;
+//! - `metadata`: applying metadata images on every shard, and on shard 0 deciding, persisting
+//!   and publishing changes;
+//! - `groups`: the consumer-group coordinator of the groups whose `__consumer_offsets`
+//!   partition this shard owns;
+//! - `producer_ids`: InitProducerId's allocator (shard 0);
+//! - `stats`: this shard's counters for `/metrics`.
+//!
+//! Services depend on each other only downwards (metadata and groups use the local partition
+//! service; stats reads the others), never on the handlers or the connection layer.
+
+pub mod groups;
+pub mod metadata;
+pub mod partitions;
+pub mod producer_ids;
+pub mod stats;

@@ -1,0 +1,160 @@
+//! Partitions coming and going: opening the ones an image places on this shard, closing the
+//! ones it no longer does (removing the files of deleted partitions), periodic maintenance, and
+//! the clean close at shutdown.
+//!
+//! A metadata change reaches every shard in two steps (`services::metadata`): `release` on every
+//! shard first, then `adopt`, so a partition moving between shards is closed by its old owner
+//! before the new one opens its files.
+
+use super::{Partition, PartitionService, CLOSE_CONCURRENCY_MAX, OPEN_CONCURRENCY_MAX};
+use crate::metadata::{log_config, MetadataImage};
+use futures_util::StreamExt;
+use shard::io::Storage;
+use shard::{OpenOptions, PartitionLog};
+use std::rc::Rc;
+use wire::ids::TopicPartition;
+
+impl<S: Storage> PartitionService<S> {
+    fn placed_here(&self, image: &MetadataImage, partition: &TopicPartition) -> bool {
+        image
+            .placement(partition)
+            .is_some_and(|placement| placement.leader == self.node && placement.shard == self.shard)
+    }
+
+    /// Closes the partitions `image` no longer places on this shard; those whose partition no
+    /// longer exists at all (a deleted topic) also lose their files.
+    pub async fn release(&self, image: &MetadataImage) -> Result<(), String> {
+        let leaving: Vec<TopicPartition> = self
+            .partitions
+            .borrow()
+            .keys()
+            .filter(|key| !self.placed_here(image, key))
+            .cloned()
+            .collect();
+        for key in leaving {
+            let removed = self.partitions.borrow_mut().remove(&key);
+            let Some(partition) = removed else { continue };
+            let dir = partition.log.dir().to_path_buf();
+            if let Err(error) = partition.log.close().await {
+                tracing::warn!(%error, dir = %dir.display(), "closing a partition that left this shard");
+            }
+            partition.notify_appended();
+            if image.placement(&key).is_none() {
+                if let Err(error) = self.storage.remove_dir_all(&dir).await {
+                    tracing::warn!(%error, dir = %dir.display(), "removing a deleted partition");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens every partition `image` places on this shard that is not open yet, and applies
+    /// config changes to the open ones.
+    pub async fn adopt(&self, image: &MetadataImage) -> Result<(), String> {
+        let now = self.clock.now_ms();
+        let mut to_open = Vec::new();
+        for topic in image.topics.values() {
+            let config = log_config(topic);
+            for index in 0..topic.partition_count() {
+                let key = TopicPartition::new(topic.name.clone(), index);
+                if !self.placed_here(image, &key) {
+                    continue;
+                }
+                match self.local(&key) {
+                    Some(existing) if existing.log.config() != config => {
+                        existing.log.set_config(config.clone()).map_err(|e| e.to_string())?;
+                    }
+                    Some(_) => {}
+                    None => to_open.push((key, config.clone())),
+                }
+            }
+        }
+        // Opens are independent and mostly wait on small reads, so several run at once (with
+        // thousands of partitions a sequential start takes many seconds).
+        let mut opening = futures_util::stream::iter(to_open.into_iter().map(|(key, config)| {
+            let dir = self.data_dir.join(key.to_string());
+            let options = OpenOptions {
+                sync_latency_us: self.sync_latency_us.clone(),
+                config,
+                cache: self.cache.clone(),
+                now_ms: now,
+            };
+            let storage = self.storage.clone();
+            async move {
+                PartitionLog::open(storage, &dir, options)
+                    .await
+                    .map(|log| (key, log))
+                    .map_err(|e| format!("opening {}: {e}", dir.display()))
+            }
+        }))
+        .buffer_unordered(OPEN_CONCURRENCY_MAX);
+        let (mut clean, mut recovered) = (0usize, 0usize);
+        while let Some(opened) = opening.next().await {
+            let (key, log) = opened?;
+            if log.opened_clean {
+                clean += 1;
+            } else {
+                recovered += 1;
+            }
+            self.partitions.borrow_mut().insert(key, Rc::new(Partition::new(log)));
+        }
+        if clean + recovered > 0 {
+            // `recovered` counts logs that had no clean-shutdown marker (or are new) and were
+            // checked by the recovery scan.
+            tracing::info!(shard = self.shard.0, clean, recovered, "partition logs opened");
+        }
+        Ok(())
+    }
+
+    /// Interval flushes, and when `retention_due`, compaction and retention, of every owned
+    /// partition.
+    pub async fn maintain(&self, retention_due: bool) {
+        let now = self.clock.now_ms();
+        let partitions: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        for partition in partitions {
+            let dir = partition.log.dir().display().to_string();
+            if let Err(error) = partition.log.flush_if_due(now).await {
+                tracing::error!(%error, %dir, "interval flush failed");
+            }
+            if !retention_due {
+                continue;
+            }
+            match partition.log.compact_if_due(now).await {
+                Ok(Some(outcome)) if outcome.segments_rewritten > 0 => {
+                    self.stats.compacted(outcome.records_removed);
+                }
+                Ok(_) => {}
+                Err(error) => tracing::error!(%error, %dir, "compaction failed"),
+            }
+            match partition.log.apply_retention(now).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, %dir, "retention deleted segments"),
+                Err(error) => tracing::error!(%error, %dir, "retention failed"),
+            }
+        }
+    }
+
+    /// Clean shutdown: each close waits for appends in progress, writes and syncs everything,
+    /// and leaves the clean-shutdown marker so the next start skips recovery.
+    pub async fn close_all(&self) {
+        let partitions: Vec<_> = self.partitions.borrow().values().cloned().collect();
+        let closed = std::cell::Cell::new(0usize);
+        // Closes are independent (each partition owns its files) and mostly wait on fsyncs, so
+        // several run at once: with thousands of partitions a sequential close takes minutes.
+        futures_util::stream::iter(partitions)
+            .for_each_concurrent(CLOSE_CONCURRENCY_MAX, |partition| {
+                let closed = &closed;
+                async move {
+                    match partition.log.close().await {
+                        Ok(()) => closed.set(closed.get() + 1),
+                        Err(error) => {
+                            tracing::error!(%error, dir = %partition.log.dir().display(), "close failed")
+                        }
+                    }
+                    partition.notify_appended();
+                }
+            })
+            .await;
+        tracing::info!(shard = self.shard.0, closed = closed.get(), "partitions closed");
+    }
+}

@@ -1,0 +1,229 @@
+//! The partition data service: the partition logs this shard owns.
+//!
+//! Owns: each owned partition's `PartitionLog` and its append event (long polls), the shard's
+//! batch cache and fsync histogram, opening the partitions a metadata image places here and
+//! closing (and for deleted topics removing) the ones it no longer does, the periodic
+//! maintenance (interval flushes, compaction, retention) and the clean close at shutdown.
+//! Requests (`PartitionRequest`): append (with Produce's batch validation), read, list offsets,
+//! delete records, producer state, sizes and offsets for DescribeLogDirs and `/metrics`.
+//! Invariants: only this shard touches these partitions' files; a partition is open here
+//! exactly while the adopted image places it on this shard (this node, this shard).
+//! Runs on: every shard, for its own partitions.
+
+mod append;
+mod lifecycle;
+mod read;
+pub mod waits;
+
+pub use append::AppendResult;
+pub use read::ReadResult;
+
+use crate::clock::Clock;
+use crate::error::{BrokerError, Result};
+use crate::mesh::Service;
+use crate::stats::ShardStats;
+use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
+use shard::io::Storage;
+use shard::runtime::ShardId;
+use shard::{BatchCache, PartitionLog};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use wire::ids::{NodeId, TopicPartition};
+
+/// Partition logs opened (or closed) at once per shard.
+pub const OPEN_CONCURRENCY_MAX: usize = 64;
+pub const CLOSE_CONCURRENCY_MAX: usize = 64;
+
+/// One partition this shard owns.
+pub struct Partition<S: Storage> {
+    pub log: PartitionLog<S>,
+    /// Notified after every append (long-polling fetches wait on it).
+    appended: event_listener::Event,
+}
+
+impl<S: Storage> Partition<S> {
+    fn new(log: PartitionLog<S>) -> Self {
+        Partition { log, appended: event_listener::Event::new() }
+    }
+
+    pub fn notify_appended(&self) {
+        self.appended.notify(usize::MAX);
+    }
+}
+
+pub enum PartitionRequest {
+    /// A produce request's records for one partition; `sync` is acks=all.
+    Append {
+        partition: TopicPartition,
+        records: Bytes,
+        sync: bool,
+    },
+    Read {
+        partition: TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+    },
+    /// ListOffsets: -2 earliest, -1 latest, or the first offset at or after a timestamp.
+    ListOffset {
+        partition: TopicPartition,
+        timestamp: i64,
+    },
+    /// Moves the log start to `offset` (-1: the high watermark).
+    DeleteRecords {
+        partition: TopicPartition,
+        offset: i64,
+    },
+    Producers {
+        partition: TopicPartition,
+    },
+    /// (partition, bytes on disk) of every partition this shard owns.
+    Sizes,
+    /// (partition, log start, log end) of every partition this shard owns.
+    Offsets,
+}
+
+/// (producer id, epoch, last sequence, last timestamp) of one idempotent producer.
+pub type ProducerSummary = (i64, i16, i32, i64);
+
+pub enum PartitionResponse {
+    Append(Result<AppendResult>),
+    Read(Result<ReadResult>),
+    ListOffset(Result<Option<(i64, i64)>>),
+    DeleteRecords(Result<i64>),
+    Producers(Result<Vec<ProducerSummary>>),
+    Sizes(Vec<(TopicPartition, u64)>),
+    Offsets(Vec<(TopicPartition, i64, i64)>),
+}
+
+/// What the service is built from.
+pub struct PartitionServiceParts<S: Storage> {
+    pub shard: ShardId,
+    pub node: NodeId,
+    pub storage: S,
+    pub data_dir: PathBuf,
+    pub cache_bytes: usize,
+    pub stats: Rc<ShardStats>,
+    pub clock: Clock,
+}
+
+pub struct PartitionService<S: Storage> {
+    shard: ShardId,
+    node: NodeId,
+    storage: S,
+    data_dir: PathBuf,
+    cache: Rc<RefCell<BatchCache>>,
+    sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
+    stats: Rc<ShardStats>,
+    clock: Clock,
+    partitions: RefCell<HashMap<TopicPartition, Rc<Partition<S>>>>,
+}
+
+impl<S: Storage> PartitionService<S> {
+    pub fn new(parts: PartitionServiceParts<S>) -> Self {
+        PartitionService {
+            shard: parts.shard,
+            node: parts.node,
+            storage: parts.storage,
+            data_dir: parts.data_dir,
+            cache: Rc::new(RefCell::new(BatchCache::new(parts.cache_bytes))),
+            sync_latency_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
+            stats: parts.stats,
+            clock: parts.clock,
+            partitions: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// An owned partition, for the other services on this shard.
+    pub fn local(&self, partition: &TopicPartition) -> Option<Rc<Partition<S>>> {
+        self.partitions.borrow().get(partition).cloned()
+    }
+
+    /// Every owned partition of `topic`.
+    pub fn local_of_topic(&self, topic: &str) -> Vec<(TopicPartition, Rc<Partition<S>>)> {
+        self.partitions
+            .borrow()
+            .iter()
+            .filter(|(key, _)| key.topic == topic)
+            .map(|(key, partition)| (key.clone(), partition.clone()))
+            .collect()
+    }
+
+    pub fn owned_count(&self) -> usize {
+        self.partitions.borrow().len()
+    }
+
+    /// fdatasync durations of this shard's partitions, microseconds.
+    pub fn sync_latency_us(&self) -> hdrhistogram::Histogram<u64> {
+        self.sync_latency_us.borrow().clone()
+    }
+
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    fn owned(&self, partition: &TopicPartition) -> Result<Rc<Partition<S>>> {
+        self.local(partition)
+            .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))
+    }
+
+    async fn answer(&self, request: PartitionRequest) -> PartitionResponse {
+        match request {
+            PartitionRequest::Append { partition, records, sync } => {
+                PartitionResponse::Append(self.append(&partition, records, sync).await)
+            }
+            PartitionRequest::Read { partition, offset, max_bytes } => {
+                PartitionResponse::Read(self.read(&partition, offset, max_bytes).await)
+            }
+            PartitionRequest::ListOffset { partition, timestamp } => {
+                PartitionResponse::ListOffset(self.list_offset(&partition, timestamp).await)
+            }
+            PartitionRequest::DeleteRecords { partition, offset } => {
+                PartitionResponse::DeleteRecords(self.delete_records(&partition, offset).await)
+            }
+            PartitionRequest::Producers { partition } => PartitionResponse::Producers(
+                self.owned(&partition).map(|owned| owned.log.active_producers()),
+            ),
+            PartitionRequest::Sizes => PartitionResponse::Sizes(
+                self.partitions
+                    .borrow()
+                    .iter()
+                    .map(|(key, owned)| (key.clone(), owned.log.size_bytes()))
+                    .collect(),
+            ),
+            PartitionRequest::Offsets => PartitionResponse::Offsets(
+                self.partitions
+                    .borrow()
+                    .iter()
+                    .map(|(key, owned)| {
+                        (key.clone(), owned.log.log_start_offset(), owned.log.log_end_offset())
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    async fn delete_records(&self, partition: &TopicPartition, offset: i64) -> Result<i64> {
+        let owned = self.owned(partition)?;
+        let target = if offset == -1 { owned.log.log_end_offset() } else { offset };
+        Ok(owned.log.delete_records_before(target).await?)
+    }
+}
+
+impl<S: Storage> Service for PartitionService<S> {
+    type Request = PartitionRequest;
+    type Response = PartitionResponse;
+    const NAME: &'static str = "partitions";
+    /// Appends and reads in progress for other shards; each holds at most one request's data,
+    /// which `queued.max.request.bytes` already bounds.
+    const IN_PROGRESS_MAX: usize = 4096;
+
+    fn handle(
+        self: Rc<Self>,
+        request: PartitionRequest,
+    ) -> LocalBoxFuture<'static, PartitionResponse> {
+        Box::pin(async move { self.answer(request).await })
+    }
+}

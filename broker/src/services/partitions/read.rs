@@ -1,0 +1,64 @@
+//! Reads on the owner shard: batches from an offset (Fetch) and offsets by time (ListOffsets).
+
+use super::PartitionService;
+use crate::error::{BrokerError, Result};
+use crate::stats::Traffic;
+use bytes::Bytes;
+use shard::io::Storage;
+use wire::ids::TopicPartition;
+use wire::record_batch::peek_batch;
+
+#[derive(Debug, Clone, Default)]
+pub struct ReadResult {
+    pub batches: Vec<Bytes>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+impl<S: Storage> PartitionService<S> {
+    pub(super) async fn read(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<ReadResult> {
+        let owned = self.owned(partition)?;
+        let read = owned.log.read(offset, max_bytes).await.inspect_err(|error| {
+            if !matches!(error, shard::StorageError::OffsetOutOfRange { .. }) {
+                tracing::warn!(%partition, offset, %error, "read failed");
+            }
+        })?;
+        for batch in &read.batches {
+            if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
+                let records = (peek.last_offset - peek.base_offset + 1).max(0) as u64;
+                self.stats.add_traffic(&partition.topic, Traffic::MessagesOut, records);
+                self.stats.add_traffic(&partition.topic, Traffic::BytesOut, batch.len() as u64);
+            }
+        }
+        Ok(ReadResult {
+            batches: read.batches,
+            high_watermark: owned.log.log_end_offset(),
+            log_start_offset: owned.log.log_start_offset(),
+        })
+    }
+
+    pub(super) async fn list_offset(
+        &self,
+        partition: &TopicPartition,
+        timestamp: i64,
+    ) -> Result<Option<(i64, i64)>> {
+        let owned = self.owned(partition)?;
+        match timestamp {
+            -2 => Ok(Some((owned.log.log_start_offset(), -1))),
+            -1 => Ok(Some((owned.log.log_end_offset(), -1))),
+            timestamp if timestamp >= 0 => Ok(owned
+                .log
+                .offset_for_timestamp(timestamp)
+                .await?
+                .map(|found| (found.offset, found.timestamp))),
+            other => Err(BrokerError::InvalidRequest(format!(
+                "unsupported ListOffsets timestamp {other}"
+            ))),
+        }
+    }
+}

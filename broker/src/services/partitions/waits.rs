@@ -1,0 +1,59 @@
+//! Fetch long polls: a wait, on the owner shard, for an append past an offset (or a deadline).
+//!
+//! A service of its own so that parked fetches (up to `fetch.max.wait.ms` each, many per
+//! consumer) never take the permits appends and reads need (`PartitionService::IN_PROGRESS_MAX`).
+//! A wait holds an event listener and a timer, no data.
+
+use super::PartitionService;
+use crate::mesh::Service;
+use futures_util::future::LocalBoxFuture;
+use shard::io::Storage;
+use std::rc::Rc;
+use std::time::Duration;
+use wire::ids::TopicPartition;
+
+pub struct WaitForAppend {
+    pub partition: TopicPartition,
+    /// Returns once the log end is past this offset.
+    pub offset: i64,
+    pub wait_ms: u64,
+}
+
+pub struct PartitionWaits<S: Storage> {
+    partitions: Rc<PartitionService<S>>,
+}
+
+impl<S: Storage> PartitionWaits<S> {
+    pub fn new(partitions: Rc<PartitionService<S>>) -> Self {
+        PartitionWaits { partitions }
+    }
+
+    async fn wait(&self, request: WaitForAppend) {
+        let Some(owned) = self.partitions.local(&request.partition) else { return };
+        if owned.log.log_end_offset() > request.offset {
+            return;
+        }
+        let listener = owned.appended.listen();
+        if owned.log.log_end_offset() > request.offset {
+            return;
+        }
+        futures_lite::future::or(
+            async {
+                listener.await;
+            },
+            shard::runtime::sleep(Duration::from_millis(request.wait_ms)),
+        )
+        .await;
+    }
+}
+
+impl<S: Storage> Service for PartitionWaits<S> {
+    type Request = WaitForAppend;
+    type Response = ();
+    const NAME: &'static str = "partition_waits";
+    const IN_PROGRESS_MAX: usize = 65_536;
+
+    fn handle(self: Rc<Self>, request: WaitForAppend) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async move { self.wait(request).await })
+    }
+}

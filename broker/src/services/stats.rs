@@ -1,0 +1,72 @@
+//! The stats service: a copy of one shard's counters, histograms and partition offsets, for
+//! `/metrics` on shard 0 (which asks every shard over the mesh).
+
+use crate::mesh::{Mesh, MeshCounters, Service};
+use crate::services::groups::{GroupRequest, GroupResponse, GroupService};
+use crate::services::partitions::{PartitionRequest, PartitionResponse, PartitionService};
+use crate::stats::{Counters, ShardStats};
+use futures_util::future::LocalBoxFuture;
+use shard::io::Storage;
+use std::rc::Rc;
+use wire::ids::TopicPartition;
+
+/// One shard's report.
+pub struct StatsReport {
+    pub counters: Counters,
+    pub mesh: MeshCounters,
+    /// (partition, log start, log end) of each owned partition.
+    pub offsets: Vec<(TopicPartition, i64, i64)>,
+    pub fsync_latency_us: hdrhistogram::Histogram<u64>,
+    /// Mesh calls this shard is waiting on.
+    pub pending_calls: u64,
+    /// (group, partition, committed offset) of the groups this shard coordinates.
+    pub committed: Vec<(String, TopicPartition, i64)>,
+}
+
+pub struct StatsService<S: Storage> {
+    stats: Rc<ShardStats>,
+    partitions: Rc<PartitionService<S>>,
+    groups: Rc<GroupService<S>>,
+    mesh: Rc<Mesh>,
+}
+
+impl<S: Storage> StatsService<S> {
+    pub fn new(
+        stats: Rc<ShardStats>,
+        partitions: Rc<PartitionService<S>>,
+        groups: Rc<GroupService<S>>,
+        mesh: Rc<Mesh>,
+    ) -> Self {
+        StatsService { stats, partitions, groups, mesh }
+    }
+
+    async fn report(&self) -> StatsReport {
+        let offsets = match self.partitions.clone().handle(PartitionRequest::Offsets).await {
+            PartitionResponse::Offsets(offsets) => offsets,
+            _ => Vec::new(),
+        };
+        let committed = match self.groups.clone().handle(GroupRequest::Committed).await {
+            GroupResponse::Committed(committed) => committed,
+            _ => Vec::new(),
+        };
+        StatsReport {
+            counters: self.stats.snapshot(),
+            mesh: self.mesh.counters(),
+            offsets,
+            fsync_latency_us: self.partitions.sync_latency_us(),
+            pending_calls: self.mesh.pending_calls() as u64,
+            committed,
+        }
+    }
+}
+
+impl<S: Storage> Service for StatsService<S> {
+    type Request = ();
+    type Response = Box<StatsReport>;
+    const NAME: &'static str = "stats";
+    const IN_PROGRESS_MAX: usize = 64;
+
+    fn handle(self: Rc<Self>, _request: ()) -> LocalBoxFuture<'static, Box<StatsReport>> {
+        Box::pin(async move { Box::new(self.report().await) })
+    }
+}

@@ -1,0 +1,162 @@
+//! One shard's counters and latency histograms, read by `/metrics` through the stats service.
+//! Each shard counts only what happens on it, so nothing is shared between cores to count.
+//!
+//! Runs on: one shard (`RefCell`, not `Send`); `Counters` snapshots cross cores by value.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+/// What a topic's traffic counter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    MessagesIn = 0,
+    BytesIn = 1,
+    MessagesOut = 2,
+    BytesOut = 3,
+}
+
+/// Why a connection was not served (Kafka's `max.connections`, `max.connections.per.ip`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refusal {
+    /// Closed at once: its address has `max.connections.per.ip` open already.
+    PerIp,
+    /// Waited to be accepted: the broker had `max.connections` open.
+    BrokerLimit,
+}
+
+impl Refusal {
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::PerIp => "per_ip",
+            Refusal::BrokerLimit => "max_connections",
+        }
+    }
+}
+
+/// Why the broker closed a connection itself (not bad input, not the client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Closed {
+    /// No request for `connections.max.idle.ms`.
+    Idle,
+    /// A request frame did not finish arriving within the frame deadline.
+    FrameDeadline,
+}
+
+impl Closed {
+    pub fn label(self) -> &'static str {
+        match self {
+            Closed::Idle => "idle",
+            Closed::FrameDeadline => "frame_deadline",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Requests served on this shard's connections, by API key.
+    pub requests_by_api: BTreeMap<i16, u64>,
+    /// Requests that ended in a closed connection (bad input).
+    pub connections_closed_on_error: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Request latency (decode to response written), microseconds, by API key.
+    pub request_latency_us: BTreeMap<i16, hdrhistogram::Histogram<u64>>,
+    /// Partition-level errors returned, by Kafka error code.
+    pub errors_by_code: BTreeMap<i16, u64>,
+    /// Per topic on the owning shard: (messages in, bytes in, messages out, bytes out).
+    pub topic_traffic: BTreeMap<String, [u64; 4]>,
+    pub connections_open: u64,
+    pub connections_refused: BTreeMap<Refusal, u64>,
+    pub connections_closed: BTreeMap<Closed, u64>,
+    /// Idempotent producers' retries answered with the original offsets (not written again).
+    pub duplicate_batches: u64,
+    /// Records removed by log compaction, and compaction runs that rewrote something.
+    pub compacted_records: u64,
+    pub compaction_runs: u64,
+    /// Bytes of requests read and not yet answered on this shard, now and at most.
+    pub queued_request_bytes: u64,
+    pub queued_request_bytes_peak: u64,
+}
+
+/// The counters of the shard they live on.
+#[derive(Default)]
+pub struct ShardStats {
+    counters: RefCell<Counters>,
+}
+
+impl ShardStats {
+    pub fn snapshot(&self) -> Counters {
+        self.counters.borrow().clone()
+    }
+
+    pub fn count_request(&self, api_key: i16, bytes: usize) {
+        let mut counters = self.counters.borrow_mut();
+        *counters.requests_by_api.entry(api_key).or_default() += 1;
+        counters.bytes_in += bytes as u64;
+    }
+
+    pub fn count_bytes_out(&self, bytes: usize) {
+        self.counters.borrow_mut().bytes_out += bytes as u64;
+    }
+
+    pub fn record_latency(&self, api_key: i16, micros: u64) {
+        self.counters
+            .borrow_mut()
+            .request_latency_us
+            .entry(api_key)
+            .or_insert_with(shard::partition_log::latency_histogram)
+            .saturating_record(micros.max(1));
+    }
+
+    pub fn count_error(&self, code: i16) {
+        if code != crate::error::NONE {
+            *self.counters.borrow_mut().errors_by_code.entry(code).or_default() += 1;
+        }
+    }
+
+    pub fn add_traffic(&self, topic: &str, kind: Traffic, amount: u64) {
+        let mut counters = self.counters.borrow_mut();
+        if let Some(slot) =
+            counters.topic_traffic.entry(topic.to_string()).or_default().get_mut(kind as usize)
+        {
+            *slot += amount;
+        }
+    }
+
+    pub fn connection_opened(&self) {
+        self.counters.borrow_mut().connections_open += 1;
+    }
+
+    pub fn connection_closed(&self) {
+        let mut counters = self.counters.borrow_mut();
+        counters.connections_open = counters.connections_open.saturating_sub(1);
+    }
+
+    pub fn closed_on_error(&self) {
+        self.counters.borrow_mut().connections_closed_on_error += 1;
+    }
+
+    pub fn closed_by_broker(&self, reason: Closed) {
+        *self.counters.borrow_mut().connections_closed.entry(reason).or_default() += 1;
+    }
+
+    pub fn refused(&self, reason: Refusal) {
+        *self.counters.borrow_mut().connections_refused.entry(reason).or_default() += 1;
+    }
+
+    pub fn duplicate_batch(&self) {
+        self.counters.borrow_mut().duplicate_batches += 1;
+    }
+
+    pub fn compacted(&self, records_removed: u64) {
+        let mut counters = self.counters.borrow_mut();
+        counters.compaction_runs += 1;
+        counters.compacted_records += records_removed;
+    }
+
+    pub fn set_queued_request_bytes(&self, bytes: u64) {
+        let mut counters = self.counters.borrow_mut();
+        counters.queued_request_bytes = bytes;
+        counters.queued_request_bytes_peak = counters.queued_request_bytes_peak.max(bytes);
+    }
+}

@@ -6,12 +6,13 @@
 //! One shard (every mesh call is answered in place). Must run inside a glommio executor
 //! (`shard::runtime::run_local`); `InProcess::run` does that.
 
-use crate::api::{self, RequestContext};
+use crate::api;
 use crate::clock::Clock;
 use crate::config::{sources, BrokerConfig};
 use crate::mesh::Mesh;
 use crate::metadata::{startup_image, store, PlacementPolicy};
 use crate::node::{Node, NodeParts};
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use shard::io::sim::{FaultConfig, SimStorage};
 use std::path::PathBuf;

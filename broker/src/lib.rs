@@ -3,10 +3,10 @@
 //! binary (`main.rs`) is a thin shell over this.
 //!
 //! Layers, each using only the ones below it (no module imports another in a circle):
-//! `server` (startup, lifecycle) → `net` (accept, connection) → `api` (registry, request
-//! context) → `handlers` (one per Kafka API) → `node` (routing by placement) → `services`
+//! `server` (startup, lifecycle) → `net` (accept, connection) → `api` (the registry) →
+//! `handlers` (one per Kafka API) → `node` (routing by placement) → `services`
 //! (partitions, metadata, groups, producer ids, stats) → `mesh` (typed cross-core calls) and
-//! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`.
+//! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`, `request_context`, `shutdown`.
 //! Invariant: only `error::error_code` produces Kafka error codes.
 
 pub mod admin;
@@ -22,6 +22,8 @@ pub mod mesh;
 pub mod metadata;
 pub mod net;
 pub mod node;
+pub mod request_context;
 pub mod server;
 pub mod services;
+pub mod shutdown;
 pub mod stats;

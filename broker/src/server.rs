@@ -13,15 +13,10 @@ use shard::io::dma::DmaStorage;
 use shard::runtime::net::TcpListener;
 use shard::runtime::{self, RuntimeConfig, ShardContext, ShardId};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use wire::ids::NodeId;
-
-/// Set by the signal thread on the first SIGTERM/SIGINT; shards poll it (not a hot path).
-static SHUTDOWN: AtomicBool = AtomicBool::new(false);
-/// How often shards look at `SHUTDOWN`.
-pub const SHUTDOWN_POLL_MS: u64 = 50;
 
 /// Blocks SIGTERM and SIGINT in this thread (so the executor threads spawned after inherit the
 /// mask) and waits for them on a dedicated thread: the first asks every shard to stop cleanly,
@@ -44,7 +39,7 @@ fn install_signal_handling() -> Result<(), String> {
                 if libc::sigwait(&set, &mut signal) != 0 {
                     continue;
                 }
-                if SHUTDOWN.swap(true, Ordering::SeqCst) {
+                if crate::shutdown::request() {
                     tracing::warn!(signal, "second signal: exiting without a clean shutdown");
                     std::process::exit(130);
                 }
@@ -174,8 +169,8 @@ async fn shard_main(
     }
     let accept = crate::net::listener::accept_loop(node.clone(), &listener);
     let shutdown = async {
-        while !SHUTDOWN.load(Ordering::SeqCst) {
-            runtime::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+        while !crate::shutdown::requested() {
+            runtime::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
         }
     };
     futures_lite::future::or(accept, shutdown).await;
@@ -183,11 +178,6 @@ async fn shard_main(
     drain(&node, context.shard_count).await;
     node.close().await;
     Ok(())
-}
-
-/// Whether a shutdown signal arrived (connections stop reading new requests).
-pub fn shutting_down() -> bool {
-    SHUTDOWN.load(Ordering::SeqCst)
 }
 
 /// Longest a shutdown waits for requests in progress before closing the partitions.

@@ -17,6 +17,7 @@
 pub mod batch_builder;
 pub mod compaction;
 pub mod compression;
+pub mod error;
 pub mod ids;
 pub mod protocol;
 pub mod record_batch;

@@ -16,6 +16,8 @@
 //! The CRC does not cover the first 21 bytes; storage checks those by structure instead (length
 //! bounds, magic, offset continuity, leader-epoch history).
 
+pub use crate::error::DecodeError;
+
 /// Bytes before `batchLength` counts: base offset (8) and the length field itself (4).
 pub const LOG_OVERHEAD_BYTES: usize = 12;
 /// The size of the fixed batch header; records follow it.
@@ -38,25 +40,6 @@ pub const MAGIC_V2: i8 = 2;
 
 const _: () = assert!(RECORD_COUNT_OFFSET + 4 == BATCH_HEADER_BYTES);
 const _: () = assert!(CRC_OFFSET + 4 == ATTRIBUTES_OFFSET);
-
-/// Why a byte sequence is not a usable record batch.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
-    #[error("truncated input: needed {needed} bytes, {available} available")]
-    Truncated { needed: usize, available: usize },
-    #[error("batch length {batch_length} is outside 49..={batch_bytes_max}")]
-    BadBatchLength { batch_length: i64, batch_bytes_max: usize },
-    #[error("unsupported magic {0} (only v2 record batches are stored)")]
-    BadMagic(i8),
-    #[error("CRC32C mismatch: header says {stored:#010x}, bytes give {computed:#010x}")]
-    CrcMismatch { stored: u32, computed: u32 },
-    #[error("varint longer than its type allows")]
-    VarintTooLong,
-    #[error("invalid record: {0}")]
-    BadRecord(&'static str),
-    #[error("last offset delta {0} is negative")]
-    BadLastOffsetDelta(i32),
-}
 
 /// The compression codec in a batch's attributes (bits 0-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

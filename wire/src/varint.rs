@@ -2,7 +2,7 @@
 //!
 //! References: Kafka protocol guide, "Record" (varint and varlong fields).
 
-use crate::record_batch::DecodeError;
+use crate::error::DecodeError;
 
 /// The longest encoding of a zig-zag varlong (64-bit) value.
 pub const VARLONG_BYTES_MAX: usize = 10;

@@ -2,10 +2,10 @@
 
 use super::describe_configs::RESOURCE_TOPIC;
 use super::{error_fields, nth_result};
-use crate::api::RequestContext;
 use crate::error::BrokerError;
 use crate::metadata::decide::{ConfigEdit, MetadataChange};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;

@@ -6,9 +6,10 @@
 //! A request with a version beyond ours is answered in v0 with UNSUPPORTED_VERSION and our
 //! ranges (see `connection`), as KIP-511 specifies.
 
-use crate::api::{RequestContext, SUPPORTED};
+use crate::api::SUPPORTED;
 use crate::error::NONE;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };

@@ -1,9 +1,9 @@
 //! CreatePartitions (key 37): raises a topic's partition count (never lowers it).
 
 use super::nth_result;
-use crate::api::RequestContext;
 use crate::metadata::decide::MetadataChange;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use shard::io::Storage;

@@ -2,11 +2,11 @@
 //! and opens the partitions on their owner shards before answering.
 
 use super::{nth_result, str_bytes};
-use crate::api::RequestContext;
 use crate::error::{BrokerError, NONE};
 use crate::metadata::decide::{CreateTopic, MetadataChange};
 use crate::metadata::{config_value, TOPIC_CONFIG_KEYS};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };

@@ -2,9 +2,9 @@
 //! (NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups).
 
 use super::offset_delete::delete_offsets;
-use crate::api::RequestContext;
 use crate::error::{error_code, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use shard::io::Storage;

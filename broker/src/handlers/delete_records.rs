@@ -2,9 +2,9 @@
 //! watermark) on its owner shard, durably.
 
 use super::{error_fields, unexpected};
-use crate::api::RequestContext;
 use crate::error::{Result, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::partitions::{PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,

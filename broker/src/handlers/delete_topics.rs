@@ -2,9 +2,9 @@
 //! their directories. Topics are named (v6 topic-id deletes resolve the id to a name).
 
 use super::nth_result;
-use crate::api::RequestContext;
 use crate::metadata::decide::MetadataChange;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use shard::io::Storage;

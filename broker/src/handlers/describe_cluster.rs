@@ -1,9 +1,9 @@
 //! DescribeCluster (key 60, KIP-700): this node, the cluster id, and this node as controller.
 
 use super::str_bytes;
-use crate::api::RequestContext;
 use crate::error::NONE;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use shard::io::Storage;

@@ -1,10 +1,10 @@
 //! DescribeConfigs (key 32): topic configs (overrides and defaults) and a few broker configs.
 
 use super::{error_fields, str_bytes};
-use crate::api::RequestContext;
 use crate::error::{BrokerError, NONE};
 use crate::metadata::{config_value, TOPIC_CONFIG_KEYS};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };

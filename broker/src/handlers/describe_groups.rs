@@ -1,9 +1,9 @@
 //! DescribeGroups (key 15): state, protocol and members (with their metadata and assignment)
 //! of each group; a group with only committed offsets is `Empty`, an unknown one `Dead`.
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{Described, GroupRequest, GroupResponse};
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};

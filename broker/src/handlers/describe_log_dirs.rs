@@ -3,9 +3,9 @@
 //! show topic sizes (kafka-log-dirs.sh, admin UIs) use it. There is no replica movement, so
 //! `offset_lag` is 0 and nothing is a future replica.
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::partitions::{PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,

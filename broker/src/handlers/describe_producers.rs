@@ -3,9 +3,9 @@
 //! yet, so `coordinator_epoch` and `current_txn_start_offset` are always -1.
 
 use super::{error_fields, unexpected};
-use crate::api::RequestContext;
 use crate::error::Result;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::partitions::{PartitionRequest, PartitionResponse, ProducerSummary};
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse as DescribedPartition, ProducerState, TopicResponse,

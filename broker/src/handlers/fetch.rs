@@ -5,9 +5,9 @@
 //! response always carries session id 0, so clients send full fetch requests.
 
 use super::{error_fields, unexpected};
-use crate::api::RequestContext;
 use crate::error::{BrokerError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::partitions::{PartitionRequest, PartitionResponse, ReadResult};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};

@@ -4,9 +4,9 @@
 //! v4+ batches keys (KIP-699).
 
 use super::str_bytes;
-use crate::api::RequestContext;
 use crate::error::NONE;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use shard::io::Storage;

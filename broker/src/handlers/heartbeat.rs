@@ -1,8 +1,8 @@
 //! Heartbeat (key 12): keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin.
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use shard::io::Storage;

@@ -1,9 +1,9 @@
 //! IncrementalAlterConfigs (key 44, KIP-339): SET and DELETE on topic config overrides.
 
 use super::alter_configs::alter_topic;
-use crate::api::RequestContext;
 use crate::metadata::decide::ConfigEdit;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use shard::io::Storage;

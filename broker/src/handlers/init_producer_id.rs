@@ -4,9 +4,9 @@
 //! yet: a request with a transactional id is refused with INVALID_REQUEST (clients treat it as
 //! fatal instead of retrying forever).
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use shard::io::Storage;
 

@@ -2,9 +2,9 @@
 //! v4+ first answers MEMBER_ID_REQUIRED with the member's id (KIP-394). The member's client
 //! host (DescribeGroups shows it) is the connection's address, as Kafka reports it.
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{GroupRequest, GroupResponse, JoinOutcome, JoinRequest};
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};

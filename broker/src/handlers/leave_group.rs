@@ -1,8 +1,8 @@
 //! LeaveGroup (key 13): members leave (v3+ several at once, KIP-345); the rest rebalance.
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};

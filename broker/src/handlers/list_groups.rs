@@ -1,9 +1,9 @@
 //! ListGroups (key 16): groups this node coordinates (asked of every shard) with their state
 //! (groups with only committed offsets are `Empty`); v4+ filters by state (KIP-518).
 
-use crate::api::RequestContext;
 use crate::error::{error_code, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};

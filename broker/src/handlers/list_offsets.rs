@@ -1,9 +1,9 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1) and by timestamp, per partition on its owner.
 
 use super::{error_fields, unexpected};
-use crate::api::RequestContext;
 use crate::error::{Result, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::partitions::{PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,

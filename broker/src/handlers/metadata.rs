@@ -3,12 +3,12 @@
 //! on and the client allows it.
 
 use super::str_bytes;
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError};
 use crate::metadata::decide::{CreateTopic, MetadataChange};
 use crate::metadata::internal::is_internal;
 use crate::metadata::validate_topic_name;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };

@@ -3,9 +3,9 @@
 //! the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); standalone commits
 //! (generation -1, no member id) are accepted while the group has no members, as in Kafka.
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::OFFSET_METADATA_BYTES_MAX;
 use crate::services::groups::{valid_group_id, Committed, GroupRequest, GroupResponse};
 use kafka_protocol::messages::offset_commit_response::{

@@ -1,9 +1,9 @@
 //! OffsetDelete (key 47, KIP-496): deletes a group's committed offsets for some partitions,
 //! only while the group has no members (NON_EMPTY_GROUP), for known groups (GROUP_ID_NOT_FOUND).
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,

@@ -1,9 +1,9 @@
 //! OffsetFetch (key 9): committed offsets of a group (v8+: of several groups, KIP-709). An
 //! unknown group, or a partition without a commit, answers offset -1 with no error, as Kafka.
 
-use crate::api::RequestContext;
 use crate::error::NONE;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{GroupRequest, GroupResponse};
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,

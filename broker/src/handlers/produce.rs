@@ -7,9 +7,9 @@
 //! Versions 3+ only: they carry v2 record batches, the only format strata stores.
 
 use super::{error_fields, unexpected};
-use crate::api::RequestContext;
 use crate::error::{BrokerError, Result, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};

@@ -1,9 +1,9 @@
 //! SyncGroup (key 14): the leader hands in every member's assignment; each member gets its own
 //! once they are in (assignments are relayed byte for byte).
 
-use crate::api::RequestContext;
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use crate::services::groups::{Assignment, GroupRequest, GroupResponse};
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use shard::io::Storage;

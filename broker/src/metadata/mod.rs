@@ -4,8 +4,8 @@
 //! (`records`, modelled on KIP-631's metadata records), the pure function that applies one
 //! record to an image (`apply`), the decisions that turn an admin request into records after
 //! validating it (`decide`), partition placement (`placement`), the internal topics
-//! (`internal`), topic-config rules (`topic_config`) and the image's file
-//! `strata-metadata.json` (`store`).
+//! (`internal`), topic-config rules (`topic_config`), the image's file
+//! `strata-metadata.json` (`store`) and the image a node starts from (`startup`).
 //! Invariants: an image is never mutated once published; a change is `decide` (validate, emit
 //! records) then `apply` (pure, no I/O) then persist then publish, in that order, so the
 //! controller's Raft log can later carry the same records and every broker apply them with the
@@ -18,6 +18,7 @@ pub mod image;
 pub mod internal;
 pub mod placement;
 pub mod records;
+pub mod startup;
 pub mod store;
 pub mod topic_config;
 
@@ -25,27 +26,5 @@ pub use apply::{apply, apply_all, ApplyError};
 pub use image::{MetadataImage, TopicImage};
 pub use placement::{Placement, PlacementPolicy};
 pub use records::MetadataRecord;
+pub use startup::startup_image;
 pub use topic_config::{config_value, log_config, validate_topic_name, TOPIC_CONFIG_KEYS};
-
-/// The image a node starts from: the stored file's (format 1 is migrated) or, without one, a
-/// new cluster's; with the internal topics added and the placement fitted to this node (see
-/// `placement::fit_to_node`). The flag says whether it differs from the file and must be
-/// written back before the node serves.
-pub fn startup_image(
-    stored: Option<&[u8]>,
-    policy: PlacementPolicy,
-    internal_topic_id: image::TopicId,
-) -> Result<(MetadataImage, bool), String> {
-    let (image, mut persist) = match stored {
-        Some(bytes) => store::load(bytes, policy)?,
-        None => (store::new_cluster(), true),
-    };
-    let internal = internal::missing_internal_topics(&image, policy, internal_topic_id);
-    let image = apply_all(&image, &internal).map_err(|e| format!("internal topics: {e}"))?;
-    persist |= !internal.is_empty();
-    let (image, moved) = placement::fit_to_node(image, policy);
-    if moved {
-        tracing::info!("partitions placed for this node's id and core count");
-    }
-    Ok((image, persist || moved))
-}

@@ -7,11 +7,11 @@
 //! the connection with a log line; an unsupported ApiVersions version gets the v0 answer with
 //! UNSUPPORTED_VERSION (KIP-511).
 
-use crate::api::context::PLAINTEXT_LISTENER;
-use crate::api::{self, Principal, RequestContext};
+use crate::api;
 use crate::error::{error_code, BrokerError};
 use crate::handlers;
 use crate::node::Node;
+use crate::request_context::{Principal, RequestContext, PLAINTEXT_LISTENER};
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::{ApiKey, ResponseKind};
@@ -54,7 +54,7 @@ async fn serve_requests<S: Storage>(
 ) -> Result<(), String> {
     let limit = node.config.request_bytes_max;
     loop {
-        if crate::server::shutting_down() {
+        if crate::shutdown::requested() {
             return Ok(()); // answered everything it read; take no new requests
         }
         let mut prefix = [0u8; FRAME_PREFIX_BYTES];

@@ -6,12 +6,9 @@
 //! returns `Option`, `None` for acks=0).
 //! References: Redpanda `kafka/server/handlers/handlers.h`; Kafka protocol guide, "ApiVersions".
 
-pub mod context;
-
-pub use context::{Principal, RequestContext};
-
 use crate::handlers;
 use crate::node::Node;
+use crate::request_context::RequestContext;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use shard::io::Storage;
 

@@ -3,7 +3,7 @@
 //! ApiVersions (`SUPPORTED`) and dispatch (`dispatch`) are generated from that one table, so an
 //! API cannot be advertised without a handler or handled without being advertised.
 //! Every handler has the same shape: `handle(node, context, request) -> response` (Produce
-//! returns `Option`, `None` for acks=0).
+//! returns `Option`, `None` for acks=0; ApiVersions also receives the registry's table).
 //! References: Redpanda `kafka/server/handlers/handlers.h`; Kafka protocol guide, "ApiVersions".
 
 use crate::handlers;
@@ -13,8 +13,18 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use shard::io::Storage;
 
 macro_rules! api_registry {
-    (@answer optional $call:expr) => { $call.map(ResponseKind::from) };
-    (@answer $call:expr) => { Some(ResponseKind::from($call)) };
+    (@answer optional $module:ident $node:ident $context:ident $request:ident) => {
+        handlers::$module::handle($node, $context, $request).await.map(ResponseKind::from)
+    };
+    // ApiVersions answers with the registry itself, which its module cannot import.
+    (@answer registry $module:ident $node:ident $context:ident $request:ident) => {
+        Some(ResponseKind::from(
+            handlers::$module::handle($node, $context, $request, SUPPORTED).await,
+        ))
+    };
+    (@answer $module:ident $node:ident $context:ident $request:ident) => {
+        Some(ResponseKind::from(handlers::$module::handle($node, $context, $request).await))
+    };
     ($( $key:ident => $module:ident $( ($answer:ident) )? ),* $(,)?) => {
         /// (API, min version, max version) for every API strata serves.
         pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
@@ -29,7 +39,7 @@ macro_rules! api_registry {
         ) -> Option<ResponseKind> {
             match request {
                 $( RequestKind::$key(request) => {
-                    api_registry!(@answer $($answer)? handlers::$module::handle(node, context, request).await)
+                    api_registry!(@answer $($answer)? $module node context request)
                 } )*
                 _ => None,
             }
@@ -51,7 +61,7 @@ api_registry! {
     SyncGroup => sync_group,
     DescribeGroups => describe_groups,
     ListGroups => list_groups,
-    ApiVersions => api_versions,
+    ApiVersions => api_versions (registry),
     CreateTopics => create_topics,
     DeleteTopics => delete_topics,
     DeleteRecords => delete_records,

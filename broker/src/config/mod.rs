@@ -126,3 +126,36 @@ pub fn parse_advertise(value: &str) -> Result<(String, i32), String> {
     }
     Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), i32::from(port)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// deploy/strata.toml documents every key once, with its default where it is commented out,
+    /// and is itself a valid configuration.
+    #[test]
+    fn the_reference_file_lists_every_key_with_its_default() {
+        let text = include_str!("../../../deploy/strata.toml");
+        for key in keys::KEYS {
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|line| {
+                    let line = line.trim_start_matches("# ");
+                    line.split_once(" = ").is_some_and(|(name, _)| name == key.name)
+                })
+                .collect();
+            assert_eq!(lines.len(), 1, "{} appears once: {lines:?}", key.name);
+            if let Some(commented) = lines[0].strip_prefix("# ") {
+                let (_, value) = commented.split_once(" = ").unwrap_or_default();
+                assert_eq!(value.trim_matches('"'), key.default, "default of {}", key.name);
+            }
+        }
+        let path =
+            std::env::temp_dir().join(format!("strata-reference-{}.toml", std::process::id()));
+        std::fs::write(&path, text).expect("write");
+        let settings = sources::resolve(Some(&path), &|_| None, &[]);
+        let _ = std::fs::remove_file(&path);
+        let settings = settings.expect("the reference file is valid");
+        assert_eq!(settings.get("log.dirs"), "/var/lib/strata");
+    }
+}

@@ -1,19 +1,18 @@
-//! ApiVersions (key 18): the APIs and version ranges strata serves, taken from the registry
-//! (`crate::api::SUPPORTED`), and from v3 the features (KIP-584): `metadata.version`, supported
+//! ApiVersions (key 18): the APIs and version ranges strata serves, as the registry
+//! (`crate::api::SUPPORTED`) hands them in, and from v3 the features (KIP-584): `metadata.version`, supported
 //! and finalized, with the metadata image's version as the finalized-features epoch. Java
 //! clients 4.x read the finalized features (a missing `transaction.version` means the
 //! transaction protocol before KIP-890, which is what strata will speak first).
 //! A request with a version beyond ours is answered in v0 with UNSUPPORTED_VERSION and our
 //! ranges (see `connection`), as KIP-511 specifies.
 
-use crate::api::SUPPORTED;
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
@@ -26,8 +25,9 @@ pub async fn handle<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
     _request: ApiVersionsRequest,
+    supported: &[(ApiKey, i16, i16)],
 ) -> ApiVersionsResponse {
-    let mut response = response(NONE);
+    let mut response = response(NONE, supported);
     if context.api_version >= 3 {
         let name = super::str_bytes("metadata.version");
         let mut supported = SupportedFeatureKey::default();
@@ -46,11 +46,11 @@ pub async fn handle<S: Storage>(
     response
 }
 
-/// The ApiVersions answer with `error_code`.
-pub fn response(error_code: i16) -> ApiVersionsResponse {
+/// The ApiVersions answer with `error_code` and the APIs `supported`.
+pub fn response(error_code: i16, supported: &[(ApiKey, i16, i16)]) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.error_code = error_code;
-    response.api_keys = SUPPORTED
+    response.api_keys = supported
         .iter()
         .map(|&(key, min, max)| {
             let mut entry = ApiVersion::default();

@@ -87,7 +87,10 @@ async fn answer<S: Storage>(
     if !api::supports(api_key, version) {
         if api_key == ApiKey::ApiVersions {
             let refused = error_code(&BrokerError::UnsupportedVersion("ApiVersions", version));
-            let response = ResponseKind::ApiVersions(handlers::api_versions::response(refused));
+            let response = ResponseKind::ApiVersions(handlers::api_versions::response(
+                refused,
+                api::SUPPORTED,
+            ));
             let written = write(stream, ApiKey::ApiVersions, 0, correlation_id, response).await?;
             node.stats.count_bytes_out(written);
             return Ok(());

@@ -8,6 +8,10 @@ use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::mesh::{Mesh, MeshHandles};
 use crate::metadata::{startup_image, store, MetadataImage, PlacementPolicy};
+use crate::net::budget::RequestBudget;
+use crate::net::connection::ConnectionTimeouts;
+use crate::net::limits::ConnectionLimits;
+use crate::net::listener::Admission;
 use crate::node::{Node, NodeParts};
 use shard::io::dma::DmaStorage;
 use shard::runtime::net::TcpListener;
@@ -120,12 +124,19 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         "starting strata"
     );
     let meshes = MeshHandles::new(runtime_config.cores);
+    let limits = ConnectionLimits::new(config.max_connections, config.max_connections_per_ip);
     let bound = Arc::new(AtomicUsize::new(0));
     let config = Arc::new(config);
     let results = runtime::run_shards(&runtime_config, move |context| {
-        let (config, meshes, image, bound) =
-            (config.clone(), meshes.clone(), image.clone(), bound.clone());
-        async move { shard_main(context, config, meshes, image, persist, bound).await }
+        let startup = Startup {
+            config: config.clone(),
+            meshes: meshes.clone(),
+            image: image.clone(),
+            persist,
+            limits: limits.clone(),
+            bound: bound.clone(),
+        };
+        async move { shard_main(context, startup).await }
     })
     .map_err(|e| e.to_string())?;
     for result in results {
@@ -135,14 +146,38 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     Ok(())
 }
 
-async fn shard_main(
-    context: ShardContext,
+/// What every shard starts from.
+struct Startup {
     config: Arc<BrokerConfig>,
     meshes: MeshHandles,
     image: MetadataImage,
     persist: bool,
+    limits: Arc<ConnectionLimits>,
+    /// Shards bound to the listener so far (the last logs `ready`).
     bound: Arc<AtomicUsize>,
-) -> Result<(), String> {
+}
+
+/// This shard's connection admission: the broker's limits, the shard's share of the request
+/// budget, the timeouts.
+fn admission(
+    config: &BrokerConfig,
+    node: &Node<DmaStorage>,
+    limits: Arc<ConnectionLimits>,
+    shards: usize,
+) -> Admission {
+    let share = (config.queued_request_bytes_max / shards.max(1) as u64).max(1);
+    Admission {
+        limits,
+        budget: Rc::new(RequestBudget::new(share, node.stats.clone())),
+        timeouts: ConnectionTimeouts {
+            idle: config.connections_idle_ms.map(Duration::from_millis),
+            frame: Duration::from_millis(config.frame_timeout_ms),
+        },
+    }
+}
+
+async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), String> {
+    let Startup { config, meshes, image, persist, limits, bound } = startup;
     let id = context.shard_id;
     let storage: DmaStorage = runtime::open_storage(&config.data_dir)
         .await
@@ -167,7 +202,8 @@ async fn shard_main(
             "ready"
         );
     }
-    let accept = crate::net::listener::accept_loop(node.clone(), &listener);
+    let admission = admission(&config, &node, limits, context.shard_count);
+    let accept = crate::net::listener::accept_loop(node.clone(), &listener, admission);
     let shutdown = async {
         while !crate::shutdown::requested() {
             runtime::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;

@@ -5,13 +5,17 @@
 //! xerial framing the Java client uses (magic `\x82SNAPPY\0`, then length-prefixed blocks); lz4
 //! in the LZ4 frame format (KIP-57); zstd frames.
 //! Invariant: decompression stops at `DECOMPRESSED_BYTES_MAX`, so a small hostile batch cannot
-//! expand without bound.
+//! expand without bound (the output buffer grows in steps as bytes come out, never sized from
+//! a length the input claims).
 
 use crate::record_batch::{Compression, DecodeError, RecordBatchHeader, BATCH_HEADER_BYTES};
 use std::io::Read;
 
-/// The most bytes one batch may decompress to.
-pub const DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
+/// The most bytes one batch may decompress to. A batch the broker must read (the key check of
+/// compacted topics, compaction, offsets replay) that inflates past it is refused, after at most
+/// this much was inflated: a small hostile batch ("2 GiB of zeros") cannot grow the broker.
+/// Decompression is synchronous on the shard's thread, so a shard inflates one batch at a time.
+pub const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
 const XERIAL_HEADER_BYTES: usize = 16;
 

@@ -21,6 +21,7 @@ pub mod error;
 pub mod ids;
 pub mod protocol;
 pub mod record_batch;
+pub mod record_stream;
 pub mod response_chunks;
 pub mod varint;
 

@@ -26,6 +26,11 @@ impl Client {
         Ok(Self { stream, next_correlation_id: 1 })
     }
 
+    /// How long a response may take (60 s unless set).
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), String> {
+        self.stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())
+    }
+
     /// Sends `request` as `version` of `api_key` and returns the decoded response.
     pub fn call(
         &mut self,

@@ -21,6 +21,16 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `socket.request.max.bytes`.
     pub request_bytes_max: usize,
+    /// `queued.max.request.bytes`, for the whole broker.
+    pub queued_request_bytes_max: u64,
+    /// `connections.max.idle.ms`; `None` (-1): never.
+    pub connections_idle_ms: Option<u64>,
+    /// `socket.request.frame.timeout.ms` (strata).
+    pub frame_timeout_ms: u64,
+    /// `max.connections`.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`.
+    pub max_connections_per_ip: usize,
     /// Per-shard batch cache budget.
     pub cache_bytes: usize,
     /// Kafka's `log.retention.check.interval.ms`.
@@ -79,6 +89,11 @@ impl BrokerConfig {
             auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",
             num_partitions: integer("num.partitions")? as i32,
             request_bytes_max: integer("socket.request.max.bytes")? as usize,
+            queued_request_bytes_max: integer("queued.max.request.bytes")? as u64,
+            connections_idle_ms: u64::try_from(integer("connections.max.idle.ms")?).ok(),
+            frame_timeout_ms: integer("socket.request.frame.timeout.ms")? as u64,
+            max_connections: integer("max.connections")? as usize,
+            max_connections_per_ip: integer("max.connections.per.ip")? as usize,
             cache_bytes: integer("log.cache.bytes")? as usize,
             retention_check_interval_ms: integer("log.retention.check.interval.ms")?,
             initial_rebalance_delay_ms: integer("group.initial.rebalance.delay.ms")? as u64,

@@ -1,7 +1,10 @@
-//! The Kafka listener side: accepting connections (`listener`) and serving each one
-//! (`connection`): frames in, requests decoded, handlers called through the API registry,
+//! The Kafka listener side: accepting connections (`listener`) within the broker's connection
+//! limits (`limits`), and serving each one (`connection`): frames in, within the shard's
+//! request budget (`budget`), requests decoded, handlers called through the API registry,
 //! responses out in request order.
 //! Runs on: every shard (each accepts on the same port with SO_REUSEPORT).
 
+pub mod budget;
 pub mod connection;
+pub mod limits;
 pub mod listener;

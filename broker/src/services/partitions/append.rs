@@ -61,9 +61,10 @@ fn validate(topic: &str, batches: &[Bytes], compacted: bool) -> Result<u64> {
         }
         if compacted {
             // Kafka refuses keyless records on compacted topics (they could never be cleaned).
-            // Decompression is bounded (`wire::compression::DECOMPRESSED_BYTES_MAX`).
+            // Records are streamed out of the decompressor (`wire::record_stream`): memory for
+            // one key, and at most `DECOMPRESSED_BYTES_MAX` inflated.
             let mut keyless = false;
-            wire::compaction::for_each_record(&header, |record| keyless |= record.key.is_none())
+            wire::record_stream::stream_records(&header, |record| keyless |= record.key.is_none())
                 .map_err(StorageError::from)?;
             if keyless {
                 return Err(BrokerError::NullKeyOnCompactedTopic(topic.to_string()));

@@ -1,0 +1,221 @@
+//! Records of a compressed batch read as a stream: the decompressor feeds a small buffer and
+//! each record is parsed as it comes out, keeping only its key, so checking a batch's keys
+//! costs memory for one key, not for the inflated batch. Used where the broker only needs to
+//! look at records (the key check of compacted topics). The total inflated is still bounded by
+//! `compression::DECOMPRESSED_BYTES_MAX`, so a "2 GiB of zeros" batch costs at most that much
+//! inflation work and no memory.
+//! Record layout: Kafka protocol guide, "Record" (message format v2).
+
+use crate::compaction::RecordRef;
+use crate::compression::DECOMPRESSED_BYTES_MAX;
+use crate::error::DecodeError;
+use crate::record_batch::{Compression, RecordBatchHeader, BATCH_HEADER_BYTES};
+use std::io::{BufRead, BufReader, Read};
+
+/// Largest key kept while streaming (a longer one makes the batch invalid for this check).
+pub const STREAMED_KEY_BYTES_MAX: usize = 1 << 20;
+/// Bytes skipped at a time (values, headers).
+const SKIP_CHUNK_BYTES: usize = 64 << 10;
+
+fn inflate_failed(_: std::io::Error) -> DecodeError {
+    DecodeError::BadRecord("compressed records do not decompress")
+}
+
+/// Counts what it reads, and refuses to read past the inflation bound.
+struct Bounded<R> {
+    inner: R,
+    consumed: usize,
+}
+
+impl<R: BufRead> Bounded<R> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let mut one = [0u8; 1];
+        self.exact(&mut one)?;
+        let [byte] = one;
+        Ok(byte)
+    }
+
+    fn exact(&mut self, out: &mut [u8]) -> Result<(), DecodeError> {
+        if self.consumed + out.len() > DECOMPRESSED_BYTES_MAX {
+            return Err(DecodeError::BadRecord("records decompress past the size limit"));
+        }
+        self.inner.read_exact(out).map_err(inflate_failed)?;
+        self.consumed += out.len();
+        Ok(())
+    }
+
+    fn skip(&mut self, mut len: usize) -> Result<(), DecodeError> {
+        let mut chunk = [0u8; SKIP_CHUNK_BYTES];
+        while len > 0 {
+            let step = len.min(chunk.len());
+            let part = chunk.get_mut(..step).ok_or(DecodeError::BadRecord("skip past chunk"))?;
+            self.exact(part)?;
+            len -= step;
+        }
+        Ok(())
+    }
+
+    fn varlong(&mut self) -> Result<i64, DecodeError> {
+        let mut raw: u64 = 0;
+        for index in 0..10 {
+            let byte = self.byte()?;
+            raw |= u64::from(byte & 0x7f) << (7 * index);
+            if byte & 0x80 == 0 {
+                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            }
+        }
+        Err(DecodeError::VarintTooLong)
+    }
+
+    fn varint(&mut self) -> Result<i32, DecodeError> {
+        i32::try_from(self.varlong()?).map_err(|_| DecodeError::VarintTooLong)
+    }
+
+    /// A nullable length: `None` for -1; lengths below -1 are invalid.
+    fn length(&mut self) -> Result<Option<usize>, DecodeError> {
+        match self.varint()? {
+            -1 => Ok(None),
+            len if len < 0 => Err(DecodeError::BadRecord("negative length")),
+            len => Ok(Some(len as usize)),
+        }
+    }
+}
+
+/// The decompressing reader of a batch's records section.
+fn decoder<'a>(codec: Compression, body: &'a [u8]) -> Result<Box<dyn Read + 'a>, DecodeError> {
+    Ok(match codec {
+        Compression::Gzip => Box::new(flate2::read::GzDecoder::new(body)),
+        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(body)),
+        Compression::Zstd => Box::new(
+            zstd::stream::read::Decoder::new(body)
+                .map_err(|_| DecodeError::BadRecord("bad zstd frame"))?,
+        ),
+        // Snappy's output is bounded by its input (at most ~21x): decompress it whole.
+        Compression::Snappy => {
+            Box::new(std::io::Cursor::new(crate::compression::decompress(codec, body)?))
+        }
+        Compression::None => Box::new(body),
+        Compression::Unknown(_) => return Err(DecodeError::BadRecord("unknown compression codec")),
+    })
+}
+
+/// Calls `visit` for every record of a batch of any codec, streaming compressed ones. Checks
+/// what the slice iterator checks: each record's fields fill exactly its length.
+pub fn stream_records(
+    header: &RecordBatchHeader<'_>,
+    mut visit: impl FnMut(RecordRef<'_>),
+) -> Result<(), DecodeError> {
+    let body = header.as_bytes().get(BATCH_HEADER_BYTES..).unwrap_or_default();
+    if header.record_count() <= 0 {
+        return Ok(());
+    }
+    let mut reader =
+        Bounded { inner: BufReader::new(decoder(header.compression(), body)?), consumed: 0 };
+    let mut key = Vec::new();
+    for _ in 0..header.record_count() {
+        let length = reader.length()?.ok_or(DecodeError::BadRecord("null record length"))?;
+        let start = reader.consumed;
+        let _attributes = reader.byte()?;
+        let _timestamp_delta = reader.varlong()?;
+        let offset_delta = reader.varint()?;
+        let key_len = reader.length()?;
+        if let Some(len) = key_len {
+            if len > STREAMED_KEY_BYTES_MAX {
+                return Err(DecodeError::BadRecord("record key too long"));
+            }
+            key.resize(len, 0);
+            reader.exact(&mut key)?;
+        }
+        let value_len = reader.length()?;
+        if let Some(len) = value_len {
+            reader.skip(len)?;
+        }
+        let headers = reader.varint()?;
+        for _ in 0..headers.max(0) {
+            let header_key = reader.length()?.ok_or(DecodeError::BadRecord("null header key"))?;
+            reader.skip(header_key)?;
+            if let Some(len) = reader.length()? {
+                reader.skip(len)?;
+            }
+        }
+        if reader.consumed - start != length {
+            return Err(DecodeError::BadRecord("record length disagrees with its fields"));
+        }
+        visit(RecordRef {
+            offset: header.base_offset() + i64::from(offset_delta),
+            key: key_len.map(|_| key.as_slice()),
+            is_tombstone: value_len.is_none(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BatchRecord, RecordBatchBuilder};
+
+    #[test]
+    fn streamed_records_match_the_slice_iterator_for_every_codec() {
+        let mut builder = RecordBatchBuilder::new(1_700_000_000_000);
+        let values: Vec<String> = (0..40).map(|i| format!("value-{i}").repeat(i)).collect();
+        for (i, value) in values.iter().enumerate() {
+            let key = format!("key-{}", i % 7);
+            builder.push(BatchRecord {
+                key: (i % 5 != 0).then_some(key.as_bytes()),
+                value: (i % 9 != 0).then_some(value.as_bytes()),
+                timestamp_delta: i as i64,
+            });
+        }
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let bytes = builder.build_compressed(codec).unwrap();
+            let header = RecordBatchHeader::parse(&bytes, 1 << 20).unwrap();
+            let (mut streamed, mut sliced) = (Vec::new(), Vec::new());
+            stream_records(&header, |r| {
+                streamed.push((r.offset, r.key.map(<[u8]>::to_vec), r.is_tombstone))
+            })
+            .unwrap();
+            crate::compaction::for_each_record(&header, |r| {
+                sliced.push((r.offset, r.key.map(<[u8]>::to_vec), r.is_tombstone))
+            })
+            .unwrap();
+            assert_eq!(streamed.len(), 40, "{codec:?}");
+            assert_eq!(streamed, sliced, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_batch_inflating_past_the_bound_is_refused_after_at_most_the_bound() {
+        // One record claiming a 100 MiB value of zeros: 100 KiB of zstd.
+        let mut plain = Vec::new();
+        let value_bytes = 100usize << 20;
+        let mut body = vec![0u8, 0, 0];
+        crate::varint::put_varint(&mut body, 1);
+        body.push(b'k');
+        crate::varint::put_varint(&mut body, value_bytes as i32);
+        crate::varint::put_varint(&mut plain, (body.len() + value_bytes + 1) as i32);
+        plain.extend_from_slice(&body);
+        plain.resize(plain.len() + value_bytes, 0);
+        plain.push(0);
+        let compressed = zstd::stream::encode_all(&plain[..], 1).unwrap();
+        let mut builder = RecordBatchBuilder::new(1);
+        builder.push(BatchRecord { key: Some(b"k"), value: Some(b"x"), timestamp_delta: 0 });
+        let mut batch = builder.build();
+        batch.truncate(BATCH_HEADER_BYTES);
+        batch[21..23].copy_from_slice(&4i16.to_be_bytes());
+        batch.extend_from_slice(&compressed);
+        let length = (batch.len() - crate::LOG_OVERHEAD_BYTES) as i32;
+        batch[8..12].copy_from_slice(&length.to_be_bytes());
+        let header = RecordBatchHeader::parse(&batch, 1 << 20).unwrap();
+        assert_eq!(
+            stream_records(&header, |_| {}),
+            Err(DecodeError::BadRecord("records decompress past the size limit"))
+        );
+    }
+}

@@ -1660,7 +1660,6 @@ fn describe_configs_reports_topic_overrides_and_defaults_with_their_sources_and_
 #[test]
 /// Kafka (`ConfigHelper.describeConfigs`) describes every config when the key list is null or
 /// empty.
-#[ignore = "bug: an empty configuration_keys list describes no configs instead of all"]
 fn describe_configs_with_an_empty_key_list_reports_every_config() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
@@ -2074,7 +2073,6 @@ fn leave_group_v1_removes_the_member_and_leaves_the_group_empty() {
 /// and removes a static member named by its instance id alone (member id "", as
 /// `Admin.removeMembersFromConsumerGroup` sends); strata answers instance id "" for every member
 /// and UNKNOWN_MEMBER_ID for the static one.
-#[ignore = "bug: v3+ answers do not echo group_instance_id; leaving by instance id fails (25)"]
 fn leave_group_v4_removes_members_by_id_or_instance_id_and_echoes_each_identity() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
@@ -2123,7 +2121,6 @@ fn leave_group_v4_removes_members_by_id_or_instance_id_and_echoes_each_identity(
 #[test]
 /// DescribeGroupsResponse.json: ProtocolData and MemberMetadata are filled in only when the group
 /// is Stable (Kafka's `describeGroups` uses `describeNoMetadata` otherwise).
-#[ignore = "bug: a group that is not Stable is described with its protocol and member metadata"]
 fn describe_groups_outside_stable_reports_no_protocol_and_no_member_metadata() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
@@ -2182,7 +2179,6 @@ fn list_groups_v4_lists_every_group_with_its_state_and_filters_by_state() {
 #[test]
 /// Kafka lists each group's own protocol type (`ClassicGroup.asListedGroup`): "connect" for
 /// Connect workers, "" for a group created by a standalone offset commit.
-#[ignore = "bug: every group is listed with protocol type \"consumer\""]
 fn list_groups_reports_each_groups_own_protocol_type() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
@@ -2295,7 +2291,6 @@ fn offset_commit_is_checked_against_the_group_members_generation() {
 #[test]
 /// Kafka (`OffsetMetadataManager.validateOffsetCommit`) answers a commit with a generation to a
 /// group it does not know ILLEGAL_GENERATION before v9 (GROUP_ID_NOT_FOUND from v9).
-#[ignore = "bug: a member's commit to an unknown group answers 25 instead of 22"]
 fn an_offset_commit_from_a_member_of_an_unknown_group_answers_illegal_generation_22() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
@@ -2357,7 +2352,6 @@ fn offset_delete_removes_some_committed_offsets_of_an_empty_group() {
 /// Kafka answers a group-level error with that error alone (`GroupCoordinatorService`:
 /// `new OffsetDeleteResponseData().setErrorCode(error.code())`), never with per-partition
 /// successes.
-#[ignore = "bug: GROUP_ID_NOT_FOUND comes with every partition listed as deleted (error 0)"]
 fn offset_delete_of_an_unknown_group_answers_group_id_not_found_69_alone() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;

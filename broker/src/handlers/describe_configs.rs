@@ -45,11 +45,12 @@ pub async fn handle<S: Storage>(
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
+        // Null or empty: every config (Kafka treats both alike).
         let wanted = |key: &str| {
             resource
                 .configuration_keys
                 .as_ref()
-                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key))
+                .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == key))
         };
         match resource.resource_type {
             RESOURCE_TOPIC => match image.topic(resource.resource_name.as_str()) {

@@ -1,4 +1,5 @@
-//! LeaveGroup (key 13): members leave (v3+ several at once, KIP-345); the rest rebalance.
+//! LeaveGroup (key 13): members leave (v3+ several at once, each named by member id and/or
+//! group instance id, KIP-345); the rest rebalance. v3+ answers echo each identity.
 
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
@@ -24,27 +25,32 @@ pub async fn handle<S: Storage>(
 ) -> LeaveGroupResponse {
     let version = context.api_version;
     let group = request.group_id.0.to_string();
-    let member_ids: Vec<String> = if version >= 3 {
-        request.members.iter().map(|m| m.member_id.to_string()).collect()
+    let members: Vec<(String, Option<String>)> = if version >= 3 {
+        request
+            .members
+            .iter()
+            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|i| i.to_string())))
+            .collect()
     } else {
-        vec![request.member_id.to_string()]
+        vec![(request.member_id.to_string(), None)]
     };
-    let call = GroupRequest::Leave { group: group.clone(), member_ids: member_ids.clone() };
+    let call = GroupRequest::Leave { group: group.clone(), members: members.clone() };
     let answers: Vec<Result<(), GroupError>> = match node.group_call(&group, call).await {
         Ok(GroupResponse::Leave(answers)) => answers,
         Ok(_) | Err(_) => {
-            member_ids.iter().map(|_| Err(GroupError::CoordinatorNotAvailable)).collect()
+            members.iter().map(|_| Err(GroupError::CoordinatorNotAvailable)).collect()
         }
     };
     let mut response = LeaveGroupResponse::default();
     if version >= 3 {
         response.error_code = NONE;
-        response.members = member_ids
+        response.members = members
             .iter()
             .zip(&answers)
-            .map(|(id, answer)| {
+            .map(|((id, instance), answer)| {
                 let mut member = MemberResponse::default();
                 member.member_id = super::str_bytes(id);
+                member.group_instance_id = instance.as_deref().map(super::str_bytes);
                 member.error_code = code(answer);
                 member
             })

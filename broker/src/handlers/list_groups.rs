@@ -4,7 +4,7 @@
 use crate::error::{error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse};
+use crate::services::groups::{GroupRequest, GroupResponse, ListedGroup as Listed};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use shard::io::Storage;
@@ -19,10 +19,12 @@ pub async fn handle<S: Storage>(
 ) -> ListGroupsResponse {
     let mut response = ListGroupsResponse::default();
     response.error_code = NONE;
-    let mut groups: BTreeMap<String, &'static str> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Listed> = BTreeMap::new();
     for answer in node.group_call_all(|| GroupRequest::List).await {
         match answer {
-            Ok(GroupResponse::List(found)) => groups.extend(found),
+            Ok(GroupResponse::List(found)) => {
+                groups.extend(found.into_iter().map(|listed| (listed.group.clone(), listed)))
+            }
             Ok(_) => {}
             Err(error) => response.error_code = error_code(&error),
         }
@@ -33,14 +35,14 @@ pub async fn handle<S: Storage>(
             || request.states_filter.iter().any(|s| s.as_str().eq_ignore_ascii_case(group_state))
     };
     response.groups = groups
-        .into_iter()
-        .filter(|(_, state)| wanted(state))
-        .map(|(group, state)| {
+        .into_values()
+        .filter(|group| wanted(group.state))
+        .map(|group| {
             let mut listed = ListedGroup::default();
-            listed.group_id = GroupId(super::str_bytes(&group));
-            listed.protocol_type = super::str_bytes("consumer");
+            listed.group_id = GroupId(super::str_bytes(&group.group));
+            listed.protocol_type = super::str_bytes(&group.protocol_type);
             if context.api_version >= 4 {
-                listed.group_state = super::str_bytes(state);
+                listed.group_state = super::str_bytes(group.state);
             }
             listed
         })

@@ -43,10 +43,12 @@ pub async fn handle<S: Storage>(
         })
         .collect();
     let mut response = OffsetDeleteResponse::default();
-    response.error_code = match delete_offsets(node, &group, Some(partitions)).await {
-        Ok(_) => NONE,
-        Err(error) => error_code(&error),
-    };
+    if let Err(error) = delete_offsets(node, &group, Some(partitions)).await {
+        // A group-level error comes alone, as Kafka answers it.
+        response.error_code = error_code(&error);
+        return response;
+    }
+    response.error_code = NONE;
     for topic in request.topics {
         let mut entry = OffsetDeleteResponseTopic::default();
         entry.name = topic.name;

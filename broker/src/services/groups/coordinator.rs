@@ -136,18 +136,18 @@ impl<S: Storage> GroupService<S> {
     pub(super) fn leave(
         &self,
         group_id: &str,
-        member_ids: &[String],
+        members: &[(String, Option<String>)],
     ) -> Vec<Result<(), GroupError>> {
         let Some(cell) = self.cell(group_id) else {
-            return member_ids.iter().map(|_| Err(GroupError::UnknownMemberId)).collect();
+            return members.iter().map(|_| Err(GroupError::UnknownMemberId)).collect();
         };
-        let answers = cell.group.borrow_mut().leave(member_ids, self.clock.now());
+        let answers = cell.group.borrow_mut().leave_members(members, self.clock.now());
         cell.notify();
         answers
     }
 
     /// A commit's member and generation against the group; a group this shard does not know
-    /// takes only standalone commits (no member id, generation -1).
+    /// takes only standalone commits (no member id, a negative generation).
     pub(super) fn check_commit(
         &self,
         group_id: &str,
@@ -160,10 +160,12 @@ impl<S: Storage> GroupService<S> {
         }
         match self.cell(group_id) {
             Some(cell) => cell.group.borrow().check_commit(member_id, instance, generation),
+            // Kafka (`OffsetMetadataManager.validateOffsetCommit`, before v9): a generation
+            // for a group it does not know is ILLEGAL_GENERATION.
             None => match (member_id.is_empty(), generation) {
-                (true, -1) => Ok(()),
+                (_, generation) if generation >= 0 => Err(GroupError::IllegalGeneration),
+                (true, _) => Ok(()),
                 (false, _) => Err(GroupError::UnknownMemberId),
-                (true, _) => Err(GroupError::IllegalGeneration),
             },
         }
     }
@@ -179,6 +181,9 @@ impl<S: Storage> GroupService<S> {
             };
         };
         let group = cell.group.borrow();
+        // Kafka fills the protocol, metadata and assignments only for a Stable group
+        // (`describeNoMetadata` otherwise).
+        let stable = group.state == State::Stable;
         let members = group
             .members
             .values()
@@ -187,14 +192,14 @@ impl<S: Storage> GroupService<S> {
                 instance_id: m.instance_id.clone(),
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
-                metadata: m.metadata_for(&group.protocol),
-                assignment: m.assignment.clone(),
+                metadata: if stable { m.metadata_for(&group.protocol) } else { Bytes::new() },
+                assignment: if stable { m.assignment.clone() } else { Bytes::new() },
             })
             .collect();
         Described {
             state: group.state.name(),
             protocol_type: group.protocol_type.clone(),
-            protocol: group.protocol.clone(),
+            protocol: if stable { group.protocol.clone() } else { String::new() },
             members,
         }
     }

@@ -90,15 +90,16 @@ pub enum GroupRequest {
         instance_id: Option<String>,
         generation: i32,
     },
+    /// Members named by (member id, group instance id).
     Leave {
         group: String,
-        member_ids: Vec<String>,
+        members: Vec<(String, Option<String>)>,
     },
     Describe {
         group: String,
     },
-    /// (group, state) of every group this shard coordinates; a group with only committed
-    /// offsets is Empty.
+    /// Every group this shard coordinates; a group with only committed offsets is Empty with
+    /// no protocol type.
     List,
     Commit {
         group: String,
@@ -122,13 +123,21 @@ pub enum GroupRequest {
     Committed,
 }
 
+/// A group as ListGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedGroup {
+    pub group: String,
+    pub state: &'static str,
+    pub protocol_type: String,
+}
+
 pub enum GroupResponse {
     Join(JoinOutcome),
     Sync(std::result::Result<Assignment, GroupError>),
     Heartbeat(std::result::Result<(), GroupError>),
     Leave(Vec<std::result::Result<(), GroupError>>),
     Described(Described),
-    List(Vec<(String, &'static str)>),
+    List(Vec<ListedGroup>),
     Commit(Result<()>),
     FetchOffsets(Vec<(TopicPartition, Committed)>),
     DeleteOffsets(Result<Vec<TopicPartition>>),
@@ -191,8 +200,8 @@ impl<S: Storage> GroupService<S> {
                     generation,
                 ))
             }
-            GroupRequest::Leave { group, member_ids } => {
-                GroupResponse::Leave(self.leave(&group, &member_ids))
+            GroupRequest::Leave { group, members } => {
+                GroupResponse::Leave(self.leave(&group, &members))
             }
             GroupRequest::Describe { group } => GroupResponse::Described(self.describe(&group)),
             GroupRequest::List => GroupResponse::List(self.list()),
@@ -252,17 +261,30 @@ impl<S: Storage> GroupService<S> {
         Ok(deleted)
     }
 
-    fn list(&self) -> Vec<(String, &'static str)> {
-        let mut listed: std::collections::BTreeMap<String, &'static str> = self
+    fn list(&self) -> Vec<ListedGroup> {
+        let mut listed: std::collections::BTreeMap<String, ListedGroup> = self
             .offsets
             .borrow()
             .keys()
-            .map(|group| (group.clone(), state_machine::State::Empty.name()))
+            .map(|group| {
+                let empty = ListedGroup {
+                    group: group.clone(),
+                    state: state_machine::State::Empty.name(),
+                    protocol_type: String::new(),
+                };
+                (group.clone(), empty)
+            })
             .collect();
         for (name, cell) in self.groups.borrow().iter() {
-            listed.insert(name.clone(), cell.group.borrow().state.name());
+            let group = cell.group.borrow();
+            let entry = ListedGroup {
+                group: name.clone(),
+                state: group.state.name(),
+                protocol_type: group.protocol_type.clone(),
+            };
+            listed.insert(name.clone(), entry);
         }
-        listed.into_iter().collect()
+        listed.into_values().collect()
     }
 
     fn committed(&self) -> Vec<(String, TopicPartition, i64)> {

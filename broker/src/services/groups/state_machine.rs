@@ -417,20 +417,60 @@ impl Group {
         Ok(())
     }
 
-    /// Removes members; an answer per member id. The rest rebalance.
+    /// Removes members by id; an answer per member id. The rest rebalance.
     pub fn leave(&mut self, member_ids: &[String], now: Instant) -> Vec<Result<(), GroupError>> {
-        let answers: Vec<Result<(), GroupError>> = member_ids
+        let identities: Vec<(String, Option<String>)> =
+            member_ids.iter().map(|id| (id.clone(), None)).collect();
+        self.leave_members(&identities, now)
+    }
+
+    /// Removes members named by (member id, group instance id), as LeaveGroup v3+ does (KIP-345):
+    /// a static member may be named by its instance id alone (an administrator removing it);
+    /// an instance id held by another member id is FENCED_INSTANCE_ID.
+    pub fn leave_members(
+        &mut self,
+        members: &[(String, Option<String>)],
+        now: Instant,
+    ) -> Vec<Result<(), GroupError>> {
+        let before = self.members.len();
+        let answers: Vec<Result<(), GroupError>> = members
             .iter()
-            .map(|id| match self.members.remove(id) {
-                Some(_) => Ok(()),
-                None => Err(GroupError::UnknownMemberId),
-            })
+            .map(|(id, instance)| self.remove_member(id, instance.as_deref()))
             .collect();
-        if answers.iter().any(Result::is_ok) {
+        if self.members.len() < before {
             self.prepare_rebalance(now, 0);
             self.try_complete_join(now);
         }
         answers
+    }
+
+    fn remove_member(&mut self, member_id: &str, instance: Option<&str>) -> Result<(), GroupError> {
+        let id = match instance {
+            Some(instance) => {
+                let holder = self
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(instance))
+                    .map(|m| m.id.clone())
+                    .ok_or(GroupError::UnknownMemberId)?;
+                if !member_id.is_empty() && member_id != holder {
+                    return Err(GroupError::FencedInstanceId);
+                }
+                holder
+            }
+            None => member_id.to_string(),
+        };
+        if self.members.remove(&id).is_some() {
+            return Ok(());
+        }
+        // A member id handed out with MEMBER_ID_REQUIRED that never joined leaves too.
+        let before = self.pending_ids.len();
+        self.pending_ids.retain(|pending| *pending != id);
+        if self.pending_ids.len() < before {
+            Ok(())
+        } else {
+            Err(GroupError::UnknownMemberId)
+        }
     }
 
     /// Kafka's rules for an OffsetCommit against the group (classic protocol).

@@ -1,0 +1,316 @@
+//! `PartitionLog`: one partition's append-only log of Kafka v2 record batches.
+//!
+//! Owns: the partition directory `<data_dir>/<topic>-<partition>/` and everything in it:
+//! segments (`.log`, `.index`, `.timeindex`), the log start offset and leader-epoch
+//! checkpoints, and the clean-shutdown marker.
+//!
+//! Write path: an append validates the batch (framing, magic, CRC32C, size), assigns offsets by
+//! patching the base offset and partition leader epoch in place, and copies it into the active
+//! segment's tail: an aligned `write_chunk_bytes` direct-I/O buffer. A full chunk is submitted
+//! at once and up to `WRITE_WINDOW` chunk writes stay in flight (write-behind, so copying the
+//! next batches overlaps the disk). The partial last chunk is written, zero-padded to a page,
+//! only when a sync, a roll or a disk read needs everything; the next write rewrites that page
+//! with more data.
+//!
+//! Durability rule: under `FlushPolicy::Always` an append returns only after an fdatasync that
+//! started after the batch was written covers it. Syncs are group-committed: one sync at a time,
+//! and a sync covers every batch appended before it started, so concurrent appends share it.
+//! `IntervalMs` and `Never` acknowledge once the batch is in the tail (a crash may lose the
+//! unsynced window, never half a batch). Segment roll and clean shutdown always sync.
+//!
+//! Invariants:
+//! 1. `log_start_offset <= log_end_offset`; `durable_end_offset <= log_end_offset`.
+//! 2. Offsets are contiguous across batches; segment base offsets are the first batch's offset.
+//! 3. Disk bytes before `tail.start` of the active segment, and all of every sealed segment, are
+//!    written; reads of the active segment past `tail.written_end` first write the tail out.
+//! 4. Only one task writes at a time (`write_lock`), and only one fdatasync runs at a time
+//!    (`sync_lock`, always taken before `write_lock`).
+//!
+//! Runs on: the shard that owns the partition (single-threaded; `RefCell` borrows never span an
+//! `.await`).
+
+use crate::cache::{BatchCache, CacheKey};
+use crate::checkpoint::{self, EpochEntry};
+use crate::config::{FlushPolicy, LogConfig};
+use crate::error::{Result, StorageError};
+use crate::io::{self, align_down, align_up, IoBuffer, Storage, StorageFile};
+use crate::producer_state::{self, ProducerBatch, ProducerStates, Verdict};
+use crate::segment::{self, Segment};
+use bytes::{Bytes, BytesMut};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use wire::{Compression, RecordBatchHeader};
+
+mod producer_snapshots;
+mod read;
+mod retention;
+mod roll;
+mod sync;
+mod truncate;
+mod write;
+
+/// The active segment's file is preallocated (fallocate, KEEP_SIZE) at least this far ahead of
+/// its end (and as far ahead as it is long), so appends do not allocate extents one write at a
+/// time, while an idle partition costs at most this much unused disk.
+pub const PREALLOCATE_AHEAD_BYTES: u64 = 8 << 20;
+/// Chunk writes allowed in flight per partition before an append waits for the oldest.
+pub const WRITE_WINDOW: usize = 4;
+/// Producer-state snapshots kept per partition (the newest ones).
+pub const PRODUCER_SNAPSHOTS_KEPT: usize = 2;
+/// Read size while replaying the log after a producer snapshot.
+const PRODUCER_REPLAY_READ_BYTES: usize = 1 << 20;
+/// Smallest read issued for the disk read path.
+pub const DISK_READ_BYTES_MIN: usize = 64 << 10;
+
+/// What an append assigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub log_start_offset: i64,
+    /// An idempotent producer's retry of a batch already in the log: these are the original
+    /// offsets and nothing was written.
+    pub duplicate: bool,
+}
+
+/// Where `open` took the producer state from (see `producer_state`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerRecovery {
+    /// The snapshot loaded, if any (its offset).
+    pub snapshot_offset: Option<i64>,
+    /// Batches read from the log after it.
+    pub batches_replayed: usize,
+}
+
+/// Batches read from the log: whole batches, contiguous in offsets.
+#[derive(Debug, Clone, Default)]
+pub struct LogRead {
+    pub batches: Vec<Bytes>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// Whether the data came from the shard's batch cache rather than the disk.
+    pub from_cache: bool,
+}
+
+impl LogRead {
+    pub fn size_bytes(&self) -> usize {
+        self.batches.iter().map(Bytes::len).sum()
+    }
+}
+
+/// The answer to a lookup by timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampLookup {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+/// The active segment's last, partly filled chunk.
+pub(crate) struct Tail<B> {
+    /// File position of `buffer[0]`; page-aligned.
+    pub(crate) start: u64,
+    /// The chunk being filled; `None` until a byte lands in it.
+    pub(crate) buffer: Option<B>,
+    /// Bytes of `buffer` that hold data: the segment's logical end is `start + len`.
+    pub(crate) len: usize,
+    /// File bytes before this position are on disk (their writes completed).
+    pub(crate) written_end: u64,
+}
+
+impl<B> Tail<B> {
+    pub(crate) fn empty() -> Self {
+        Self { start: 0, buffer: None, len: 0, written_end: 0 }
+    }
+}
+
+/// A chunk write that was submitted; `future` is `None` once it completed.
+pub(crate) struct InflightWrite {
+    end: u64,
+    future: Option<std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>>>,
+}
+
+pub(crate) struct LogState<F: StorageFile> {
+    pub(crate) segments: BTreeMap<i64, Segment<F>>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
+    pub(crate) durable_end_offset: i64,
+    pub(crate) epochs: Vec<EpochEntry>,
+    pub(crate) tail: Tail<F::Buffer>,
+    pub(crate) offline: bool,
+    pub(crate) closed: bool,
+    pub(crate) last_sync_ms: i64,
+}
+
+/// One partition's log. See the module header for the write path and durability rule.
+pub struct PartitionLog<S: Storage> {
+    pub(crate) storage: S,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: RefCell<LogConfig>,
+    pub(crate) state: RefCell<LogState<S::File>>,
+    pub(crate) cache: Rc<RefCell<BatchCache>>,
+    pub(crate) cache_key: CacheKey,
+    pub(crate) write_lock: async_lock::Mutex<()>,
+    pub(crate) sync_lock: async_lock::Mutex<()>,
+    /// Submitted chunk writes of the active segment, oldest first (touched under `write_lock`).
+    pub(crate) inflight: RefCell<std::collections::VecDeque<InflightWrite>>,
+    /// fdatasync calls issued by group commit (for metrics and the group-commit test).
+    pub(crate) syncs_completed: std::cell::Cell<u64>,
+    /// Duration of those fdatasyncs, in microseconds (shared by the shard's partitions: one
+    /// histogram is ~180 KB, too much per partition at 10,000 partitions).
+    pub(crate) sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
+    /// Whether `open` found a clean-shutdown marker and skipped the recovery scan.
+    pub opened_clean: bool,
+    /// Idempotent producers of this partition (touched under `write_lock` once open).
+    pub(crate) producers: RefCell<crate::producer_state::ProducerStates>,
+    pub(crate) producer_recovery: std::cell::Cell<ProducerRecovery>,
+    /// The active segment's base offset when compaction last ran (see `compact_if_due`).
+    pub(crate) compacted_sealed_end: std::cell::Cell<Option<i64>>,
+    /// Changes to the files since open (appends, rolls, truncations, segment deletions, log
+    /// start moves, compaction swaps). A log opened clean with none at close needs no rewrite.
+    pub(crate) mutations: std::cell::Cell<u64>,
+}
+
+/// What `open` needs besides the storage.
+pub struct OpenOptions {
+    pub config: LogConfig,
+    pub cache: Rc<RefCell<BatchCache>>,
+    pub now_ms: i64,
+    /// Where fdatasync durations are recorded (one per shard).
+    pub sync_latency_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
+}
+
+impl<S: Storage> PartitionLog<S> {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.config.borrow().clone()
+    }
+
+    pub fn set_config(&self, config: LogConfig) -> Result<()> {
+        config.validate().map_err(StorageError::InvalidArgument)?;
+        *self.config.borrow_mut() = config;
+        Ok(())
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.state.borrow().log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.state.borrow().log_end_offset
+    }
+
+    /// Offsets below this are durable (synced).
+    pub fn durable_end_offset(&self) -> i64 {
+        self.state.borrow().durable_end_offset
+    }
+
+    /// How many group-commit fdatasyncs have completed since open.
+    pub fn syncs_completed(&self) -> u64 {
+        self.syncs_completed.get()
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.state.borrow().epochs.last().map(|entry| entry.epoch)
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.state.borrow().segments.keys().copied().collect()
+    }
+
+    /// Total logical bytes across segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.state.borrow().segments.values().map(|segment| segment.size_bytes).sum()
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        let state = self.state.borrow();
+        if state.closed {
+            return Err(StorageError::Closed(self.dir.clone()));
+        }
+        if state.offline {
+            return Err(StorageError::Offline(self.dir.clone()));
+        }
+        Ok(())
+    }
+
+    /// Marks the log offline when an I/O step of a write fails, so a half-done write is never
+    /// built upon; reopening runs recovery.
+    pub(crate) fn offline_on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            self.state.borrow_mut().offline = true;
+        }
+        result
+    }
+}
+
+/// Builds the tail of an active segment of `size` bytes: its partial last page, read back.
+pub(crate) async fn load_tail<F: StorageFile>(
+    file: &F,
+    size: u64,
+    dir: &Path,
+    chunk_bytes: usize,
+) -> Result<Tail<F::Buffer>> {
+    let start = align_down(size);
+    let len = (size - start) as usize;
+    let mut tail = Tail { start, buffer: None, len, written_end: size };
+    if len > 0 {
+        let read = file.read_at(start, len).await?;
+        let bytes = read.as_ref();
+        if bytes.len() != len {
+            return Err(StorageError::Corrupt {
+                path: dir.to_path_buf(),
+                reason: "tail page short".into(),
+            });
+        }
+        let mut buffer = file.alloc_buffer(chunk_bytes.max(io::align_up(len as u64) as usize));
+        if let Some(prefix) = buffer.as_mut_slice().get_mut(..len) {
+            prefix.copy_from_slice(bytes);
+        }
+        tail.buffer = Some(buffer);
+    }
+    Ok(tail)
+}
+
+/// A histogram for microsecond latencies from 1 us to one hour, 3 significant digits.
+pub fn latency_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .expect("constant bounds are valid")
+}
+
+pub(crate) fn new_segment<F>(
+    base_offset: i64,
+    file: Rc<F>,
+    path: PathBuf,
+    now_ms: i64,
+) -> Segment<F> {
+    Segment {
+        base_offset,
+        file,
+        path,
+        size_bytes: 0,
+        next_offset: base_offset,
+        index: Default::default(),
+        time_index: Default::default(),
+        max_timestamp: -1,
+        offset_of_max_timestamp: base_offset,
+        bytes_since_index_entry: 0,
+        created_ms: now_ms,
+        preallocated_end: 0,
+    }
+}
+
+pub(crate) fn apply_scan<F>(segment: &mut Segment<F>, scan: segment::ScanOutcome) {
+    segment.size_bytes = scan.valid_bytes;
+    segment.next_offset = scan.next_offset;
+    segment.index = scan.index;
+    segment.time_index = scan.time_index;
+    segment.max_timestamp = scan.max_timestamp;
+    segment.offset_of_max_timestamp = scan.offset_of_max_timestamp;
+    segment.bytes_since_index_entry = scan.bytes_since_index_entry;
+}

@@ -1,0 +1,215 @@
+//! The read path: from the batch cache, or from disk through the shared batch reader, which
+//! checks every batch as the write path did (length, magic, CRC32C, contiguous base offsets);
+//! and lookups by timestamp.
+
+use super::*;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Reads whole batches starting with the one holding `offset`, up to `max_bytes` (at least
+    /// one batch, so a reader always makes progress).
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<LogRead> {
+        let (log_start, log_end) = {
+            let state = self.state.borrow();
+            if state.closed {
+                return Err(StorageError::Closed(self.dir.clone()));
+            }
+            (state.log_start_offset, state.log_end_offset)
+        };
+        if offset < log_start || offset > log_end {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: log_start,
+                log_end_offset: log_end,
+            });
+        }
+        let mut read =
+            LogRead { log_start_offset: log_start, log_end_offset: log_end, ..LogRead::default() };
+        if offset == log_end {
+            return Ok(read);
+        }
+        if let Some(batches) = self.cache.borrow().read(self.cache_key, offset, max_bytes) {
+            read.batches = batches;
+            read.from_cache = true;
+            return Ok(read);
+        }
+        read.batches = self.read_from_disk(offset, max_bytes).await?;
+        Ok(read)
+    }
+
+    pub(crate) async fn read_from_disk(&self, offset: i64, max_bytes: usize) -> Result<Vec<Bytes>> {
+        let needs_write_out = {
+            let state = self.state.borrow();
+            let (&active_base, active) = state.segments.iter().next_back().expect("active segment");
+            offset >= active_base && state.tail.written_end < active.size_bytes
+        };
+        if needs_write_out {
+            let _write = self.write_lock.lock().await;
+            self.check_writable()?;
+            let result = self.write_out_locked().await;
+            self.offline_on_error(result)?;
+        }
+        let (file, path, base_offset, start_position, end_position) = {
+            let state = self.state.borrow();
+            let Some((_, segment)) = state
+                .segments
+                .range(..=offset)
+                .next_back()
+                .filter(|(_, segment)| offset < segment.next_offset)
+            else {
+                return Ok(Vec::new());
+            };
+            let (_, position) = segment.index.lookup(segment.relative(offset));
+            (
+                segment.file.clone(),
+                segment.path.clone(),
+                segment.base_offset,
+                u64::from(position),
+                segment.size_bytes,
+            )
+        };
+        let corrupt = |reason: String| StorageError::Corrupt { path: path.clone(), reason };
+        let batch_bytes_max = crate::config::BATCH_BYTES_MAX;
+        let mut batches = Vec::new();
+        let mut total = 0usize;
+        let mut position = start_position;
+        let mut expected_base: Option<i64> = None;
+        // The next read must hold at least this much (a batch larger than the last read).
+        let mut read_at_least = DISK_READ_BYTES_MIN;
+        while position < end_position {
+            let want = (max_bytes.saturating_sub(total)).max(read_at_least);
+            read_at_least = DISK_READ_BYTES_MIN;
+            let read_len = (end_position - position).min(want as u64) as usize;
+            let read = file.read_at(position, read_len).await?;
+            let chunk = Bytes::copy_from_slice(read.as_ref());
+            if chunk.len() < read_len {
+                return Err(corrupt(format!(
+                    "short read at {position}: {} of {read_len}",
+                    chunk.len()
+                )));
+            }
+            let mut at = 0usize;
+            while at < chunk.len() {
+                let rest = chunk.slice(at..);
+                let size = match wire::record_batch::batch_size_from_prefix(&rest, batch_bytes_max)
+                {
+                    Ok(size) => size,
+                    Err(wire::DecodeError::Truncated { .. }) => break,
+                    Err(error) => {
+                        return Err(corrupt(format!(
+                            "at position {}: {error}",
+                            position + at as u64
+                        )))
+                    }
+                };
+                if size > rest.len() {
+                    if !batches.is_empty() && total + size > max_bytes {
+                        return Ok(batches);
+                    }
+                    // Read again from this batch, whole.
+                    read_at_least = size;
+                    break;
+                }
+                let batch = rest.slice(..size);
+                let header = RecordBatchHeader::parse(&batch, batch_bytes_max)
+                    .map_err(|error| corrupt(error.to_string()))?;
+                check_base(&header, expected_base, &corrupt)?;
+                if header.base_offset() < base_offset {
+                    return Err(corrupt(format!(
+                        "batch offset {} below segment base",
+                        header.base_offset()
+                    )));
+                }
+                expected_base = Some(header.last_offset() + 1);
+                at += size;
+                if header.last_offset() < offset {
+                    continue;
+                }
+                if !batches.is_empty() && total + size > max_bytes {
+                    return Ok(batches);
+                }
+                total += size;
+                batches.push(batch);
+                if total >= max_bytes {
+                    return Ok(batches);
+                }
+            }
+            if at == 0
+                && (read_at_least <= read_len || read_at_least as u64 > end_position - position)
+            {
+                return Err(corrupt(format!("no whole batch at position {position}")));
+            }
+            position += at as u64;
+        }
+        Ok(batches)
+    }
+
+    /// The first offset whose record timestamp is `>= timestamp` (Kafka ListOffsets by time),
+    /// located through the time index. For compressed batches the answer is the batch's first
+    /// offset (record timestamps inside are not decoded here).
+    pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampLookup>> {
+        let candidates: Vec<(i64, i64)> = {
+            let state = self.state.borrow();
+            state
+                .segments
+                .values()
+                .filter(|segment| segment.max_timestamp >= timestamp)
+                .map(|segment| {
+                    let relative = segment.time_index.scan_start(timestamp);
+                    (segment.base_offset, segment.base_offset + i64::from(relative))
+                })
+                .collect()
+        };
+        let log_start = self.log_start_offset();
+        for (_, scan_from) in candidates {
+            let mut offset = scan_from.max(log_start);
+            loop {
+                let read = match self.read(offset, DISK_READ_BYTES_MIN).await {
+                    Ok(read) => read,
+                    Err(StorageError::OffsetOutOfRange { .. }) => break,
+                    Err(error) => return Err(error),
+                };
+                if read.batches.is_empty() {
+                    break;
+                }
+                for batch in &read.batches {
+                    let header = RecordBatchHeader::parse(batch, crate::config::BATCH_BYTES_MAX)?;
+                    offset = header.last_offset() + 1;
+                    if header.max_timestamp() < timestamp || header.last_offset() < log_start {
+                        continue;
+                    }
+                    for record in wire::compression::records_of(&header)? {
+                        let record_timestamp = header.base_timestamp() + record.timestamp_delta;
+                        let record_offset = header.base_offset() + i64::from(record.offset_delta);
+                        if record_timestamp >= timestamp && record_offset >= log_start {
+                            return Ok(Some(TimestampLookup {
+                                offset: record_offset,
+                                timestamp: record_timestamp,
+                            }));
+                        }
+                    }
+                    return Ok(Some(TimestampLookup {
+                        offset: header.base_offset().max(log_start),
+                        timestamp: header.max_timestamp(),
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+pub(crate) fn check_base(
+    header: &RecordBatchHeader<'_>,
+    expected_base: Option<i64>,
+    corrupt: &dyn Fn(String) -> StorageError,
+) -> Result<()> {
+    if let Some(expected) = expected_base {
+        if header.base_offset() != expected {
+            return Err(corrupt(format!(
+                "batch base offset {} where {expected} was expected",
+                header.base_offset()
+            )));
+        }
+    }
+    Ok(())
+}

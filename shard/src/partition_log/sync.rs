@@ -1,0 +1,101 @@
+//! Group commit (one fdatasync at a time covers every append before it), interval flushes,
+//! and the clean close.
+
+use super::*;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Makes every offset below `target` durable (group commit; see the module header).
+    pub async fn sync_to(&self, target: i64) -> Result<()> {
+        loop {
+            if self.state.borrow().durable_end_offset >= target {
+                return Ok(());
+            }
+            let _sync = self.sync_lock.lock().await;
+            if self.state.borrow().durable_end_offset >= target {
+                return Ok(());
+            }
+            let (file, end) = {
+                let _write = self.write_lock.lock().await;
+                self.check_writable()?;
+                let result = self.write_out_locked().await;
+                self.offline_on_error(result)?;
+                let state = self.state.borrow();
+                let active = state.segments.values().next_back().expect("active segment");
+                (active.file.clone(), state.log_end_offset)
+            };
+            let sync_started = std::time::Instant::now();
+            let synced = file.sync().await.map_err(StorageError::from);
+            self.offline_on_error(synced)?;
+            self.syncs_completed.set(self.syncs_completed.get() + 1);
+            self.sync_latency_us
+                .borrow_mut()
+                .saturating_record(sync_started.elapsed().as_micros().max(1) as u64);
+            let mut state = self.state.borrow_mut();
+            state.durable_end_offset = state.durable_end_offset.max(end.min(state.log_end_offset));
+        }
+    }
+
+    /// Syncs everything appended so far.
+    pub async fn sync(&self) -> Result<()> {
+        let end = self.log_end_offset();
+        self.sync_to(end).await
+    }
+
+    /// For `FlushPolicy::IntervalMs`: syncs when the interval has passed since the last sync.
+    pub async fn flush_if_due(&self, now_ms: i64) -> Result<()> {
+        let due = match self.config.borrow().flush {
+            FlushPolicy::IntervalMs(interval) => {
+                let state = self.state.borrow();
+                state.durable_end_offset < state.log_end_offset
+                    && now_ms - state.last_sync_ms >= interval as i64
+            }
+            _ => false,
+        };
+        if due {
+            self.sync().await?;
+            self.state.borrow_mut().last_sync_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// Clean shutdown: writes and syncs everything, trims the active file, writes its indexes and
+    /// the clean-shutdown marker, so the next open skips the recovery scan.
+    pub async fn close(&self) -> Result<()> {
+        let _sync = self.sync_lock.lock().await;
+        let _write = self.write_lock.lock().await;
+        if self.state.borrow().closed {
+            return Ok(());
+        }
+        self.check_writable()?;
+        // Untouched since a clean open: segments, indexes, snapshot and checkpoints on disk are
+        // still exactly what that open trusted; only the marker (removed at open) is missing.
+        let untouched = self.opened_clean && self.mutations.get() == 0;
+        let result = async {
+            if !untouched {
+                self.seal_active_locked().await?;
+                self.write_producer_snapshot_locked().await?;
+                self.persist_log_start_locked().await?;
+            }
+            let marker = checkpoint::path_in(&self.dir, checkpoint::CLEAN_SHUTDOWN_FILE);
+            let log_end = self.log_end_offset();
+            io::write_file_atomic(&self.storage, &marker, format!("{log_end}\n").as_bytes())
+                .await?;
+            Ok(())
+        }
+        .await;
+        self.offline_on_error(result)?;
+        let segments = {
+            let mut state = self.state.borrow_mut();
+            state.closed = true;
+            state.durable_end_offset = state.log_end_offset;
+            std::mem::take(&mut state.segments)
+        };
+        self.cache.borrow_mut().forget(self.cache_key);
+        for (_, segment) in segments {
+            if let Ok(file) = Rc::try_unwrap(segment.file) {
+                self.storage.close(file).await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! Truncation: every batch holding an offset at or after the target is removed (whole batches),
+//! for replication's divergence handling.
+
+use super::*;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Removes every batch holding an offset `>= offset` (whole batches: the log end becomes the
+    /// base offset of the first removed batch). For replication's log reconciliation.
+    pub async fn truncate_to(&self, offset: i64) -> Result<()> {
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        {
+            let _write = self.write_lock.lock().await;
+            self.check_writable()?;
+            let result = self.truncate_locked(offset).await;
+            self.offline_on_error(result)?;
+        }
+        // Batches above the cut are gone: rebuild the producer state from the snapshots left
+        // (those above the cut are removed) and the log. Truncation happens on logs no client
+        // appends to (recovery, a follower catching up), so the write lock is not held for it.
+        // If that fails the log goes offline: its producer state is unknown until reopened.
+        let result = self.load_producer_state(crate::runtime::now_ms()).await;
+        self.offline_on_error(result)
+    }
+
+    pub(crate) async fn truncate_locked(&self, offset: i64) -> Result<()> {
+        self.mutations.set(self.mutations.get() + 1);
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        self.write_out_locked().await?;
+        let first_base = *self.state.borrow().segments.keys().next().expect("segments");
+        // Every read happens before anything is deleted, so a read error leaves the log as it was.
+        let cut = if offset > first_base {
+            let (file, path, base) = {
+                let state = self.state.borrow();
+                let (_, holder) =
+                    state.segments.range(..offset).next_back().expect("a segment below offset");
+                (holder.file.clone(), holder.path.clone(), holder.base_offset)
+            };
+            let position = self.position_of_batch_holding(&file, &path, base, offset).await?;
+            Some((file, path, base, position))
+        } else {
+            None
+        };
+        // Remove whole segments from the newest backwards, so a crash leaves a prefix.
+        let doomed: Vec<i64> = {
+            let state = self.state.borrow();
+            state
+                .segments
+                .range(offset.max(first_base + 1)..)
+                .map(|(base, _)| *base)
+                .rev()
+                .collect()
+        };
+        for base in doomed {
+            self.delete_segment_locked(base).await?;
+        }
+        match cut {
+            None => {
+                // Everything goes: the log restarts empty at `offset`.
+                self.delete_segment_locked(first_base).await?;
+                let path = self.dir.join(segment::log_file_name(offset));
+                let file = self.storage.open(&path, true).await?;
+                file.truncate(0).await?;
+                self.storage.sync_dir(&self.dir).await?;
+                let mut state = self.state.borrow_mut();
+                state.segments.insert(offset, new_segment(offset, Rc::new(file), path, 0));
+                state.log_start_offset = offset;
+                state.log_end_offset = offset;
+            }
+            Some((file, path, base, position)) => {
+                // Cut the (now last) segment at the first batch holding `offset`, then rebuild
+                // its indexes from what is left.
+                let epochs = self.state.borrow().epochs.clone();
+                let interval = self.config.borrow().index_interval_bytes;
+                file.truncate(position).await?;
+                file.sync().await?;
+                for name in [segment::index_file_name(base), segment::time_index_file_name(base)] {
+                    let stale = self.dir.join(name);
+                    if self.storage.exists(&stale).await? {
+                        self.storage.remove(&stale).await?;
+                    }
+                }
+                let scan = segment::scan_segment(&*file, &path, base, interval, &epochs).await?;
+                if let Some(reason) = &scan.stopped_early {
+                    return Err(StorageError::Corrupt { path, reason: reason.clone() });
+                }
+                let mut state = self.state.borrow_mut();
+                let segment = state.segments.values_mut().next_back().expect("segment");
+                apply_scan(segment, scan);
+                state.log_end_offset = segment.next_offset;
+                state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
+            }
+        }
+        self.reload_tail_locked().await?;
+        let log_end = self.log_end_offset();
+        let epochs_changed = {
+            let mut state = self.state.borrow_mut();
+            state.durable_end_offset = state.durable_end_offset.min(log_end);
+            let before = state.epochs.len();
+            state.epochs.retain(|entry| entry.start_offset < log_end);
+            before != state.epochs.len()
+        };
+        if epochs_changed {
+            let epochs = self.state.borrow().epochs.clone();
+            let path = checkpoint::path_in(&self.dir, checkpoint::LEADER_EPOCH_FILE);
+            io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs))
+                .await?;
+        }
+        self.persist_log_start_locked().await?;
+        self.cache.borrow_mut().truncate(self.cache_key, log_end);
+        Ok(())
+    }
+
+    pub(crate) async fn position_of_batch_holding(
+        &self,
+        file: &S::File,
+        path: &Path,
+        base: i64,
+        offset: i64,
+    ) -> Result<u64> {
+        let (start, size) = {
+            let state = self.state.borrow();
+            let segment = state.segments.get(&base).expect("segment");
+            let (_, position) = segment.index.lookup(segment.relative(offset.max(base)));
+            (u64::from(position), segment.size_bytes)
+        };
+        let mut position = start;
+        while position < size {
+            let head = file.read_at(position, wire::BATCH_HEADER_BYTES).await?;
+            let header =
+                wire::record_batch::peek_batch(head.as_ref(), crate::config::BATCH_BYTES_MAX)
+                    .map_err(|error| StorageError::Corrupt {
+                        path: path.to_path_buf(),
+                        reason: error.to_string(),
+                    })?;
+            if header.last_offset >= offset {
+                return Ok(position);
+            }
+            position += header.size_bytes as u64;
+        }
+        Ok(size)
+    }
+
+    /// Re-reads the partial last page of the active segment into the tail (after truncation).
+    pub(crate) async fn reload_tail_locked(&self) -> Result<()> {
+        let (file, size) = {
+            let state = self.state.borrow();
+            let active = state.segments.values().next_back().expect("active segment");
+            (active.file.clone(), active.size_bytes)
+        };
+        let chunk_bytes = self.config.borrow().write_chunk_bytes;
+        let tail = load_tail(&*file, size, &self.dir, chunk_bytes).await?;
+        self.state.borrow_mut().tail = tail;
+        Ok(())
+    }
+}

@@ -1,0 +1,327 @@
+//! The write path: append (validate, patch the broker-owned fields, copy into the tail
+//! chunk), write-behind of full chunks, and writing the partial tail out when needed.
+//! Durability rule: see the module header of `partition_log`.
+
+use super::*;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Appends one client batch (exactly one v2 batch in `batch`), stamping `leader_epoch`;
+    /// returns once the batch is durable if the flush policy is `Always`.
+    pub async fn append(
+        &self,
+        batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let sync = self.config.borrow().flush == FlushPolicy::Always;
+        self.append_with(batch, leader_epoch, now_ms, sync).await
+    }
+
+    /// Appends one client batch; with `sync`, returns only once it is durable (group-committed).
+    /// Kafka's acks=all maps to `sync` under the `Always` policy, acks=1 to no sync.
+    pub async fn append_with(
+        &self,
+        batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+        sync: bool,
+    ) -> Result<AppendInfo> {
+        self.append_inner(batch, leader_epoch, now_ms, sync, true).await
+    }
+
+    /// `append_with` for a batch whose CRC32C the caller has just verified (the broker checks
+    /// every batch of a request before appending any), so the CRC is not computed twice on the
+    /// produce path. Framing, size and codec are still checked here.
+    pub async fn append_crc_verified(
+        &self,
+        batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+        sync: bool,
+    ) -> Result<AppendInfo> {
+        self.append_inner(batch, leader_epoch, now_ms, sync, false).await
+    }
+
+    pub(crate) async fn append_inner(
+        &self,
+        mut batch: BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+        sync: bool,
+        verify_crc: bool,
+    ) -> Result<AppendInfo> {
+        let max_message_bytes = self.config.borrow().max_message_bytes;
+        let producer_batch = {
+            let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
+            if header.size_bytes() != batch.len() {
+                return Err(StorageError::InvalidBatch(wire::DecodeError::BadBatchLength {
+                    batch_length: batch.len() as i64 - 12,
+                    batch_bytes_max: crate::config::BATCH_BYTES_MAX,
+                }));
+            }
+            if header.size_bytes() > max_message_bytes {
+                return Err(StorageError::BatchTooLarge {
+                    size_bytes: header.size_bytes(),
+                    max_message_bytes,
+                });
+            }
+            if verify_crc {
+                header.verify_crc()?;
+            }
+            if let Compression::Unknown(codec) = header.compression() {
+                return Err(StorageError::UnknownCompression(codec));
+            }
+            ProducerBatch::of(&header)
+        };
+        let guard = self.write_lock.lock().await;
+        self.check_writable()?;
+        if let Some(producer_batch) = &producer_batch {
+            let verdict = self.producers.borrow().check(producer_batch)?;
+            if let Verdict::Duplicate(original) = verdict {
+                drop(guard);
+                if sync {
+                    self.sync_to(original.last_offset + 1).await?;
+                }
+                return Ok(AppendInfo {
+                    base_offset: original.base_offset,
+                    last_offset: original.last_offset,
+                    log_start_offset: self.log_start_offset(),
+                    duplicate: true,
+                });
+            }
+        }
+        let result = self.append_locked(&mut batch, leader_epoch, now_ms).await;
+        let info = self.offline_on_error(result)?;
+        if let Some(producer_batch) = &producer_batch {
+            self.producers.borrow_mut().record(producer_batch, info.base_offset, info.last_offset);
+        }
+        drop(guard);
+        if sync {
+            self.sync_to(info.last_offset + 1).await?;
+        }
+        Ok(info)
+    }
+
+    pub(crate) async fn append_locked(
+        &self,
+        batch: &mut BytesMut,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        self.mutations.set(self.mutations.get() + 1);
+        self.record_epoch_locked(leader_epoch).await?;
+        let (needs_roll, base_offset) = {
+            let state = self.state.borrow();
+            let config = self.config.borrow();
+            let active = state.segments.values().next_back().expect("a log has an active segment");
+            let too_big = active.size_bytes + batch.len() as u64 > config.segment_bytes;
+            let too_old = now_ms - active.created_ms >= config.segment_ms as i64;
+            let too_many_offsets = state.log_end_offset - active.base_offset > i64::from(i32::MAX);
+            (
+                active.size_bytes > 0 && (too_big || too_old || too_many_offsets),
+                state.log_end_offset,
+            )
+        };
+        if needs_roll {
+            self.roll_locked(now_ms).await?;
+        }
+        let mut view =
+            wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
+        view.set_base_offset(base_offset);
+        view.set_partition_leader_epoch(leader_epoch);
+        let bytes = std::mem::take(batch).freeze();
+        let header = RecordBatchHeader::parse(&bytes, crate::config::BATCH_BYTES_MAX)?;
+        let last_offset = header.last_offset();
+        let (file, full_chunks) = {
+            let mut state = self.state.borrow_mut();
+            let interval = self.config.borrow().index_interval_bytes;
+            let state = &mut *state;
+            let active = state.segments.values_mut().next_back().expect("active segment");
+            let position = active.size_bytes;
+            active.note_batch(&header, position, interval);
+            let file = active.file.clone();
+            assert_eq!(state.tail.start + state.tail.len as u64, position);
+            let chunk_bytes = self.config.borrow().write_chunk_bytes;
+            let full_chunks = copy_into_tail(&mut state.tail, &*file, &bytes, chunk_bytes);
+            state.log_end_offset = last_offset + 1;
+            (file, full_chunks)
+        };
+        self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);
+        self.preallocate_ahead_locked(&file).await?;
+        for (position, buffer) in full_chunks {
+            self.submit_write_locked(&file, position, buffer).await?;
+        }
+        self.complete_writes_locked(WRITE_WINDOW).await?;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_start_offset: self.log_start_offset(),
+            duplicate: false,
+        })
+    }
+
+    /// Adds `leader_epoch` to the epoch history (durably, before any batch carries it).
+    pub(crate) async fn record_epoch_locked(&self, leader_epoch: i32) -> Result<()> {
+        let (latest, log_end) = {
+            let state = self.state.borrow();
+            (state.epochs.last().map(|entry| entry.epoch), state.log_end_offset)
+        };
+        match latest {
+            Some(latest) if leader_epoch < latest => {
+                Err(StorageError::StaleLeaderEpoch { epoch: leader_epoch, latest_epoch: latest })
+            }
+            Some(latest) if leader_epoch == latest => Ok(()),
+            _ => {
+                let mut epochs = self.state.borrow().epochs.clone();
+                epochs.push(EpochEntry { epoch: leader_epoch, start_offset: log_end });
+                let path = checkpoint::path_in(&self.dir, checkpoint::LEADER_EPOCH_FILE);
+                io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs))
+                    .await?;
+                self.state.borrow_mut().epochs = epochs;
+                Ok(())
+            }
+        }
+    }
+
+    /// Extends the active segment's preallocation when its end comes within a chunk of it.
+    pub(crate) async fn preallocate_ahead_locked(&self, file: &Rc<S::File>) -> Result<()> {
+        let (target, current) = {
+            let state = self.state.borrow();
+            let config = self.config.borrow();
+            let active = state.segments.values().next_back().expect("active segment");
+            let wanted_end = active.size_bytes + config.write_chunk_bytes as u64;
+            if wanted_end <= active.preallocated_end
+                || active.preallocated_end >= config.segment_bytes
+            {
+                return Ok(());
+            }
+            // Reserve ahead by as much as the segment already holds (at least 8 MiB): an idle
+            // partition costs 8 MiB of disk, a busy one gets few, large extents.
+            let ahead = PREALLOCATE_AHEAD_BYTES.max(active.size_bytes);
+            let target = align_up(active.size_bytes + ahead).min(align_up(config.segment_bytes));
+            (target, active.preallocated_end)
+        };
+        if target > current {
+            file.preallocate(target).await?;
+            let mut state = self.state.borrow_mut();
+            let active = state.segments.values_mut().next_back().expect("active segment");
+            active.preallocated_end = target;
+        }
+        Ok(())
+    }
+
+    /// Submits one full chunk write and keeps it in flight (write-behind). Caller holds
+    /// `write_lock`.
+    pub(crate) async fn submit_write_locked(
+        &self,
+        file: &Rc<S::File>,
+        position: u64,
+        buffer: <S::File as StorageFile>::Buffer,
+    ) -> Result<()> {
+        let end = position + buffer.as_slice().len() as u64;
+        let file = file.clone();
+        let mut future: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>> =
+            Box::pin(async move { file.write_at(buffer, position).await });
+        // Polling once submits the write; it completes while this task goes on.
+        let future = match futures_lite::future::poll_once(&mut future).await {
+            Some(result) => {
+                result?;
+                None
+            }
+            None => Some(future),
+        };
+        let queued = future.is_some();
+        self.inflight.borrow_mut().push_back(InflightWrite { end, future });
+        if queued {
+            self.storage.submit_queued_io().await;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest in-flight writes until at most `keep` remain, advancing
+    /// `written_end` in order. Caller holds `write_lock`.
+    pub(crate) async fn complete_writes_locked(&self, keep: usize) -> Result<()> {
+        loop {
+            let next = {
+                let mut inflight = self.inflight.borrow_mut();
+                if inflight.len() <= keep {
+                    return Ok(());
+                }
+                inflight.pop_front().expect("non-empty")
+            };
+            if let Some(future) = next.future {
+                future.await?;
+            }
+            let mut state = self.state.borrow_mut();
+            state.tail.written_end = state.tail.written_end.max(next.end);
+        }
+    }
+
+    /// Writes everything appended to the active segment: waits for in-flight chunk writes, then
+    /// writes the partial last chunk from its first unwritten page, zero-padded to a page.
+    /// Caller holds `write_lock`.
+    pub(crate) async fn write_out_locked(&self) -> Result<()> {
+        self.complete_writes_locked(0).await?;
+        let (file, position, buffer, end) = {
+            let state = self.state.borrow();
+            let tail = &state.tail;
+            let end = tail.start + tail.len as u64;
+            if tail.written_end >= end {
+                return Ok(());
+            }
+            let Some(source) = tail.buffer.as_ref() else { return Ok(()) };
+            let from = align_down(tail.written_end.max(tail.start));
+            let to = align_up(end);
+            let active = state.segments.values().next_back().expect("active segment");
+            let file = active.file.clone();
+            let mut buffer = file.alloc_buffer((to - from) as usize);
+            let data_from = (from - tail.start) as usize;
+            let data_len = (end - from) as usize;
+            let target = buffer.as_mut_slice();
+            if let (Some(dst), Some(src)) =
+                (target.get_mut(..data_len), source.as_slice().get(data_from..data_from + data_len))
+            {
+                dst.copy_from_slice(src);
+            }
+            if let Some(padding) = target.get_mut(data_len..) {
+                padding.fill(0);
+            }
+            (file, from, buffer, end)
+        };
+        file.write_at(buffer, position).await?;
+        self.state.borrow_mut().tail.written_end = end;
+        Ok(())
+    }
+}
+
+/// Copies appended bytes into the tail's chunk buffers; returns the chunks that filled up, with
+/// their file positions, for the caller to submit.
+pub(crate) fn copy_into_tail<F: StorageFile>(
+    tail: &mut Tail<F::Buffer>,
+    file: &F,
+    bytes: &[u8],
+    chunk_bytes: usize,
+) -> Vec<(u64, F::Buffer)> {
+    let mut full = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let buffer = tail.buffer.get_or_insert_with(|| file.alloc_buffer(chunk_bytes));
+        let capacity = buffer.as_slice().len();
+        let room = capacity - tail.len;
+        let take = room.min(rest.len());
+        let (now, later) = rest.split_at(take);
+        if let Some(target) = buffer.as_mut_slice().get_mut(tail.len..tail.len + take) {
+            target.copy_from_slice(now);
+        }
+        tail.len += take;
+        rest = later;
+        if tail.len == capacity {
+            if let Some(chunk) = tail.buffer.take() {
+                full.push((tail.start, chunk));
+            }
+            tail.start += capacity as u64;
+            tail.len = 0;
+        }
+    }
+    full
+}

@@ -9,6 +9,7 @@
 //! 2. A partition's files are touched only by the shard that owns it (`runtime::shard_of`).
 //! 3. Nothing read from disk is trusted before it is checked (length, magic, CRC32C, offsets).
 
+pub mod batch_reader;
 pub mod cache;
 pub mod checkpoint;
 pub mod compaction;

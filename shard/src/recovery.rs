@@ -190,6 +190,7 @@ impl<S: Storage> PartitionLog<S> {
                 log_start_offset: log_start,
                 log_end_offset: log_end,
                 durable_end_offset: log_end,
+                high_watermark: None,
                 epochs,
                 tail,
                 offline: false,

@@ -6,6 +6,7 @@
 //! logical length, and bytes past it in the file (page padding from direct I/O) are zeros or
 //! stale and never read as data.
 
+use crate::batch_reader::{BatchReader, Next, ReadError};
 use crate::checkpoint::{epoch_at, EpochEntry};
 use crate::config::BATCH_BYTES_MAX;
 use crate::index::{OffsetIndex, TimeIndex};
@@ -13,8 +14,7 @@ use crate::io::StorageFile;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use wire::record_batch::batch_size_from_prefix;
-use wire::{RecordBatchHeader, LOG_OVERHEAD_BYTES};
+use wire::RecordBatchHeader;
 
 /// Bytes read at a time while scanning a segment.
 pub const SCAN_CHUNK_BYTES: usize = 1 << 20;
@@ -139,55 +139,30 @@ pub async fn scan_segment<F: StorageFile>(
         created_ms: 0,
         preallocated_end: 0,
     };
-    let mut buffer: Vec<u8> = Vec::new();
-    let mut buffer_start: u64 = 0;
+    let mut reader = BatchReader::new(file, 0, file_size, base_offset, Some(base_offset));
+    reader.set_read_hint(SCAN_CHUNK_BYTES);
     let mut stopped_early = None;
     let mut last_epoch = i32::MIN;
     loop {
-        let position = segment.size_bytes;
-        if position == file_size {
-            break;
-        }
-        if !fill(file, &mut buffer, &mut buffer_start, position, LOG_OVERHEAD_BYTES, file_size)
-            .await?
-        {
-            stopped_early =
-                Some(format!("{} trailing bytes too short for a batch", file_size - position));
-            break;
-        }
-        let at = (position - buffer_start) as usize;
-        let size =
-            match batch_size_from_prefix(buffer.get(at..).unwrap_or_default(), BATCH_BYTES_MAX) {
-                Ok(size) => size,
-                Err(error) => {
-                    stopped_early = Some(format!("at position {position}: {error}"));
-                    break;
-                }
-            };
-        if !fill(file, &mut buffer, &mut buffer_start, position, size, file_size).await? {
-            stopped_early =
-                Some(format!("at position {position}: batch of {size} bytes cut short"));
-            break;
-        }
-        let at = (position - buffer_start) as usize;
-        let bytes = buffer.get(at..at + size).unwrap_or_default();
-        let header = match RecordBatchHeader::parse(bytes, BATCH_BYTES_MAX)
-            .and_then(|header| header.verify_crc().map(|()| header))
-        {
+        let position = reader.position();
+        let batch = match reader.next(|_| true).await {
+            Ok(Next::Batch(batch)) => batch,
+            Ok(Next::End | Next::TooLarge(_)) => break,
+            Err(ReadError::Io(error)) => return Err(error),
+            Err(ReadError::Invalid { position, reason }) => {
+                stopped_early = Some(format!("at position {position}: {reason}"));
+                break;
+            }
+        };
+        // The reader checked length, magic, CRC32C and contiguous offsets; the segment's own
+        // rules follow.
+        let header = match RecordBatchHeader::parse(&batch.bytes, BATCH_BYTES_MAX) {
             Ok(header) => header,
             Err(error) => {
                 stopped_early = Some(format!("at position {position}: {error}"));
                 break;
             }
         };
-        if header.base_offset() != segment.next_offset {
-            stopped_early = Some(format!(
-                "at position {position}: base offset {} where {} was expected",
-                header.base_offset(),
-                segment.next_offset
-            ));
-            break;
-        }
         if header.last_offset() - base_offset > i64::from(u32::MAX) {
             stopped_early = Some(format!("at position {position}: offset beyond segment range"));
             break;
@@ -213,42 +188,4 @@ pub async fn scan_segment<F: StorageFile>(
         bytes_since_index_entry: segment.bytes_since_index_entry,
         stopped_early,
     })
-}
-
-/// Makes `buffer` hold file bytes `[position, position + len)`, reading more as needed. Returns
-/// false when the file ends first.
-async fn fill<F: StorageFile>(
-    file: &F,
-    buffer: &mut Vec<u8>,
-    buffer_start: &mut u64,
-    position: u64,
-    len: usize,
-    file_size: u64,
-) -> io::Result<bool> {
-    let want_end = position + len as u64;
-    if want_end > file_size {
-        return Ok(false);
-    }
-    let buffer_end = *buffer_start + buffer.len() as u64;
-    if position >= *buffer_start && want_end <= buffer_end {
-        return Ok(true);
-    }
-    // Keep only the unconsumed tail, then read on from where the buffer ends.
-    if position >= *buffer_start && position <= buffer_end {
-        buffer.drain(..(position - *buffer_start) as usize);
-    } else {
-        buffer.clear();
-    }
-    *buffer_start = position;
-    while (*buffer_start + buffer.len() as u64) < want_end {
-        let read_from = *buffer_start + buffer.len() as u64;
-        let read_len = (file_size - read_from).min(SCAN_CHUNK_BYTES.max(len) as u64) as usize;
-        let read = file.read_at(read_from, read_len).await?;
-        let read = read.as_ref();
-        if read.is_empty() {
-            return Ok(false);
-        }
-        buffer.extend_from_slice(read);
-    }
-    Ok(true)
 }

@@ -472,3 +472,112 @@ fn disk_reads_cross_batches_larger_than_one_read() {
         }
     });
 }
+
+/// A follower appends the leader's batches byte for byte: offsets and leader epochs are the
+/// leader's, the epoch history follows them, the producer state is rebuilt from them, and a
+/// batch that does not continue the log is refused.
+#[test]
+fn replica_appends_keep_the_leaders_offsets_and_epochs_byte_for_byte() {
+    block_on(async {
+        let leader_disk = SimStorage::new(31, FaultConfig::NONE);
+        let leader = open(&leader_disk, LogConfig::default(), 1 << 20).await;
+        let mut idempotent = wire::RecordBatchBuilder::new(1000);
+        idempotent.producer(7, 0, 0);
+        idempotent.push(wire::BatchRecord {
+            key: Some(b"k"),
+            value: Some(b"v"),
+            timestamp_delta: 0,
+        });
+        leader.append(batch(1, 3, 20, 1000), 0, 1000).await.expect("epoch 0");
+        leader.append(bytes::BytesMut::from(&idempotent.build()[..]), 2, 1000).await.expect("p");
+        leader.append(batch(2, 2, 20, 1000), 2, 1000).await.expect("epoch 2");
+        let copied = read_all(&leader).await;
+        let follower_disk = SimStorage::new(32, FaultConfig::NONE);
+        let follower =
+            PartitionLog::open(follower_disk.clone(), &dir(), options(LogConfig::default(), 0))
+                .await
+                .expect("open");
+        let mut out_of_place = bytes::BytesMut::from(&copied[1][..]);
+        assert!(
+            matches!(
+                follower.append_replica(out_of_place.split(), 1000).await,
+                Err(StorageError::InvalidArgument(_))
+            ),
+            "a batch at offset 3 cannot start an empty log"
+        );
+        for batch in &copied {
+            follower.append_replica(bytes::BytesMut::from(&batch[..]), 1000).await.expect("copy");
+        }
+        assert_eq!(follower.log_end_offset(), 6);
+        assert_eq!(read_all(&follower).await, copied, "byte for byte, from disk");
+        assert_eq!(follower.latest_epoch(), Some(2));
+        assert_eq!(follower.active_producers(), leader.active_producers(), "producer state");
+        let mut stale = batch(5, 1, 20, 1000);
+        let mut view = wire::record_batch::RecordBatchMut::new(&mut stale, 1 << 20).expect("batch");
+        view.set_base_offset(6);
+        view.set_partition_leader_epoch(1);
+        assert!(
+            matches!(
+                follower.append_replica(stale, 1000).await,
+                Err(StorageError::StaleLeaderEpoch { epoch: 1, latest_epoch: 2 })
+            ),
+            "an epoch older than the history's latest is refused"
+        );
+        follower.sync().await.expect("sync: the refusals left the log writable");
+        follower.close().await.expect("close");
+        let reopened =
+            PartitionLog::open(follower_disk, &dir(), options(LogConfig::default(), 0)).await;
+        let reopened = reopened.expect("reopen");
+        assert_eq!(read_all(&reopened).await, copied);
+        assert_eq!(reopened.latest_epoch(), Some(2), "the epoch history was recorded");
+    });
+}
+
+/// The high watermark follows the log end until replication sets it; once set it only moves
+/// forward, truncation lowers it with the log end, and it never passes the log end.
+#[test]
+fn the_high_watermark_follows_the_log_end_until_set_and_then_only_moves_forward() {
+    block_on(async {
+        let storage = SimStorage::new(33, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 1 << 20).await;
+        for i in 0..4 {
+            log.append(batch(i, 2, 20, 1000), 0, 1000).await.expect("append");
+        }
+        assert_eq!(log.high_watermark(), 8, "no replicas: the log end");
+        log.set_high_watermark(4);
+        assert_eq!(log.high_watermark(), 4);
+        log.set_high_watermark(2);
+        assert_eq!(log.high_watermark(), 4, "never backwards");
+        log.append(batch(9, 2, 20, 1000), 0, 1000).await.expect("append");
+        assert_eq!(log.high_watermark(), 4, "appends do not move a set high watermark");
+        log.set_high_watermark(10);
+        log.truncate_to(6).await.expect("truncate");
+        assert_eq!((log.log_end_offset(), log.high_watermark()), (6, 6), "truncation lowers it");
+        let past =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| log.set_high_watermark(7)));
+        assert!(past.is_err(), "a high watermark past the log end is a bug, asserted");
+    });
+}
+
+/// The disk read path checks what the write path checked: a flipped byte inside a sealed
+/// segment's batch (caught by its CRC32C) is reported as corruption, never served.
+#[test]
+fn a_flipped_byte_in_a_sealed_segment_is_caught_by_the_disk_read_path() {
+    block_on(async {
+        let storage = SimStorage::new(34, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 0).await;
+        for i in 0..20 {
+            log.append(batch(i, 1, 400, 1000), 0, 1000).await.expect("append");
+        }
+        let first_segment = dir().join(format!("{:020}.log", 0));
+        let mut bytes = storage.file_bytes(&first_segment).expect("sealed segment");
+        bytes[100] ^= 0x40;
+        storage.set_file_bytes(&first_segment, bytes);
+        assert!(
+            matches!(log.read(0, 1 << 20).await, Err(StorageError::Corrupt { .. })),
+            "the CRC32C mismatch is reported"
+        );
+        let later = log.segment_base_offsets()[1];
+        assert!(log.read(later, 1 << 20).await.is_ok(), "other segments still read");
+    });
+}

@@ -19,7 +19,10 @@
 //! unsynced window, never half a batch). Segment roll and clean shutdown always sync.
 //!
 //! Invariants:
-//! 1. `log_start_offset <= log_end_offset`; `durable_end_offset <= log_end_offset`.
+//! 1. `log_start_offset <= high_watermark <= log_end_offset` and
+//!    `log_start_offset <= durable_end_offset <= log_end_offset` (`LogState::check_offsets`,
+//!    asserted wherever they move; the durable end reads as the log start when DeleteRecords
+//!    moved the start past it).
 //! 2. Offsets are contiguous across batches; segment base offsets are the first batch's offset.
 //! 3. Disk bytes before `tail.start` of the active segment, and all of every sealed segment, are
 //!    written; reads of the active segment past `tail.written_end` first write the tail out.
@@ -62,7 +65,7 @@ pub const PRODUCER_SNAPSHOTS_KEPT: usize = 2;
 /// Read size while replaying the log after a producer snapshot.
 const PRODUCER_REPLAY_READ_BYTES: usize = 1 << 20;
 /// Smallest read issued for the disk read path.
-pub const DISK_READ_BYTES_MIN: usize = 64 << 10;
+pub use crate::batch_reader::DISK_READ_BYTES_MIN;
 
 /// What an append assigned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,11 +139,45 @@ pub(crate) struct LogState<F: StorageFile> {
     pub(crate) log_start_offset: i64,
     pub(crate) log_end_offset: i64,
     pub(crate) durable_end_offset: i64,
+    /// Set once replication decides it (the minimum durable end over the in-sync replicas);
+    /// `None`: it follows the log end (a partition without followers to wait for).
+    pub(crate) high_watermark: Option<i64>,
     pub(crate) epochs: Vec<EpochEntry>,
     pub(crate) tail: Tail<F::Buffer>,
     pub(crate) offline: bool,
     pub(crate) closed: bool,
     pub(crate) last_sync_ms: i64,
+}
+
+impl<F: StorageFile> LogState<F> {
+    pub(crate) fn high_watermark(&self) -> i64 {
+        self.high_watermark
+            .unwrap_or(self.log_end_offset)
+            .clamp(self.log_start_offset, self.log_end_offset)
+    }
+
+    /// The offsets' order (module invariant 1); a violation is a bug in this module.
+    pub(crate) fn check_offsets(&self) {
+        assert!(
+            self.log_start_offset <= self.log_end_offset,
+            "log start {} past the log end {}",
+            self.log_start_offset,
+            self.log_end_offset
+        );
+        assert!(
+            self.durable_end_offset <= self.log_end_offset,
+            "durable end {} past the log end {}",
+            self.durable_end_offset,
+            self.log_end_offset
+        );
+        if let Some(high_watermark) = self.high_watermark {
+            assert!(
+                high_watermark <= self.log_end_offset,
+                "high watermark {high_watermark} past the log end {}",
+                self.log_end_offset
+            );
+        }
+    }
 }
 
 /// One partition's log. See the module header for the write path and durability rule.
@@ -206,7 +243,32 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Offsets below this are durable (synced).
     pub fn durable_end_offset(&self) -> i64 {
-        self.state.borrow().durable_end_offset
+        let state = self.state.borrow();
+        state.durable_end_offset.max(state.log_start_offset)
+    }
+
+    /// Offsets below this are committed: consumers read only below it. Follows the log end
+    /// until `set_high_watermark` is used (replication).
+    pub fn high_watermark(&self) -> i64 {
+        self.state.borrow().high_watermark()
+    }
+
+    /// Sets the high watermark (the leader: the minimum durable end over the in-sync
+    /// replicas). Once set it never moves backwards, except by truncation; it never passes the
+    /// log end.
+    pub fn set_high_watermark(&self, offset: i64) {
+        let mut state = self.state.borrow_mut();
+        assert!(
+            offset <= state.log_end_offset,
+            "high watermark {offset} past the log end {}",
+            state.log_end_offset
+        );
+        let next = match state.high_watermark {
+            Some(previous) => previous.max(offset),
+            None => offset,
+        };
+        state.high_watermark = Some(next);
+        state.check_offsets();
     }
 
     /// How many group-commit fdatasyncs have completed since open.

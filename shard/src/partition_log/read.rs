@@ -3,6 +3,7 @@
 //! and lookups by timestamp.
 
 use super::*;
+use crate::batch_reader::{BatchReader, Next, ReadError, DISK_READ_BYTES_MIN};
 
 impl<S: Storage> PartitionLog<S> {
     /// Reads whole batches starting with the one holding `offset`, up to `max_bytes` (at least
@@ -67,78 +68,35 @@ impl<S: Storage> PartitionLog<S> {
                 segment.size_bytes,
             )
         };
-        let corrupt = |reason: String| StorageError::Corrupt { path: path.clone(), reason };
-        let batch_bytes_max = crate::config::BATCH_BYTES_MAX;
-        let mut batches = Vec::new();
+        let corrupt = |position: u64, reason: String| StorageError::Corrupt {
+            path: path.clone(),
+            reason: format!("at position {position}: {reason}"),
+        };
+        let mut reader = BatchReader::new(&*file, start_position, end_position, base_offset, None);
+        let mut batches: Vec<Bytes> = Vec::new();
         let mut total = 0usize;
-        let mut position = start_position;
-        let mut expected_base: Option<i64> = None;
-        // The next read must hold at least this much (a batch larger than the last read).
-        let mut read_at_least = DISK_READ_BYTES_MIN;
-        while position < end_position {
-            let want = (max_bytes.saturating_sub(total)).max(read_at_least);
-            read_at_least = DISK_READ_BYTES_MIN;
-            let read_len = (end_position - position).min(want as u64) as usize;
-            let read = file.read_at(position, read_len).await?;
-            let chunk = Bytes::copy_from_slice(read.as_ref());
-            if chunk.len() < read_len {
-                return Err(corrupt(format!(
-                    "short read at {position}: {} of {read_len}",
-                    chunk.len()
-                )));
-            }
-            let mut at = 0usize;
-            while at < chunk.len() {
-                let rest = chunk.slice(at..);
-                let size = match wire::record_batch::batch_size_from_prefix(&rest, batch_bytes_max)
-                {
-                    Ok(size) => size,
-                    Err(wire::DecodeError::Truncated { .. }) => break,
-                    Err(error) => {
-                        return Err(corrupt(format!(
-                            "at position {}: {error}",
-                            position + at as u64
-                        )))
+        loop {
+            reader.set_read_hint(max_bytes.saturating_sub(total));
+            // At least one batch (KIP-74); then only whole batches within `max_bytes`.
+            let (first, taken) = (batches.is_empty(), total);
+            let next = reader.next(|size| first || taken + size <= max_bytes).await;
+            match next {
+                Ok(Next::Batch(batch)) => {
+                    if batch.last_offset < offset {
+                        continue; // before the asked offset, from the index's position
                     }
-                };
-                if size > rest.len() {
-                    if !batches.is_empty() && total + size > max_bytes {
-                        return Ok(batches);
+                    total += batch.bytes.len();
+                    batches.push(batch.bytes);
+                    if total >= max_bytes {
+                        break;
                     }
-                    // Read again from this batch, whole.
-                    read_at_least = size;
-                    break;
                 }
-                let batch = rest.slice(..size);
-                let header = RecordBatchHeader::parse(&batch, batch_bytes_max)
-                    .map_err(|error| corrupt(error.to_string()))?;
-                check_base(&header, expected_base, &corrupt)?;
-                if header.base_offset() < base_offset {
-                    return Err(corrupt(format!(
-                        "batch offset {} below segment base",
-                        header.base_offset()
-                    )));
-                }
-                expected_base = Some(header.last_offset() + 1);
-                at += size;
-                if header.last_offset() < offset {
-                    continue;
-                }
-                if !batches.is_empty() && total + size > max_bytes {
-                    return Ok(batches);
-                }
-                total += size;
-                batches.push(batch);
-                if total >= max_bytes {
-                    return Ok(batches);
+                Ok(Next::TooLarge(_) | Next::End) => break,
+                Err(ReadError::Io(error)) => return Err(error.into()),
+                Err(ReadError::Invalid { position, reason }) => {
+                    return Err(corrupt(position, reason))
                 }
             }
-            if at == 0
-                && (read_at_least <= read_len || read_at_least as u64 > end_position - position)
-            {
-                return Err(corrupt(format!("no whole batch at position {position}")));
-            }
-            position += at as u64;
         }
         Ok(batches)
     }
@@ -196,20 +154,4 @@ impl<S: Storage> PartitionLog<S> {
         }
         Ok(None)
     }
-}
-
-pub(crate) fn check_base(
-    header: &RecordBatchHeader<'_>,
-    expected_base: Option<i64>,
-    corrupt: &dyn Fn(String) -> StorageError,
-) -> Result<()> {
-    if let Some(expected) = expected_base {
-        if header.base_offset() != expected {
-            return Err(corrupt(format!(
-                "batch base offset {} where {expected} was expected",
-                header.base_offset()
-            )));
-        }
-    }
-    Ok(())
 }

@@ -51,7 +51,11 @@ impl<S: Storage> PartitionLog<S> {
         if offset <= log_start {
             return Ok(log_start);
         }
-        self.state.borrow_mut().log_start_offset = offset;
+        {
+            let mut state = self.state.borrow_mut();
+            state.log_start_offset = offset;
+            state.check_offsets();
+        }
         let result = async {
             self.persist_log_start_locked().await?;
             self.delete_segments_below_start_locked().await

@@ -32,6 +32,7 @@ impl<S: Storage> PartitionLog<S> {
                 .saturating_record(sync_started.elapsed().as_micros().max(1) as u64);
             let mut state = self.state.borrow_mut();
             state.durable_end_offset = state.durable_end_offset.max(end.min(state.log_end_offset));
+            state.check_offsets();
         }
     }
 

@@ -99,6 +99,8 @@ impl<S: Storage> PartitionLog<S> {
         let epochs_changed = {
             let mut state = self.state.borrow_mut();
             state.durable_end_offset = state.durable_end_offset.min(log_end);
+            state.high_watermark = state.high_watermark.map(|hw| hw.min(log_end));
+            state.check_offsets();
             let before = state.epochs.len();
             state.epochs.retain(|entry| entry.start_offset < log_end);
             before != state.epochs.len()

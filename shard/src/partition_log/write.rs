@@ -4,6 +4,21 @@
 
 use super::*;
 
+/// Who chose a batch's offset and epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stamp {
+    /// This node leads the partition: the batch gets the next offset and this epoch.
+    Leader(i32),
+    /// Copied from the leader: offset and epoch are the batch's own.
+    Replica,
+}
+
+impl From<i32> for Stamp {
+    fn from(leader_epoch: i32) -> Self {
+        Stamp::Leader(leader_epoch)
+    }
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Appends one client batch (exactly one v2 batch in `batch`), stamping `leader_epoch`;
     /// returns once the batch is durable if the flush policy is `Always`.
@@ -42,14 +57,25 @@ impl<S: Storage> PartitionLog<S> {
         self.append_inner(batch, leader_epoch, now_ms, sync, false).await
     }
 
+    /// Appends a batch copied from the partition's leader (replication): its base offset and
+    /// partition leader epoch are kept, byte for byte, and must continue this log (the base
+    /// offset is the log end; the epoch is not older than the history's latest). The producer
+    /// state is rebuilt from it without sequence checks (the leader made them), so
+    /// deduplication survives a failover. Not synced here: a follower makes its appends durable
+    /// under the topic's flush policy before it fetches more.
+    pub async fn append_replica(&self, batch: BytesMut, now_ms: i64) -> Result<AppendInfo> {
+        self.append_inner(batch, Stamp::Replica, now_ms, false, true).await
+    }
+
     pub(crate) async fn append_inner(
         &self,
         mut batch: BytesMut,
-        leader_epoch: i32,
+        stamp: impl Into<Stamp>,
         now_ms: i64,
         sync: bool,
         verify_crc: bool,
     ) -> Result<AppendInfo> {
+        let stamp = stamp.into();
         let max_message_bytes = self.config.borrow().max_message_bytes;
         let producer_batch = {
             let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
@@ -75,7 +101,22 @@ impl<S: Storage> PartitionLog<S> {
         };
         let guard = self.write_lock.lock().await;
         self.check_writable()?;
-        if let Some(producer_batch) = &producer_batch {
+        if stamp == Stamp::Replica {
+            // Checked before anything is written: a refused batch leaves the log as it was.
+            let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
+            let (base_offset, epoch) = (header.base_offset(), header.partition_leader_epoch());
+            if let Some(latest) = self.latest_epoch().filter(|latest| epoch < *latest) {
+                return Err(StorageError::StaleLeaderEpoch { epoch, latest_epoch: latest });
+            }
+            let log_end = self.log_end_offset();
+            if base_offset != log_end {
+                return Err(StorageError::InvalidArgument(format!(
+                    "a replica batch at offset {base_offset} does not continue the log, which \
+                     ends at {log_end}"
+                )));
+            }
+        }
+        if let (Some(producer_batch), Stamp::Leader(_)) = (&producer_batch, stamp) {
             let verdict = self.producers.borrow().check(producer_batch)?;
             if let Verdict::Duplicate(original) = verdict {
                 drop(guard);
@@ -90,7 +131,7 @@ impl<S: Storage> PartitionLog<S> {
                 });
             }
         }
-        let result = self.append_locked(&mut batch, leader_epoch, now_ms).await;
+        let result = self.append_locked(&mut batch, stamp, now_ms).await;
         let info = self.offline_on_error(result)?;
         if let Some(producer_batch) = &producer_batch {
             self.producers.borrow_mut().record(producer_batch, info.base_offset, info.last_offset);
@@ -105,9 +146,15 @@ impl<S: Storage> PartitionLog<S> {
     pub(crate) async fn append_locked(
         &self,
         batch: &mut BytesMut,
-        leader_epoch: i32,
+        stamp: impl Into<Stamp>,
         now_ms: i64,
     ) -> Result<AppendInfo> {
+        let stamp = stamp.into();
+        let leader_epoch = match stamp {
+            Stamp::Leader(epoch) => epoch,
+            Stamp::Replica => RecordBatchHeader::parse(batch, crate::config::BATCH_BYTES_MAX)?
+                .partition_leader_epoch(),
+        };
         self.mutations.set(self.mutations.get() + 1);
         self.record_epoch_locked(leader_epoch).await?;
         let (needs_roll, base_offset) = {
@@ -125,10 +172,12 @@ impl<S: Storage> PartitionLog<S> {
         if needs_roll {
             self.roll_locked(now_ms).await?;
         }
-        let mut view =
-            wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
-        view.set_base_offset(base_offset);
-        view.set_partition_leader_epoch(leader_epoch);
+        if let Stamp::Leader(epoch) = stamp {
+            let mut view =
+                wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
+            view.set_base_offset(base_offset);
+            view.set_partition_leader_epoch(epoch);
+        }
         let bytes = std::mem::take(batch).freeze();
         let header = RecordBatchHeader::parse(&bytes, crate::config::BATCH_BYTES_MAX)?;
         let last_offset = header.last_offset();
@@ -144,6 +193,7 @@ impl<S: Storage> PartitionLog<S> {
             let chunk_bytes = self.config.borrow().write_chunk_bytes;
             let full_chunks = copy_into_tail(&mut state.tail, &*file, &bytes, chunk_bytes);
             state.log_end_offset = last_offset + 1;
+            state.check_offsets();
             (file, full_chunks)
         };
         self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);

@@ -37,7 +37,7 @@ impl<S: Storage> PartitionService<S> {
         }
         Ok(ReadResult {
             batches: read.batches,
-            high_watermark: owned.log.log_end_offset(),
+            high_watermark: owned.log.high_watermark(),
             log_start_offset: owned.log.log_start_offset(),
         })
     }

@@ -338,26 +338,24 @@ fn write_offsets(out: &mut String, reports: &[(shard::runtime::ShardId, Box<Stat
             }
         }
     }
-    family(out, "strata_log_end_offset", "gauge", "Log end offset per partition.");
-    for (shard, report) in reports {
-        for (key, _, end) in &report.offsets {
-            out.push_str(&format!(
-                "strata_log_end_offset{{shard=\"{}\",topic=\"{}\",partition=\"{}\"}} {end}\n",
-                shard.0,
-                escape_label(&key.topic),
-                key.partition.0
-            ));
-        }
-    }
-    family(out, "strata_log_start_offset", "gauge", "Log start offset per partition.");
-    for (shard, report) in reports {
-        for (key, start, _) in &report.offsets {
-            out.push_str(&format!(
-                "strata_log_start_offset{{shard=\"{}\",topic=\"{}\",partition=\"{}\"}} {start}\n",
-                shard.0,
-                escape_label(&key.topic),
-                key.partition.0
-            ));
+    type Pick = fn(&(wire::ids::TopicPartition, i64, i64)) -> i64;
+    let series: [(&str, &str, Pick); 2] = [
+        ("strata_log_end_offset", "Log end offset per partition.", |(_, _, end)| *end),
+        ("strata_log_start_offset", "Log start offset per partition.", |(_, start, _)| *start),
+    ];
+    for (name, help, pick) in series {
+        family(out, name, "gauge", help);
+        for (shard, report) in reports {
+            for offsets in &report.offsets {
+                let key = &offsets.0;
+                out.push_str(&format!(
+                    "{name}{{shard=\"{}\",topic=\"{}\",partition=\"{}\"}} {}\n",
+                    shard.0,
+                    escape_label(&key.topic),
+                    key.partition.0,
+                    pick(offsets)
+                ));
+            }
         }
     }
 }

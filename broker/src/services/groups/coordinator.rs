@@ -146,8 +146,9 @@ impl<S: Storage> GroupService<S> {
         answers
     }
 
-    /// A commit's member and generation against the group; a group this shard does not know
-    /// takes only standalone commits (no member id, a negative generation).
+    /// A commit's member and generation against the group (a member's commit refreshes its
+    /// session); a group this shard does not know takes only standalone commits (no member id,
+    /// a negative generation).
     pub(super) fn check_commit(
         &self,
         group_id: &str,
@@ -159,7 +160,13 @@ impl<S: Storage> GroupService<S> {
             return Err(GroupError::InvalidGroupId);
         }
         match self.cell(group_id) {
-            Some(cell) => cell.group.borrow().check_commit(member_id, instance, generation),
+            // A member's commit counts as its heartbeat, hence the mutable borrow.
+            Some(cell) => cell.group.borrow_mut().check_commit(
+                member_id,
+                instance,
+                generation,
+                self.clock.now(),
+            ),
             // Kafka (`OffsetMetadataManager.validateOffsetCommit`, before v9): a generation
             // for a group it does not know is ILLEGAL_GENERATION.
             None => match (member_id.is_empty(), generation) {

@@ -4,9 +4,9 @@
 //! Java `String.hashCode(group)` mod 50, as Kafka places groups; see
 //! `metadata::internal::partition_for_group`): the group's membership (`state_machine`, driven
 //! by `coordinator`), its committed offsets, and their durable records in that partition
-//! (`offsets`, `stored`), replayed at startup. A timer (`tick`) expires sessions, completes
-//! joins whose deadline passed, expires old offsets, stores changed groups and compacts the
-//! offsets partitions.
+//! (`offsets`, `stored`), replayed at startup. A timer (`tick`) expires sessions and unused
+//! pending member ids, completes joins whose deadline passed, expires old offsets, stores
+//! changed groups and compacts the offsets partitions.
 //! Invariants: a group lives on exactly one shard; every commit and group record is synced to
 //! `__consumer_offsets` before it is acknowledged; errors are typed (`GroupError`), and only
 //! `error.rs` turns them into Kafka codes.

@@ -5,13 +5,23 @@
 //! States as Kafka's GroupCoordinator: Empty → PreparingRebalance (members (re)join; the first
 //! rebalance of an empty group waits `group.initial.rebalance.delay.ms`) → CompletingRebalance
 //! (the generation is formed; the leader computes assignments) → Stable (SyncGroup delivered
-//! them, after the coordinator stored the generation). Members are evicted after
-//! `session.timeout.ms` without a heartbeat; a member that does not rejoin within the
-//! rebalance timeout is dropped from the new generation.
+//! them, after the coordinator stored the generation; a late store result of another
+//! generation changes nothing). Members are evicted after `session.timeout.ms` without a
+//! heartbeat (an OffsetCommit counts as one); a member that does not rejoin within the
+//! rebalance timeout is dropped from the new generation. Member ids handed out with
+//! MEMBER_ID_REQUIRED (KIP-394) expire after the session timeout of the request that got them.
+//! A JoinGroup is judged before it touches the group (validate, then apply): a rejected one
+//! changes nothing.
+//! Join answers: each member's answer is recorded when its generation forms and stays until
+//! the next generation forms or the member joins again, so a waiter that polls after another
+//! rebalance began still gets the answer Kafka sent, and never one older than its own join.
 //! Assignors run in the clients: the broker relays the leader's assignments byte for byte, so
 //! range, round-robin and cooperative-sticky all work. Static members (KIP-345,
-//! `group.instance.id`) that rejoin within their session keep their place without a
-//! rebalance; an old incarnation is answered FENCED_INSTANCE_ID. Not yet: KIP-848.
+//! `group.instance.id`) that rejoin a Stable group with unchanged protocols keep their place
+//! under a new member id without a rebalance, adopting the timeouts they send (a rejoining
+//! leader is answered its old id as leader, so it syncs as a follower); in any other state, or
+//! with changed protocols, their rejoin rebalances. An old incarnation is answered
+//! FENCED_INSTANCE_ID (JoinGroup included). Not yet: KIP-848, KIP-814 (skipAssignment).
 //! References: Kafka `GroupCoordinator` / `GroupMetadata` (classic protocol), KIP-345, KIP-394.
 
 use crate::error::GroupError;
@@ -65,6 +75,37 @@ pub struct Member {
 }
 
 impl Member {
+    /// A member as its JoinGroup describes it (the rebalance timeout is at least the session).
+    fn from_request(member_id: &str, request: &JoinRequest, now: Instant) -> Member {
+        let mut member = Member {
+            id: String::new(),
+            instance_id: request.instance_id.clone(),
+            client_id: String::new(),
+            client_host: String::new(),
+            session_timeout_ms: 0,
+            rebalance_timeout_ms: 0,
+            protocol_type: request.protocol_type.clone(),
+            protocols: Vec::new(),
+            assignment: Bytes::new(),
+            last_seen: now,
+            joined: true,
+        };
+        member.adopt(member_id, request, now);
+        member
+    }
+
+    /// Takes what a rejoin sent: its id, client, timeouts and protocols (Kafka's
+    /// `updateMember`); the assignment stays.
+    fn adopt(&mut self, member_id: &str, request: &JoinRequest, now: Instant) {
+        self.id = member_id.to_string();
+        self.client_id = request.client_id.clone();
+        self.client_host = request.client_host.clone();
+        self.session_timeout_ms = request.session_timeout_ms;
+        self.rebalance_timeout_ms = request.rebalance_timeout_ms.max(request.session_timeout_ms);
+        self.protocols = request.protocols.clone();
+        self.last_seen = now;
+    }
+
     /// This member's metadata for `protocol` (empty when it does not support it).
     pub fn metadata_for(&self, protocol: &str) -> Bytes {
         self.protocols
@@ -142,6 +183,19 @@ pub enum SyncStep {
     Wait,
 }
 
+/// How a JoinGroup is taken, decided before the group is touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum JoinPlan {
+    /// A member (or a pending member id) joins again under its id.
+    Rejoin(String),
+    /// A static member restarted: `previous` is the member id its instance id held.
+    StaticRestart { previous: String },
+    /// A new member, let in under a fresh id.
+    New,
+    /// A new dynamic member of v4+ gets a fresh id to come back with (KIP-394).
+    MemberIdRequired,
+}
+
 #[derive(Debug)]
 pub struct Group {
     pub state: State,
@@ -153,11 +207,16 @@ pub struct Group {
     /// Member ids handed out with MEMBER_ID_REQUIRED and not yet used.
     pub pending_ids: Vec<String>,
     pub rebalance_deadline: Option<Instant>,
+    /// Each member's answer from the generation that formed last; a member's own (re)join
+    /// drops it, so a waiter never gets an answer older than its join, while one that polls
+    /// after a new rebalance began still gets the answer of the generation it joined.
     pub join_outcomes: BTreeMap<String, Joined>,
     /// Changed since its metadata record was last written (see `stored`).
     pub dirty: bool,
     /// The metadata record value last written for this group (rewritten by compaction).
     pub stored_value: Option<Bytes>,
+    /// When each of `pending_ids` expires (the session timeout of the request that got it).
+    pending_deadlines: BTreeMap<String, Instant>,
     next_member: u64,
     /// Makes member ids unique across coordinator restarts.
     id_salt: u64,
@@ -182,6 +241,7 @@ impl Group {
             join_outcomes: BTreeMap::new(),
             dirty: false,
             stored_value: None,
+            pending_deadlines: BTreeMap::new(),
             next_member: 0,
             id_salt: salt,
         }
@@ -193,76 +253,100 @@ impl Group {
         format!("{client_id}-{}-{mixed:016x}", self.next_member)
     }
 
+    /// The member id that holds static instance id `instance`.
+    fn holder_of(&self, instance: &str) -> Option<&str> {
+        self.members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance))
+            .map(|m| m.id.as_str())
+    }
+
     /// FENCED_INSTANCE_ID when `instance` now belongs to another member id (an old incarnation
     /// of a static member still talking).
     fn fenced(&self, member_id: &str, instance: Option<&str>) -> bool {
-        instance.is_some_and(|instance| {
-            self.members
-                .values()
-                .any(|m| m.instance_id.as_deref() == Some(instance) && m.id != member_id)
-        })
+        instance.and_then(|instance| self.holder_of(instance)).is_some_and(|id| id != member_id)
     }
 
-    /// A JoinGroup's first step (the request already passed `check_join_request`).
+    /// A JoinGroup's first step (the request already passed `check_join_request`): judged
+    /// against the group as it is, then applied.
     pub fn join(&mut self, request: &JoinRequest, now: Instant, initial_delay_ms: u64) -> JoinStep {
-        let mut member_id = request.member_id.clone();
-        // Static membership (KIP-345): a known instance id takes its old place under a new
-        // member id; in a stable group with unchanged protocols nobody else rebalances.
-        if let (Some(instance), true) = (&request.instance_id, member_id.is_empty()) {
-            match self.rejoin_static(instance, request, now) {
-                Some(JoinStep::Done(outcome)) => return JoinStep::Done(outcome),
-                Some(JoinStep::Wait { member_id: fresh }) => member_id = fresh,
-                None => {
-                    // A new static member joins at once (no MEMBER_ID_REQUIRED round trip).
-                    member_id = self.new_member_id(&request.client_id);
-                    self.pending_ids.push(member_id.clone());
-                }
+        let plan = match self.plan_join(request) {
+            Ok(plan) => plan,
+            Err(error) => {
+                return JoinStep::Done(JoinOutcome::failed(request.member_id.clone(), error))
+            }
+        };
+        match plan {
+            JoinPlan::Rejoin(member_id) => self.admit(member_id, request, now, initial_delay_ms),
+            JoinPlan::StaticRestart { previous } => {
+                self.restart_static(&previous, request, now, initial_delay_ms)
+            }
+            JoinPlan::New => {
+                let member_id = self.new_member_id(&request.client_id);
+                self.admit(member_id, request, now, initial_delay_ms)
+            }
+            JoinPlan::MemberIdRequired => {
+                let member_id = self.new_member_id(&request.client_id);
+                let session = Duration::from_millis(request.session_timeout_ms.max(0) as u64);
+                self.add_pending(member_id.clone(), now + session);
+                JoinStep::Done(JoinOutcome::failed(member_id, GroupError::MemberIdRequired))
             }
         }
-        if member_id.is_empty() {
-            if self.members.len() + self.pending_ids.len() >= GROUP_MEMBERS_MAX {
-                return JoinStep::Done(JoinOutcome::failed(
-                    member_id,
-                    GroupError::GroupMaxSizeReached,
-                ));
+    }
+
+    /// Kafka's checks of a JoinGroup, in strata's order, without touching the group. Protocol
+    /// compatibility is judged against the members as they are (Kafka's `supportsProtocols`),
+    /// so a static member's old incarnation counts until it is replaced.
+    fn plan_join(&self, request: &JoinRequest) -> Result<JoinPlan, GroupError> {
+        let member_id = request.member_id.as_str();
+        let instance = request.instance_id.as_deref();
+        let compatible = || {
+            compatible(self, &request.protocol_type, &request.protocols)
+                .then_some(())
+                .ok_or(GroupError::InconsistentGroupProtocol)
+        };
+        if !member_id.is_empty() {
+            if self.fenced(member_id, instance) {
+                return Err(GroupError::FencedInstanceId);
             }
-            member_id = self.new_member_id(&request.client_id);
-            if request.version >= 4 {
-                self.pending_ids.push(member_id.clone());
-                return JoinStep::Done(JoinOutcome::failed(
-                    member_id,
-                    GroupError::MemberIdRequired,
-                ));
+            if !self.members.contains_key(member_id)
+                && !self.pending_ids.iter().any(|p| p == member_id)
+            {
+                return Err(GroupError::UnknownMemberId);
             }
-        } else if !self.members.contains_key(&member_id) && !self.pending_ids.contains(&member_id) {
-            return JoinStep::Done(JoinOutcome::failed(member_id, GroupError::UnknownMemberId));
+            compatible()?;
+            return Ok(JoinPlan::Rejoin(member_id.to_string()));
         }
-        if !compatible(self, &request.protocol_type, &request.protocols) {
-            return JoinStep::Done(JoinOutcome::failed(
-                member_id,
-                GroupError::InconsistentGroupProtocol,
-            ));
+        if let Some(previous) = instance.and_then(|instance| self.holder_of(instance)) {
+            compatible()?;
+            return Ok(JoinPlan::StaticRestart { previous: previous.to_string() });
         }
-        self.pending_ids.retain(|id| *id != member_id);
+        if self.members.len() + self.pending_ids.len() >= GROUP_MEMBERS_MAX {
+            return Err(GroupError::GroupMaxSizeReached);
+        }
+        if instance.is_none() && request.version >= 4 {
+            return Ok(JoinPlan::MemberIdRequired);
+        }
+        compatible()?;
+        Ok(JoinPlan::New)
+    }
+
+    /// Lets `member_id` into the rebalance (starting one if none runs) with what it sent; its
+    /// answer comes when the generation forms.
+    fn admit(
+        &mut self,
+        member_id: String,
+        request: &JoinRequest,
+        now: Instant,
+        initial_delay_ms: u64,
+    ) -> JoinStep {
+        self.remove_pending(&member_id);
         if self.members.is_empty() {
             self.protocol_type = request.protocol_type.clone();
         }
-        self.members.insert(
-            member_id.clone(),
-            Member {
-                id: member_id.clone(),
-                instance_id: request.instance_id.clone(),
-                client_id: request.client_id.clone(),
-                client_host: request.client_host.clone(),
-                session_timeout_ms: request.session_timeout_ms,
-                rebalance_timeout_ms: request.rebalance_timeout_ms.max(request.session_timeout_ms),
-                protocol_type: request.protocol_type.clone(),
-                protocols: request.protocols.clone(),
-                assignment: Bytes::new(),
-                last_seen: now,
-                joined: true,
-            },
-        );
+        // An answer from an earlier generation is not this join's.
+        self.join_outcomes.remove(&member_id);
+        self.members.insert(member_id.clone(), Member::from_request(&member_id, request, now));
         self.prepare_rebalance(now, initial_delay_ms);
         if let Some(member) = self.members.get_mut(&member_id) {
             member.joined = true;
@@ -271,54 +355,72 @@ impl Group {
         JoinStep::Wait { member_id }
     }
 
-    /// A static member's rejoin: `None` when no member holds `instance`; otherwise the member
-    /// moves under a fresh id, and keeps its place at once when nothing else changed.
-    fn rejoin_static(
+    /// A static member's restart (KIP-345): it moves from `previous` to a fresh member id. In a
+    /// Stable group with unchanged protocols it keeps its place and assignment at once; anywhere
+    /// else it rebalances (in CompletingRebalance the leader may already be assigning to
+    /// `previous`: Kafka's `updateStaticMemberAndRebalance`).
+    fn restart_static(
         &mut self,
-        instance: &str,
+        previous: &str,
         request: &JoinRequest,
         now: Instant,
-    ) -> Option<JoinStep> {
-        let previous = self
-            .members
-            .values()
-            .find(|m| m.instance_id.as_deref() == Some(instance))
-            .map(|m| m.id.clone())?;
+        initial_delay_ms: u64,
+    ) -> JoinStep {
         let fresh = self.new_member_id(&request.client_id);
-        let mut member = self.members.remove(&previous)?;
-        let unchanged = member.protocols == request.protocols;
-        member.id = fresh.clone();
-        member.last_seen = now;
-        member.protocols = request.protocols.clone();
-        self.members.insert(fresh.clone(), member);
+        let Some(mut member) = self.members.remove(previous) else {
+            unreachable!("plan_join found {previous} holding the instance id");
+        };
+        let leader_before = self.leader.clone();
         if self.leader == previous {
             self.leader = fresh.clone();
         }
         self.dirty = true;
-        if unchanged && matches!(self.state, State::Stable | State::CompletingRebalance) {
-            return Some(JoinStep::Done(JoinOutcome {
-                member_id: fresh,
-                result: Ok(Joined {
-                    generation: self.generation,
-                    protocol_type: self.protocol_type.clone(),
-                    protocol: self.protocol.clone(),
-                    leader: self.leader.clone(),
-                    members: Vec::new(),
-                }),
-            }));
+        if self.state != State::Stable || member.protocols != request.protocols {
+            return self.admit(fresh, request, now, initial_delay_ms);
         }
-        Some(JoinStep::Wait { member_id: fresh })
+        member.adopt(&fresh, request, now);
+        self.members.insert(fresh.clone(), member);
+        // The leader is answered under its old id, so it syncs as a follower instead of
+        // assigning with no member list (Kafka before KIP-814).
+        let joined = Joined {
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol: self.protocol.clone(),
+            leader: leader_before,
+            members: Vec::new(),
+        };
+        JoinStep::Done(JoinOutcome { member_id: fresh, result: Ok(joined) })
     }
 
-    /// A waiting join's answer, once the generation it joined has formed.
+    fn add_pending(&mut self, member_id: String, deadline: Instant) {
+        self.pending_deadlines.insert(member_id.clone(), deadline);
+        self.pending_ids.push(member_id);
+    }
+
+    /// Forgets a pending member id; whether it was pending.
+    fn remove_pending(&mut self, member_id: &str) -> bool {
+        self.pending_deadlines.remove(member_id);
+        let before = self.pending_ids.len();
+        self.pending_ids.retain(|pending| pending != member_id);
+        self.pending_ids.len() < before
+    }
+
+    /// Drops pending member ids whose session ran out before they joined.
+    fn expire_pending(&mut self, now: Instant) {
+        assert_eq!(self.pending_ids.len(), self.pending_deadlines.len(), "a pending id's deadline");
+        self.pending_deadlines.retain(|_, deadline| now < *deadline);
+        let deadlines = &self.pending_deadlines;
+        self.pending_ids.retain(|id| deadlines.contains_key(id));
+    }
+
+    /// A waiting join's answer, once the generation it joined has formed (in any state: a
+    /// rebalance that began since does not take back what Kafka already sent).
     pub fn join_outcome(&self, member_id: &str) -> Option<JoinOutcome> {
-        if self.state != State::PreparingRebalance {
-            if let Some(joined) = self.join_outcomes.get(member_id) {
-                return Some(JoinOutcome {
-                    member_id: member_id.to_string(),
-                    result: Ok(joined.clone()),
-                });
-            }
+        if let Some(joined) = self.join_outcomes.get(member_id) {
+            return Some(JoinOutcome {
+                member_id: member_id.to_string(),
+                result: Ok(joined.clone()),
+            });
         }
         if !self.members.contains_key(member_id) {
             return Some(JoinOutcome::failed(member_id.to_string(), GroupError::UnknownMemberId));
@@ -364,11 +466,16 @@ impl Group {
 
     /// After the leader's sync stored (or failed to store) `generation`: Stable, or a new
     /// rebalance when it could not be stored (nobody gets an assignment that a restart forgets).
+    /// Only the generation still completing is decided: a late result for an older one, or a
+    /// second one for a generation already Stable, changes nothing.
     pub fn stored(&mut self, generation: i32, stored: bool, now: Instant) {
-        if !stored {
-            self.prepare_rebalance(now, 0);
-        } else if self.state == State::CompletingRebalance && self.generation == generation {
+        if self.state != State::CompletingRebalance || self.generation != generation {
+            return;
+        }
+        if stored {
             self.state = State::Stable;
+        } else {
+            self.prepare_rebalance(now, 0);
         }
     }
 
@@ -447,16 +554,11 @@ impl Group {
     fn remove_member(&mut self, member_id: &str, instance: Option<&str>) -> Result<(), GroupError> {
         let id = match instance {
             Some(instance) => {
-                let holder = self
-                    .members
-                    .values()
-                    .find(|m| m.instance_id.as_deref() == Some(instance))
-                    .map(|m| m.id.clone())
-                    .ok_or(GroupError::UnknownMemberId)?;
+                let holder = self.holder_of(instance).ok_or(GroupError::UnknownMemberId)?;
                 if !member_id.is_empty() && member_id != holder {
                     return Err(GroupError::FencedInstanceId);
                 }
-                holder
+                holder.to_string()
             }
             None => member_id.to_string(),
         };
@@ -464,44 +566,51 @@ impl Group {
             return Ok(());
         }
         // A member id handed out with MEMBER_ID_REQUIRED that never joined leaves too.
-        let before = self.pending_ids.len();
-        self.pending_ids.retain(|pending| *pending != id);
-        if self.pending_ids.len() < before {
+        if self.remove_pending(&id) {
             Ok(())
         } else {
             Err(GroupError::UnknownMemberId)
         }
     }
 
-    /// Kafka's rules for an OffsetCommit against the group (classic protocol).
+    /// Kafka's rules for an OffsetCommit against the group (classic protocol,
+    /// `GroupCoordinator.doCommitOffsets`): a member of the current generation commits in
+    /// Stable and PreparingRebalance (a consumer commits before it rejoins), and its commit
+    /// counts as a heartbeat; in CompletingRebalance it has no assignment yet and gets
+    /// REBALANCE_IN_PROGRESS.
     pub fn check_commit(
-        &self,
+        &mut self,
         member_id: &str,
         instance: Option<&str>,
         generation: i32,
+        now: Instant,
     ) -> Result<(), GroupError> {
         if self.fenced(member_id, instance) {
             return Err(GroupError::FencedInstanceId);
         }
-        if member_id.is_empty() && generation == -1 {
+        if member_id.is_empty() && generation == -1 && instance.is_none() {
             // A standalone commit: allowed while the group has no members.
             return if self.members.is_empty() { Ok(()) } else { Err(GroupError::UnknownMemberId) };
         }
-        if !self.members.contains_key(member_id) {
+        let (current_generation, state) = (self.generation, self.state);
+        let Some(member) = self.members.get_mut(member_id) else {
             return Err(GroupError::UnknownMemberId);
-        }
-        if generation != self.generation {
+        };
+        if generation != current_generation {
             return Err(GroupError::IllegalGeneration);
         }
-        if self.state == State::PreparingRebalance {
+        if state == State::CompletingRebalance {
             return Err(GroupError::RebalanceInProgress);
         }
+        member.last_seen = now;
         Ok(())
     }
 
-    /// The timer: expires sessions (a rebalance follows) and completes a join whose deadline
-    /// passed. Returns whether anything changed.
+    /// The timer: expires pending member ids and sessions (a rebalance follows) and completes
+    /// a join whose deadline passed. Returns whether the members or the generation changed
+    /// (what waiters care about; a pending id expiring wakes nobody).
     pub fn tick(&mut self, now: Instant) -> bool {
+        self.expire_pending(now);
         let mut changed = false;
         if self.expire_members(now) {
             changed = true;
@@ -524,10 +633,11 @@ impl Group {
         };
         self.rebalance_deadline = Some(now + Duration::from_millis(wait_ms));
         self.state = State::PreparingRebalance;
+        // The answers of the generation that formed last stay for waiters that have not
+        // polled yet; a member that rejoins drops its own (`admit`).
         for member in self.members.values_mut() {
             member.joined = false;
         }
-        self.join_outcomes.clear();
     }
 
     /// Completes the join phase if everyone rejoined (the first generation of a group waits
@@ -549,6 +659,7 @@ impl Group {
         if self.members.is_empty() {
             self.state = State::Empty;
             self.leader.clear();
+            self.join_outcomes.clear();
             self.dirty = true;
             return true;
         }
@@ -605,7 +716,9 @@ pub fn check_join_request(request: &JoinRequest) -> Result<(), GroupError> {
     if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&request.session_timeout_ms) {
         return Err(GroupError::InvalidSessionTimeout);
     }
-    if request.protocols.is_empty()
+    // Kafka's `supportsProtocols`: no group takes an empty protocol type or protocol list.
+    if request.protocol_type.is_empty()
+        || request.protocols.is_empty()
         || request.protocols.iter().any(|(_, md)| md.len() > MEMBER_METADATA_BYTES_MAX)
     {
         return Err(GroupError::InconsistentGroupProtocol);

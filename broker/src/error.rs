@@ -21,6 +21,8 @@ pub enum BrokerError {
     Storage(#[from] StorageError),
     #[error("unknown topic or partition {0}")]
     UnknownTopicOrPartition(String),
+    #[error("no topic has the id {0}")]
+    UnknownTopicId(String),
     #[error("invalid topic: {0}")]
     InvalidTopic(String),
     #[error("topic {0} already exists")]
@@ -113,6 +115,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
     let kafka = match error {
         BrokerError::Storage(storage) => return storage_error(storage).code(),
         BrokerError::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
+        BrokerError::UnknownTopicId(_) => ResponseError::UnknownTopicId,
         BrokerError::InvalidTopic(_) => ResponseError::InvalidTopicException,
         BrokerError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
         BrokerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,

@@ -33,7 +33,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use wire::ids::{NodeId, TopicPartition};
+use wire::ids::{NodeId, Offset, TopicPartition};
 
 /// How often the maintenance task runs interval flushes (retention runs on its own interval).
 pub const MAINTENANCE_INTERVAL_MS: u64 = 1000;
@@ -238,7 +238,7 @@ impl<S: Storage> Node<S> {
     }
 
     /// Waits (at most `wait_ms`) on `partition`'s owner for an append past `offset`.
-    pub async fn wait_for_append(&self, partition: &TopicPartition, offset: i64, wait_ms: u64) {
+    pub async fn wait_for_append(&self, partition: &TopicPartition, offset: Offset, wait_ms: u64) {
         let Ok(owner) = self.partition_owner(partition) else { return };
         let request = WaitForAppend { partition: partition.clone(), offset, wait_ms };
         let _ = self.mesh.call::<PartitionWaits<S>>(owner, request).await;

@@ -1171,7 +1171,6 @@ fn create_topics_v4_validate_only_answers_success_without_creating_the_topic() {
 #[test]
 /// Kafka's controller answers validate_only with the topic it validated: a (never recorded) id,
 /// the resolved partition count and replication factor, and the configs.
-#[ignore = "bug: validate_only reports num_partitions -1 for the default count, and no configs"]
 fn create_topics_v7_validate_only_reports_the_partition_count_and_configs_the_topic_would_get() {
     InProcess::run(|| async {
         let mut config = test_config();
@@ -1273,7 +1272,6 @@ fn delete_topics_v1_deletes_named_topics_without_ids_or_messages() {
 #[test]
 /// Kafka (`ControllerApis.deleteTopics`) answers an id it cannot resolve with UNKNOWN_TOPIC_ID, a
 /// null name and the id; strata answers 3 for the topic named "" with a nil id.
-#[ignore = "bug: an unknown topic id answers 3 with name \"\"; Kafka answers 100 with the id"]
 fn delete_topics_v6_answers_unknown_topic_id_100_with_the_id_for_an_unknown_id() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
@@ -1812,7 +1810,6 @@ fn incremental_alter_configs_sets_then_deletes_an_override_and_refuses_append_to
 
 #[test]
 /// `cleanup.policy` is a LIST config in Kafka: APPEND adds to its current (or default) value.
-#[ignore = "bug: APPEND to cleanup.policy, a list config in Kafka, is refused with 40"]
 fn incremental_alter_configs_appends_to_the_cleanup_policy_list() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;

@@ -4,9 +4,10 @@
 use super::{nth_result, str_bytes};
 use crate::error::{BrokerError, NONE};
 use crate::metadata::decide::{CreateTopic, MetadataChange};
-use crate::metadata::{config_value, TOPIC_CONFIG_KEYS};
+use crate::metadata::{config_value, TopicImage, TOPIC_CONFIG_KEYS};
 use crate::node::Node;
 use crate::request_context::RequestContext;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -15,6 +16,39 @@ use shard::io::Storage;
 use std::collections::BTreeMap;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
+
+/// The partition count a topic gets (-1: the broker's `num.partitions`).
+fn resolved_partitions<S: Storage>(node: &Node<S>, topic: &CreatableTopic) -> i32 {
+    if topic.num_partitions == -1 {
+        node.config.num_partitions
+    } else {
+        topic.num_partitions
+    }
+}
+
+fn requested_configs(topic: &CreatableTopic) -> BTreeMap<String, String> {
+    topic
+        .configs
+        .iter()
+        .filter_map(|config| {
+            config.value.as_ref().map(|value| (config.name.to_string(), value.to_string()))
+        })
+        .collect()
+}
+
+/// Every topic config with its value and source (1: the topic's, 5: a default).
+fn described_configs(topic: &TopicImage) -> Vec<CreatableTopicConfigs> {
+    TOPIC_CONFIG_KEYS
+        .iter()
+        .map(|(key, _)| {
+            let mut config = CreatableTopicConfigs::default();
+            config.name = str_bytes(key);
+            config.value = config_value(topic, key).map(str_bytes);
+            config.config_source = if topic.configs.contains_key(*key) { 1 } else { 5 };
+            config
+        })
+        .collect()
+}
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
@@ -26,18 +60,8 @@ pub async fn handle<S: Storage>(
     let mut early: Vec<Option<BrokerError>> = Vec::new();
     for topic in &request.topics {
         let name = topic.name.0.to_string();
-        let partitions = if topic.num_partitions == -1 {
-            node.config.num_partitions
-        } else {
-            topic.num_partitions
-        };
-        let configs: BTreeMap<String, String> = topic
-            .configs
-            .iter()
-            .filter_map(|config| {
-                config.value.as_ref().map(|value| (config.name.to_string(), value.to_string()))
-            })
-            .collect();
+        let partitions = resolved_partitions(node, topic);
+        let configs = requested_configs(topic);
         // A single node holds one replica of everything: factor 1, or -1 for the default.
         if topic.replication_factor != -1 && topic.replication_factor != 1 {
             early.push(Some(BrokerError::InvalidReplicationFactor(format!(
@@ -91,22 +115,21 @@ pub async fn handle<S: Storage>(
                 }
                 result.num_partitions = meta.partition_count();
                 result.replication_factor = 1;
-                result.configs = Some(
-                    TOPIC_CONFIG_KEYS
-                        .iter()
-                        .map(|(key, _)| {
-                            let mut config = CreatableTopicConfigs::default();
-                            config.name = str_bytes(key);
-                            config.value = config_value(meta, key).map(str_bytes);
-                            config.config_source =
-                                if meta.configs.contains_key(*key) { 1 } else { 5 };
-                            config
-                        })
-                        .collect(),
-                );
+                result.configs = Some(described_configs(meta));
             } else if request.validate_only && version >= 5 {
-                result.num_partitions = topic.num_partitions;
+                // The topic it would be (Kafka's controller draws an id it never records).
+                let would_be = TopicImage {
+                    name: topic.name.0.to_string(),
+                    topic_id: *uuid::Uuid::new_v4().as_bytes(),
+                    partitions: Vec::new(),
+                    configs: requested_configs(topic),
+                };
+                if version >= 7 {
+                    result.topic_id = uuid::Uuid::from_bytes(would_be.topic_id);
+                }
+                result.num_partitions = resolved_partitions(node, topic);
                 result.replication_factor = 1;
+                result.configs = Some(described_configs(&would_be));
             }
         }
         response.topics.push(result);

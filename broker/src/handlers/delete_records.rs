@@ -11,11 +11,15 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use shard::io::Storage;
-use wire::ids::TopicPartition;
+use wire::ids::{Offset, TopicPartition};
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-async fn delete<S: Storage>(node: &Node<S>, partition: TopicPartition, offset: i64) -> Result<i64> {
+async fn delete<S: Storage>(
+    node: &Node<S>,
+    partition: TopicPartition,
+    offset: Offset,
+) -> Result<Offset> {
     let request = PartitionRequest::DeleteRecords { partition: partition.clone(), offset };
     match node.partition_call(&partition, request).await? {
         PartitionResponse::DeleteRecords(result) => result,
@@ -35,13 +39,14 @@ pub async fn handle<S: Storage>(
         topic_result.name = topic.name.clone();
         for partition in topic.partitions {
             let index = partition.partition_index;
-            let outcome = delete(node, TopicPartition::new(name.clone(), index), partition.offset);
+            let outcome =
+                delete(node, TopicPartition::new(name.clone(), index), Offset(partition.offset));
             let mut entry = DeleteRecordsPartitionResult::default();
             entry.partition_index = index;
             match outcome.await {
                 Ok(low_watermark) => {
                     entry.error_code = NONE;
-                    entry.low_watermark = low_watermark;
+                    entry.low_watermark = low_watermark.0;
                 }
                 Err(error) => {
                     entry.error_code = error_fields(&error).0;

@@ -14,7 +14,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use shard::io::Storage;
 use std::time::{Duration, Instant};
-use wire::ids::TopicPartition;
+use wire::ids::{Offset, TopicPartition};
 
 pub const VERSIONS: (i16, i16) = (4, 12);
 /// Upper bound on how long a fetch may wait, whatever the client asks.
@@ -35,7 +35,7 @@ async fn read_one<S: Storage>(
 ) -> Result<ReadResult, BrokerError> {
     let request = PartitionRequest::Read {
         partition: wanted.partition.clone(),
-        offset: wanted.offset,
+        offset: Offset(wanted.offset),
         max_bytes,
     };
     match node.partition_call(&wanted.partition, request).await? {
@@ -55,7 +55,11 @@ async fn read_all<S: Storage>(
     for item in wanted {
         let budget = item.partition_max_bytes.min(max_bytes.saturating_sub(total));
         let result = if budget == 0 && total > 0 {
-            Ok(ReadResult { batches: Vec::new(), high_watermark: -1, log_start_offset: -1 })
+            Ok(ReadResult {
+                batches: Vec::new(),
+                high_watermark: Offset(-1),
+                log_start_offset: Offset(-1),
+            })
         } else {
             read_one(node, item, budget.max(1)).await
         };
@@ -105,8 +109,8 @@ pub async fn handle<S: Storage>(
             .take(FETCH_WAIT_PARTITIONS_MAX)
             .map(|(item, result)| {
                 let seen = match result {
-                    Ok(read) if read.high_watermark >= 0 => read.high_watermark,
-                    _ => item.offset,
+                    Ok(read) if read.high_watermark.0 >= 0 => read.high_watermark,
+                    _ => Offset(item.offset),
                 };
                 Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms))
             })
@@ -134,10 +138,10 @@ fn respond<S: Storage>(
         match result {
             Ok(read) => {
                 partition.error_code = NONE;
-                partition.high_watermark = read.high_watermark;
-                partition.last_stable_offset = read.high_watermark;
+                partition.high_watermark = read.high_watermark.0;
+                partition.last_stable_offset = read.high_watermark.0;
                 if version >= 5 {
-                    partition.log_start_offset = read.log_start_offset;
+                    partition.log_start_offset = read.log_start_offset.0;
                 }
                 partition.records = Some(concat(read.batches));
             }

@@ -10,7 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use shard::io::Storage;
-use wire::ids::TopicPartition;
+use wire::ids::{Offset, TopicPartition};
 
 pub const VERSIONS: (i16, i16) = (1, 7);
 
@@ -18,7 +18,7 @@ async fn list_offset<S: Storage>(
     node: &Node<S>,
     partition: TopicPartition,
     timestamp: i64,
-) -> Result<Option<(i64, i64)>> {
+) -> Result<Option<(Offset, i64)>> {
     let request = PartitionRequest::ListOffset { partition: partition.clone(), timestamp };
     match node.partition_call(&partition, request).await? {
         PartitionResponse::ListOffset(result) => result,
@@ -47,7 +47,7 @@ pub async fn handle<S: Storage>(
             match outcome {
                 Ok(Some((offset, timestamp))) => {
                     entry.error_code = NONE;
-                    entry.offset = offset;
+                    entry.offset = offset.0;
                     entry.timestamp = timestamp;
                     if context.api_version >= 4 {
                         entry.leader_epoch = 0;

@@ -70,9 +70,9 @@ pub async fn handle<S: Storage>(
         match outcome {
             Ok(result) => {
                 partition.error_code = NONE;
-                partition.base_offset = result.base_offset;
+                partition.base_offset = result.base_offset.0;
                 if version >= 5 {
-                    partition.log_start_offset = result.log_start_offset;
+                    partition.log_start_offset = result.log_start_offset.0;
                 }
             }
             Err(error) => {

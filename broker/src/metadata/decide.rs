@@ -23,8 +23,8 @@ pub struct CreateTopic {
 pub enum ConfigEdit {
     /// AlterConfigs: the overrides become exactly these.
     Replace(BTreeMap<String, String>),
-    /// IncrementalAlterConfigs: (key, op, value) with op 0 SET, 1 DELETE (APPEND/SUBTRACT apply to
-    /// list configs, which strata has none of yet).
+    /// IncrementalAlterConfigs: (key, op, value) with op 0 SET, 1 DELETE, 2 APPEND and 3 SUBTRACT
+    /// (list configs only: `LIST_CONFIGS`).
     Incremental(Vec<(String, i8, Option<String>)>),
 }
 
@@ -104,6 +104,26 @@ pub fn create_partitions(
         .collect())
 }
 
+/// Topic configs whose value is a comma-separated list (IncrementalAlterConfigs APPEND and
+/// SUBTRACT apply to them, KIP-339).
+pub const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
+
+/// `current` with `items` appended (those not in it yet) or subtracted, comma-separated.
+fn edit_list(current: &str, items: &str, append: bool) -> String {
+    let split = |list: &str| -> Vec<String> {
+        list.split(',').map(str::trim).filter(|item| !item.is_empty()).map(String::from).collect()
+    };
+    let mut list = split(current);
+    for item in split(items) {
+        if append && !list.contains(&item) {
+            list.push(item);
+        } else if !append {
+            list.retain(|kept| *kept != item);
+        }
+    }
+    list.join(",")
+}
+
 /// The overrides `edit` leads to, validated.
 fn edited_configs(
     current: &BTreeMap<String, String>,
@@ -128,6 +148,15 @@ fn edited_configs(
                             )));
                         }
                         configs.remove(key);
+                    }
+                    (operation @ (2 | 3), Some(items)) if LIST_CONFIGS.contains(&key.as_str()) => {
+                        let current = configs
+                            .get(key)
+                            .map(String::as_str)
+                            .or_else(|| default_config(key))
+                            .unwrap_or_default();
+                        let edited = edit_list(current, items, *operation == 2);
+                        configs.insert(key.clone(), edited);
                     }
                     (other, _) => {
                         return Err(BrokerError::InvalidConfig(format!(
@@ -218,8 +247,16 @@ mod tests {
         let replace = ConfigEdit::Replace(BTreeMap::new());
         let cleared = apply_all(&edited, &alter_configs(&edited, "t", &replace).unwrap()).unwrap();
         assert!(cleared.topic("t").unwrap().configs.is_empty());
-        let append = ConfigEdit::Incremental(vec![("cleanup.policy".into(), 2, Some("x".into()))]);
-        assert!(alter_configs(&edited, "t", &append).is_err());
+        let append = ConfigEdit::Incremental(vec![("retention.ms".into(), 2, Some("1".into()))]);
+        assert!(alter_configs(&edited, "t", &append).is_err(), "APPEND on a scalar config");
+        let append =
+            ConfigEdit::Incremental(vec![("cleanup.policy".into(), 2, Some("compact".into()))]);
+        let both = apply_all(&edited, &alter_configs(&edited, "t", &append).unwrap()).unwrap();
+        assert_eq!(both.topic("t").unwrap().configs["cleanup.policy"], "delete,compact");
+        let subtract =
+            ConfigEdit::Incremental(vec![("cleanup.policy".into(), 3, Some("delete".into()))]);
+        let compact = apply_all(&both, &alter_configs(&both, "t", &subtract).unwrap()).unwrap();
+        assert_eq!(compact.topic("t").unwrap().configs["cleanup.policy"], "compact");
         assert!(delete_topic(&edited, "nope").is_err());
     }
 }

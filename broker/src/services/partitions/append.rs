@@ -10,13 +10,13 @@ use crate::stats::Traffic;
 use bytes::{Bytes, BytesMut};
 use shard::io::Storage;
 use shard::StorageError;
-use wire::ids::TopicPartition;
+use wire::ids::{Offset, TopicPartition};
 use wire::record_batch::peek_batch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
-    pub base_offset: i64,
-    pub log_start_offset: i64,
+    pub base_offset: Offset,
+    pub log_start_offset: Offset,
 }
 
 fn invalid(error: wire::DecodeError) -> BrokerError {
@@ -108,8 +108,8 @@ impl<S: Storage> PartitionService<S> {
         self.stats.add_traffic(&partition.topic, Traffic::BytesIn, bytes);
         owned.notify_appended();
         Ok(AppendResult {
-            base_offset: base_offset.unwrap_or(-1),
-            log_start_offset: owned.log.log_start_offset(),
+            base_offset: Offset(base_offset.unwrap_or(-1)),
+            log_start_offset: Offset(owned.log.log_start_offset()),
         })
     }
 }

@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
-use wire::ids::{NodeId, TopicPartition};
+use wire::ids::{NodeId, Offset, TopicPartition};
 
 /// Partition logs opened (or closed) at once per shard.
 pub const OPEN_CONCURRENCY_MAX: usize = 64;
@@ -63,7 +63,7 @@ pub enum PartitionRequest {
     },
     Read {
         partition: TopicPartition,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
     },
     /// ListOffsets: -2 earliest, -1 latest, or the first offset at or after a timestamp.
@@ -74,7 +74,7 @@ pub enum PartitionRequest {
     /// Moves the log start to `offset` (-1: the high watermark).
     DeleteRecords {
         partition: TopicPartition,
-        offset: i64,
+        offset: Offset,
     },
     Producers {
         partition: TopicPartition,
@@ -91,8 +91,10 @@ pub type ProducerSummary = (i64, i16, i32, i64);
 pub enum PartitionResponse {
     Append(Result<AppendResult>),
     Read(Result<ReadResult>),
-    ListOffset(Result<Option<(i64, i64)>>),
-    DeleteRecords(Result<i64>),
+    /// (offset, timestamp), or `None` when no record is at or after the timestamp.
+    ListOffset(Result<Option<(Offset, i64)>>),
+    /// The new log start.
+    DeleteRecords(Result<Offset>),
     Producers(Result<Vec<ProducerSummary>>),
     Sizes(Vec<(TopicPartition, u64)>),
     Offsets(Vec<(TopicPartition, i64, i64)>),
@@ -205,10 +207,10 @@ impl<S: Storage> PartitionService<S> {
         }
     }
 
-    async fn delete_records(&self, partition: &TopicPartition, offset: i64) -> Result<i64> {
+    async fn delete_records(&self, partition: &TopicPartition, offset: Offset) -> Result<Offset> {
         let owned = self.owned(partition)?;
-        let target = if offset == -1 { owned.log.log_end_offset() } else { offset };
-        Ok(owned.log.delete_records_before(target).await?)
+        let target = if offset.0 == -1 { owned.log.high_watermark() } else { offset.0 };
+        Ok(Offset(owned.log.delete_records_before(target).await?))
     }
 }
 

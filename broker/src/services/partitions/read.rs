@@ -5,27 +5,27 @@ use crate::error::{BrokerError, Result};
 use crate::stats::Traffic;
 use bytes::Bytes;
 use shard::io::Storage;
-use wire::ids::TopicPartition;
+use wire::ids::{Offset, TopicPartition};
 use wire::record_batch::peek_batch;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReadResult {
     pub batches: Vec<Bytes>,
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
 }
 
 impl<S: Storage> PartitionService<S> {
     pub(super) async fn read(
         &self,
         partition: &TopicPartition,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
     ) -> Result<ReadResult> {
         let owned = self.owned(partition)?;
-        let read = owned.log.read(offset, max_bytes).await.inspect_err(|error| {
+        let read = owned.log.read(offset.0, max_bytes).await.inspect_err(|error| {
             if !matches!(error, shard::StorageError::OffsetOutOfRange { .. }) {
-                tracing::warn!(%partition, offset, %error, "read failed");
+                tracing::warn!(%partition, offset = offset.0, %error, "read failed");
             }
         })?;
         for batch in &read.batches {
@@ -37,8 +37,8 @@ impl<S: Storage> PartitionService<S> {
         }
         Ok(ReadResult {
             batches: read.batches,
-            high_watermark: owned.log.high_watermark(),
-            log_start_offset: owned.log.log_start_offset(),
+            high_watermark: Offset(owned.log.high_watermark()),
+            log_start_offset: Offset(owned.log.log_start_offset()),
         })
     }
 
@@ -46,16 +46,16 @@ impl<S: Storage> PartitionService<S> {
         &self,
         partition: &TopicPartition,
         timestamp: i64,
-    ) -> Result<Option<(i64, i64)>> {
+    ) -> Result<Option<(Offset, i64)>> {
         let owned = self.owned(partition)?;
         match timestamp {
-            -2 => Ok(Some((owned.log.log_start_offset(), -1))),
-            -1 => Ok(Some((owned.log.log_end_offset(), -1))),
+            -2 => Ok(Some((Offset(owned.log.log_start_offset()), -1))),
+            -1 => Ok(Some((Offset(owned.log.high_watermark()), -1))),
             timestamp if timestamp >= 0 => Ok(owned
                 .log
                 .offset_for_timestamp(timestamp)
                 .await?
-                .map(|found| (found.offset, found.timestamp))),
+                .map(|found| (Offset(found.offset), found.timestamp))),
             other => Err(BrokerError::InvalidRequest(format!(
                 "unsupported ListOffsets timestamp {other}"
             ))),

@@ -10,12 +10,12 @@ use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use std::rc::Rc;
 use std::time::Duration;
-use wire::ids::TopicPartition;
+use wire::ids::{Offset, TopicPartition};
 
 pub struct WaitForAppend {
     pub partition: TopicPartition,
     /// Returns once the log end is past this offset.
-    pub offset: i64,
+    pub offset: Offset,
     pub wait_ms: u64,
 }
 
@@ -30,11 +30,11 @@ impl<S: Storage> PartitionWaits<S> {
 
     async fn wait(&self, request: WaitForAppend) {
         let Some(owned) = self.partitions.local(&request.partition) else { return };
-        if owned.log.log_end_offset() > request.offset {
+        if owned.log.log_end_offset() > request.offset.0 {
             return;
         }
         let listener = owned.appended.listen();
-        if owned.log.log_end_offset() > request.offset {
+        if owned.log.log_end_offset() > request.offset.0 {
             return;
         }
         futures_lite::future::or(

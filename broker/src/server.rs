@@ -183,6 +183,7 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
         .await
         .map_err(|e| format!("shard {}: {e}", id.0))?;
     let (mesh, receivers) = Mesh::join(id, context.shard_count, &meshes).await?;
+    tracing::debug!(shard = id.0, "joined the shard meshes");
     let parts = NodeParts { config: config.clone(), storage, mesh, clock: Clock::system() };
     let node = Node::build(parts).await?;
     node.start(image, persist, Some(receivers)).await?;

@@ -235,16 +235,28 @@ pub mod mesh {
     use std::sync::{Arc, Mutex};
 
     /// Built once before the shards start and handed to each; `join` on every shard.
+    ///
+    /// glommio's `MeshBuilder` holds an `Rc` shared by all its clones, so a clone made on one
+    /// executor thread can race the drop of another on a second thread (a lost refcount
+    /// increment frees the builder under a joining shard: a rare hang at startup). Every
+    /// shard's clone is therefore made here, on the thread that builds the mesh, before any
+    /// shard runs; shard threads only take their own and drop it (a lost decrement can only
+    /// leak the builder, never free it early), and the original lives as long as the handle.
     pub struct MeshHandle<T: Send + 'static> {
-        builder: Arc<
-            Mutex<
-                glommio::channels::channel_mesh::MeshBuilder<
-                    T,
-                    glommio::channels::channel_mesh::Full,
-                >,
-            >,
-        >,
+        builders: Arc<MeshBuilders<T>>,
     }
+
+    type Builder<T> =
+        glommio::channels::channel_mesh::MeshBuilder<T, glommio::channels::channel_mesh::Full>;
+
+    struct MeshBuilders<T: Send + 'static> {
+        /// The original (kept so that the shards' drops never bring the count to zero while
+        /// they join) and one clone per shard, taken by its shard.
+        builders: Mutex<(Builder<T>, ShardBuilders<T>)>,
+    }
+
+    /// Each shard's clone, until it takes it.
+    type ShardBuilders<T> = Vec<Option<Builder<T>>>;
 
     /// This shard's ends of the mesh.
     pub struct MeshEnds<T: Send + 'static> {
@@ -257,27 +269,34 @@ pub mod mesh {
 
     impl<T: Send + 'static> Clone for MeshHandle<T> {
         fn clone(&self) -> Self {
-            Self { builder: self.builder.clone() }
+            Self { builders: self.builders.clone() }
         }
     }
 
     impl<T: Send + 'static> MeshHandle<T> {
         /// A mesh for `shards` peers whose channels hold up to `queue_depth_max` messages each
-        /// (a full channel back-pressures the sender).
+        /// (a full channel back-pressures the sender). Call on the thread that starts the
+        /// shards, before they run.
         pub fn new(shards: usize, queue_depth_max: usize) -> Self {
-            let builder =
-                glommio::channels::channel_mesh::MeshBuilder::full(shards, queue_depth_max);
-            Self { builder: Arc::new(Mutex::new(builder)) }
+            let original = Builder::full(shards, queue_depth_max);
+            let per_shard = (0..shards).map(|_| Some(original.clone())).collect();
+            let builders = MeshBuilders { builders: Mutex::new((original, per_shard)) };
+            Self { builders: Arc::new(builders) }
         }
 
         /// Joins the mesh from the calling shard; returns when every shard has joined. Peer ids
         /// follow executor creation order, which `run_shards` makes equal to shard ids; this is
         /// checked against `shard_id`.
         pub async fn join(&self, shard_id: usize) -> Result<MeshEnds<T>, String> {
-            let builder = match self.builder.lock() {
-                Ok(guard) => guard.clone(),
-                Err(_) => return Err("mesh builder poisoned".into()),
+            let builder = {
+                let mut builders = match self.builders.builders.lock() {
+                    Ok(guard) => guard,
+                    Err(_) => return Err("mesh builder poisoned".into()),
+                };
+                builders.1.get_mut(shard_id).and_then(Option::take)
             };
+            let builder =
+                builder.ok_or_else(|| format!("shard {shard_id} joined the mesh twice"))?;
             let (senders, mut receivers) =
                 builder.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
             if senders.peer_id() != shard_id {

@@ -84,6 +84,26 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
+/// Fails when another process listens on `address` (Kafka's "Address already in use"). A
+/// plain bind (no SO_REUSEPORT) cannot share a port with any listener, so it succeeds only on a
+/// free port; it is released at once for this process's shards to bind with SO_REUSEPORT.
+fn claim_port(address: std::net::SocketAddr) -> Result<(), String> {
+    if address.port() == 0 {
+        return Ok(());
+    }
+    match std::net::TcpListener::bind(address) {
+        Ok(probe) => {
+            drop(probe);
+            Ok(())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
+            "binding {address}: address already in use (another process listens there; stop it \
+             or choose another port)"
+        )),
+        Err(error) => Err(format!("binding {address}: {error}")),
+    }
+}
+
 /// The startup image from `strata-metadata.json` (see `metadata::startup_image`).
 fn load_image(
     config: &BrokerConfig,
@@ -112,6 +132,11 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
     // Held for the life of the process: a second broker on this directory would corrupt it.
     let _lock = lock_data_dir(&config.data_dir)?;
+    // Every shard binds the Kafka port with SO_REUSEPORT, which would let a second broker on
+    // this machine share it too: claim each port once, exclusively, first.
+    for address in [config.listen, config.admin_listen] {
+        claim_port(address)?;
+    }
     let policy =
         PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
     let (image, persist) = load_image(&config, policy)?;

@@ -168,7 +168,26 @@ impl<S: Storage> PartitionLog<S> {
         };
         let first_base = *segments.keys().next().expect("at least one segment");
         let log_end = segments.values().next_back().expect("segment").next_offset;
-        let log_start = checkpointed_log_start.unwrap_or(first_base).max(first_base).min(log_end);
+        let log_start = match checkpointed_log_start {
+            // A log start past the end cannot have been written by this log (DeleteRecords stops
+            // at the end): the checkpoint is damaged. Hiding every record would be silent loss,
+            // so it is ignored, loudly, and rewritten at the first segment.
+            Some(checkpointed) if checkpointed > log_end => {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    checkpointed,
+                    log_end,
+                    first_offset = first_base,
+                    "log start checkpoint is beyond the log end: ignored, log start set to the \
+                     first segment"
+                );
+                let path = checkpoint::path_in(dir, checkpoint::LOG_START_OFFSET_FILE);
+                let pairs = checkpoint::encode_pairs(&[(0, first_base)]);
+                io::write_file_atomic(&storage, &path, &pairs).await?;
+                first_base
+            }
+            checkpointed => checkpointed.unwrap_or(first_base).max(first_base),
+        };
         let epochs_before = epochs.len();
         epochs.retain(|entry| entry.start_offset <= log_end);
         if epochs.len() != epochs_before {

@@ -34,3 +34,26 @@ def test_a_second_broker_cannot_bind_the_port_of_a_running_one(tmp_path):
             _alive(first)  # every new connection still reaches the first broker
     finally:
         first.kill()
+
+
+@pytest.mark.timeout(120)
+def test_a_log_start_checkpoint_beyond_the_log_end_does_not_hide_the_records(tmp_path):
+    """Item 10: a damaged log-start checkpoint past the end used to hide every record."""
+    from clients import ck_consume, ck_produce, ck_watermarks, make_messages
+    from test_bad_input import _create_topic
+    broker = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        _create_topic(broker, "hidden")
+        sent = make_messages(5000, with_nulls=False)
+        ck_produce(broker.bootstrap, "hidden", sent, partition=0)
+        code, _ = broker.terminate()
+        assert code == 0
+        checkpoint = broker.data_dir / "hidden-0" / "log-start-offset-checkpoint"
+        checkpoint.write_text("0\n1\n0 999999999\n")
+        broker.start()
+        assert ck_watermarks(broker.bootstrap, "hidden") == (0, 5000)
+        got = ck_consume(broker.bootstrap, "hidden", 5000)
+        assert got == sent
+        assert "log start checkpoint is beyond the log end" in broker.stderr_tail(400)
+    finally:
+        broker.kill()

@@ -169,10 +169,11 @@ impl<S: Storage> PartitionLog<S> {
         let first_base = *segments.keys().next().expect("at least one segment");
         let log_end = segments.values().next_back().expect("segment").next_offset;
         let log_start = match checkpointed_log_start {
-            // A log start past the end cannot have been written by this log (DeleteRecords stops
-            // at the end): the checkpoint is damaged. Hiding every record would be silent loss,
-            // so it is ignored, loudly, and rewritten at the first segment.
-            Some(checkpointed) if checkpointed > log_end => {
+            // After a clean shutdown nothing unsynced was lost, so a log start past the end
+            // cannot have been written by this log (DeleteRecords stops at the end): the
+            // checkpoint is damaged. Hiding every record would be silent loss, so it is
+            // ignored, loudly, and rewritten at the first segment.
+            Some(checkpointed) if checkpointed > log_end && clean_log_end.is_some() => {
                 tracing::warn!(
                     dir = %dir.display(),
                     checkpointed,
@@ -185,6 +186,18 @@ impl<S: Storage> PartitionLog<S> {
                 let pairs = checkpoint::encode_pairs(&[(0, first_base)]);
                 io::write_file_atomic(&storage, &path, &pairs).await?;
                 first_base
+            }
+            // After a crash it is legitimate: records were deleted up to it (durably) and the
+            // appends past the end were not synced. The deleted records stay deleted.
+            Some(checkpointed) if checkpointed > log_end => {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    checkpointed,
+                    log_end,
+                    "log start checkpoint is beyond the log end after a crash (the appends after \
+                     it were not synced): the log is empty and continues at its end"
+                );
+                log_end
             }
             checkpointed => checkpointed.unwrap_or(first_base).max(first_base),
         };

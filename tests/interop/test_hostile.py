@@ -57,3 +57,32 @@ def test_a_log_start_checkpoint_beyond_the_log_end_does_not_hide_the_records(tmp
         assert "log start checkpoint is beyond the log end" in broker.stderr_tail(400)
     finally:
         broker.kill()
+
+
+@pytest.mark.timeout(120)
+def test_a_partition_listed_2200_times_in_a_fetch_is_read_once(tmp_path):
+    """Item 6: one partition listed 2,200 times with max_bytes=0 made the broker read the same
+    data 2,200 times (a response of gigabytes, its frame length negative)."""
+    from test_bad_input import _create_topic, _produce
+    broker = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        _create_topic(broker, "amplified")
+        batch = wire.record_batch([(b"k%d" % i, b"v" * 1000) for i in range(500)])
+        assert _produce(broker, "amplified", batch)[0] == 0
+        partition = wire.i32(0) + wire.i64(0) + wire.i32(1 << 20)
+        topics = [wire.string("amplified") + wire.array([partition] * 2200)]
+        body = (wire.i32(-1) + wire.i32(100) + wire.i32(1) + wire.i32(0) + wire.i8(0)
+                + wire.array(topics))
+        request = wire.frame(wire.request_header_v1(wire.FETCH, 4, 77) + body)
+        assert len(request) < 40_000, "the attack is a small request"
+        response = wire.roundtrip(broker.port, request, timeout=30)
+        assert len(response) < 2 * len(batch), "answered %d bytes" % len(response)
+        fetched = wire.parse_fetch_v4_response(response)
+        assert list(fetched) == [("amplified", 0)]
+        info = fetched[("amplified", 0)]
+        assert info["error"] == 0 and info["high_watermark"] == 500
+        assert info["records"] == batch[:12] + info["records"][12:], "the stored batch, once"
+        assert len(info["records"]) == len(batch)
+        _alive(broker)
+    finally:
+        broker.kill()

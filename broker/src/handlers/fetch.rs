@@ -1,6 +1,7 @@
 //! Fetch (key 1): reads each partition on its owner shard, returning stored batches unchanged.
-//! Honors `max_bytes`, per-partition `partition_max_bytes` (at least one batch is always
-//! returned, KIP-74) and long polling: when fewer than `min_bytes` are available the request
+//! Honors `max_bytes` (capped at `FETCH_BYTES_MAX`; 0 means one batch), per-partition
+//! `partition_max_bytes` (at least one batch is always returned, KIP-74), lists each partition
+//! once however often it is asked for, and long polling: when fewer than `min_bytes` are available the request
 //! waits, up to `max_wait_ms`, for new appends. Fetch sessions (KIP-227) are declined: the
 //! response always carries session id 0, so clients send full fetch requests.
 
@@ -21,11 +22,35 @@ pub const VERSIONS: (i16, i16) = (4, 12);
 pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
 /// Partitions of one fetch that long-poll for appends (the rest are seen on the re-read).
 pub const FETCH_WAIT_PARTITIONS_MAX: usize = 256;
+/// The most a fetch answers, whatever it asks (Kafka's `fetch.max.bytes` default, 55 MiB); at
+/// most one batch (at most `BATCH_BYTES_MAX`) goes past it, so a response always fits the i32
+/// frame length.
+pub const FETCH_BYTES_MAX: usize = 55 << 20;
+const _: () = assert!(FETCH_BYTES_MAX + shard::config::BATCH_BYTES_MAX < i32::MAX as usize);
 
 struct Wanted {
     partition: TopicPartition,
     offset: i64,
     partition_max_bytes: usize,
+}
+
+/// The partitions a fetch asks for, each once: a partition listed again is one partition, as
+/// in Kafka (the first listing's place and offset), so one request cannot make the broker read
+/// the same data over and over.
+fn wanted_partitions(request: &FetchRequest) -> Vec<Wanted> {
+    let mut seen = std::collections::HashSet::new();
+    request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |partition| Wanted {
+                partition: TopicPartition::new(topic.topic.0.to_string(), partition.partition),
+                offset: partition.fetch_offset,
+                partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
+            })
+        })
+        .filter(|wanted| seen.insert(wanted.partition.clone()))
+        .collect()
 }
 
 async fn read_one<S: Storage>(
@@ -76,18 +101,9 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: FetchRequest,
 ) -> FetchResponse {
-    let wanted: Vec<Wanted> = request
-        .topics
-        .iter()
-        .flat_map(|topic| {
-            topic.partitions.iter().map(move |partition| Wanted {
-                partition: TopicPartition::new(topic.topic.0.to_string(), partition.partition),
-                offset: partition.fetch_offset,
-                partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
-            })
-        })
-        .collect();
-    let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
+    let wanted = wanted_partitions(&request);
+    // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
+    let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_BYTES_MAX);
     let min_bytes = request.min_bytes.max(0) as usize;
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;

@@ -84,24 +84,48 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
-/// Fails when another process listens on `address` (Kafka's "Address already in use"). A
-/// plain bind (no SO_REUSEPORT) cannot share a port with any listener, so it succeeds only on a
-/// free port; it is released at once for this process's shards to bind with SO_REUSEPORT.
+/// Fails when another process listens on `address`'s port (Kafka's "Address already in use").
+/// The shards bind with SO_REUSEPORT, which another broker's shards could join, so the kernel's
+/// own table of TCP sockets is asked first: a socket in LISTEN state on the port means another
+/// listener. (A plain bind would also refuse the lingering connections of a broker that was
+/// just killed, which SO_REUSEPORT rightly lets a restart pass.)
 fn claim_port(address: std::net::SocketAddr) -> Result<(), String> {
     if address.port() == 0 {
         return Ok(());
     }
-    match std::net::TcpListener::bind(address) {
-        Ok(probe) => {
-            drop(probe);
-            Ok(())
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
-            "binding {address}: address already in use (another process listens there; stop it \
-             or choose another port)"
-        )),
-        Err(error) => Err(format!("binding {address}: {error}")),
+    // A broker killed a moment ago can leave its listener behind for a while: io_uring
+    // releases the files of pending operations after the process is gone.
+    let deadline = std::time::Instant::now() + Duration::from_millis(PORT_RELEASE_WAIT_MS_MAX);
+    while listening_on(address.port()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
     }
+    if listening_on(address.port()) {
+        return Err(format!(
+            "binding {address}: address already in use (another process listens on port {}; \
+             stop it or choose another port)",
+            address.port()
+        ));
+    }
+    Ok(())
+}
+
+/// How long startup waits for a listener left by a process that just died to go away.
+pub const PORT_RELEASE_WAIT_MS_MAX: u64 = 3000;
+
+/// Whether a TCP socket on this machine listens on `port` (`/proc/net/tcp` and `tcp6`).
+fn listening_on(port: u16) -> bool {
+    const LISTEN: &str = "0A";
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        text.lines().skip(1).any(|line| {
+            let mut fields = line.split_whitespace();
+            let local = fields.nth(1).unwrap_or_default();
+            let state = fields.nth(1).unwrap_or_default();
+            let local_port =
+                local.rsplit(':').next().and_then(|hex| u16::from_str_radix(hex, 16).ok());
+            state == LISTEN && local_port == Some(port)
+        })
+    })
 }
 
 /// The startup image from `strata-metadata.json` (see `metadata::startup_image`).

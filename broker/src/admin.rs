@@ -112,7 +112,13 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 13] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 14] = [
+    (
+        "strata_offsets_replay_skipped_total",
+        "counter",
+        "__consumer_offsets batches that replay could not read and skipped (logged).",
+        |r| r.counters.offsets_replay_skipped,
+    ),
     (
         "strata_routed_requests_out_total",
         "counter",

@@ -85,7 +85,12 @@ impl<S: Storage> Node<S> {
             offsets_retention_ms: config.offsets_retention_ms,
             offsets_compact_bytes: config.offsets_compact_bytes,
         };
-        let groups = Rc::new(GroupService::new(partitions.clone(), group_config, clock.clone()));
+        let groups = Rc::new(GroupService::new(
+            partitions.clone(),
+            stats.clone(),
+            group_config,
+            clock.clone(),
+        ));
         let view = Rc::new(MetadataView::default());
         let policy = PlacementPolicy { node, shard_count: mesh.shard_count() };
         let metadata = Rc::new(MetadataService::new(

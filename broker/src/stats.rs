@@ -73,6 +73,8 @@ pub struct Counters {
     /// Records removed by log compaction, and compaction runs that rewrote something.
     pub compacted_records: u64,
     pub compaction_runs: u64,
+    /// `__consumer_offsets` batches (or whole partitions' rest) replay could not read.
+    pub offsets_replay_skipped: u64,
     /// Bytes of requests read and not yet answered on this shard, now and at most.
     pub queued_request_bytes: u64,
     pub queued_request_bytes_peak: u64,
@@ -152,6 +154,10 @@ impl ShardStats {
         let mut counters = self.counters.borrow_mut();
         counters.compaction_runs += 1;
         counters.compacted_records += records_removed;
+    }
+
+    pub fn offsets_replay_skipped(&self, count: u64) {
+        self.counters.borrow_mut().offsets_replay_skipped += count;
     }
 
     pub fn set_queued_request_bytes(&self, bytes: u64) {

@@ -86,3 +86,82 @@ def test_a_partition_listed_2200_times_in_a_fetch_is_read_once(tmp_path):
         _alive(broker)
     finally:
         broker.kill()
+
+
+def _compressed_garbage_batch(codec_attribute=4, records=3, seed=7):
+    """A batch with a valid CRC32C whose records section is random bytes under `codec`."""
+    import random
+    body = bytes(random.Random(seed).getrandbits(8) for _ in range(300))
+    now = int(time.time() * 1000)
+    after_crc = (wire.i16(codec_attribute) + wire.i32(records - 1) + wire.i64(now) + wire.i64(now)
+                 + wire.i64(-1) + wire.i16(-1) + wire.i32(-1) + wire.i32(records) + body)
+    import struct
+    return (wire.i64(0) + wire.i32(4 + 1 + 4 + len(after_crc)) + wire.i32(0) + wire.i8(2)
+            + struct.pack(">I", wire.crc32c(after_crc)) + after_crc)
+
+
+@pytest.mark.timeout(120)
+def test_internal_topics_refuse_client_produce_deletion_and_retention_changes(tmp_path):
+    """Item 4: DeleteTopics on __consumer_offsets wiped every group's offsets, and a produced
+    record with a forged key became a group's committed offset after a restart."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    from clients import ck_admin, ck_consumer
+    from test_bad_input import _create_topic, _produce
+    broker = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        _create_topic(broker, "data")
+        consumer = ck_consumer(broker.bootstrap, **{"group.id": "keeper"})
+        consumer.commit(offsets=[TopicPartition("data", 0, 42)], asynchronous=False)
+        forged = wire.record_batch([(b"keeper\x00data\x000", struct_offset(7))])
+        for partition in range(50):
+            err = wire.parse_produce_v3_response(wire.roundtrip(broker.port, wire.produce_v3_request(
+                5, "__consumer_offsets", partition, forged)))[("__consumer_offsets", partition)][0]
+            assert err == 17, "a client batch into __consumer_offsets-%d answered %d" % (partition, err)
+        admin = ck_admin(broker.bootstrap)
+        future = admin.delete_topics(["__consumer_offsets"], request_timeout=10)["__consumer_offsets"]
+        with pytest.raises(Exception):
+            future.result(timeout=10)
+        resource = ConfigResource(ResourceType.TOPIC, "__consumer_offsets",
+                                  set_config={"retention.ms": "1000"})
+        with pytest.raises(Exception):
+            admin.alter_configs([resource], request_timeout=10)[resource].result(timeout=10)
+        broker.restart()
+        consumer = ck_consumer(broker.bootstrap, **{"group.id": "keeper"})
+        committed = consumer.committed([TopicPartition("data", 0)], timeout=10)
+        assert committed[0].offset == 42, "the group's offset survived (not forged, not wiped)"
+        consumer.close()
+    finally:
+        broker.kill()
+
+
+def struct_offset(offset):
+    """strata's committed-offset record value: offset, commit time, metadata."""
+    import struct
+    return struct.pack(">qq", offset, int(time.time() * 1000))
+
+
+@pytest.mark.timeout(120)
+def test_an_undecodable_batch_in_consumer_offsets_does_not_keep_the_broker_from_starting(tmp_path):
+    """Item 4: one undecodable batch in __consumer_offsets left the broker half-up on every
+    later start (no ready). Replay now logs it, skips it, counts it, and starts."""
+    broker = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        code, _ = broker.terminate()
+        assert code == 0
+        partition_dir = broker.data_dir / "__consumer_offsets-0"
+        segment = partition_dir / ("%020d.log" % 0)
+        assert segment.stat().st_size == 0, "an empty partition"
+        segment.write_bytes(_compressed_garbage_batch())
+        (partition_dir / ".clean-shutdown").unlink()
+        broker.start(timeout=30)
+        _alive(broker)
+        import urllib.request
+        metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % broker.admin_port,
+                                         timeout=10).read().decode()
+        skipped = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                      if line.startswith("strata_offsets_replay_skipped_total{"))
+        assert skipped >= 1, "the skipped batch is counted"
+        assert "offsets replay skipped a batch" in broker.stderr_tail(400)
+    finally:
+        broker.kill()

@@ -4,10 +4,12 @@
 //! Durability rule: acks=-1 (all) returns once the batches are durable under the topic's flush
 //! policy (`always`: group-committed fdatasync; `interval:<ms>`/`never`: in the log); acks=1
 //! returns once they are in the log; acks=0 sends no response at all.
-//! Versions 3+ only: they carry v2 record batches, the only format strata stores.
+//! Versions 3+ only: they carry v2 record batches, the only format strata stores. Internal
+//! topics (`__consumer_offsets`) refuse client batches with INVALID_TOPIC_EXCEPTION.
 
 use super::{error_fields, unexpected};
 use crate::error::{BrokerError, Result, NONE};
+use crate::metadata::internal::is_internal;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
@@ -26,6 +28,14 @@ async fn append<S: Storage>(
 ) -> Result<AppendResult> {
     if !(-1..=1).contains(&acks) {
         return Err(BrokerError::InvalidRequiredAcks(acks));
+    }
+    // Only the broker writes its internal topics (a forged record would become a group's
+    // committed offset after a restart), as in Kafka.
+    if is_internal(&partition.topic) {
+        return Err(BrokerError::InvalidTopic(format!(
+            "{} is internal: clients cannot produce to it",
+            partition.topic
+        )));
     }
     let request =
         PartitionRequest::Append { partition: partition.clone(), records, sync: acks == -1 };

@@ -74,7 +74,22 @@ pub fn create_topic(
     Ok(records)
 }
 
+/// Internal topics (`__consumer_offsets`) hold every group's offsets and are placed by a fixed
+/// partition count: clients may not delete them, grow them, or change how long they keep data.
+fn refuse_internal(name: &str, what: &str) -> Result<()> {
+    if super::internal::is_internal(name) {
+        return Err(BrokerError::InvalidTopic(format!("{name} is internal: it cannot be {what}")));
+    }
+    Ok(())
+}
+
+/// Configs of internal topics a client may not change (their retention and cleanup are the
+/// coordinator's).
+const INTERNAL_FIXED_CONFIGS: &[&str] =
+    &["retention.ms", "retention.bytes", "cleanup.policy", "delete.retention.ms"];
+
 pub fn delete_topic(image: &MetadataImage, name: &str) -> Result<Vec<MetadataRecord>> {
+    refuse_internal(name, "deleted")?;
     let topic =
         image.topic(name).ok_or_else(|| BrokerError::UnknownTopicOrPartition(name.to_string()))?;
     Ok(vec![MetadataRecord::RemoveTopic { topic_id: topic.topic_id }])
@@ -86,6 +101,7 @@ pub fn create_partitions(
     count: i32,
     policy: PlacementPolicy,
 ) -> Result<Vec<MetadataRecord>> {
+    refuse_internal(name, "given more partitions")?;
     let topic =
         image.topic(name).ok_or_else(|| BrokerError::UnknownTopicOrPartition(name.to_string()))?;
     let current = topic.partition_count();
@@ -181,6 +197,15 @@ pub fn alter_configs(
     let topic =
         image.topic(name).ok_or_else(|| BrokerError::UnknownTopicOrPartition(name.to_string()))?;
     let next = edited_configs(&topic.configs, edit)?;
+    if super::internal::is_internal(name) {
+        let changed =
+            INTERNAL_FIXED_CONFIGS.iter().find(|key| topic.configs.get(**key) != next.get(**key));
+        if let Some(key) = changed {
+            return Err(BrokerError::InvalidConfig(format!(
+                "{name} is internal: its {key} cannot be changed"
+            )));
+        }
+    }
     let removed = topic.configs.keys().filter(|key| !next.contains_key(*key)).map(|key| {
         MetadataRecord::TopicConfig { topic: name.to_string(), key: key.clone(), value: None }
     });

@@ -2,10 +2,37 @@
 //! fitted to this node's id and core count.
 
 use super::apply::apply_all;
+use super::decide::{create_topic, CreateTopic};
 use super::image::{MetadataImage, TopicId};
-use super::internal::missing_internal_topics;
+use super::internal::{OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
 use super::placement::PlacementPolicy;
+use super::records::MetadataRecord;
 use super::store;
+use std::collections::BTreeMap;
+
+/// The records that create the internal topics an image lacks (none when it has them all).
+pub fn missing_internal_topics(
+    image: &MetadataImage,
+    policy: PlacementPolicy,
+    topic_id: TopicId,
+) -> Vec<MetadataRecord> {
+    if image.topic(OFFSETS_TOPIC).is_some() {
+        return Vec::new();
+    }
+    let mut configs = BTreeMap::new();
+    // Offsets are kept until deleted (the coordinator expires and compacts them itself).
+    configs.insert("retention.ms".to_string(), "-1".to_string());
+    configs.insert("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string());
+    let create = CreateTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        partitions: OFFSETS_TOPIC_PARTITIONS,
+        configs,
+        validate_only: false,
+    };
+    // The definition above is valid by construction; a failure here is a bug.
+    create_topic(image, &create, policy, topic_id)
+        .unwrap_or_else(|error| panic!("the offsets topic definition is invalid: {error}"))
+}
 
 /// The image a node starts from: the stored file's (format 1 is migrated) or, without one, a
 /// new cluster's; with the internal topics added and the placement fitted to this node (see
@@ -57,6 +84,7 @@ pub fn fit_to_node(mut image: MetadataImage, policy: PlacementPolicy) -> (Metada
 mod tests {
     use super::*;
     use crate::metadata::image::TopicImage;
+    use crate::metadata::internal::OFFSETS_TOPIC;
     use crate::metadata::placement::Placement;
     use wire::ids::NodeId;
 
@@ -103,5 +131,16 @@ mod tests {
         assert!(moved);
         assert_eq!(image.topics["t"].partitions[0].leader, NodeId(1));
         assert_eq!(image.topics["t"].partitions[0].replicas, vec![NodeId(1)]);
+    }
+
+    #[test]
+    fn the_offsets_topic_is_created_once() {
+        let policy = PlacementPolicy { node: wire::ids::NodeId(0), shard_count: 2 };
+        let records = missing_internal_topics(&MetadataImage::default(), policy, [3; 16]);
+        let image = crate::metadata::apply_all(&MetadataImage::default(), &records).expect("ok");
+        let topic = image.topic(OFFSETS_TOPIC).expect("created");
+        assert_eq!(topic.partition_count(), OFFSETS_TOPIC_PARTITIONS);
+        assert_eq!(topic.configs.get("retention.ms").map(String::as_str), Some("-1"));
+        assert!(missing_internal_topics(&image, policy, [4; 16]).is_empty());
     }
 }

@@ -26,6 +26,7 @@ use crate::error::{BrokerError, GroupError, Result};
 use crate::mesh::Service;
 use crate::metadata::internal::OFFSETS_TOPIC;
 use crate::services::partitions::PartitionService;
+use crate::stats::ShardStats;
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use offsets::OffsetTable;
@@ -146,6 +147,7 @@ pub enum GroupResponse {
 
 pub struct GroupService<S: Storage> {
     partitions: Rc<PartitionService<S>>,
+    stats: Rc<ShardStats>,
     config: GroupConfig,
     clock: Clock,
     /// Committed offsets of the groups this shard coordinates.
@@ -156,9 +158,15 @@ pub struct GroupService<S: Storage> {
 }
 
 impl<S: Storage> GroupService<S> {
-    pub fn new(partitions: Rc<PartitionService<S>>, config: GroupConfig, clock: Clock) -> Self {
+    pub fn new(
+        partitions: Rc<PartitionService<S>>,
+        stats: Rc<ShardStats>,
+        config: GroupConfig,
+        clock: Clock,
+    ) -> Self {
         GroupService {
             partitions,
+            stats,
             config,
             clock,
             offsets: RefCell::new(HashMap::new()),

@@ -243,29 +243,59 @@ impl<S: Storage> GroupService<S> {
     pub async fn replay(&self) -> Result<usize, String> {
         let mut applied = 0;
         let mut groups: HashMap<String, Option<Vec<u8>>> = HashMap::new();
-        for (_, owned) in self.partitions.local_of_topic(OFFSETS_TOPIC) {
-            let mut offset = owned.log.log_start_offset();
-            while offset < owned.log.log_end_offset() {
-                let read =
-                    owned.log.read(offset, REPLAY_READ_BYTES).await.map_err(|e| e.to_string())?;
-                if read.batches.is_empty() {
-                    break;
-                }
-                for batch in read.batches {
-                    let header =
-                        wire::RecordBatchHeader::parse(&batch, shard::config::BATCH_BYTES_MAX)
-                            .map_err(|e| e.to_string())?;
-                    offset = header.last_offset() + 1;
-                    let records =
-                        wire::compression::records_of(&header).map_err(|e| e.to_string())?;
-                    applied += self.replay_records(records, &mut groups);
-                }
-            }
+        for (partition, owned) in self.partitions.local_of_topic(OFFSETS_TOPIC) {
+            applied += self.replay_partition(&partition, &owned.log, &mut groups).await;
         }
         // Groups whose every offset was deleted have none.
         self.offsets.borrow_mut().retain(|_, map| !map.is_empty());
         self.restore_groups(groups);
         Ok(applied)
+    }
+
+    /// Replays one `__consumer_offsets` partition. What cannot be read is logged, counted
+    /// (`strata_offsets_replay_skipped_total`) and skipped, so a bad batch never keeps the
+    /// broker from starting: a batch whose records do not decode is passed over, and a read
+    /// error ends this partition's replay there.
+    async fn replay_partition(
+        &self,
+        partition: &TopicPartition,
+        log: &shard::PartitionLog<S>,
+        groups: &mut HashMap<String, Option<Vec<u8>>>,
+    ) -> usize {
+        let mut applied = 0;
+        let mut offset = log.log_start_offset();
+        while offset < log.log_end_offset() {
+            let read = match log.read(offset, REPLAY_READ_BYTES).await {
+                Ok(read) if !read.batches.is_empty() => read,
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::error!(%partition, offset, %error, "offsets replay stopped: unreadable");
+                    self.stats.offsets_replay_skipped(1);
+                    break;
+                }
+            };
+            for batch in read.batches {
+                let Ok(header) =
+                    wire::RecordBatchHeader::parse(&batch, shard::config::BATCH_BYTES_MAX)
+                else {
+                    break; // the log checked it; cannot happen
+                };
+                offset = header.last_offset() + 1;
+                match wire::compression::records_of(&header) {
+                    Ok(records) => applied += self.replay_records(records, groups),
+                    Err(error) => {
+                        tracing::warn!(
+                            %partition,
+                            offset = header.base_offset(),
+                            %error,
+                            "offsets replay skipped a batch whose records do not decode"
+                        );
+                        self.stats.offsets_replay_skipped(1);
+                    }
+                }
+            }
+        }
+        applied
     }
 
     fn replay_records(

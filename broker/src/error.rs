@@ -44,6 +44,12 @@ pub enum BrokerError {
     /// A client sent a control batch (only brokers write those).
     #[error("control batches cannot be produced by clients")]
     ControlBatchFromClient,
+    /// A batch whose records contradict its header or each other (Kafka's log validator).
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+    /// A record timestamp outside the topic's `message.timestamp.*.max.ms`.
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
     /// A record without a key sent to a compacted topic.
     #[error("compacted topic {0} cannot accept a record without a key")]
     NullKeyOnCompactedTopic(String),
@@ -126,6 +132,8 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::Mesh(_) => ResponseError::UnknownServerError,
         BrokerError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,
         BrokerError::ControlBatchFromClient => ResponseError::InvalidRecord,
+        BrokerError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        BrokerError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
         BrokerError::NullKeyOnCompactedTopic(_) => ResponseError::InvalidRecord,
         BrokerError::TransactionsUnsupported => ResponseError::InvalidTxnState,
         BrokerError::UnsupportedVersion(..) => ResponseError::UnsupportedVersion,

@@ -40,7 +40,7 @@ const REBALANCE_TIMEOUT_MS: i32 = 20_000;
 const PROTOCOL_TYPE: &str = "consumer";
 const PROTOCOL: &str = "range";
 /// Kafka's topic-config defaults, as DescribeConfigs and CreateTopics v5+ report them.
-const TOPIC_DEFAULTS: [(&str, &str); 10] = [
+const TOPIC_DEFAULTS: [(&str, &str); 12] = [
     ("cleanup.policy", "delete"),
     ("delete.retention.ms", "86400000"),
     ("retention.ms", "604800000"),
@@ -51,6 +51,8 @@ const TOPIC_DEFAULTS: [(&str, &str); 10] = [
     ("index.interval.bytes", "4096"),
     ("flush.policy", "always"),
     ("message.timestamp.type", "CreateTime"),
+    ("message.timestamp.before.max.ms", "9223372036854775807"),
+    ("message.timestamp.after.max.ms", "9223372036854775807"),
 ];
 /// ConfigResource types and config sources (Kafka's `ConfigResource.Type`, `ConfigSource`).
 const RESOURCE_TOPIC: i8 = 2;

@@ -34,6 +34,11 @@ pub struct LogConfig {
     pub cleanup_compact: bool,
     /// Kafka's `delete.retention.ms`: how long a tombstone stays after compaction reaches it.
     pub delete_retention_ms: u64,
+    /// Kafka's `message.timestamp.before.max.ms`: how far behind the broker's clock a record's
+    /// timestamp may be (checked when a client's batch is validated).
+    pub timestamp_before_max_ms: i64,
+    /// Kafka's `message.timestamp.after.max.ms`: how far ahead of it.
+    pub timestamp_after_max_ms: i64,
 }
 
 /// Kafka's defaults: 1 GiB segments, 7 days, unlimited bytes, 4 KiB index interval, and
@@ -68,6 +73,8 @@ impl Default for LogConfig {
             cleanup_delete: true,
             cleanup_compact: false,
             delete_retention_ms: DELETE_RETENTION_MS_DEFAULT,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: i64::MAX,
         }
     }
 }

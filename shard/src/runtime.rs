@@ -219,6 +219,60 @@ pub fn spawn<T: 'static>(future: impl Future<Output = T> + 'static) -> Task<T> {
     glommio::spawn_local(future)
 }
 
+/// Runs `work` on the process's offload threads and waits for it without blocking the shard:
+/// for CPU-heavy work that must not stall the shard's other tasks (checking a large compressed
+/// batch). Not glommio's blocking pool: glommio runs its own file operations there (truncate,
+/// rename, remove), and a long job would hold a shard's segment growth behind it. The threads
+/// are unpinned, so they use whatever core the shards leave idle; jobs queue when all are busy.
+/// `None` only if the job panicked (a bug in `work`; the thread survives it).
+pub async fn offload<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    let (answer, result) = futures_channel::oneshot::channel();
+    let job: OffloadJob = Box::new(move || {
+        let _ = answer.send(work());
+    });
+    if let Err(std::sync::mpsc::SendError(job)) = offload_queue().send(job) {
+        // The pool could not start (threads refused): run it here rather than fail.
+        job();
+    }
+    result.await.ok()
+}
+
+type OffloadJob = Box<dyn FnOnce() + Send>;
+
+/// How many offload threads the process runs.
+pub const OFFLOAD_THREADS: usize = 2;
+
+fn offload_queue() -> &'static std::sync::mpsc::SyncSender<OffloadJob> {
+    static QUEUE: std::sync::OnceLock<std::sync::mpsc::SyncSender<OffloadJob>> =
+        std::sync::OnceLock::new();
+    QUEUE.get_or_init(|| {
+        // Bounded: a shard sending past it waits (in `send`) only while every slot is taken.
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<OffloadJob>(1024);
+        let receiver = std::sync::Arc::new(std::sync::Mutex::new(receiver));
+        for index in 0..OFFLOAD_THREADS {
+            let receiver = receiver.clone();
+            let spawned =
+                std::thread::Builder::new().name(format!("offload-{index}")).spawn(move || loop {
+                    let job = match receiver.lock() {
+                        Ok(receiver) => receiver.recv(),
+                        Err(_) => return,
+                    };
+                    match job {
+                        // A panicking job drops its answer: the waiter gets `None`.
+                        Ok(job) => {
+                            drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)))
+                        }
+                        Err(_) => return,
+                    }
+                });
+            if let Err(error) = spawned {
+                tracing::error!(%error, "could not start an offload thread");
+            }
+        }
+        sender
+    })
+}
+
 /// Sleeps on the current shard's timer.
 pub async fn sleep(duration: std::time::Duration) {
     glommio::timer::sleep(duration).await

@@ -14,7 +14,8 @@ use std::io::Read;
 /// The most bytes one batch may decompress to. A batch the broker must read (the key check of
 /// compacted topics, compaction, offsets replay) that inflates past it is refused, after at most
 /// this much was inflated: a small hostile batch ("2 GiB of zeros") cannot grow the broker.
-/// Decompression is synchronous on the shard's thread, so a shard inflates one batch at a time.
+/// The produce-time check streams instead (`record_stream`), on the shard for batches that
+/// inflate little and on the offload threads past that (`shard::runtime::offload`).
 pub const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
 const XERIAL_HEADER_BYTES: usize = 16;

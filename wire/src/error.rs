@@ -16,6 +16,8 @@ pub enum DecodeError {
     VarintTooLong,
     #[error("invalid record: {0}")]
     BadRecord(&'static str),
+    #[error("records inflate past this pass's budget of {budget} bytes")]
+    OverBudget { budget: usize },
     #[error("last offset delta {0} is negative")]
     BadLastOffsetDelta(i32),
 }

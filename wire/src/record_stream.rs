@@ -1,12 +1,13 @@
 //! Records of a compressed batch read as a stream: the decompressor feeds a small buffer and
-//! each record is parsed as it comes out, keeping only its key, so checking a batch's keys
-//! costs memory for one key, not for the inflated batch. Used where the broker only needs to
-//! look at records (the key check of compacted topics). The total inflated is still bounded by
-//! `compression::DECOMPRESSED_BYTES_MAX`, so a "2 GiB of zeros" batch costs at most that much
-//! inflation work and no memory.
+//! each record is parsed as it comes out, keeping only its key, so checking a batch costs
+//! memory for one key, not for the inflated batch. Used where the broker only needs to look at
+//! records (`validate`, the produce-time check). The total inflated is bounded by the caller's
+//! budget, at most `compression::DECOMPRESSED_BYTES_MAX`, so a "2 GiB of zeros" batch costs at
+//! most that much inflation work and no memory. Snappy in the xerial framing (the Java client)
+//! streams block by block; raw snappy (librdkafka) is one block, inflated whole, and its size
+//! is read from its header and checked against the budget first.
 //! Record layout: Kafka protocol guide, "Record" (message format v2).
 
-use crate::compaction::RecordRef;
 use crate::compression::DECOMPRESSED_BYTES_MAX;
 use crate::error::DecodeError;
 use crate::record_batch::{Compression, RecordBatchHeader, BATCH_HEADER_BYTES};
@@ -21,10 +22,19 @@ fn inflate_failed(_: std::io::Error) -> DecodeError {
     DecodeError::BadRecord("compressed records do not decompress")
 }
 
-/// Counts what it reads, and refuses to read past the inflation bound.
+fn over_budget(budget: usize) -> DecodeError {
+    if budget >= DECOMPRESSED_BYTES_MAX {
+        DecodeError::BadRecord("records decompress past the size limit")
+    } else {
+        DecodeError::OverBudget { budget }
+    }
+}
+
+/// Counts what it reads, and refuses to read past the inflation budget.
 struct Bounded<R> {
     inner: R,
     consumed: usize,
+    budget: usize,
 }
 
 impl<R: BufRead> Bounded<R> {
@@ -36,8 +46,8 @@ impl<R: BufRead> Bounded<R> {
     }
 
     fn exact(&mut self, out: &mut [u8]) -> Result<(), DecodeError> {
-        if self.consumed + out.len() > DECOMPRESSED_BYTES_MAX {
-            return Err(DecodeError::BadRecord("records decompress past the size limit"));
+        if self.consumed + out.len() > self.budget {
+            return Err(over_budget(self.budget));
         }
         self.inner.read_exact(out).map_err(inflate_failed)?;
         self.consumed += out.len();
@@ -81,8 +91,54 @@ impl<R: BufRead> Bounded<R> {
     }
 }
 
+/// Snappy in the xerial framing, one block at a time.
+struct XerialReader<'a> {
+    rest: &'a [u8],
+    block: std::io::Cursor<Vec<u8>>,
+}
+
+impl Read for XerialReader<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let read = self.block.read(out)?;
+            if read > 0 || out.is_empty() || self.rest.is_empty() {
+                return Ok(read);
+            }
+            let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+            let len_bytes: [u8; 4] = self
+                .rest
+                .get(..4)
+                .and_then(|bytes| bytes.try_into().ok())
+                .ok_or_else(|| bad("truncated snappy block length"))?;
+            let len = u32::from_be_bytes(len_bytes) as usize;
+            let block = self.rest.get(4..4 + len).ok_or_else(|| bad("truncated snappy block"))?;
+            self.rest = self.rest.get(4 + len..).unwrap_or_default();
+            let inflated = snap::raw::decompress_len(block)
+                .map_err(|_| bad("bad snappy block"))
+                .and_then(|size| {
+                    if size > SNAPPY_BLOCK_BYTES_MAX {
+                        return Err(bad("snappy block too large"));
+                    }
+                    snap::raw::Decoder::new()
+                        .decompress_vec(block)
+                        .map_err(|_| bad("bad snappy block"))
+                })?;
+            self.block = std::io::Cursor::new(inflated);
+        }
+    }
+}
+
+/// Largest xerial snappy block inflated at once (the Java client writes 32 KiB blocks).
+const SNAPPY_BLOCK_BYTES_MAX: usize = 4 << 20;
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_BYTES: usize = 16;
+
 /// The decompressing reader of a batch's records section.
-fn decoder<'a>(codec: Compression, body: &'a [u8]) -> Result<Box<dyn Read + 'a>, DecodeError> {
+fn decoder<'a>(
+    codec: Compression,
+    body: &'a [u8],
+    budget: usize,
+) -> Result<Box<dyn Read + 'a>, DecodeError> {
     Ok(match codec {
         Compression::Gzip => Box::new(flate2::read::GzDecoder::new(body)),
         Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(body)),
@@ -90,8 +146,17 @@ fn decoder<'a>(codec: Compression, body: &'a [u8]) -> Result<Box<dyn Read + 'a>,
             zstd::stream::read::Decoder::new(body)
                 .map_err(|_| DecodeError::BadRecord("bad zstd frame"))?,
         ),
-        // Snappy's output is bounded by its input (at most ~21x): decompress it whole.
+        Compression::Snappy if body.starts_with(XERIAL_MAGIC) => Box::new(XerialReader {
+            rest: body.get(XERIAL_HEADER_BYTES..).unwrap_or_default(),
+            block: std::io::Cursor::new(Vec::new()),
+        }),
+        // Raw snappy is one block whose header states its size (at most ~21x the input).
         Compression::Snappy => {
+            let size = snap::raw::decompress_len(body)
+                .map_err(|_| DecodeError::BadRecord("bad snappy block"))?;
+            if size > budget {
+                return Err(over_budget(budget));
+            }
             Box::new(std::io::Cursor::new(crate::compression::decompress(codec, body)?))
         }
         Compression::None => Box::new(body),
@@ -99,24 +164,41 @@ fn decoder<'a>(codec: Compression, body: &'a [u8]) -> Result<Box<dyn Read + 'a>,
     })
 }
 
-/// Calls `visit` for every record of a batch of any codec, streaming compressed ones. Checks
-/// what the slice iterator checks: each record's fields fill exactly its length.
+/// One record as the stream yields it: its deltas, its key (valid during the call), and
+/// whether its value is null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamedRecord<'a> {
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+    pub key: Option<&'a [u8]>,
+    pub is_tombstone: bool,
+}
+
+/// Calls `visit` for every record of a batch of any codec, streaming compressed ones, reading
+/// at most `budget` inflated bytes (`DecodeError::OverBudget` past it, or `BadRecord` past
+/// `DECOMPRESSED_BYTES_MAX`). Checks what the slice iterator checks: each record's fields fill
+/// exactly its length, and no bytes follow the last record. `visit` may refuse a record.
 pub fn stream_records(
     header: &RecordBatchHeader<'_>,
-    mut visit: impl FnMut(RecordRef<'_>),
+    budget: usize,
+    mut visit: impl FnMut(StreamedRecord<'_>) -> Result<(), DecodeError>,
 ) -> Result<(), DecodeError> {
     let body = header.as_bytes().get(BATCH_HEADER_BYTES..).unwrap_or_default();
     if header.record_count() <= 0 {
         return Ok(());
     }
-    let mut reader =
-        Bounded { inner: BufReader::new(decoder(header.compression(), body)?), consumed: 0 };
+    let budget = budget.min(DECOMPRESSED_BYTES_MAX);
+    let mut reader = Bounded {
+        inner: BufReader::new(decoder(header.compression(), body, budget)?),
+        consumed: 0,
+        budget,
+    };
     let mut key = Vec::new();
     for _ in 0..header.record_count() {
         let length = reader.length()?.ok_or(DecodeError::BadRecord("null record length"))?;
         let start = reader.consumed;
         let _attributes = reader.byte()?;
-        let _timestamp_delta = reader.varlong()?;
+        let timestamp_delta = reader.varlong()?;
         let offset_delta = reader.varint()?;
         let key_len = reader.length()?;
         if let Some(len) = key_len {
@@ -141,13 +223,19 @@ pub fn stream_records(
         if reader.consumed - start != length {
             return Err(DecodeError::BadRecord("record length disagrees with its fields"));
         }
-        visit(RecordRef {
-            offset: header.base_offset() + i64::from(offset_delta),
+        visit(StreamedRecord {
+            offset_delta,
+            timestamp_delta,
             key: key_len.map(|_| key.as_slice()),
             is_tombstone: value_len.is_none(),
-        });
+        })?;
     }
-    Ok(())
+    let mut extra = [0u8; 1];
+    match reader.inner.read(&mut extra) {
+        Ok(0) => Ok(()),
+        Ok(_) => Err(DecodeError::BadRecord("bytes follow the last record")),
+        Err(error) => Err(inflate_failed(error)),
+    }
 }
 
 #[cfg(test)]
@@ -177,8 +265,10 @@ mod tests {
             let bytes = builder.build_compressed(codec).unwrap();
             let header = RecordBatchHeader::parse(&bytes, 1 << 20).unwrap();
             let (mut streamed, mut sliced) = (Vec::new(), Vec::new());
-            stream_records(&header, |r| {
-                streamed.push((r.offset, r.key.map(<[u8]>::to_vec), r.is_tombstone))
+            stream_records(&header, DECOMPRESSED_BYTES_MAX, |r| {
+                let offset = header.base_offset() + i64::from(r.offset_delta);
+                streamed.push((offset, r.key.map(<[u8]>::to_vec), r.is_tombstone));
+                Ok(())
             })
             .unwrap();
             crate::compaction::for_each_record(&header, |r| {
@@ -214,8 +304,12 @@ mod tests {
         batch[8..12].copy_from_slice(&length.to_be_bytes());
         let header = RecordBatchHeader::parse(&batch, 1 << 20).unwrap();
         assert_eq!(
-            stream_records(&header, |_| {}),
+            stream_records(&header, usize::MAX, |_| Ok(())),
             Err(DecodeError::BadRecord("records decompress past the size limit"))
+        );
+        assert_eq!(
+            stream_records(&header, 1 << 20, |_| Ok(())),
+            Err(DecodeError::OverBudget { budget: 1 << 20 })
         );
     }
 }

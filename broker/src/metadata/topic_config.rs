@@ -44,6 +44,8 @@ pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
     ("index.interval.bytes", "4096"),
     ("flush.policy", "always"),
     ("message.timestamp.type", "CreateTime"),
+    ("message.timestamp.before.max.ms", "9223372036854775807"),
+    ("message.timestamp.after.max.ms", "9223372036854775807"),
 ];
 
 /// Broker-wide topic defaults from the configuration (`log.retention.ms`, ...), set once at
@@ -120,6 +122,9 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<()> {
         "flush.policy" => parse_flush_policy(value).map(drop),
         "cleanup.policy" => parse_cleanup_policy(value).map(drop),
         "delete.retention.ms" => parse_long(key, value, 0, i64::MAX).map(drop),
+        "message.timestamp.before.max.ms" | "message.timestamp.after.max.ms" => {
+            parse_long(key, value, 0, i64::MAX).map(drop)
+        }
         "message.timestamp.type" => match value {
             "CreateTime" => Ok(()),
             _ => Err(BrokerError::InvalidConfig(format!(
@@ -167,6 +172,12 @@ pub fn log_config(topic: &TopicImage) -> LogConfig {
         cleanup_compact: cleanup.1,
         delete_retention_ms: positive(long("delete.retention.ms"))
             .unwrap_or(defaults.delete_retention_ms),
+        timestamp_before_max_ms: Some(long("message.timestamp.before.max.ms"))
+            .filter(|ms| *ms >= 0)
+            .unwrap_or(defaults.timestamp_before_max_ms),
+        timestamp_after_max_ms: Some(long("message.timestamp.after.max.ms"))
+            .filter(|ms| *ms >= 0)
+            .unwrap_or(defaults.timestamp_after_max_ms),
     }
 }
 

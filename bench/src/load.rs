@@ -34,7 +34,7 @@ pub enum Codec {
 }
 
 impl Codec {
-    fn wire(self) -> Compression {
+    pub fn wire(self) -> Compression {
         match self {
             Codec::None => Compression::None,
             Codec::Gzip => Compression::Gzip,

@@ -10,6 +10,7 @@
 mod kafka;
 mod load;
 mod storage;
+mod validate;
 
 use clap::{Parser, Subcommand};
 
@@ -30,6 +31,8 @@ enum Mode {
     Consume(load::LoadArgs),
     /// Produce and consume at once; latency from scheduled send to receipt.
     E2e(load::LoadArgs),
+    /// CPU cost of the broker's produce-time batch check, per GB, for one codec.
+    Validate(validate::ValidateArgs),
     /// One core's memcpy bandwidth (a machine limit for BENCHMARKS.md).
     Memcpy {
         /// Buffer size in MiB.
@@ -67,6 +70,7 @@ fn main() {
         Mode::Produce(args) => load::run(load::Mode::Produce, args),
         Mode::Consume(args) => load::run(load::Mode::Consume, args),
         Mode::E2e(args) => load::run(load::Mode::E2e, args),
+        Mode::Validate(args) => validate::run(args),
         Mode::Memcpy { mib, rounds } => memcpy(mib, rounds),
     };
     if let Err(message) = outcome {

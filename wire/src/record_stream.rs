@@ -15,8 +15,8 @@ use std::io::{BufRead, BufReader, Read};
 
 /// Largest key kept while streaming (a longer one makes the batch invalid for this check).
 pub const STREAMED_KEY_BYTES_MAX: usize = 1 << 20;
-/// Bytes skipped at a time (values, headers).
-const SKIP_CHUNK_BYTES: usize = 64 << 10;
+/// The buffer the decompressor fills (larger reads cost zstd and gzip less per byte).
+const STREAM_BUFFER_BYTES: usize = 64 << 10;
 
 fn inflate_failed(_: std::io::Error) -> DecodeError {
     DecodeError::BadRecord("compressed records do not decompress")
@@ -54,12 +54,19 @@ impl<R: BufRead> Bounded<R> {
         Ok(())
     }
 
+    /// Skips `len` bytes straight out of the decompressor's buffer (no copy).
     fn skip(&mut self, mut len: usize) -> Result<(), DecodeError> {
-        let mut chunk = [0u8; SKIP_CHUNK_BYTES];
+        if self.consumed + len > self.budget {
+            return Err(over_budget(self.budget));
+        }
         while len > 0 {
-            let step = len.min(chunk.len());
-            let part = chunk.get_mut(..step).ok_or(DecodeError::BadRecord("skip past chunk"))?;
-            self.exact(part)?;
+            let available = self.inner.fill_buf().map_err(inflate_failed)?.len();
+            if available == 0 {
+                return Err(DecodeError::BadRecord("records end inside a record"));
+            }
+            let step = len.min(available);
+            self.inner.consume(step);
+            self.consumed += step;
             len -= step;
         }
         Ok(())
@@ -189,7 +196,10 @@ pub fn stream_records(
     }
     let budget = budget.min(DECOMPRESSED_BYTES_MAX);
     let mut reader = Bounded {
-        inner: BufReader::new(decoder(header.compression(), body, budget)?),
+        inner: BufReader::with_capacity(
+            STREAM_BUFFER_BYTES,
+            decoder(header.compression(), body, budget)?,
+        ),
         consumed: 0,
         budget,
     };

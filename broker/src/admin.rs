@@ -112,7 +112,14 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 14] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 15] = [
+    (
+        "strata_damaged_batches_total",
+        "counter",
+        "Damaged batches met reading the log from disk (logged once each; readers get \
+         CORRUPT_MESSAGE there).",
+        |r| r.counters.damaged_batches,
+    ),
     (
         "strata_offsets_replay_skipped_total",
         "counter",

@@ -150,6 +150,7 @@ fn storage_error(error: &StorageError) -> ResponseError {
             ResponseError::KafkaStorageError
         }
         StorageError::InvalidBatch(_) => ResponseError::CorruptMessage,
+        StorageError::DamagedBatch { .. } => ResponseError::CorruptMessage,
         StorageError::UnknownCompression(_) => ResponseError::UnsupportedCompressionType,
         StorageError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,

@@ -75,6 +75,8 @@ pub struct Counters {
     pub compaction_runs: u64,
     /// `__consumer_offsets` batches (or whole partitions' rest) replay could not read.
     pub offsets_replay_skipped: u64,
+    /// Damaged batches readers met on disk (each counted once).
+    pub damaged_batches: u64,
     /// Bytes of requests read and not yet answered on this shard, now and at most.
     pub queued_request_bytes: u64,
     pub queued_request_bytes_peak: u64,
@@ -158,6 +160,10 @@ impl ShardStats {
 
     pub fn offsets_replay_skipped(&self, count: u64) {
         self.counters.borrow_mut().offsets_replay_skipped += count;
+    }
+
+    pub fn damaged_batch(&self) {
+        self.counters.borrow_mut().damaged_batches += 1;
     }
 
     pub fn set_queued_request_bytes(&self, bytes: u64) {

@@ -26,6 +26,11 @@ pub enum StorageError {
     /// Data read back from disk failed a check it passed when written (Kafka: KAFKA_STORAGE_ERROR).
     #[error("corrupt data in {path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },
+    /// A stored batch failed its checks when read back (a damaged sealed segment): the batches
+    /// before it are served, the reader gets this at it (Kafka: CORRUPT_MESSAGE).
+    /// `first_report` is true the first time this log met this damage (log and count it once).
+    #[error("damaged batch in {path} at position {position} (offset {offset}): {reason}")]
+    DamagedBatch { path: PathBuf, position: u64, offset: i64, reason: String, first_report: bool },
     /// An earlier write failed; the log refuses further writes until reopened (Kafka:
     /// KAFKA_STORAGE_ERROR).
     #[error("log {0} is offline after an I/O failure")]

@@ -207,6 +207,8 @@ pub struct PartitionLog<S: Storage> {
     /// Changes to the files since open (appends, rolls, truncations, segment deletions, log
     /// start moves, compaction swaps). A log opened clean with none at close needs no rewrite.
     pub(crate) mutations: std::cell::Cell<u64>,
+    /// (segment base, position) of damaged batches readers met, each reported once.
+    pub(crate) damage_reported: RefCell<std::collections::BTreeSet<(i64, u64)>>,
 }
 
 /// What `open` needs besides the storage.

@@ -1,6 +1,9 @@
 //! The read path: from the batch cache, or from disk through the shared batch reader, which
 //! checks every batch as the write path did (length, magic, CRC32C, contiguous base offsets);
-//! and lookups by timestamp.
+//! and lookups by timestamp. A batch that fails those checks (a damaged sealed segment) ends a
+//! read: the batches before it are served, and a read starting at it fails with
+//! `StorageError::DamagedBatch` (CORRUPT_MESSAGE), so a consumer gets everything intact up to
+//! the damage and then a clear error, never a silent stall.
 
 use super::*;
 use crate::batch_reader::{BatchReader, Next, ReadError, DISK_READ_BYTES_MIN};
@@ -68,10 +71,6 @@ impl<S: Storage> PartitionLog<S> {
                 segment.size_bytes,
             )
         };
-        let corrupt = |position: u64, reason: String| StorageError::Corrupt {
-            path: path.clone(),
-            reason: format!("at position {position}: {reason}"),
-        };
         let mut reader = BatchReader::new(&*file, start_position, end_position, base_offset, None);
         let mut batches: Vec<Bytes> = Vec::new();
         let mut total = 0usize;
@@ -93,8 +92,19 @@ impl<S: Storage> PartitionLog<S> {
                 }
                 Ok(Next::TooLarge(_) | Next::End) => break,
                 Err(ReadError::Io(error)) => return Err(error.into()),
+                // Damage: the intact batches before it are the answer; a read that starts at it
+                // gets the error (and the next fetch asks exactly there).
+                Err(ReadError::Invalid { .. }) if !batches.is_empty() => break,
                 Err(ReadError::Invalid { position, reason }) => {
-                    return Err(corrupt(position, reason))
+                    let first_report =
+                        self.damage_reported.borrow_mut().insert((base_offset, position));
+                    return Err(StorageError::DamagedBatch {
+                        path,
+                        position,
+                        offset,
+                        reason,
+                        first_report,
+                    });
                 }
             }
         }

@@ -23,10 +23,16 @@ impl<S: Storage> PartitionService<S> {
         max_bytes: usize,
     ) -> Result<ReadResult> {
         let owned = self.owned(partition)?;
-        let read = owned.log.read(offset.0, max_bytes).await.inspect_err(|error| {
-            if !matches!(error, shard::StorageError::OffsetOutOfRange { .. }) {
-                tracing::warn!(%partition, offset = offset.0, %error, "read failed");
+        let read = owned.log.read(offset.0, max_bytes).await.inspect_err(|error| match error {
+            shard::StorageError::OffsetOutOfRange { .. } => {}
+            // Once per damaged batch (readers retry at it until it is deleted).
+            shard::StorageError::DamagedBatch { first_report, .. } => {
+                if *first_report {
+                    tracing::error!(%partition, %error, "damaged batch on disk: served up to it");
+                    self.stats.damaged_batch();
+                }
             }
+            _ => tracing::warn!(%partition, offset = offset.0, %error, "read failed"),
         })?;
         for batch in &read.batches {
             if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {

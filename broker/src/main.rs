@@ -82,6 +82,9 @@ enum Command {
     /// as `serve`): io_uring, locked memory, data directory, limits, CPUs, huge pages, clock.
     #[command(alias = "check")]
     Doctor(Box<ServeArgs>),
+    /// Rebuild a lost strata-metadata.json from the partition directories (broker stopped;
+    /// same flags as `serve`). Topic config overrides and the cluster id are not recovered.
+    RecoverMetadata(Box<ServeArgs>),
 }
 
 /// Logs to stderr at `level`, unless RUST_LOG gives a filter.
@@ -113,6 +116,10 @@ fn main() {
     }
     let outcome = match cli.command {
         Command::Doctor(args) => doctor(args),
+        Command::RecoverMetadata(args) => args
+            .settings()
+            .and_then(|settings| config::BrokerConfig::from_settings(&settings))
+            .and_then(|config| cli::recover_metadata::run(&config)),
         Command::Serve(args) => serve(args),
         Command::Topic { command, bootstrap } => match command {
             TopicCommand::Create { topic, partitions, config } => {

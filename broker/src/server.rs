@@ -62,7 +62,7 @@ pub const LOCK_FILE: &str = ".lock";
 
 /// Takes an exclusive `flock` on `<data_dir>/.lock`; the kernel drops it when the process
 /// exits, however it exits.
-fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
+pub(crate) fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, String> {
     use std::os::fd::AsRawFd;
     let path = data_dir.join(LOCK_FILE);
     let file = std::fs::OpenOptions::new()
@@ -136,7 +136,11 @@ fn load_image(
     let path = config.data_dir.join(store::METADATA_FILE);
     let stored = match std::fs::read(&path) {
         Ok(bytes) => Some(bytes),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            // Partition data with no metadata is never adopted as a new cluster's.
+            crate::metadata::recover::refuse_without_metadata(&config.data_dir)?;
+            None
+        }
         Err(error) => return Err(format!("{}: {error}", path.display())),
     };
     startup_image(stored.as_deref(), policy, *uuid::Uuid::new_v4().as_bytes())

@@ -20,6 +20,66 @@ pub fn path_in(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// What the clean-shutdown marker vouches for: the log end and, since format 2, every segment's
+/// size and next offset as the clean close left them. An open trusts segments without scanning
+/// only when the files agree with this (a segment cut short after the shutdown is noticed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CleanShutdown {
+    pub log_end: i64,
+    /// `None` for a format-1 marker (the log end alone, written by older versions).
+    pub segments: Option<Vec<VouchedSegment>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VouchedSegment {
+    pub base: i64,
+    pub size_bytes: u64,
+    pub next_offset: i64,
+}
+
+const CLEAN_SHUTDOWN_HEADER: &str = "clean-shutdown 2";
+
+/// Encodes the marker as `clean-shutdown 2\nlog_end <n>\nsegment <base> <size> <next>\n...`.
+pub fn encode_clean_shutdown(clean: &CleanShutdown) -> Vec<u8> {
+    let mut text = format!("{CLEAN_SHUTDOWN_HEADER}\nlog_end {}\n", clean.log_end);
+    for segment in clean.segments.iter().flatten() {
+        text.push_str(&format!(
+            "segment {} {} {}\n",
+            segment.base, segment.size_bytes, segment.next_offset
+        ));
+    }
+    text.into_bytes()
+}
+
+/// Parses a marker of either format; `None` for anything malformed (the open then recovers).
+pub fn decode_clean_shutdown(bytes: &[u8]) -> Option<CleanShutdown> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut lines = text.lines();
+    let first = lines.next()?.trim();
+    if first != CLEAN_SHUTDOWN_HEADER {
+        // Format 1: the log end alone.
+        return Some(CleanShutdown { log_end: first.parse().ok()?, segments: None });
+    }
+    let log_end = lines.next()?.strip_prefix("log_end ")?.trim().parse().ok()?;
+    let mut segments = Vec::new();
+    for line in lines.filter(|line| !line.trim().is_empty()) {
+        if segments.len() >= CHECKPOINT_ENTRIES_MAX {
+            return None;
+        }
+        let mut fields = line.strip_prefix("segment ")?.split_whitespace();
+        let segment = VouchedSegment {
+            base: fields.next()?.parse().ok()?,
+            size_bytes: fields.next()?.parse().ok()?,
+            next_offset: fields.next()?.parse().ok()?,
+        };
+        if fields.next().is_some() {
+            return None;
+        }
+        segments.push(segment);
+    }
+    Some(CleanShutdown { log_end, segments: Some(segments) })
+}
+
 /// One leader epoch and the first offset written under it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochEntry {
@@ -91,6 +151,26 @@ pub fn epoch_at(entries: &[EpochEntry], offset: i64) -> Option<i32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_clean_shutdown_marker_round_trips_and_reads_the_old_format() {
+        use super::*;
+        let clean = CleanShutdown {
+            log_end: 42,
+            segments: Some(vec![
+                VouchedSegment { base: 0, size_bytes: 4096, next_offset: 20 },
+                VouchedSegment { base: 20, size_bytes: 123, next_offset: 42 },
+            ]),
+        };
+        assert_eq!(decode_clean_shutdown(&encode_clean_shutdown(&clean)), Some(clean));
+        assert_eq!(
+            decode_clean_shutdown(b"17\n"),
+            Some(CleanShutdown { log_end: 17, segments: None })
+        );
+        for bad in [&b""[..], b"x", b"clean-shutdown 2\nlog_end 1\nsegment 0 1\n"] {
+            assert_eq!(decode_clean_shutdown(bad), None);
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -32,10 +32,11 @@ impl<S: Storage> PartitionLog<S> {
             storage.remove(&dir.join(name)).await?;
         }
         let marker = checkpoint::path_in(dir, checkpoint::CLEAN_SHUTDOWN_FILE);
-        let clean_log_end: Option<i64> = io::read_whole_file(&storage, &marker)
+        let vouched: Option<checkpoint::CleanShutdown> = io::read_whole_file(&storage, &marker)
             .await?
-            .and_then(|bytes| String::from_utf8(bytes).ok())
-            .and_then(|text| text.trim().parse().ok());
+            .and_then(|bytes| checkpoint::decode_clean_shutdown(&bytes));
+        let marker_found = vouched.is_some();
+        let mut clean_log_end: Option<i64> = vouched.as_ref().map(|clean| clean.log_end);
         let mut epochs: Vec<EpochEntry> =
             io::read_whole_file(&storage, &checkpoint::path_in(dir, checkpoint::LEADER_EPOCH_FILE))
                 .await?
@@ -69,6 +70,22 @@ impl<S: Storage> PartitionLog<S> {
             bases.push(base);
         }
 
+        // The marker vouches for each segment's size and end (format 2); a listing or a file
+        // that disagrees (a segment cut short or grown after the shutdown) means the marker is
+        // not about these files: full recovery from the first disagreeing segment on.
+        let mut scan_all = false;
+        let disagrees = |why: String| {
+            tracing::warn!(dir = %dir.display(), %why, "the clean-shutdown marker disagrees with the segments: running full recovery");
+        };
+        if let Some(segments) = vouched.as_ref().and_then(|clean| clean.segments.as_ref()) {
+            let recorded: Vec<i64> = segments.iter().map(|segment| segment.base).collect();
+            if recorded != bases {
+                disagrees(format!("segments {recorded:?} recorded, {bases:?} on disk"));
+                scan_all = true;
+                clean_log_end = None;
+            }
+        }
+
         let config = options.config.clone();
         let mut segments: BTreeMap<i64, Segment<S::File>> = BTreeMap::new();
         let mut expected_base: Option<i64> = None;
@@ -95,10 +112,28 @@ impl<S: Storage> PartitionLog<S> {
             let is_last = position + 1 == count;
             let file = storage.open(&path, false).await?;
             let size = file.size().await?;
+            let record = vouched
+                .as_ref()
+                .and_then(|clean| clean.segments.as_ref())
+                .and_then(|segments| segments.iter().find(|segment| segment.base == base));
+            if let Some(record) = record.filter(|_| !scan_all) {
+                let next = bases.get(position + 1).copied().or(clean_log_end);
+                if record.size_bytes != size || Some(record.next_offset) != next {
+                    disagrees(format!(
+                        "segment {base}: {} bytes and next offset {} recorded, {size} bytes on \
+                         disk and next offset {next:?}",
+                        record.size_bytes, record.next_offset
+                    ));
+                    scan_all = true;
+                    clean_log_end = None;
+                }
+            }
             let mut segment = new_segment(base, Rc::new(file), path.clone(), options.now_ms);
             let next_offset_hint =
                 if is_last { clean_log_end } else { bases.get(position + 1).copied() };
-            let trusted = if !is_last || clean_log_end.is_some() {
+            let trusted = if scan_all {
+                false
+            } else if !is_last || clean_log_end.is_some() {
                 match next_offset_hint {
                     Some(next_offset) => {
                         load_indexes(&storage, dir, &mut segment, size, next_offset).await?
@@ -241,11 +276,12 @@ impl<S: Storage> PartitionLog<S> {
             producer_recovery: std::cell::Cell::new(Default::default()),
             compacted_sealed_end: std::cell::Cell::new(None),
             mutations: std::cell::Cell::new(0),
+            damage_reported: RefCell::new(Default::default()),
         };
         log.load_producer_state(options.now_ms).await?;
         // The marker goes last: an open that fails before this point (a read error) leaves it,
         // and the next attempt is still a clean open.
-        if clean_log_end.is_some() {
+        if marker_found {
             log.storage.remove(&marker).await?;
             log.storage.sync_dir(dir).await?;
         }

@@ -299,6 +299,44 @@ fn clean_shutdown_skips_the_scan_and_a_crash_does_not() {
     });
 }
 
+/// Issue #12 item 9: the last segment cut short after a clean shutdown, marker left in place.
+/// The marker records each segment's size, so the open notices, recovers by scanning, and a
+/// write acknowledged afterwards survives a crash (it was lost when the marker was trusted).
+#[test]
+fn a_segment_cut_short_under_a_clean_marker_is_recovered_and_later_writes_survive_a_crash() {
+    block_on(async {
+        let storage = SimStorage::new(13, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 0).await;
+        for i in 0..10 {
+            log.append(batch(i, 1, 300, 1000), 0, 1000).await.expect("append");
+        }
+        log.close().await.expect("close");
+        let bases = {
+            let reopened = open(&storage, small_config(), 0).await;
+            let bases = reopened.segment_base_offsets();
+            reopened.close().await.expect("close");
+            bases
+        };
+        let last = dir().join(format!("{:020}.log", bases.last().expect("a segment")));
+        let bytes = storage.file_bytes(&last).expect("last segment");
+        let peek = wire::record_batch::peek_batch(&bytes, 1 << 20).expect("batch");
+        // Cut inside its second batch: one whole batch stays.
+        storage.set_file_bytes(&last, bytes[..peek.size_bytes + 10].to_vec());
+        let cut = open(&storage, small_config(), 0).await;
+        assert!(!cut.opened_clean, "the marker's sizes disagree: full recovery");
+        let end = cut.log_end_offset();
+        assert_eq!(end, peek.base_offset + 1, "the log ends after the last whole batch");
+        assert_eq!(read_all(&cut).await.len() as i64, end, "every record up to it reads");
+        cut.append(batch(end as u64, 1, 300, 1000), 0, 1000).await.expect("append");
+        cut.sync().await.expect("sync: acknowledged");
+        drop(cut);
+        storage.crash();
+        let crashed = open(&storage, small_config(), 0).await;
+        assert_eq!(crashed.log_end_offset(), end + 1, "the acknowledged write survived");
+        assert_eq!(read_all(&crashed).await.len() as i64, end + 1);
+    });
+}
+
 /// A log closed without a write since a clean open skips the rewrite of its files (only the
 /// marker is written); it must still reopen clean with the same contents, and a log written
 /// after a clean open (even back to the same end after a truncation) must be fully closed.
@@ -560,7 +598,8 @@ fn the_high_watermark_follows_the_log_end_until_set_and_then_only_moves_forward(
 }
 
 /// The disk read path checks what the write path checked: a flipped byte inside a sealed
-/// segment's batch (caught by its CRC32C) is reported as corruption, never served.
+/// segment's batch (caught by its CRC32C) is reported as damage at that batch, never served, and
+/// reported once; the intact batches before it are still served (issue #12 item 8).
 #[test]
 fn a_flipped_byte_in_a_sealed_segment_is_caught_by_the_disk_read_path() {
     block_on(async {
@@ -571,12 +610,28 @@ fn a_flipped_byte_in_a_sealed_segment_is_caught_by_the_disk_read_path() {
         }
         let first_segment = dir().join(format!("{:020}.log", 0));
         let mut bytes = storage.file_bytes(&first_segment).expect("sealed segment");
-        bytes[100] ^= 0x40;
+        let batch_bytes =
+            wire::record_batch::peek_batch(&bytes, 1 << 20).expect("batch").size_bytes;
+        // A byte inside the third batch (offset 2).
+        bytes[2 * batch_bytes + 100] ^= 0x40;
         storage.set_file_bytes(&first_segment, bytes);
-        assert!(
-            matches!(log.read(0, 1 << 20).await, Err(StorageError::Corrupt { .. })),
-            "the CRC32C mismatch is reported"
-        );
+        let read = log.read(0, 1 << 20).await.expect("the intact prefix is served");
+        let offsets: Vec<i64> = read
+            .batches
+            .iter()
+            .map(|b| wire::record_batch::peek_batch(b, 1 << 20).expect("batch").base_offset)
+            .collect();
+        assert_eq!(offsets, vec![0, 1], "the batches before the damage, and none after it");
+        let damaged = |first: bool| {
+            move |result: &Result<_, StorageError>| {
+                matches!(result, Err(StorageError::DamagedBatch { offset: 2, first_report, .. })
+                    if *first_report == first)
+            }
+        };
+        let at_damage = log.read(2, 1 << 20).await;
+        assert!(damaged(true)(&at_damage), "reported at the damaged batch: {at_damage:?}");
+        let again = log.read(2, 1 << 20).await;
+        assert!(damaged(false)(&again), "reported once: {again:?}");
         let later = log.segment_base_offsets()[1];
         assert!(log.read(later, 1 << 20).await.is_ok(), "other segments still read");
     });

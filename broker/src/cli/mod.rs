@@ -1,11 +1,13 @@
 //! The operator CLI in the spirit of Redpanda's rpk: `strata topic ...`, `strata produce`,
-//! `strata consume`. Each command talks to a running broker over the Kafka protocol.
+//! `strata consume`. Each command talks to a running broker over the Kafka protocol, except
+//! `doctor` and `recover-metadata`, which work on this host and its data directory.
 
 mod client;
 pub mod consume;
 pub mod doctor;
 pub mod group;
 pub mod produce;
+pub mod recover_metadata;
 pub mod topic;
 
 pub use client::Client;

@@ -18,6 +18,7 @@ pub mod image;
 pub mod internal;
 pub mod placement;
 pub mod records;
+pub mod recover;
 pub mod startup;
 pub mod store;
 pub mod topic_config;

@@ -78,9 +78,25 @@ impl<S: Storage> PartitionLog<S> {
                 self.persist_log_start_locked().await?;
             }
             let marker = checkpoint::path_in(&self.dir, checkpoint::CLEAN_SHUTDOWN_FILE);
-            let log_end = self.log_end_offset();
-            io::write_file_atomic(&self.storage, &marker, format!("{log_end}\n").as_bytes())
-                .await?;
+            let clean = {
+                let state = self.state.borrow();
+                checkpoint::CleanShutdown {
+                    log_end: state.log_end_offset,
+                    segments: Some(
+                        state
+                            .segments
+                            .values()
+                            .map(|segment| checkpoint::VouchedSegment {
+                                base: segment.base_offset,
+                                size_bytes: segment.size_bytes,
+                                next_offset: segment.next_offset,
+                            })
+                            .collect(),
+                    ),
+                }
+            };
+            let encoded = checkpoint::encode_clean_shutdown(&clean);
+            io::write_file_atomic(&self.storage, &marker, &encoded).await?;
             Ok(())
         }
         .await;

@@ -1,0 +1,48 @@
+//! `strata recover-metadata`: writes a `strata-metadata.json` rebuilt from the partition
+//! directories (`metadata::recover`) when the file was lost. Refuses when the file exists or a
+//! broker holds the data directory. The file is written as the broker writes it: a temporary
+//! file, fsync, rename, directory fsync.
+
+use crate::config::BrokerConfig;
+use crate::metadata::{recover, store, PlacementPolicy};
+use std::io::Write;
+use wire::ids::NodeId;
+
+pub fn run(config: &BrokerConfig) -> Result<(), String> {
+    let data_dir = &config.data_dir;
+    let _lock = crate::server::lock_data_dir(data_dir)?;
+    let path = data_dir.join(store::METADATA_FILE);
+    if path.exists() {
+        return Err(format!(
+            "{} exists: nothing to recover (move it away first to rebuild it)",
+            path.display()
+        ));
+    }
+    let policy = PlacementPolicy { node: NodeId(config.node_id), shard_count: config.cores };
+    let recovered = recover::recover(data_dir, policy)?;
+    if recovered.topics.is_empty() {
+        return Err(format!("{} holds no partition directories to recover", data_dir.display()));
+    }
+    let temporary = data_dir.join(format!("{}.tmp", store::METADATA_FILE));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(&recovered.json)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        std::fs::File::open(data_dir)?.sync_all()
+    };
+    write().map_err(|error| format!("{}: {error}", path.display()))?;
+    println!("wrote {} with {} topics:", path.display(), recovered.topics.len());
+    for (topic, partitions, missing) in &recovered.topics {
+        if missing.is_empty() {
+            println!("  {topic}: {partitions} partitions");
+        } else {
+            println!("  {topic}: {partitions} partitions ({missing:?} had no directory: empty)");
+        }
+    }
+    println!(
+        "topic configs are Kafka's defaults now (set overrides again with `strata topic \
+         alter-config`); the cluster id is new; __consumer_offsets is recreated at start"
+    );
+    Ok(())
+}

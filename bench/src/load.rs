@@ -45,6 +45,13 @@ impl Codec {
     }
 }
 
+/// What record values hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Payload {
+    Repeated,
+    Text,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
     #[arg(long, default_value = "127.0.0.1:9092")]
@@ -71,6 +78,10 @@ pub struct LoadArgs {
     pub acks: String,
     #[arg(long, value_enum, default_value_t = Codec::None)]
     pub compression: Codec,
+    /// Record values: one repeated byte (compresses ~100x), or varied text (~2-4x, like real
+    /// payloads; see `validate::text_value`).
+    #[arg(long, value_enum, default_value_t = Payload::Repeated)]
+    pub payload: Payload,
     /// Target messages per second across all producers (open loop); 0 = as fast as possible.
     #[arg(long, default_value_t = 0)]
     pub rate: u64,
@@ -286,12 +297,17 @@ fn build_batch(
     count: usize,
     size: usize,
     codec: Compression,
+    payload: Payload,
     scheduled_nanos: &[u64],
 ) -> Result<Bytes, String> {
     let now_ms = (now_nanos() / 1_000_000) as i64;
     let mut builder = RecordBatchBuilder::new(now_ms);
     let mut value = vec![b'x'; size];
     for index in 0..count {
+        if payload == Payload::Text {
+            value = crate::validate::text_value(size, index as u64);
+            value.resize(size.max(8), b' ');
+        }
         let stamp = scheduled_nanos.get(index).copied().unwrap_or(0);
         value[..8].copy_from_slice(&stamp.to_be_bytes());
         builder.push(BatchRecord { key: None, value: Some(&value), timestamp_delta: 0 });
@@ -388,12 +404,12 @@ async fn produce(
             let spacing = rate.map_or(0.0, |r| 1e9 / r);
             let stamps: Vec<u64> =
                 (0..count).map(|i| first_scheduled + (i as f64 * spacing) as u64).collect();
-            build_batch(count, args.message_size, codec, &stamps)?
+            build_batch(count, args.message_size, codec, args.payload, &stamps)?
         } else {
             match templates.get(&count) {
                 Some(template) => template.clone(),
                 None => {
-                    let template = build_batch(count, args.message_size, codec, &[])?;
+                    let template = build_batch(count, args.message_size, codec, args.payload, &[])?;
                     templates.insert(count, template.clone());
                     template
                 }

@@ -25,7 +25,7 @@ pub struct ValidateArgs {
 }
 
 /// A value of words drawn from a small vocabulary by a fixed generator: compressible like text.
-fn text_value(size: usize, seed: u64) -> Vec<u8> {
+pub fn text_value(size: usize, seed: u64) -> Vec<u8> {
     const WORDS: [&str; 16] = [
         "order",
         "shipped",

@@ -79,7 +79,7 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = Codec::None)]
     pub compression: Codec,
     /// Record values: one repeated byte (compresses ~100x), or varied text (~2-4x, like real
-    /// payloads; see `validate::text_value`).
+    /// payloads; see `payload::text_value`).
     #[arg(long, value_enum, default_value_t = Payload::Repeated)]
     pub payload: Payload,
     /// Target messages per second across all producers (open loop); 0 = as fast as possible.
@@ -305,7 +305,7 @@ fn build_batch(
     let mut value = vec![b'x'; size];
     for index in 0..count {
         if payload == Payload::Text {
-            value = crate::validate::text_value(size, index as u64);
+            value = crate::payload::text_value(size, index as u64);
             value.resize(size.max(8), b' ');
         }
         let stamp = scheduled_nanos.get(index).copied().unwrap_or(0);

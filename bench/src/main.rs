@@ -9,6 +9,7 @@
 
 mod kafka;
 mod load;
+mod payload;
 mod storage;
 mod validate;
 

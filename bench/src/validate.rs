@@ -5,6 +5,7 @@
 //! text (compressing ~2-4x, as real payloads do, not a run of one byte).
 
 use crate::load::Codec;
+use crate::payload::text_value;
 use clap::Args;
 use wire::validate::{check_batch, TimestampRule};
 use wire::{BatchRecord, RecordBatchBuilder, RecordBatchHeader};
@@ -22,38 +23,6 @@ pub struct ValidateArgs {
     /// Inflated bytes to check in all.
     #[arg(long, default_value_t = 2048)]
     pub total_mib: usize,
-}
-
-/// A value of words drawn from a small vocabulary by a fixed generator: compressible like text.
-pub fn text_value(size: usize, seed: u64) -> Vec<u8> {
-    const WORDS: [&str; 16] = [
-        "order",
-        "shipped",
-        "customer",
-        "id",
-        "amount",
-        "eur",
-        "usd",
-        "status",
-        "pending",
-        "warehouse",
-        "berlin",
-        "lisbon",
-        "sku",
-        "qty",
-        "true",
-        "false",
-    ];
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let mut value = Vec::with_capacity(size + 16);
-    while value.len() < size {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let word = WORDS[(state >> 60) as usize];
-        value.extend_from_slice(word.as_bytes());
-        value.extend_from_slice(format!("={} ", (state >> 40) & 0xfff).as_bytes());
-    }
-    value.truncate(size);
-    value
 }
 
 pub fn run(args: ValidateArgs) -> Result<(), String> {

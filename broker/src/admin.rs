@@ -38,7 +38,7 @@ async fn answer<S: Storage>(node: Rc<Node<S>>, mut stream: TcpStream) {
     let line = String::from_utf8_lossy(&head);
     let path = line.split_whitespace().nth(1).unwrap_or("/");
     let (status, body) = match path {
-        "/health" => ("200 OK", "ok\n".to_string()),
+        "/health" => health(&node).await,
         "/metrics" => ("200 OK", metrics(&node).await),
         _ => ("404 Not Found", "not found\n".to_string()),
     };
@@ -112,7 +112,19 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 15] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 17] = [
+    (
+        "strata_partitions_offline",
+        "gauge",
+        "Partitions offline after a write failure (ENOSPC, EMFILE, EIO), retried with back-off.",
+        |r| r.offline.len() as u64,
+    ),
+    (
+        "strata_partition_recoveries_total",
+        "counter",
+        "Offline partitions reopened and back online without a restart.",
+        |r| r.counters.partition_recoveries,
+    ),
     (
         "strata_damaged_batches_total",
         "counter",
@@ -183,6 +195,24 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 15] = [
         |r| r.counters.queued_request_bytes_peak,
     ),
 ];
+
+/// `/health`: 200 `ok` when every partition is online, else 503 naming the offline ones.
+async fn health<S: Storage>(node: &Rc<Node<S>>) -> (&'static str, String) {
+    let mut offline: Vec<String> = Vec::new();
+    for (_, report) in node.stats_all().await {
+        offline.extend(report.offline.iter().map(ToString::to_string));
+    }
+    if offline.is_empty() {
+        return ("200 OK", "ok\n".to_string());
+    }
+    offline.sort();
+    let mut body = format!("offline partitions: {}\n", offline.len());
+    for partition in offline {
+        body.push_str(&partition);
+        body.push('\n');
+    }
+    ("503 Service Unavailable", body)
+}
 
 async fn metrics<S: Storage>(node: &Rc<Node<S>>) -> String {
     let image = node.metadata();

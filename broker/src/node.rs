@@ -172,6 +172,13 @@ impl<S: Storage> Node<S> {
         }
     }
 
+    /// Tries to reopen this shard's offline partitions now (the maintenance loop does it every
+    /// run, with back-off); returns those still offline. For tests on the simulated disk.
+    pub async fn repair_offline(&self) -> Vec<wire::ids::TopicPartition> {
+        self.partitions.repair_offline().await;
+        self.partitions.offline_partitions()
+    }
+
     /// Clean close of this shard's partitions (shutdown).
     pub async fn close(&self) {
         self.partitions.close_all().await;

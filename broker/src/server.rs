@@ -168,6 +168,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     let policy =
         PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
     let (image, persist) = load_image(&config, policy)?;
+    shard::io::space_reserve::install(&config.data_dir);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         shards = runtime_config.cores,

@@ -77,6 +77,8 @@ pub struct Counters {
     pub offsets_replay_skipped: u64,
     /// Damaged batches readers met on disk (each counted once).
     pub damaged_batches: u64,
+    /// Offline partitions reopened by the repair loop.
+    pub partition_recoveries: u64,
     /// Bytes of requests read and not yet answered on this shard, now and at most.
     pub queued_request_bytes: u64,
     pub queued_request_bytes_peak: u64,
@@ -160,6 +162,10 @@ impl ShardStats {
 
     pub fn offsets_replay_skipped(&self, count: u64) {
         self.counters.borrow_mut().offsets_replay_skipped += count;
+    }
+
+    pub fn partition_recovered(&self) {
+        self.counters.borrow_mut().partition_recoveries += 1;
     }
 
     pub fn damaged_batch(&self) {

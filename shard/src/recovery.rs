@@ -247,6 +247,10 @@ impl<S: Storage> PartitionLog<S> {
             active.file.sync().await?;
         }
 
+        let active_position = segments
+            .values()
+            .next_back()
+            .map_or((0, 0), |active| (active.base_offset, active.size_bytes));
         let cache_key = options.cache.borrow_mut().register();
         let log = PartitionLog {
             storage,
@@ -257,6 +261,7 @@ impl<S: Storage> PartitionLog<S> {
                 log_start_offset: log_start,
                 log_end_offset: log_end,
                 durable_end_offset: log_end,
+                durable_position: active_position,
                 high_watermark: None,
                 epochs,
                 tail,

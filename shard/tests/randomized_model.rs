@@ -54,7 +54,7 @@ async fn open_retrying(storage: &SimStorage, config: &LogConfig) -> PartitionLog
         }
         match PartitionLog::open(storage.clone(), &dir(), options(config.clone(), 16 << 10)).await {
             Ok(log) => {
-                storage.set_faults(FaultConfig { read_error_probability: READ_ERROR_PROBABILITY });
+                storage.set_faults(FaultConfig::reads(READ_ERROR_PROBABILITY));
                 return log;
             }
             Err(StorageError::Io(_)) if attempt < 9 => continue,
@@ -68,7 +68,7 @@ async fn open_retrying(storage: &SimStorage, config: &LogConfig) -> PartitionLog
 async fn contents(log: &PartitionLog<SimStorage>, storage: &SimStorage) -> Vec<Bytes> {
     storage.set_faults(FaultConfig::NONE);
     let out = common::read_all(log).await;
-    storage.set_faults(FaultConfig { read_error_probability: READ_ERROR_PROBABILITY });
+    storage.set_faults(FaultConfig::reads(READ_ERROR_PROBABILITY));
     out
 }
 
@@ -91,10 +91,7 @@ async fn check_matches_model(
 
 async fn run_seed(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let storage = SimStorage::new(
-        seed ^ 0x5eed,
-        FaultConfig { read_error_probability: READ_ERROR_PROBABILITY },
-    );
+    let storage = SimStorage::new(seed ^ 0x5eed, FaultConfig::reads(READ_ERROR_PROBABILITY));
     let flush = if rng.gen_bool(0.5) { FlushPolicy::Always } else { FlushPolicy::Never };
     let mut config = LogConfig {
         segment_bytes: rng.gen_range(2_000..20_000),

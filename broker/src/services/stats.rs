@@ -21,6 +21,8 @@ pub struct StatsReport {
     pub pending_calls: u64,
     /// (group, partition, committed offset) of the groups this shard coordinates.
     pub committed: Vec<(String, TopicPartition, i64)>,
+    /// This shard's partitions that are offline (a write failed; being reopened).
+    pub offline: Vec<TopicPartition>,
 }
 
 pub struct StatsService<S: Storage> {
@@ -56,6 +58,7 @@ impl<S: Storage> StatsService<S> {
             fsync_latency_us: self.partitions.sync_latency_us(),
             pending_calls: self.mesh.pending_calls() as u64,
             committed,
+            offline: self.partitions.offline_partitions(),
         }
     }
 }

@@ -110,6 +110,101 @@ pub async fn write_file_atomic<S: Storage>(
     path: &Path,
     bytes: &[u8],
 ) -> io::Result<()> {
+    write_file_atomic_once(storage, path, bytes).await
+}
+
+/// `write_file_atomic` for the small writes that free space (the metadata of DeleteTopics, the
+/// log-start checkpoint of DeleteRecords and retention): on a full disk (ENOSPC) the space
+/// reserve is released (`space_reserve`) and the write tried once more, so freeing space never
+/// needs free space first. Other writes never touch the reserve (appends would eat it).
+pub async fn write_file_atomic_freeing_space<S: Storage>(
+    storage: &S,
+    path: &Path,
+    bytes: &[u8],
+) -> io::Result<()> {
+    match write_file_atomic_once(storage, path, bytes).await {
+        Err(error) if is_disk_full(&error) => {
+            let temporary = temporary_path(path);
+            if storage.exists(&temporary).await.unwrap_or(false) {
+                let _ = storage.remove(&temporary).await;
+            }
+            if !space_reserve::release() {
+                return Err(error);
+            }
+            tracing::warn!(path = %path.display(), "disk full: released the space reserve to write a small metadata file");
+            write_file_atomic_once(storage, path, bytes).await
+        }
+        other => other,
+    }
+}
+
+/// ENOSPC, whether the error still carries the OS code or only its kind (glommio rebuilds
+/// errors from the kind, with its own message).
+pub fn is_disk_full(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ENOSPC) || error.kind() == io::ErrorKind::StorageFull
+}
+
+/// A file of `BYTES` allocated in the data directory at startup, and released (deleted) when a
+/// small metadata write meets a full disk, so that write (the one that frees space) succeeds.
+/// Recreated by `ensure` once the disk has room again.
+pub mod space_reserve {
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    pub const FILE: &str = ".space-reserve";
+    pub const BYTES: u64 = 16 << 20;
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+
+    /// Sets the data directory (once, at startup) and allocates the reserve if there is room.
+    pub fn install(data_dir: &std::path::Path) {
+        let _ = PATH.set(data_dir.join(FILE));
+        ensure();
+    }
+
+    /// Allocates the reserve if it is missing and the disk has room for it three times over.
+    pub fn ensure() {
+        let Some(path) = PATH.get() else { return };
+        if path.exists() {
+            return;
+        }
+        let Some(dir) = path.parent() else { return };
+        match super::file_system_space(dir) {
+            Ok((free, _)) if free >= 3 * BYTES => {}
+            _ => return,
+        }
+        let allocated =
+            std::fs::OpenOptions::new().create_new(true).write(true).open(path).and_then(|file| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: fallocate on a descriptor we own; no memory is involved.
+                let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, BYTES as libc::off_t) };
+                if rc != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                file.sync_all()
+            });
+        match allocated {
+            Ok(()) => {
+                tracing::info!(path = %path.display(), bytes = BYTES, "space reserve allocated")
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => {
+                let _ = std::fs::remove_file(path);
+                tracing::warn!(path = %path.display(), %error, "could not allocate the space reserve");
+            }
+        }
+    }
+
+    /// Deletes the reserve; whether there was one to free.
+    pub fn release() -> bool {
+        PATH.get().is_some_and(|path| std::fs::remove_file(path).is_ok())
+    }
+}
+
+async fn write_file_atomic_once<S: Storage>(
+    storage: &S,
+    path: &Path,
+    bytes: &[u8],
+) -> io::Result<()> {
     let temporary = temporary_path(path);
     let file = storage.open(&temporary, true).await?;
     let result = async {

@@ -27,10 +27,30 @@ pub const SIM_DISK_BYTES: u64 = 1 << 30;
 pub struct FaultConfig {
     /// Chance that one `read_at` fails with an I/O error.
     pub read_error_probability: f64,
+    /// Chance that one `write_at` fails (ENOSPC or EIO, even odds) without writing anything.
+    pub write_error_probability: f64,
+    /// Chance that one `sync` fails with EIO (the writes it would have made durable stay
+    /// unsynced: a crash may still lose them).
+    pub sync_error_probability: f64,
+    /// Chance that one `preallocate` fails with ENOSPC.
+    pub preallocate_error_probability: f64,
+    /// Chance that one `open` fails with EMFILE ("too many open files").
+    pub open_error_probability: f64,
 }
 
 impl FaultConfig {
-    pub const NONE: FaultConfig = FaultConfig { read_error_probability: 0.0 };
+    pub const NONE: FaultConfig = FaultConfig {
+        read_error_probability: 0.0,
+        write_error_probability: 0.0,
+        sync_error_probability: 0.0,
+        preallocate_error_probability: 0.0,
+        open_error_probability: 0.0,
+    };
+
+    /// Read errors only, at `probability`.
+    pub fn reads(probability: f64) -> FaultConfig {
+        FaultConfig { read_error_probability: probability, ..FaultConfig::NONE }
+    }
 }
 
 #[derive(Default)]
@@ -51,6 +71,20 @@ struct SimDisk {
     /// Bumped by every crash; handles from an older generation are dead.
     generation: u64,
     injected_read_errors: u64,
+    /// Write-side faults injected so far (write, sync, preallocate, open).
+    injected_write_errors: u64,
+}
+
+impl SimDisk {
+    /// An injected error with `errno`, at `probability`.
+    fn inject(&mut self, probability: f64, errno: i32) -> Option<io::Error> {
+        if probability > 0.0 && self.rng.gen_bool(probability) {
+            self.injected_write_errors += 1;
+            Some(io::Error::from_raw_os_error(errno))
+        } else {
+            None
+        }
+    }
 }
 
 /// The simulated file system; clones share one disk.
@@ -116,6 +150,13 @@ impl StorageFile for SimFileHandle {
     async fn write_at(&self, buffer: SimBuffer, position: u64) -> io::Result<()> {
         assert!(position.is_multiple_of(DMA_ALIGNMENT as u64), "unaligned write at {position}");
         assert!(buffer.0.len().is_multiple_of(DMA_ALIGNMENT), "unaligned write length");
+        let failed = self.with_file(|_, disk| {
+            let errno = if disk.rng.gen_bool(0.5) { libc::ENOSPC } else { libc::EIO };
+            disk.inject(disk.faults.write_error_probability, errno)
+        })?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
         // Like a real device, a write may still be in flight when the caller moves on.
         let defer = self.with_file(|_, disk| disk.rng.gen_bool(0.5))?;
         if defer {
@@ -142,10 +183,14 @@ impl StorageFile for SimFileHandle {
     }
 
     async fn sync(&self) -> io::Result<()> {
-        self.with_file(|file, _| {
+        self.with_file(|file, disk| {
+            if let Some(error) = disk.inject(disk.faults.sync_error_probability, libc::EIO) {
+                return Err(error);
+            }
             file.durable = file.current.clone();
             file.unsynced.clear();
-        })
+            Ok(())
+        })?
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
@@ -167,7 +212,12 @@ impl StorageFile for SimFileHandle {
     }
 
     async fn preallocate(&self, _len: u64) -> io::Result<()> {
-        self.with_file(|_, _| ())
+        self.with_file(|_, disk| {
+            match disk.inject(disk.faults.preallocate_error_probability, libc::ENOSPC) {
+                Some(error) => Err(error),
+                None => Ok(()),
+            }
+        })?
     }
 }
 
@@ -180,13 +230,19 @@ impl SimStorage {
             faults,
             generation: 0,
             injected_read_errors: 0,
+            injected_write_errors: 0,
         };
         Self { disk: Rc::new(RefCell::new(disk)) }
     }
 
-    /// Sets the read-error rate (recovery in tests may run with errors off, then on).
+    /// Sets the fault rates (recovery in tests may run with errors off, then on).
     pub fn set_faults(&self, faults: FaultConfig) {
         self.disk.borrow_mut().faults = faults;
+    }
+
+    /// How many write-side errors (write, sync, preallocate, open) were injected so far.
+    pub fn injected_write_errors(&self) -> u64 {
+        self.disk.borrow().injected_write_errors
     }
 
     /// How many read errors were injected so far.
@@ -242,6 +298,10 @@ impl Storage for SimStorage {
 
     async fn open(&self, path: &Path, create: bool) -> io::Result<SimFileHandle> {
         let mut disk = self.disk.borrow_mut();
+        let probability = disk.faults.open_error_probability;
+        if let Some(error) = disk.inject(probability, libc::EMFILE) {
+            return Err(error);
+        }
         if !disk.files.contains_key(path) {
             if !create {
                 return Err(io::Error::new(

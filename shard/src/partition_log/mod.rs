@@ -139,6 +139,9 @@ pub(crate) struct LogState<F: StorageFile> {
     pub(crate) log_start_offset: i64,
     pub(crate) log_end_offset: i64,
     pub(crate) durable_end_offset: i64,
+    /// Where the durable end is in the files: (active segment base, its bytes below the
+    /// durable end). A failed write cuts the active file back to it (`cut_back_locked`).
+    pub(crate) durable_position: (i64, u64),
     /// Set once replication decides it (the minimum durable end over the in-sync replicas);
     /// `None`: it follows the log end (a partition without followers to wait for).
     pub(crate) high_watermark: Option<i64>,
@@ -153,7 +156,17 @@ impl<F: StorageFile> LogState<F> {
     pub(crate) fn high_watermark(&self) -> i64 {
         self.high_watermark
             .unwrap_or(self.log_end_offset)
-            .clamp(self.log_start_offset, self.log_end_offset)
+            .clamp(self.log_start_offset, self.visible_end())
+    }
+
+    /// Where readers stop: the log end, or once a write failed (offline) the durable end, so
+    /// the records of the failed append (never acknowledged) are never served.
+    pub(crate) fn visible_end(&self) -> i64 {
+        if self.offline {
+            self.durable_end_offset.max(self.log_start_offset)
+        } else {
+            self.log_end_offset
+        }
     }
 
     /// The offsets' order (module invariant 1); a violation is a bug in this module.
@@ -304,12 +317,55 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Marks the log offline when an I/O step of a write fails, so a half-done write is never
-    /// built upon; reopening runs recovery.
+    /// built upon; readers stop at the durable end from then on. The owner reopens it
+    /// (`discard`, then `open`, which recovers) once the cause is gone. Logged once, with the
+    /// cause (ENOSPC, EMFILE, EIO...).
     pub(crate) fn offline_on_error<T>(&self, result: Result<T>) -> Result<T> {
-        if result.is_err() {
-            self.state.borrow_mut().offline = true;
+        if let Err(error) = &result {
+            let mut state = self.state.borrow_mut();
+            if !state.offline && !state.closed {
+                state.offline = true;
+                tracing::error!(
+                    dir = %self.dir.display(),
+                    %error,
+                    durable_end = state.durable_end_offset,
+                    log_end = state.log_end_offset,
+                    "partition offline after a write failure: readers stop at the durable end"
+                );
+            }
         }
         result
+    }
+
+    /// Whether a write failed since the log was opened (it then refuses writes, and readers stop
+    /// at the durable end).
+    pub fn is_offline(&self) -> bool {
+        self.state.borrow().offline
+    }
+
+    /// Closes the log without writing anything (no index, snapshot or marker): for a log being
+    /// deleted, or an offline one about to be reopened by recovery. Waits for writes in
+    /// progress; later calls fail with `Closed`.
+    pub async fn discard(&self) {
+        let _sync = self.sync_lock.lock().await;
+        let _write = self.write_lock.lock().await;
+        let segments = {
+            let mut state = self.state.borrow_mut();
+            if state.closed {
+                return;
+            }
+            state.closed = true;
+            std::mem::take(&mut state.segments)
+        };
+        self.inflight.borrow_mut().clear();
+        self.cache.borrow_mut().forget(self.cache_key);
+        for (_, segment) in segments {
+            if let Ok(file) = Rc::try_unwrap(segment.file) {
+                if let Err(error) = self.storage.close(file).await {
+                    tracing::debug!(%error, dir = %self.dir.display(), "closing a discarded segment");
+                }
+            }
+        }
     }
 }
 

@@ -12,12 +12,12 @@ impl<S: Storage> PartitionLog<S> {
     /// Reads whole batches starting with the one holding `offset`, up to `max_bytes` (at least
     /// one batch, so a reader always makes progress).
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<LogRead> {
-        let (log_start, log_end) = {
+        let (log_start, log_end, offline) = {
             let state = self.state.borrow();
             if state.closed {
                 return Err(StorageError::Closed(self.dir.clone()));
             }
-            (state.log_start_offset, state.log_end_offset)
+            (state.log_start_offset, state.visible_end(), state.offline)
         };
         if offset < log_start || offset > log_end {
             return Err(StorageError::OffsetOutOfRange {
@@ -31,20 +31,35 @@ impl<S: Storage> PartitionLog<S> {
         if offset == log_end {
             return Ok(read);
         }
-        if let Some(batches) = self.cache.borrow().read(self.cache_key, offset, max_bytes) {
+        let cached = self.cache.borrow().read(self.cache_key, offset, max_bytes);
+        if let Some(batches) = cached {
             read.batches = batches;
             read.from_cache = true;
-            return Ok(read);
+        } else {
+            read.batches = self.read_from_disk(offset, max_bytes).await?;
         }
-        read.batches = self.read_from_disk(offset, max_bytes).await?;
+        // Past the visible end (a failed append of an offline log) nothing is served.
+        if offline {
+            read.batches.retain(|batch| {
+                wire::record_batch::peek_batch(batch, crate::config::BATCH_BYTES_MAX)
+                    .is_ok_and(|peek| peek.base_offset < log_end)
+            });
+        }
         Ok(read)
     }
 
     pub(crate) async fn read_from_disk(&self, offset: i64, max_bytes: usize) -> Result<Vec<Bytes>> {
         let needs_write_out = {
             let state = self.state.borrow();
-            let (&active_base, active) = state.segments.iter().next_back().expect("active segment");
-            offset >= active_base && state.tail.written_end < active.size_bytes
+            // An offline log writes nothing; what readers may see of it (below the durable end)
+            // was written out before it was synced.
+            if state.offline {
+                false
+            } else {
+                let (&active_base, active) =
+                    state.segments.iter().next_back().expect("active segment");
+                offset >= active_base && state.tail.written_end < active.size_bytes
+            }
         };
         if needs_write_out {
             let _write = self.write_lock.lock().await;

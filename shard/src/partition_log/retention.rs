@@ -27,8 +27,8 @@ impl<S: Storage> PartitionLog<S> {
         self.mutations.set(self.mutations.get() + 1);
         let log_start = self.log_start_offset();
         let path = checkpoint::path_in(&self.dir, checkpoint::LOG_START_OFFSET_FILE);
-        io::write_file_atomic(&self.storage, &path, &checkpoint::encode_pairs(&[(0, log_start)]))
-            .await?;
+        let pairs = checkpoint::encode_pairs(&[(0, log_start)]);
+        io::write_file_atomic_freeing_space(&self.storage, &path, &pairs).await?;
         Ok(())
     }
 

@@ -35,6 +35,7 @@ impl<S: Storage> PartitionLog<S> {
                 .insert(base_offset, new_segment(base_offset, Rc::new(file), path, now_ms));
             state.tail = Tail::empty();
             state.durable_end_offset = state.log_end_offset;
+            state.durable_position = (base_offset, 0);
         }
         self.write_producer_snapshot_locked().await
     }

@@ -14,25 +14,72 @@ impl<S: Storage> PartitionLog<S> {
             if self.state.borrow().durable_end_offset >= target {
                 return Ok(());
             }
-            let (file, end) = {
+            let (file, end, position) = {
                 let _write = self.write_lock.lock().await;
                 self.check_writable()?;
                 let result = self.write_out_locked().await;
-                self.offline_on_error(result)?;
+                if let Err(error) = self.offline_on_error(result) {
+                    self.cut_back_locked().await;
+                    return Err(error);
+                }
                 let state = self.state.borrow();
                 let active = state.segments.values().next_back().expect("active segment");
-                (active.file.clone(), state.log_end_offset)
+                (active.file.clone(), state.log_end_offset, (active.base_offset, active.size_bytes))
             };
             let sync_started = std::time::Instant::now();
             let synced = file.sync().await.map_err(StorageError::from);
-            self.offline_on_error(synced)?;
+            if let Err(error) = self.offline_on_error(synced) {
+                let _write = self.write_lock.lock().await;
+                self.cut_back_locked().await;
+                return Err(error);
+            }
             self.syncs_completed.set(self.syncs_completed.get() + 1);
             self.sync_latency_us
                 .borrow_mut()
                 .saturating_record(sync_started.elapsed().as_micros().max(1) as u64);
             let mut state = self.state.borrow_mut();
+            if end > state.durable_end_offset && state.durable_position.0 <= position.0 {
+                // (A roll since the sync began already made everything before it durable.)
+                let active_base = state.segments.keys().next_back().copied();
+                if active_base == Some(position.0) {
+                    state.durable_position = position;
+                }
+            }
             state.durable_end_offset = state.durable_end_offset.max(end.min(state.log_end_offset));
             state.check_offsets();
+        }
+    }
+
+    /// After a failed write (the log is offline): waits out the writes in flight, then cuts
+    /// the active file back to the durable end and syncs that, so the failed append's bytes
+    /// (never acknowledged) cannot come back at a restart or a reopen. Best effort: if this
+    /// fails too, the reopen's recovery still truncates to the durable end when it is known.
+    /// Caller holds `write_lock`.
+    pub(crate) async fn cut_back_locked(&self) {
+        loop {
+            let next = self.inflight.borrow_mut().pop_front();
+            let Some(next) = next else { break };
+            if let Some(future) = next.future {
+                let _ = future.await;
+            }
+        }
+        let (file, durable_size) = {
+            let state = self.state.borrow();
+            let Some(active) = state.segments.values().next_back() else { return };
+            if active.base_offset != state.durable_position.0 {
+                return;
+            }
+            (active.file.clone(), state.durable_position.1)
+        };
+        let cut = async {
+            if file.size().await? > durable_size {
+                file.truncate(durable_size).await?;
+                file.sync().await?;
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        if let Err(error) = cut.await {
+            tracing::warn!(dir = %self.dir.display(), %error, "cutting an offline log back to its durable end failed");
         }
     }
 
@@ -105,6 +152,9 @@ impl<S: Storage> PartitionLog<S> {
             let mut state = self.state.borrow_mut();
             state.closed = true;
             state.durable_end_offset = state.log_end_offset;
+            if let Some(active) = state.segments.values().next_back() {
+                state.durable_position = (active.base_offset, active.size_bytes);
+            }
             std::mem::take(&mut state.segments)
         };
         self.cache.borrow_mut().forget(self.cache_key);

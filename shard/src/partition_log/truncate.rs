@@ -99,6 +99,20 @@ impl<S: Storage> PartitionLog<S> {
         let epochs_changed = {
             let mut state = self.state.borrow_mut();
             state.durable_end_offset = state.durable_end_offset.min(log_end);
+            let active = state
+                .segments
+                .values()
+                .next_back()
+                .map(|active| (active.base_offset, active.size_bytes));
+            if let Some((active_base, active_size)) = active {
+                let (base, size) = state.durable_position;
+                state.durable_position =
+                    if base == active_base && state.durable_end_offset < log_end {
+                        (base, size.min(active_size))
+                    } else {
+                        (active_base, active_size)
+                    };
+            }
             state.high_watermark = state.high_watermark.map(|hw| hw.min(log_end));
             state.check_offsets();
             let before = state.epochs.len();

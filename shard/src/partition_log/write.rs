@@ -132,7 +132,15 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         let result = self.append_locked(&mut batch, stamp, now_ms).await;
-        let info = self.offline_on_error(result)?;
+        let info = match self.offline_on_error(result) {
+            Ok(info) => info,
+            Err(error) => {
+                if self.is_offline() {
+                    self.cut_back_locked().await;
+                }
+                return Err(error);
+            }
+        };
         if let Some(producer_batch) = &producer_batch {
             self.producers.borrow_mut().record(producer_batch, info.base_offset, info.last_offset);
         }
@@ -172,6 +180,13 @@ impl<S: Storage> PartitionLog<S> {
         if needs_roll {
             self.roll_locked(now_ms).await?;
         }
+        // Space for the batch is reserved before it becomes visible (log end, cache): a full
+        // disk (ENOSPC) fails the append here, before any reader could see the batch.
+        let active_file = {
+            let state = self.state.borrow();
+            state.segments.values().next_back().expect("active segment").file.clone()
+        };
+        self.preallocate_ahead_locked(&active_file, batch.len() as u64).await?;
         if let Stamp::Leader(epoch) = stamp {
             let mut view =
                 wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
@@ -197,7 +212,6 @@ impl<S: Storage> PartitionLog<S> {
             (file, full_chunks)
         };
         self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);
-        self.preallocate_ahead_locked(&file).await?;
         for (position, buffer) in full_chunks {
             self.submit_write_locked(&file, position, buffer).await?;
         }
@@ -233,13 +247,18 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// Extends the active segment's preallocation when its end comes within a chunk of it.
-    pub(crate) async fn preallocate_ahead_locked(&self, file: &Rc<S::File>) -> Result<()> {
+    /// Extends the active segment's preallocation when its end comes within a chunk (or the
+    /// `upcoming` bytes about to be appended, if more) of it.
+    pub(crate) async fn preallocate_ahead_locked(
+        &self,
+        file: &Rc<S::File>,
+        upcoming: u64,
+    ) -> Result<()> {
         let (target, current) = {
             let state = self.state.borrow();
             let config = self.config.borrow();
             let active = state.segments.values().next_back().expect("active segment");
-            let wanted_end = active.size_bytes + config.write_chunk_bytes as u64;
+            let wanted_end = active.size_bytes + (config.write_chunk_bytes as u64).max(upcoming);
             if wanted_end <= active.preallocated_end
                 || active.preallocated_end >= config.segment_bytes
             {
@@ -247,8 +266,9 @@ impl<S: Storage> PartitionLog<S> {
             }
             // Reserve ahead by as much as the segment already holds (at least 8 MiB): an idle
             // partition costs 8 MiB of disk, a busy one gets few, large extents.
-            let ahead = PREALLOCATE_AHEAD_BYTES.max(active.size_bytes);
-            let target = align_up(active.size_bytes + ahead).min(align_up(config.segment_bytes));
+            let ahead = PREALLOCATE_AHEAD_BYTES.max(active.size_bytes).max(upcoming);
+            let target = align_up(active.size_bytes + ahead)
+                .min(align_up(config.segment_bytes.max(active.size_bytes + upcoming)));
             (target, active.preallocated_end)
         };
         if target > current {

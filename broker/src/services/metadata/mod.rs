@@ -111,7 +111,7 @@ impl<S: Storage> MetadataService<S> {
     /// Writes `image` to `strata-metadata.json` atomically and durably.
     pub async fn persist(&self, image: &MetadataImage) -> std::result::Result<(), String> {
         let path = self.data_dir.join(store::METADATA_FILE);
-        shard::io::write_file_atomic(&self.storage, &path, &store::to_json(image))
+        shard::io::write_file_atomic_freeing_space(&self.storage, &path, &store::to_json(image))
             .await
             .map_err(|e| format!("writing {}: {e}", path.display()))
     }

@@ -6,7 +6,10 @@
 //! shard first, then `adopt`, so a partition moving between shards is closed by its old owner
 //! before the new one opens its files.
 
-use super::{Partition, PartitionService, CLOSE_CONCURRENCY_MAX, OPEN_CONCURRENCY_MAX};
+use super::{
+    Partition, PartitionService, Repair, CLOSE_CONCURRENCY_MAX, OPEN_CONCURRENCY_MAX,
+    REPAIR_BACKOFF_MS_MAX, REPAIR_BACKOFF_MS_MIN,
+};
 use crate::metadata::{log_config, MetadataImage};
 use futures_util::StreamExt;
 use shard::io::Storage;
@@ -35,11 +38,17 @@ impl<S: Storage> PartitionService<S> {
             let removed = self.partitions.borrow_mut().remove(&key);
             let Some(partition) = removed else { continue };
             let dir = partition.log.dir().to_path_buf();
-            if let Err(error) = partition.log.close().await {
+            self.repairs.borrow_mut().remove(&key);
+            let deleted = image.placement(&key).is_none();
+            if deleted {
+                // Its files are about to go: nothing is written (a full disk cannot stop a
+                // deletion, which is what frees it).
+                partition.log.discard().await;
+            } else if let Err(error) = partition.log.close().await {
                 tracing::warn!(%error, dir = %dir.display(), "closing a partition that left this shard");
             }
             partition.notify_appended();
-            if image.placement(&key).is_none() {
+            if deleted {
                 if let Err(error) = self.storage.remove_dir_all(&dir).await {
                     tracing::warn!(%error, dir = %dir.display(), "removing a deleted partition");
                 }
@@ -106,9 +115,84 @@ impl<S: Storage> PartitionService<S> {
         Ok(())
     }
 
+    /// Brings offline partitions back: each is discarded and opened again (recovery), then cut
+    /// back to the durable end it had when its write failed (the records past it were never
+    /// acknowledged, and readers never saw them). Failed attempts back off from
+    /// `REPAIR_BACKOFF_MS_MIN` to `REPAIR_BACKOFF_MS_MAX`, each logged; successes are counted.
+    pub async fn repair_offline(&self) {
+        let now = self.clock.now_ms();
+        let offline: Vec<(TopicPartition, Rc<Partition<S>>)> = self
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|(_, partition)| partition.log.is_offline())
+            .map(|(key, partition)| (key.clone(), partition.clone()))
+            .collect();
+        for (key, partition) in offline {
+            let due = self.repairs.borrow().get(&key).is_none_or(|repair| repair.next_ms <= now);
+            if !due {
+                continue;
+            }
+            let durable_end = partition.log.durable_end_offset();
+            let config = partition.log.config();
+            let dir = partition.log.dir().to_path_buf();
+            partition.log.discard().await;
+            let options = OpenOptions {
+                sync_latency_us: self.sync_latency_us.clone(),
+                config,
+                cache: self.cache.clone(),
+                now_ms: now,
+            };
+            let reopened = match PartitionLog::open(self.storage.clone(), &dir, options).await {
+                Ok(log) if log.log_end_offset() > durable_end => {
+                    log.truncate_to(durable_end).await.map(|()| log)
+                }
+                other => other,
+            };
+            match reopened {
+                Ok(log) => {
+                    tracing::info!(partition = %key, log_end = log.log_end_offset(), "offline partition back online");
+                    self.repairs.borrow_mut().remove(&key);
+                    self.stats.partition_recovered();
+                    self.partitions.borrow_mut().insert(key, Rc::new(Partition::new(log)));
+                    partition.notify_appended();
+                }
+                Err(error) => {
+                    let mut repairs = self.repairs.borrow_mut();
+                    let repair = repairs
+                        .entry(key.clone())
+                        .or_insert(Repair { next_ms: now, backoff_ms: REPAIR_BACKOFF_MS_MIN });
+                    tracing::warn!(partition = %key, %error, retry_in_ms = repair.backoff_ms, "offline partition could not be reopened");
+                    repair.next_ms = now + repair.backoff_ms as i64;
+                    repair.backoff_ms = (repair.backoff_ms * 2).min(REPAIR_BACKOFF_MS_MAX);
+                    // The discarded log stays in place (offline, closed): requests get errors
+                    // until the next attempt succeeds.
+                }
+            }
+        }
+    }
+
+    /// Partitions of this shard that are offline now.
+    pub fn offline_partitions(&self) -> Vec<TopicPartition> {
+        let mut offline: Vec<TopicPartition> = self
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|(_, partition)| partition.log.is_offline())
+            .map(|(key, _)| key.clone())
+            .collect();
+        offline.sort();
+        offline
+    }
+
     /// Interval flushes, and when `retention_due`, compaction and retention, of every owned
     /// partition.
     pub async fn maintain(&self, retention_due: bool) {
+        self.repair_offline().await;
+        if retention_due && self.shard.0 == 0 {
+            // Back after a full disk released it (a quick check when it exists).
+            shard::io::space_reserve::ensure();
+        }
         let now = self.clock.now_ms();
         let partitions: Vec<_> = self.partitions.borrow().values().cloned().collect();
         for partition in partitions {

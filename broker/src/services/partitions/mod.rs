@@ -121,7 +121,21 @@ pub struct PartitionService<S: Storage> {
     stats: Rc<ShardStats>,
     clock: Clock,
     partitions: RefCell<HashMap<TopicPartition, Rc<Partition<S>>>>,
+    /// Back-off of offline partitions whose reopening failed.
+    repairs: RefCell<HashMap<TopicPartition, Repair>>,
 }
+
+/// When an offline partition is tried again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Repair {
+    next_ms: i64,
+    backoff_ms: u64,
+}
+
+/// The first retry of an offline partition waits this long (maintenance runs at most once a
+/// second, so in practice the first retry comes at the next run); each failure doubles it.
+pub const REPAIR_BACKOFF_MS_MIN: u64 = 500;
+pub const REPAIR_BACKOFF_MS_MAX: u64 = 30_000;
 
 impl<S: Storage> PartitionService<S> {
     pub fn new(parts: PartitionServiceParts<S>) -> Self {
@@ -135,6 +149,7 @@ impl<S: Storage> PartitionService<S> {
             stats: parts.stats,
             clock: parts.clock,
             partitions: RefCell::new(HashMap::new()),
+            repairs: RefCell::new(HashMap::new()),
         }
     }
 

@@ -1,0 +1,476 @@
+"""Issue #12, acceptance point 2: a full disk under acks=all load, on a small filesystem the
+test makes itself (a loop-mounted 96 MiB ext4 image; skipped with a loud message where the
+machine does not allow the mount).
+
+The test fills the disk with one topic, then fills the rest under acks=all load on another
+until the broker answers KAFKA_STORAGE_ERROR, frees space with DeleteTopics while the disk is
+full ("deletion and retention work on a full disk") and expects the offline partitions back
+online without a restart (the broker retries them with back-off).
+Every acknowledged record must be there exactly once, and no record whose produce failed may
+ever be served: not at the end, and not to a consumer reading along during the full phase.
+
+Broker contract relied upon beyond Kafka's: GET /health answers 200 "ok\\n" when every partition
+is online, and 503 with a body starting "offline" that names each offline `<topic>-<partition>`
+otherwise; /metrics has the gauge strata_partitions_offline and the counter
+strata_partition_recoveries_total (one per partition brought back online)."""
+
+import collections
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka import KafkaError, OFFSET_BEGINNING, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+import wire
+from clients import ck_admin, ck_consumer, ck_watermarks
+from conftest import Broker, strata_bin
+from test_bad_input import _create_topic, _produce
+
+KAFKA_STORAGE_ERROR = 56
+IMAGE_SIZE = "96M"
+SEGMENT_BYTES = 1 << 20
+FILL_TO_FREE_BYTES = 10 << 20  # the filler topic stops here; the load fills the rest
+LOAD_PARTITIONS = 2
+LOAD_SECONDS_MAX, LOAD_MESSAGES_MAX = 60.0, 200_000
+ERRORS_FOR_SECONDS = 2.0  # the load stops once storage errors have been seen this long ...
+ERRORS_ON_EVERY_PARTITION_WITHIN = 10.0  # ... on every partition, or after this long anyway
+RECOVERY_SECONDS = 60.0
+SUBPROCESS_TIMEOUT = 60
+
+
+# --- the small filesystem -----------------------------------------------------
+def _run(cmd, timeout=SUBPROCESS_TIMEOUT):
+    """(ok, output) of one bounded command; never raises."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, repr(e)
+    return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+
+
+def _skip_loudly(request, reason):
+    message = ("DISK-FULL BEHAVIOUR WAS NOT TESTED (issue #12, acceptance point 2): %s. "
+               "It needs a loop-mounted ext4 image (root, and loop devices the container may "
+               "use)." % reason)
+    # Straight to the terminal as well, past pytest's capture: a skip is easy to miss.
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print("\n" + "!" * 78 + "\n" + message + "\n" + "!" * 78, file=sys.stderr, flush=True)
+    pytest.skip(message)
+
+
+def _unmount(mnt):
+    """umount, lazily if it is busy; returns what is still wrong, or None."""
+    if not os.path.ismount(mnt):
+        return None
+    ok, out = _run(["umount", str(mnt)])
+    if not ok:
+        _, lazy = _run(["umount", "-l", str(mnt)])
+        out += " / umount -l: " + lazy
+    return None if not os.path.ismount(mnt) else "still mounted: " + out
+
+
+@pytest.fixture
+def small_filesystem(tmp_path, request):
+    """A 96 MiB ext4 filesystem mounted at tmp_path/mnt (no blocks reserved for root: the broker
+    runs as root here and would otherwise see 5% more room than statvfs reports)."""
+    image, mnt = tmp_path / "disk.img", tmp_path / "mnt"
+    mnt.mkdir()
+    steps = [["truncate", "-s", IMAGE_SIZE, str(image)],
+             ["mkfs.ext4", "-q", "-F", "-m", "0", str(image)],
+             ["mount", "-o", "loop", str(image), str(mnt)]]
+    for cmd in steps:
+        ok, out = _run(cmd)
+        if not ok:
+            _unmount(mnt)  # in case a timed-out mount got through
+            _skip_loudly(request, "`%s` failed: %s" % (" ".join(cmd), out or "no output"))
+    if not os.path.ismount(mnt):
+        _skip_loudly(request, "`mount -o loop` succeeded but %s is no mount point" % mnt)
+    try:
+        yield mnt
+    finally:
+        problem = _unmount(mnt)
+        assert problem is None, "the test filesystem at %s: %s" % (mnt, problem)
+        image.unlink()
+
+
+def _free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+# --- broker observations ------------------------------------------------------
+def _admin_get(broker, path):
+    """(HTTP status, body) of GET path on the admin listener; (None, error) if unreachable."""
+    url = "http://127.0.0.1:%d%s" % (broker.admin_port, path)
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return None, repr(e)
+
+
+def _metric(broker, name):
+    """Sum of a metric's samples, or None when the broker does not export it (or /metrics
+    does not answer)."""
+    status, text = _admin_get(broker, "/metrics")
+    if status != 200:
+        return None
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name + "{") or line.startswith(name + " ")]
+    return sum(values) if values else None
+
+
+def _interesting_log_lines(broker, limit=16):
+    """The broker's log lines about storage, first and last ones, for failure messages."""
+    words = ("offline", "no space", "enospc", "storage", "recover", "delet", "panic", "error")
+    lines = [line for line in broker.stderr_tail(5000).splitlines()
+             if any(w in line.lower() for w in words)]
+    if len(lines) > limit:
+        lines = lines[:limit // 2] + ["..."] + lines[-(limit // 2):]
+    return "broker log:\n" + "\n".join(lines)
+
+
+def _assert_running(broker, phase):
+    assert broker.running(), "strata exited during %s:\n%s" % (phase, broker.stderr_tail())
+
+
+# --- the records --------------------------------------------------------------
+def _value(i):
+    """Unique, self-checking 1 KiB values: a record served with other bytes is caught too."""
+    return b"load-%08d:" % i + bytes((i + j) % 251 for j in range(1010))
+
+
+def _load_id(value):
+    i = int(value[5:13])
+    assert value == _value(i), "a served value is not one the test produced: %r" % value[:40]
+    return i
+
+
+class _Load:
+    """One acks=all, retries=0 producer on the load topic and every delivery outcome:
+    ok[id] = (partition, offset) when acknowledged, failed[id] = error code otherwise."""
+
+    def __init__(self, bootstrap, topic):
+        self.topic = topic
+        self.producer = ck.Producer({
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": False,
+            "retries": 0,  # an error in a delivery report is final
+            "linger.ms": 5,
+            "message.timeout.ms": 10000,
+            "socket.timeout.ms": 10000,
+        })
+        self.next_id = 0
+        self.ok, self.failed = {}, {}
+        self.first_error_at = self.last_error_at = None
+        self.errored_partitions = set()
+
+    def _on_delivery(self, err, msg):
+        i = _load_id(msg.value())
+        if err is None:
+            self.ok[i] = (msg.partition(), msg.offset())
+            return
+        self.failed[i] = err.code()
+        now = time.monotonic()
+        self.first_error_at = self.first_error_at or now
+        self.last_error_at = now
+        self.errored_partitions.add(msg.partition())
+
+    def send(self, partition, deadline):
+        i, self.next_id = self.next_id, self.next_id + 1
+        while True:
+            try:
+                self.producer.produce(self.topic, value=_value(i), partition=partition,
+                                      on_delivery=self._on_delivery)
+                break
+            except BufferError:
+                assert time.monotonic() < deadline, "the producer queue stayed full"
+                self.producer.poll(0.05)
+        self.producer.poll(0)
+        return i
+
+    def flush(self, timeout=20.0):
+        left = self.producer.flush(timeout)
+        assert left == 0, "%d delivery reports missing after %.0f s" % (left, timeout)
+        assert len(self.ok) + len(self.failed) == self.next_id
+
+    def errors_by_code(self):
+        return dict(collections.Counter(self.failed.values()))
+
+
+class _Watcher(threading.Thread):
+    """A consumer reading the load topic from the beginning the whole time: everything the
+    broker serves while the disk fills, is full and recovers."""
+
+    def __init__(self, bootstrap, topic, partitions, seconds=280.0):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.deadline = time.monotonic() + seconds
+        self.stop = threading.Event()
+        self.seen = []  # (partition, offset, value)
+        self.errors = collections.Counter()
+        self.failure = None
+
+    def run(self):
+        try:
+            c = ck_consumer(self.bootstrap)
+            try:
+                c.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions])
+                while not self.stop.is_set() and time.monotonic() < self.deadline:
+                    for m in c.consume(num_messages=500, timeout=0.2):
+                        if m.error() is not None:
+                            self.errors[m.error().code()] += 1
+                        else:
+                            self.seen.append((m.partition(), m.offset(), m.value()))
+            finally:
+                c.close()
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.failure = e
+
+    def finish(self):
+        self.stop.set()
+        self.join(timeout=15)
+        assert not self.is_alive(), "the watching consumer did not stop"
+        assert self.failure is None, "the watching consumer failed: %r" % self.failure
+
+
+def _read_partition(bootstrap, topic, partition, high, timeout=60.0):
+    """[(offset, value)] of a partition from the beginning up to the high watermark."""
+    out = []
+    if high == 0:
+        return out
+    c = ck_consumer(bootstrap)
+    try:
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout
+        while not out or out[-1][0] < high - 1:
+            assert time.monotonic() < deadline, ("read %d records of %s-%d (high watermark %d) "
+                                                 "in %.0f s" % (len(out), topic, partition, high,
+                                                                timeout))
+            for m in c.consume(num_messages=500, timeout=0.5):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise ck.KafkaException(m.error())
+                out.append((m.offset(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+# --- the test -------------------------------------------------------------------
+@pytest.mark.timeout(300)
+def test_a_full_disk_under_acks_all_load_recovers_after_delete_topics_without_a_restart(
+        tmp_path, small_filesystem):
+    """Acceptance point 2 (disk full): fill the disk under acks=all load, free space with
+    DeleteTopics while it is full, and the partitions are back online without a restart; every
+    acknowledged record is present, and no unacknowledged one was ever served."""
+    mnt = small_filesystem
+    started = time.monotonic()
+    broker = Broker(strata_bin(), tmp_path / "broker")
+    broker.data_dir = mnt / "data"  # command() reads it at start: the logs stay off the mount
+    broker.data_dir.mkdir()
+    watcher = None
+    try:
+        broker.start()
+        pid = broker.proc.pid
+        free_at_start = _free_bytes(mnt)
+
+        # 1. Fill the disk to ~10 MiB free with a topic that is deleted later.
+        _create_topic(broker, "filler", {"segment.bytes": str(SEGMENT_BYTES)})
+        batch = wire.record_batch([(b"f%03d" % i, b"F" * 1024) for i in range(200)])
+        deadline = time.monotonic() + 120
+        for n in range(free_at_start // len(batch) + 50):
+            if _free_bytes(mnt) <= FILL_TO_FREE_BYTES:
+                break
+            err = _produce(broker, "filler", batch, correlation_id=n)[0]
+            assert err == 0, ("filling: batch %d answered %d with %d MiB free"
+                              % (n, err, _free_bytes(mnt) >> 20))
+            assert time.monotonic() < deadline, "filling took over 120 s"
+        else:
+            pytest.fail("the filler topic did not bring the free space under %d MiB"
+                        % (FILL_TO_FREE_BYTES >> 20))
+        filled_at, filler_bytes = time.monotonic(), n * len(batch)
+        print("\nfilled: %d MiB free of %d MiB at start, %d filler batches in %.1f s"
+              % (_free_bytes(mnt) >> 20, free_at_start >> 20, n, filled_at - started))
+
+        # 2. acks=all load on two partitions until the broker answers storage errors.
+        admin = ck_admin(broker.bootstrap)
+        admin.create_topics([NewTopic("load", num_partitions=LOAD_PARTITIONS, replication_factor=1,
+                                      config={"segment.bytes": str(SEGMENT_BYTES)})],
+                            request_timeout=10)["load"].result(timeout=15)
+        watcher = _Watcher(broker.bootstrap, "load", range(LOAD_PARTITIONS))
+        watcher.start()
+        load = _Load(broker.bootstrap, "load")
+        health_samples = []  # (monotonic time, status, body, strata_partitions_offline)
+
+        def sample_health():
+            status, body = _admin_get(broker, "/health")
+            offline = _metric(broker, "strata_partitions_offline")
+            health_samples.append((time.monotonic(), status, body, offline))
+
+        load_started = time.monotonic()
+        deadline = load_started + LOAD_SECONDS_MAX
+        next_sample = 0.0
+        while load.next_id < LOAD_MESSAGES_MAX and time.monotonic() < deadline:
+            load.send(load.next_id % LOAD_PARTITIONS, deadline)
+            if load.first_error_at is not None:
+                now = time.monotonic()
+                erroring = now - load.first_error_at
+                if (erroring >= ERRORS_FOR_SECONDS
+                        and load.errored_partitions >= set(range(LOAD_PARTITIONS))) \
+                        or erroring >= ERRORS_ON_EVERY_PARTITION_WITHIN:
+                    break
+                if now >= next_sample:
+                    sample_health()
+                    next_sample = now + 0.25
+        load.flush()
+        _assert_running(broker, "the load")
+        print("load: %d sent in %.1f s, %d acknowledged, errors by code %s, %d MiB free"
+              % (load.next_id, time.monotonic() - load_started, len(load.ok),
+                 load.errors_by_code(), _free_bytes(mnt) >> 20))
+        assert load.failed, ("the disk never filled: %d records acknowledged in %.0f s without "
+                             "an error, %d MiB still free"
+                             % (len(load.ok), LOAD_SECONDS_MAX, _free_bytes(mnt) >> 20))
+        assert KAFKA_STORAGE_ERROR in load.errors_by_code(), (
+            "a full disk answered %s, not KAFKA_STORAGE_ERROR (56)" % load.errors_by_code())
+
+        # 3. The disk is full now (the broker's own load filled it: nothing else writes here).
+        free_full = _free_bytes(mnt)
+        sample_health()
+        print("full: %d bytes free; /health %s %r" % (
+            free_full, health_samples[-1][1], health_samples[-1][2][:80]))
+
+        # 4. DeleteTopics while full: it must succeed, and give the space back.
+        future = admin.delete_topics(["filler"], request_timeout=30)["filler"]
+        try:
+            future.result(timeout=40)
+        except Exception as e:  # noqa: BLE001 - the assertion names it
+            pytest.fail("DeleteTopics on a full disk failed: %r\n%s"
+                        % (e, _interesting_log_lines(broker)), pytrace=False)
+        _assert_running(broker, "DeleteTopics")
+        # At least half of what the filler wrote comes back (the broker may keep some of it,
+        # e.g. to re-make a space reserve).
+        wanted = free_full + filler_bytes // 2
+        deadline = time.monotonic() + 30
+        while _free_bytes(mnt) < wanted and time.monotonic() < deadline:
+            time.sleep(0.2)
+        free_after_delete = _free_bytes(mnt)
+        assert free_after_delete >= wanted, (
+            "DeleteTopics of %d MiB freed only %d KiB in 30 s"
+            % (filler_bytes >> 20, (free_after_delete - free_full) >> 10))
+        deleted_at = time.monotonic()
+        print("deleted filler: %d MiB free (from %d bytes)" % (free_after_delete >> 20, free_full))
+
+        # 5. Back online without a restart: an acks=all produce succeeds on every partition.
+        pending, recovered_after = set(range(LOAD_PARTITIONS)), {}
+        probe_errors = collections.Counter()
+        while pending and time.monotonic() - deleted_at < RECOVERY_SECONDS:
+            for p in sorted(pending):
+                i = load.send(p, time.monotonic() + 10)
+                load.flush()
+                if i in load.ok:
+                    recovered_after[p] = time.monotonic() - deleted_at
+                    pending.discard(p)
+                else:
+                    probe_errors[load.failed[i]] += 1
+            sample_health()
+            if pending:
+                time.sleep(0.5)
+        _assert_running(broker, "recovery")
+        assert broker.proc.pid == pid and broker.starts == 1, "the broker was restarted"
+        assert not pending, (
+            "partitions %s of 'load' not back online %.0f s after DeleteTopics freed %d MiB, "
+            "without a restart (produce errors by code: %s); /health %s %r\n%s"
+            % (sorted(pending), RECOVERY_SECONDS, (free_after_delete - free_full) >> 20,
+               dict(probe_errors), health_samples[-1][1], health_samples[-1][2][:120],
+               _interesting_log_lines(broker)))
+        # ... and keeps taking acks=all load.
+        more = [load.send(n % LOAD_PARTITIONS, time.monotonic() + 30) for n in range(400)]
+        load.flush()
+        assert all(i in load.ok for i in more), (
+            "after recovery: errors by code %s" % dict(collections.Counter(
+                load.failed[i] for i in more if i in load.failed)))
+        print("recovered without a restart: %s s after DeleteTopics (by partition)"
+              % {p: round(s, 1) for p, s in sorted(recovered_after.items())})
+
+        # 6. Everything acknowledged is there once, at its acknowledged offset; nothing else is.
+        watcher.finish()
+        consumed = {}  # id -> (partition, offset)
+        duplicates = []
+        for p in range(LOAD_PARTITIONS):
+            low, high = ck_watermarks(broker.bootstrap, "load", p)
+            assert low == 0, "load-%d starts at %d" % (p, low)
+            for offset, value in _read_partition(broker.bootstrap, "load", p, high):
+                i = _load_id(value)
+                if i in consumed:
+                    duplicates.append(i)
+                consumed[i] = (p, offset)
+        missing = sorted(set(load.ok) - set(consumed))
+        unacked_served = sorted(set(consumed) - set(load.ok))
+        watched = {_load_id(v) for _, _, v in watcher.seen}
+        unacked_watched = sorted(watched - set(load.ok))
+        moved = sorted(i for i, where in load.ok.items() if consumed.get(i, where) != where)
+        print("read back: %d records; the watching consumer saw %d (errors by code %s)"
+              % (len(consumed), len(watcher.seen), dict(watcher.errors)))
+        assert not missing, "%d acknowledged records are missing, first %s" % (
+            len(missing), missing[:10])
+        assert not duplicates, "%d records stored twice, first %s" % (
+            len(duplicates), duplicates[:10])
+        assert not unacked_served, "%d records whose produce failed are in the log: %s" % (
+            len(unacked_served), [(i, load.failed.get(i)) for i in unacked_served[:10]])
+        assert not unacked_watched, (
+            "%d records whose produce failed were served during the full phase: %s"
+            % (len(unacked_watched), [(i, load.failed.get(i)) for i in unacked_watched[:10]]))
+        assert not moved, "records not at their acknowledged offsets: %s" % [
+            (i, load.ok[i], consumed[i]) for i in moved[:10]]
+
+        # 7. /health and the metrics told the operator.
+        window = [s for s in health_samples
+                  if load.first_error_at <= s[0] <= load.last_error_at]
+        if window:
+            not_ok = [s for s in window if s[1] != 200]
+            assert not_ok, ("/health answered ok all %d times it was asked while produce "
+                            "answered storage errors: %r" % (len(window), window[-1][1:]))
+            for _, status, body, _ in not_ok:
+                assert status == 503 and body.startswith("offline"), (status, body[:200])
+                assert any("load-%d" % p in body for p in range(LOAD_PARTITIONS)), body[:200]
+        else:
+            print("NOTE: /health not checked offline: no sample fell between the first and "
+                  "the last storage error")
+        deadline = time.monotonic() + 10
+        while _admin_get(broker, "/health") != (200, "ok\n") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _admin_get(broker, "/health") == (200, "ok\n")
+        offline_seen = [s[3] for s in health_samples if s[3] is not None]
+        recoveries = _metric(broker, "strata_partition_recoveries_total")
+        offline = _metric(broker, "strata_partitions_offline")
+        print("summary: %d acknowledged, errors by code %s, free %d bytes full / %d MiB after "
+              "DeleteTopics, recovered in %.1f s, strata_partitions_offline max %s then %s, "
+              "strata_partition_recoveries_total %s, %.0f s in all"
+              % (len(load.ok), load.errors_by_code(), free_full, free_after_delete >> 20,
+                 max(recovered_after.values()), max(offline_seen, default=None), offline,
+                 recoveries, time.monotonic() - started))
+        assert recoveries is not None and recoveries >= 1, (
+            "strata_partition_recoveries_total is %s" % recoveries)
+        assert offline == 0, "strata_partitions_offline is %s" % offline
+    except BaseException:
+        print("--- strata log tail (%s) ---\n%s" % (broker.stderr_path, broker.stderr_tail()))
+        raise
+    finally:
+        if watcher is not None and watcher.is_alive():
+            watcher.stop.set()
+            watcher.join(timeout=15)
+        broker.kill()  # before the fixture unmounts the filesystem

@@ -64,6 +64,10 @@ pub enum BrokerError {
     NotLeader(String),
     #[error(transparent)]
     Group(#[from] GroupError),
+    /// A change the broker's resources (the open-files limit) cannot hold (Kafka: a policy
+    /// violation, with the reason).
+    #[error("{0}")]
+    ResourceLimit(String),
     /// A metadata change could not be persisted or published to every shard.
     #[error("metadata change failed: {0}")]
     MetadataUnavailable(String),
@@ -140,6 +144,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
         BrokerError::Group(group) => group_error(group),
         BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,
+        BrokerError::ResourceLimit(_) => ResponseError::PolicyViolation,
     };
     kafka.code()
 }

@@ -463,3 +463,112 @@ def test_a_lost_metadata_file_refuses_start_until_recover_metadata_rebuilds_it(t
         consumer.close()
     finally:
         broker.kill()
+
+
+class _LimitedBroker(Broker):
+    """A broker under an open-files limit of `nofile` (soft and hard, so it cannot raise it)."""
+
+    def __init__(self, binary, workdir, nofile):
+        super().__init__(binary, workdir)
+        self.nofile = nofile
+
+    def command(self):
+        return ["prlimit", "--nofile=%d:%d" % (self.nofile, self.nofile), "--"] + super().command()
+
+
+def _create_result(broker, name, partitions):
+    """(error code, message) of CreateTopics for `name`, via the admin client."""
+    from clients import ck_admin
+    from confluent_kafka.admin import NewTopic
+    admin = ck_admin(broker.bootstrap)
+    future = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                           replication_factor=1)], request_timeout=60)[name]
+    try:
+        future.result(timeout=90)
+        return 0, ""
+    except Exception as error:  # confluent_kafka.KafkaException
+        kafka_error = error.args[0]
+        return kafka_error.code(), kafka_error.str()
+
+
+@pytest.mark.timeout(240)
+def test_a_topic_the_open_files_limit_cannot_hold_is_refused_and_the_broker_restarts(tmp_path):
+    """Item 1: under nofile=1024, CreateTopics of 2,000 partitions failed half-way with "Too
+    many open files"; the topic stayed in strata-metadata.json, could not be used or deleted,
+    and the broker exited 1 on every start after that."""
+    broker = _LimitedBroker(strata_bin(), tmp_path / "broker", 1024).start()
+    try:
+        code, message = _create_result(broker, "huge", 2000)
+        assert code == 44, "POLICY_VIOLATION expected, got %d: %s" % (code, message)
+        assert "open-files limit of 1024" in message and "LimitNOFILE" in message, message
+        metadata = (broker.data_dir / "strata-metadata.json").read_text()
+        assert '"huge"' not in metadata, "nothing was persisted"
+        assert not (broker.data_dir / "huge-0").exists()
+        assert _create_result(broker, "small", 8) == (0, "")
+        code, _ = broker.terminate()
+        assert code == 0
+        broker.start()
+        _alive(broker)
+    finally:
+        broker.kill()
+
+
+@pytest.mark.timeout(240)
+def test_a_topic_whose_files_cannot_be_opened_is_rolled_back_not_persisted(tmp_path):
+    """Item 1: topic creation is atomic: when a shard cannot open the new partitions (here the
+    descriptors are taken by client connections, so the budget check passes and the opens hit
+    EMFILE), nothing is persisted and the partitions opened so far are closed and removed."""
+    import socket
+    broker = _LimitedBroker(strata_bin(), tmp_path / "broker", 1024).start()
+    held = []
+    try:
+        for _ in range(840):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", broker.port), timeout=5))
+            except OSError:
+                break
+        time.sleep(0.5)
+        code, message = _create_result(broker, "unopenable", 200)
+        assert code != 0, "the topic was created although its files could not all be opened"
+        for connection in held:
+            connection.close()
+        held.clear()
+        time.sleep(0.5)
+        metadata = (broker.data_dir / "strata-metadata.json").read_text()
+        assert '"unopenable"' not in metadata, "a half-opened topic was persisted"
+        leftovers = [p.name for p in broker.data_dir.iterdir() if p.name.startswith("unopenable-")]
+        assert leftovers == [], "partition directories left behind: %s" % leftovers[:5]
+        assert "rolled back" in broker.stderr_tail(3000)
+        assert _create_result(broker, "unopenable", 20) == (0, ""), "the name is free again"
+        code, _ = broker.terminate()
+        assert code == 0
+        broker.start()
+        _alive(broker)
+    finally:
+        for connection in held:
+            connection.close()
+        broker.kill()
+
+
+@pytest.mark.timeout(240)
+def test_a_start_with_more_partitions_than_the_open_files_limit_refuses_with_the_fix(tmp_path):
+    """Item 1: a start whose partitions need more descriptors than the limit failed half-way or
+    hung without `ready` and without an error. It now refuses at once, naming the limit and the
+    fix."""
+    broker = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        assert _create_result(broker, "many", 1200) == (0, "")
+        code, _ = broker.terminate()
+        assert code == 0
+        limited = _LimitedBroker(strata_bin(), tmp_path / "broker", 1024)
+        limited.port, limited.admin_port = broker.port, broker.admin_port
+        started = time.monotonic()
+        proc = subprocess.run(limited.command(), capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, "started with 1250 partitions under nofile=1024"
+        assert "the limit is 1024" in proc.stderr and "LimitNOFILE" in proc.stderr, \
+            proc.stderr[-2000:]
+        assert time.monotonic() - started < 30, "refused at once, not after a hang"
+        broker.start()  # the normal limit: everything is there
+        _alive(broker)
+    finally:
+        broker.kill()

@@ -50,7 +50,7 @@ pub fn run(config: &BrokerConfig) -> Result<(), String> {
         check_io_uring(),
         check_memlock(config.cores),
         check_data_dir(&config.data_dir),
-        check_open_files(),
+        check_open_files(&config.data_dir),
         check_cpus(config.cores),
         check_transparent_huge_pages(),
         check_clock_source(),
@@ -224,17 +224,30 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<(u64, u64)> {
     shard::io::file_system_space(dir)
 }
 
-fn check_open_files() -> Finding {
+/// The open-files limit against the partitions on disk. The broker raises its soft limit to
+/// the hard one at start, so the hard limit is what it will have.
+fn check_open_files(data_dir: &Path) -> Finding {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct we pass.
     let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
-        limit.rlim_cur
+        limit.rlim_max
     } else {
         0
     };
     let fix = "LimitNOFILE=1048576 in the systemd unit, `strata - nofile 1048576` in \
                /etc/security/limits.d (deploy/limits.d/90-strata.conf), or `ulimit -n 1048576`";
-    let detail = format!("limit {soft}");
+    let segment_files =
+        crate::metadata::file_budget::segment_files_on_disk(data_dir).unwrap_or_default();
+    let partitions = crate::metadata::recover::partition_directories(data_dir)
+        .map(|topics| topics.values().map(|indexes| indexes.len() as u64).sum::<u64>())
+        .unwrap_or_default();
+    if let Err(why) = crate::metadata::file_budget::check_start(segment_files, partitions, soft) {
+        return problem(Status::Fail, "open files", why, fix);
+    }
+    let detail = format!(
+        "limit {soft} (hard, the broker raises its soft limit to it); {segment_files} segment \
+         files in {partitions} partitions on disk"
+    );
     if soft < OPEN_FILES_MIN {
         problem(Status::Fail, "open files", detail, fix)
     } else if soft < OPEN_FILES_RECOMMENDED {

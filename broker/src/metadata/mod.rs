@@ -14,6 +14,7 @@
 
 pub mod apply;
 pub mod decide;
+pub mod file_budget;
 pub mod image;
 pub mod internal;
 pub mod placement;

@@ -133,8 +133,11 @@ impl<S: Storage> MetadataService<S> {
                 .into_iter()
                 .map(|create| {
                     let topic_id = *uuid::Uuid::new_v4().as_bytes();
-                    let outcome =
-                        decide::create_topic(&pending.working, &create, self.policy, topic_id);
+                    let after = pending.working.partition_count() as u64
+                        + u64::from(create.partitions.max(0).unsigned_abs());
+                    let outcome = fits_open_files(after).and_then(|()| {
+                        decide::create_topic(&pending.working, &create, self.policy, topic_id)
+                    });
                     pending.take(outcome, create.validate_only)
                 })
                 .collect(),
@@ -148,8 +151,13 @@ impl<S: Storage> MetadataService<S> {
             MetadataChange::CreatePartitions(changes) => changes
                 .into_iter()
                 .map(|(name, count, validate_only)| {
-                    let outcome =
-                        decide::create_partitions(&pending.working, &name, count, self.policy);
+                    let current =
+                        pending.working.topic(&name).map_or(0, |topic| topic.partitions.len());
+                    let after = (pending.working.partition_count() - current) as u64
+                        + u64::from(count.max(0).unsigned_abs());
+                    let outcome = fits_open_files(after).and_then(|()| {
+                        decide::create_partitions(&pending.working, &name, count, self.policy)
+                    });
                     pending.take(outcome, validate_only)
                 })
                 .collect(),
@@ -175,9 +183,48 @@ impl<S: Storage> MetadataService<S> {
         results
     }
 
-    /// Persists `image`, then hands it to every shard in two steps.
+    /// Makes `image` the cluster's: persisted, and handed to every shard in two steps (release,
+    /// adopt). A change that only adds partitions is opened on every shard first and persisted
+    /// after, so a topic that cannot be opened (too many open files...) is never persisted:
+    /// the shards go back to the previous image (its new partitions closed and removed) and the
+    /// change fails. Any other change (deletion, configs) is persisted first, then published.
     async fn publish(&self, image: MetadataImage) -> std::result::Result<(), String> {
-        self.persist(&image).await?;
+        let previous = (*self.view.current()).clone();
+        let adds_only = previous.topics.iter().all(|(name, topic)| {
+            image.topic(name).is_some_and(|next| {
+                next.partitions.len() >= topic.partitions.len() && next.configs == topic.configs
+            })
+        });
+        if !adds_only {
+            self.persist(&image).await?;
+            return self.hand_to_shards(image).await;
+        }
+        let added = added_partitions(&previous, &image);
+        let persisted = match self.hand_to_shards(image.clone()).await {
+            Ok(()) => self.persist(&image).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = persisted {
+            tracing::warn!(%error, "a topic change could not be opened or persisted: rolled back");
+            if let Err(rollback) = self.hand_to_shards(previous).await {
+                tracing::error!(%rollback, "rolling back the shards to the previous topics failed");
+            }
+            // Directories of the new partitions whose open failed (never owned by a shard).
+            for partition in added {
+                let dir = self.data_dir.join(partition.to_string());
+                if self.storage.exists(&dir).await.unwrap_or(false) {
+                    if let Err(error) = self.storage.remove_dir_all(&dir).await {
+                        tracing::warn!(%error, dir = %dir.display(), "removing a rolled-back partition");
+                    }
+                }
+            }
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Release, then adopt, `image` on every shard.
+    async fn hand_to_shards(&self, image: MetadataImage) -> std::result::Result<(), String> {
         let steps: [fn(MetadataImage) -> MetadataRequest; 2] =
             [MetadataRequest::Release, MetadataRequest::Adopt];
         for step in steps {
@@ -212,6 +259,30 @@ impl<S: Storage> MetadataService<S> {
             }
         }
     }
+}
+
+/// The partitions `next` has and `previous` does not.
+fn added_partitions(
+    previous: &MetadataImage,
+    next: &MetadataImage,
+) -> Vec<wire::ids::TopicPartition> {
+    let mut added = Vec::new();
+    for (name, topic) in &next.topics {
+        let before = previous.topic(name).map_or(0, |old| old.partitions.len());
+        for index in before..topic.partitions.len() {
+            let index = i32::try_from(index).unwrap_or(i32::MAX);
+            added.push(wire::ids::TopicPartition::new(name.clone(), index));
+        }
+    }
+    added
+}
+
+/// Refuses a change to `partitions_after` partitions that the open-files limit cannot hold
+/// (`metadata::file_budget`), before anything is persisted.
+fn fits_open_files(partitions_after: u64) -> Result<()> {
+    let limit = crate::metadata::file_budget::open_files_limit();
+    crate::metadata::file_budget::check_partitions(partitions_after, limit)
+        .map_err(BrokerError::ResourceLimit)
 }
 
 impl<S: Storage> Service for MetadataService<S> {

@@ -307,11 +307,13 @@ impl<S: Storage> PartitionLog<S> {
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         let state = self.state.borrow();
-        if state.closed {
-            return Err(StorageError::Closed(self.dir.clone()));
-        }
+        // Offline first: a log discarded for a reopen that failed is still offline (storage
+        // error, KAFKA_STORAGE_ERROR), not moved away (NOT_LEADER_OR_FOLLOWER).
         if state.offline {
             return Err(StorageError::Offline(self.dir.clone()));
+        }
+        if state.closed {
+            return Err(StorageError::Closed(self.dir.clone()));
         }
         Ok(())
     }

@@ -14,6 +14,9 @@ impl<S: Storage> PartitionLog<S> {
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<LogRead> {
         let (log_start, log_end, offline) = {
             let state = self.state.borrow();
+            if state.closed && state.offline {
+                return Err(StorageError::Offline(self.dir.clone()));
+            }
             if state.closed {
                 return Err(StorageError::Closed(self.dir.clone()));
             }

@@ -469,6 +469,9 @@ class _LimitedBroker(Broker):
     """A broker under an open-files limit of `nofile` (soft and hard, so it cannot raise it)."""
 
     def __init__(self, binary, workdir, nofile):
+        import shutil
+        if shutil.which("prlimit") is None:
+            pytest.skip("prlimit (util-linux) is missing: the open-files tests did NOT run")
         super().__init__(binary, workdir)
         self.nofile = nofile
 

@@ -266,6 +266,7 @@ impl<S: Storage> PartitionLog<S> {
                 epochs,
                 tail,
                 offline: false,
+                offline_disk_full: false,
                 closed: false,
                 last_sync_ms: options.now_ms,
             }),

@@ -148,6 +148,8 @@ pub(crate) struct LogState<F: StorageFile> {
     pub(crate) epochs: Vec<EpochEntry>,
     pub(crate) tail: Tail<F::Buffer>,
     pub(crate) offline: bool,
+    /// The write that took the log offline failed for lack of space (ENOSPC).
+    pub(crate) offline_disk_full: bool,
     pub(crate) closed: bool,
     pub(crate) last_sync_ms: i64,
 }
@@ -327,6 +329,8 @@ impl<S: Storage> PartitionLog<S> {
             let mut state = self.state.borrow_mut();
             if !state.offline && !state.closed {
                 state.offline = true;
+                state.offline_disk_full =
+                    matches!(error, StorageError::Io(io_error) if io::is_disk_full(io_error));
                 tracing::error!(
                     dir = %self.dir.display(),
                     %error,
@@ -343,6 +347,12 @@ impl<S: Storage> PartitionLog<S> {
     /// at the durable end).
     pub fn is_offline(&self) -> bool {
         self.state.borrow().offline
+    }
+
+    /// Whether the log is offline because its disk was full (ENOSPC).
+    pub fn is_offline_for_space(&self) -> bool {
+        let state = self.state.borrow();
+        state.offline && state.offline_disk_full
     }
 
     /// Closes the log without writing anything (no index, snapshot or marker): for a log being

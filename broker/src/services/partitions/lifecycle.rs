@@ -8,7 +8,7 @@
 
 use super::{
     Partition, PartitionService, Repair, CLOSE_CONCURRENCY_MAX, OPEN_CONCURRENCY_MAX,
-    REPAIR_BACKOFF_MS_MAX, REPAIR_BACKOFF_MS_MIN,
+    REPAIR_BACKOFF_MS_MAX, REPAIR_BACKOFF_MS_MIN, REPAIR_FREE_BYTES_MIN,
 };
 use crate::metadata::{log_config, MetadataImage};
 use futures_util::StreamExt;
@@ -132,6 +132,21 @@ impl<S: Storage> PartitionService<S> {
             let due = self.repairs.borrow().get(&key).is_none_or(|repair| repair.next_ms <= now);
             if !due {
                 continue;
+            }
+            // Full disk: reopening now would only fail at the next write. Wait for room.
+            if partition.log.is_offline_for_space() {
+                let room = shard::io::file_system_space(partition.log.dir())
+                    .map_or(true, |(free, _)| free >= REPAIR_FREE_BYTES_MIN);
+                if !room {
+                    self.repairs.borrow_mut().insert(
+                        key.clone(),
+                        Repair {
+                            next_ms: now + REPAIR_BACKOFF_MS_MIN as i64,
+                            backoff_ms: REPAIR_BACKOFF_MS_MIN,
+                        },
+                    );
+                    continue;
+                }
             }
             let durable_end = partition.log.durable_end_offset();
             let config = partition.log.config();

@@ -136,6 +136,9 @@ pub(crate) struct Repair {
 /// second, so in practice the first retry comes at the next run); each failure doubles it.
 pub const REPAIR_BACKOFF_MS_MIN: u64 = 500;
 pub const REPAIR_BACKOFF_MS_MAX: u64 = 30_000;
+/// A partition that went offline for a full disk is reopened only once its file system has this
+/// much free (two preallocation steps): sooner, its next write would fail again.
+pub const REPAIR_FREE_BYTES_MIN: u64 = 2 * shard::partition_log::PREALLOCATE_AHEAD_BYTES;
 
 impl<S: Storage> PartitionService<S> {
     pub fn new(parts: PartitionServiceParts<S>) -> Self {

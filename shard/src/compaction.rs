@@ -308,7 +308,7 @@ impl<S: Storage> PartitionLog<S> {
         .await?;
         self.cache.borrow_mut().forget(self.cache_key);
         if let Some(old) = old {
-            if let Ok(file) = Rc::try_unwrap(old.file) {
+            if let Some(Ok(file)) = old.file.map(Rc::try_unwrap) {
                 self.storage.close(file).await?;
             }
         }

@@ -110,7 +110,7 @@ impl<S: Storage> PartitionLog<S> {
                 continue;
             }
             let is_last = position + 1 == count;
-            let file = storage.open(&path, false).await?;
+            let file = Rc::new(storage.open(&path, false).await?);
             let size = file.size().await?;
             let record = vouched
                 .as_ref()
@@ -128,7 +128,7 @@ impl<S: Storage> PartitionLog<S> {
                     clean_log_end = None;
                 }
             }
-            let mut segment = new_segment(base, Rc::new(file), path.clone(), options.now_ms);
+            let mut segment = new_segment(base, file.clone(), path.clone(), options.now_ms);
             let next_offset_hint =
                 if is_last { clean_log_end } else { bases.get(position + 1).copied() };
             let trusted = if scan_all {
@@ -145,7 +145,7 @@ impl<S: Storage> PartitionLog<S> {
             };
             if !trusted {
                 let scan = segment::scan_segment(
-                    &*segment.file,
+                    &*file,
                     &path,
                     base,
                     config.index_interval_bytes,
@@ -156,7 +156,7 @@ impl<S: Storage> PartitionLog<S> {
                     // Zeros after the last batch are the page padding of direct-I/O writes, not
                     // damage; anything else is a torn or corrupt tail worth a warning.
                     let rest_len = (size - scan.valid_bytes).min(io::DMA_ALIGNMENT as u64 * 2);
-                    let rest = segment.file.read_at(scan.valid_bytes, rest_len as usize).await?;
+                    let rest = file.read_at(scan.valid_bytes, rest_len as usize).await?;
                     let padding_only = size - scan.valid_bytes < io::DMA_ALIGNMENT as u64
                         && rest.as_ref().iter().all(|&byte| byte == 0);
                     if padding_only {
@@ -164,8 +164,8 @@ impl<S: Storage> PartitionLog<S> {
                     } else {
                         tracing::warn!(path = %path.display(), valid_bytes = scan.valid_bytes, file_bytes = size, %reason, "truncating the log at the first invalid batch");
                     }
-                    segment.file.truncate(scan.valid_bytes).await?;
-                    segment.file.sync().await?;
+                    file.truncate(scan.valid_bytes).await?;
+                    file.sync().await?;
                     truncate_rest = true;
                 }
                 apply_scan(&mut segment, scan);
@@ -179,7 +179,26 @@ impl<S: Storage> PartitionLog<S> {
                 }
             }
             expected_base = Some(segment.next_offset);
+            if !is_last {
+                // Sealed: its file opens again when it is read (`segment_file`).
+                segment.file = None;
+                if let Ok(file) = Rc::try_unwrap(file) {
+                    storage.close(file).await?;
+                }
+            }
             segments.insert(base, segment);
+        }
+        // A damaged later segment may have made a sealed one the last: the active one is open.
+        let reopen = segments
+            .values()
+            .next_back()
+            .filter(|last| last.file.is_none())
+            .map(|last| (last.base_offset, last.path.clone()));
+        if let Some((base, path)) = reopen {
+            let file = Rc::new(storage.open(&path, false).await?);
+            if let Some(last) = segments.get_mut(&base) {
+                last.file = Some(file);
+            }
         }
         if truncate_rest {
             // The last kept segment may have been sealed; it is the active one now and its index
@@ -199,7 +218,8 @@ impl<S: Storage> PartitionLog<S> {
 
         let tail = {
             let active = segments.values().next_back().expect("at least one segment");
-            load_tail(&*active.file, active.size_bytes, dir, config.write_chunk_bytes).await?
+            let file = active.file.clone().expect("the active segment's file is open");
+            load_tail(&*file, active.size_bytes, dir, config.write_chunk_bytes).await?
         };
         let first_base = *segments.keys().next().expect("at least one segment");
         let log_end = segments.values().next_back().expect("segment").next_offset;
@@ -244,7 +264,9 @@ impl<S: Storage> PartitionLog<S> {
         }
         storage.sync_dir(dir).await?;
         if let Some(active) = segments.values().next_back() {
-            active.file.sync().await?;
+            if let Some(file) = &active.file {
+                file.sync().await?;
+            }
         }
 
         let active_position = segments
@@ -324,7 +346,8 @@ async fn load_indexes<S: Storage>(
     };
     // The last index entry must point at a batch starting at the offset it names.
     if let Some((relative, position)) = index.last() {
-        let head = segment.file.read_at(u64::from(position), wire::BATCH_HEADER_BYTES).await?;
+        let Some(file) = segment.file.clone() else { return Ok(false) };
+        let head = file.read_at(u64::from(position), wire::BATCH_HEADER_BYTES).await?;
         match wire::record_batch::peek_batch(head.as_ref(), crate::config::BATCH_BYTES_MAX) {
             Ok(peek) if peek.base_offset == base + i64::from(relative) => {}
             _ => return Ok(false),

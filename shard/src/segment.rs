@@ -41,7 +41,11 @@ pub fn parse_segment_file_name(name: &str, extension: &str) -> Option<i64> {
 /// A segment's state in memory.
 pub struct Segment<F> {
     pub base_offset: i64,
-    pub file: Rc<F>,
+    /// The open file: always for the active segment; for a sealed one only while it is read
+    /// (`PartitionLog::segment_file` opens it, and keeps at most `SEALED_FILES_OPEN_MAX` open
+    /// per log), so a partition holds a bounded number of descriptors however many segments
+    /// it has.
+    pub file: Option<Rc<F>>,
     pub path: PathBuf,
     /// Logical length: the end of the last whole batch.
     pub size_bytes: u64,
@@ -127,7 +131,7 @@ pub async fn scan_segment<F: StorageFile>(
     let file_size = file.size().await?;
     let mut segment = Segment {
         base_offset,
-        file: Rc::new(()),
+        file: Some(Rc::new(())),
         path: path.to_path_buf(),
         size_bytes: 0,
         next_offset: base_offset,

@@ -299,6 +299,47 @@ fn clean_shutdown_skips_the_scan_and_a_crash_does_not() {
     });
 }
 
+/// Issue #12 item 1: a partition holds a bounded number of descriptors however many segments
+/// it has: the active one, and `SEALED_FILES_OPEN_MAX` sealed ones opened on demand by reads.
+#[test]
+fn a_log_with_many_segments_keeps_only_the_active_and_the_last_read_sealed_file_open() {
+    block_on(async {
+        let storage = SimStorage::new(14, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 0).await;
+        for i in 0..200 {
+            log.append(batch(i, 1, 400, 1000), 0, 1000).await.expect("append");
+        }
+        let segments = log.segment_base_offsets().len();
+        assert!(segments > 20, "{segments} segments");
+        let bound = 1 + shard::partition_log::SEALED_FILES_OPEN_MAX as u64;
+        assert!(storage.open_handles() <= bound, "{} files open", storage.open_handles());
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 200, "every segment reads (reopened on demand)");
+        assert!(
+            storage.open_handles() <= bound,
+            "{} files open after reads",
+            storage.open_handles()
+        );
+        log.close().await.expect("close");
+        let reopened = open(&storage, small_config(), 0).await;
+        assert!(
+            storage.open_handles() <= bound,
+            "{} files open after a clean open",
+            storage.open_handles()
+        );
+        assert_eq!(read_all(&reopened).await, all);
+        drop(reopened);
+        storage.crash();
+        let recovered = open(&storage, small_config(), 0).await;
+        assert!(
+            storage.open_handles() <= bound,
+            "{} files open after recovery",
+            storage.open_handles()
+        );
+        assert_eq!(read_all(&recovered).await.len(), 200);
+    });
+}
+
 /// Issue #12 item 9: the last segment cut short after a clean shutdown, marker left in place.
 /// The marker records each segment's size, so the open notices, recovers by scanning, and a
 /// write acknowledged afterwards survives a crash (it was lost when the marker was trusted).

@@ -575,3 +575,33 @@ def test_a_start_with_more_partitions_than_the_open_files_limit_refuses_with_the
         _alive(broker)
     finally:
         broker.kill()
+
+
+@pytest.mark.timeout(240)
+def test_a_partition_with_more_segments_than_the_open_files_limit_keeps_working(tmp_path):
+    """Item 1: every segment kept its file open, so under nofile=1024 a partition's roll past
+    ~1,000 segments hit "Too many open files" and took the partition offline. Sealed segments
+    now open on demand (the active one and the last read stay open)."""
+    import socket
+    from clients import ck_consume, ck_watermarks
+    from test_bad_input import _create_topic
+    broker = _LimitedBroker(strata_bin(), tmp_path / "broker", 1024).start()
+    try:
+        _create_topic(broker, "rolled", {"segment.bytes": "1024"})
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as connection:
+            for i in range(1300):
+                batch = wire.record_batch([(b"k%d" % i, b"v" * 900)])
+                connection.sendall(wire.produce_v3_request(i, "rolled", 0, batch, acks=1))
+                answer = wire.parse_produce_v3_response(wire.read_response(connection)[1])
+                assert answer[("rolled", 0)][0] == 0, "batch %d answered %r" % (i, answer)
+        segments = list((broker.data_dir / "rolled-0").glob("*.log"))
+        assert len(segments) >= 1200, "%d segments" % len(segments)
+        assert ck_watermarks(broker.bootstrap, "rolled") == (0, 1300)
+        got = ck_consume(broker.bootstrap, "rolled", 1300, timeout=60)
+        assert [m[0] for m in got] == [b"k%d" % i for i in range(1300)]
+        code, _ = broker.terminate()
+        assert code == 0
+        broker.start()
+        assert ck_watermarks(broker.bootstrap, "rolled") == (0, 1300)
+    finally:
+        broker.kill()

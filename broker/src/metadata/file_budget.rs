@@ -1,20 +1,20 @@
-//! The open-files budget: every segment of every partition keeps its file open (`.log`; its
-//! index files are read at open and closed), each connection is a socket, and writes open a
-//! few short-lived files (checkpoints, a new segment at a roll). A topic change whose
+//! The open-files budget: a partition keeps its active segment's file open and at most
+//! `shard::partition_log::SEALED_FILES_OPEN_MAX` sealed ones (opened when read, closed when
+//! another is; index files are read at open and closed), each connection is a socket, and
+//! writes open a few short-lived files (checkpoints, a new segment at a roll). A topic change whose
 //! partitions the process's open-files limit (RLIMIT_NOFILE) cannot hold is refused before
 //! anything is persisted, and a start whose partitions on disk need more files than the limit
 //! refuses with the limit and the fix, instead of failing half-way (EMFILE) or hanging.
 //!
-//! The budget is an estimate: `FILES_RESERVED` for sockets and short-lived files, and
-//! `FILES_PER_NEW_PARTITION` for a partition that grows past its first segment. Idle sealed
-//! segments are not closed yet, so a partition with many segments holds that many files.
+//! The budget: `FILES_RESERVED` for sockets and short-lived files, and `FILES_PER_PARTITION`
+//! per partition, its bound whatever its number of segments.
 
 use std::path::Path;
 
 /// Files kept for connections, the listener, io_uring, checkpoints and rolls.
 pub const FILES_RESERVED: u64 = 512;
-/// Files a new partition is budgeted (its active segment and a roll's next one).
-pub const FILES_PER_NEW_PARTITION: u64 = 2;
+/// Files a partition holds at most: its active segment and the sealed ones read last.
+pub const FILES_PER_PARTITION: u64 = 1 + shard::partition_log::SEALED_FILES_OPEN_MAX as u64;
 
 /// How to raise the limit.
 pub const FIX: &str = "raise the open-files limit: LimitNOFILE=1048576 in the systemd unit \
@@ -51,7 +51,7 @@ pub fn open_files_limit() -> u64 {
 
 /// How many partitions (of one segment each) a limit of `limit` open files can hold.
 pub fn partitions_max(limit: u64) -> u64 {
-    limit.saturating_sub(FILES_RESERVED) / FILES_PER_NEW_PARTITION
+    limit.saturating_sub(FILES_RESERVED) / FILES_PER_PARTITION
 }
 
 /// Why a change to `partitions_after` partitions does not fit `limit`, if it does not.
@@ -62,7 +62,8 @@ pub fn check_partitions(partitions_after: u64, limit: u64) -> Result<(), String>
     }
     Err(format!(
         "{partitions_after} partitions would not fit the broker's open-files limit of {limit} \
-         (each partition keeps at least one segment file open; about {max} partitions fit): \
+         (each partition keeps up to {FILES_PER_PARTITION} segment files open; about {max} \
+         partitions fit): \
          {FIX}"
     ))
 }
@@ -90,17 +91,17 @@ pub fn segment_files_on_disk(data_dir: &Path) -> std::io::Result<u64> {
     Ok(count)
 }
 
-/// Why a start with `segment_files` on disk and `partitions` in the metadata does not fit
-/// `limit`, if it does not.
+/// Why a start with `partitions` (holding `segment_files` on disk) does not fit `limit`, if
+/// it does not.
 pub fn check_start(segment_files: u64, partitions: u64, limit: u64) -> Result<(), String> {
-    let needed = segment_files.max(partitions) + FILES_RESERVED;
+    let needed = partitions * FILES_PER_PARTITION + FILES_RESERVED;
     if needed <= limit {
         return Ok(());
     }
     Err(format!(
-        "the {partitions} partitions on disk keep {segment_files} segment files open, which with \
-         {FILES_RESERVED} for connections and writes needs about {needed} open files; the limit \
-         is {limit}: {FIX}"
+        "the {partitions} partitions on disk ({segment_files} segment files) keep up to \
+         {FILES_PER_PARTITION} files open each, which with {FILES_RESERVED} for connections and \
+         writes needs about {needed} open files; the limit is {limit}: {FIX}"
     ))
 }
 
@@ -114,7 +115,8 @@ mod tests {
         assert!(check_partitions(256, 1024).is_ok());
         let refused = check_partitions(2050, 1024).unwrap_err();
         assert!(refused.contains("1024") && refused.contains("LimitNOFILE"), "{refused}");
-        assert!(check_start(20_000, 20_000, 20_000).unwrap_err().contains("20512"));
+        assert!(check_start(20_000, 20_000, 20_000).unwrap_err().contains("40512"));
         assert!(check_start(100, 60, 1024).is_ok());
+        assert!(check_start(5_000, 60, 1024).is_ok(), "segments do not count, partitions do");
     }
 }

@@ -73,6 +73,8 @@ struct SimDisk {
     injected_read_errors: u64,
     /// Write-side faults injected so far (write, sync, preallocate, open).
     injected_write_errors: u64,
+    /// File handles open now (each is a descriptor on a real disk).
+    open_handles: u64,
 }
 
 impl SimDisk {
@@ -121,6 +123,14 @@ fn write_into(target: &mut Vec<u8>, position: usize, bytes: &[u8]) {
         target.resize(position + bytes.len(), 0);
     }
     target[position..position + bytes.len()].copy_from_slice(bytes);
+}
+
+impl Drop for SimFileHandle {
+    fn drop(&mut self) {
+        if let Ok(mut disk) = self.disk.try_borrow_mut() {
+            disk.open_handles = disk.open_handles.saturating_sub(1);
+        }
+    }
 }
 
 impl SimFileHandle {
@@ -231,6 +241,7 @@ impl SimStorage {
             generation: 0,
             injected_read_errors: 0,
             injected_write_errors: 0,
+            open_handles: 0,
         };
         Self { disk: Rc::new(RefCell::new(disk)) }
     }
@@ -238,6 +249,11 @@ impl SimStorage {
     /// Sets the fault rates (recovery in tests may run with errors off, then on).
     pub fn set_faults(&self, faults: FaultConfig) {
         self.disk.borrow_mut().faults = faults;
+    }
+
+    /// File handles open now (of this disk generation or older).
+    pub fn open_handles(&self) -> u64 {
+        self.disk.borrow().open_handles
     }
 
     /// How many write-side errors (write, sync, preallocate, open) were injected so far.
@@ -311,6 +327,7 @@ impl Storage for SimStorage {
             }
             disk.files.insert(path.to_path_buf(), SimFile::default());
         }
+        disk.open_handles += 1;
         Ok(SimFileHandle {
             disk: self.disk.clone(),
             path: path.to_path_buf(),

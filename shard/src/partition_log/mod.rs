@@ -54,6 +54,10 @@ mod sync;
 mod truncate;
 mod write;
 
+/// Sealed segments whose files a log keeps open (the most recently read); the active one is
+/// always open.
+pub const SEALED_FILES_OPEN_MAX: usize = 1;
+
 /// The active segment's file is preallocated (fallocate, KEEP_SIZE) at least this far ahead of
 /// its end (and as far ahead as it is long), so appends do not allocate extents one write at a
 /// time, while an idle partition costs at most this much unused disk.
@@ -349,6 +353,71 @@ impl<S: Storage> PartitionLog<S> {
         self.state.borrow().offline
     }
 
+    /// The open file of segment `base`, opening a sealed one on demand (and closing other sealed
+    /// files past `SEALED_FILES_OPEN_MAX`).
+    pub(crate) async fn segment_file(&self, base: i64) -> Result<Rc<S::File>> {
+        let (existing, path) = {
+            let state = self.state.borrow();
+            let segment = state.segments.get(&base).ok_or_else(|| {
+                StorageError::InvalidArgument(format!("segment {base} is not in the log"))
+            })?;
+            (segment.file.clone(), segment.path.clone())
+        };
+        if let Some(file) = existing {
+            return Ok(file);
+        }
+        let file = Rc::new(self.storage.open(&path, false).await?);
+        let stored = {
+            let mut state = self.state.borrow_mut();
+            match state.segments.get_mut(&base) {
+                Some(segment) => match &segment.file {
+                    // Another reader opened it meanwhile: share that one.
+                    Some(other) => Some(other.clone()),
+                    None => {
+                        segment.file = Some(file.clone());
+                        None
+                    }
+                },
+                // Deleted meanwhile: this read uses the file alone.
+                None => None,
+            }
+        };
+        if let Some(other) = stored {
+            return Ok(other);
+        }
+        self.trim_sealed_files(Some(base)).await;
+        Ok(file)
+    }
+
+    /// Closes the files of sealed segments past `SEALED_FILES_OPEN_MAX`, sparing `keep`.
+    pub(crate) async fn trim_sealed_files(&self, keep: Option<i64>) {
+        let closing: Vec<Rc<S::File>> = {
+            let mut state = self.state.borrow_mut();
+            let active = state.segments.keys().next_back().copied();
+            let mut open: Vec<i64> = state
+                .segments
+                .iter()
+                .filter(|(base, segment)| Some(**base) != active && segment.file.is_some())
+                .map(|(base, _)| *base)
+                .collect();
+            open.retain(|base| Some(*base) != keep);
+            let spare = SEALED_FILES_OPEN_MAX.saturating_sub(usize::from(keep.is_some()));
+            let excess = open.len().saturating_sub(spare);
+            open.truncate(excess);
+            open.iter()
+                .filter_map(|base| state.segments.get_mut(base).and_then(|s| s.file.take()))
+                .collect()
+        };
+        for file in closing {
+            // A reader still holding it drops it later (closed then, asynchronously).
+            if let Ok(file) = Rc::try_unwrap(file) {
+                if let Err(error) = self.storage.close(file).await {
+                    tracing::debug!(%error, dir = %self.dir.display(), "closing a sealed segment");
+                }
+            }
+        }
+    }
+
     /// Whether the log is offline because its disk was full (ENOSPC).
     pub fn is_offline_for_space(&self) -> bool {
         let state = self.state.borrow();
@@ -372,7 +441,7 @@ impl<S: Storage> PartitionLog<S> {
         self.inflight.borrow_mut().clear();
         self.cache.borrow_mut().forget(self.cache_key);
         for (_, segment) in segments {
-            if let Ok(file) = Rc::try_unwrap(segment.file) {
+            if let Some(Ok(file)) = segment.file.map(Rc::try_unwrap) {
                 if let Err(error) = self.storage.close(file).await {
                     tracing::debug!(%error, dir = %self.dir.display(), "closing a discarded segment");
                 }
@@ -423,7 +492,7 @@ pub(crate) fn new_segment<F>(
 ) -> Segment<F> {
     Segment {
         base_offset,
-        file,
+        file: Some(file),
         path,
         size_bytes: 0,
         next_offset: base_offset,

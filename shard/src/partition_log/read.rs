@@ -70,7 +70,7 @@ impl<S: Storage> PartitionLog<S> {
             let result = self.write_out_locked().await;
             self.offline_on_error(result)?;
         }
-        let (file, path, base_offset, start_position, end_position) = {
+        let (path, base_offset, start_position, end_position) = {
             let state = self.state.borrow();
             let Some((_, segment)) = state
                 .segments
@@ -81,14 +81,9 @@ impl<S: Storage> PartitionLog<S> {
                 return Ok(Vec::new());
             };
             let (_, position) = segment.index.lookup(segment.relative(offset));
-            (
-                segment.file.clone(),
-                segment.path.clone(),
-                segment.base_offset,
-                u64::from(position),
-                segment.size_bytes,
-            )
+            (segment.path.clone(), segment.base_offset, u64::from(position), segment.size_bytes)
         };
+        let file = self.segment_file(base_offset).await?;
         let mut reader = BatchReader::new(&*file, start_position, end_position, base_offset, None);
         let mut batches: Vec<Bytes> = Vec::new();
         let mut total = 0usize;

@@ -37,6 +37,8 @@ impl<S: Storage> PartitionLog<S> {
             state.durable_end_offset = state.log_end_offset;
             state.durable_position = (base_offset, 0);
         }
+        // The segment just sealed closes its file (reads reopen it on demand).
+        self.trim_sealed_files(None).await;
         self.write_producer_snapshot_locked().await
     }
 
@@ -49,7 +51,7 @@ impl<S: Storage> PartitionLog<S> {
             let active = state.segments.values_mut().next_back().expect("active segment");
             active.seal_time_index();
             (
-                active.file.clone(),
+                active.file.clone().expect("the active segment's file is open"),
                 active.size_bytes,
                 active.base_offset,
                 active.index.encode(),

@@ -24,7 +24,8 @@ impl<S: Storage> PartitionLog<S> {
                 }
                 let state = self.state.borrow();
                 let active = state.segments.values().next_back().expect("active segment");
-                (active.file.clone(), state.log_end_offset, (active.base_offset, active.size_bytes))
+                let file = active.file.clone().expect("the active segment's file is open");
+                (file, state.log_end_offset, (active.base_offset, active.size_bytes))
             };
             let sync_started = std::time::Instant::now();
             let synced = file.sync().await.map_err(StorageError::from);
@@ -69,7 +70,8 @@ impl<S: Storage> PartitionLog<S> {
             if active.base_offset != state.durable_position.0 {
                 return;
             }
-            (active.file.clone(), state.durable_position.1)
+            let Some(file) = active.file.clone() else { return };
+            (file, state.durable_position.1)
         };
         let cut = async {
             if file.size().await? > durable_size {
@@ -159,7 +161,7 @@ impl<S: Storage> PartitionLog<S> {
         };
         self.cache.borrow_mut().forget(self.cache_key);
         for (_, segment) in segments {
-            if let Ok(file) = Rc::try_unwrap(segment.file) {
+            if let Some(Ok(file)) = segment.file.map(Rc::try_unwrap) {
                 self.storage.close(file).await?;
             }
         }

@@ -33,12 +33,13 @@ impl<S: Storage> PartitionLog<S> {
         let first_base = *self.state.borrow().segments.keys().next().expect("segments");
         // Every read happens before anything is deleted, so a read error leaves the log as it was.
         let cut = if offset > first_base {
-            let (file, path, base) = {
+            let (path, base) = {
                 let state = self.state.borrow();
                 let (_, holder) =
                     state.segments.range(..offset).next_back().expect("a segment below offset");
-                (holder.file.clone(), holder.path.clone(), holder.base_offset)
+                (holder.path.clone(), holder.base_offset)
             };
+            let file = self.segment_file(base).await?;
             let position = self.position_of_batch_holding(&file, &path, base, offset).await?;
             Some((file, path, base, position))
         } else {
@@ -165,7 +166,7 @@ impl<S: Storage> PartitionLog<S> {
         let (file, size) = {
             let state = self.state.borrow();
             let active = state.segments.values().next_back().expect("active segment");
-            (active.file.clone(), active.size_bytes)
+            (active.file.clone().expect("the active segment's file is open"), active.size_bytes)
         };
         let chunk_bytes = self.config.borrow().write_chunk_bytes;
         let tail = load_tail(&*file, size, &self.dir, chunk_bytes).await?;

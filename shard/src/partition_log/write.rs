@@ -184,7 +184,8 @@ impl<S: Storage> PartitionLog<S> {
         // disk (ENOSPC) fails the append here, before any reader could see the batch.
         let active_file = {
             let state = self.state.borrow();
-            state.segments.values().next_back().expect("active segment").file.clone()
+            let active = state.segments.values().next_back().expect("active segment");
+            active.file.clone().expect("the active segment's file is open")
         };
         self.preallocate_ahead_locked(&active_file, batch.len() as u64).await?;
         if let Stamp::Leader(epoch) = stamp {
@@ -203,7 +204,7 @@ impl<S: Storage> PartitionLog<S> {
             let active = state.segments.values_mut().next_back().expect("active segment");
             let position = active.size_bytes;
             active.note_batch(&header, position, interval);
-            let file = active.file.clone();
+            let file = active.file.clone().expect("the active segment's file is open");
             assert_eq!(state.tail.start + state.tail.len as u64, position);
             let chunk_bytes = self.config.borrow().write_chunk_bytes;
             let full_chunks = copy_into_tail(&mut state.tail, &*file, &bytes, chunk_bytes);
@@ -343,7 +344,7 @@ impl<S: Storage> PartitionLog<S> {
             let from = align_down(tail.written_end.max(tail.start));
             let to = align_up(end);
             let active = state.segments.values().next_back().expect("active segment");
-            let file = active.file.clone();
+            let file = active.file.clone().expect("the active segment's file is open");
             let mut buffer = file.alloc_buffer((to - from) as usize);
             let data_from = (from - tail.start) as usize;
             let data_len = (end - from) as usize;

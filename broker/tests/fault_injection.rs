@@ -69,6 +69,32 @@ async fn create_topic(broker: &InProcess) {
     assert_eq!(response.topics[0].error_code, 0, "{response:?}");
 }
 
+/// Creates topic `name` (1 partition) under faults: the error code (0 on success).
+async fn try_create(broker: &InProcess, name: &str) -> i16 {
+    let mut creatable = create_topics_request::CreatableTopic::default();
+    creatable.name = topic_name(name);
+    creatable.num_partitions = 1;
+    creatable.replication_factor = -1;
+    let mut request = CreateTopicsRequest::default();
+    request.topics = vec![creatable];
+    call!(broker, 4, request, CreateTopics).topics[0].error_code
+}
+
+/// The topics the broker reports (Metadata for all topics).
+async fn topics(broker: &InProcess) -> Vec<String> {
+    let mut request = MetadataRequest::default();
+    request.topics = None;
+    let response = call!(broker, 9, request, Metadata);
+    let mut names: Vec<String> = response
+        .topics
+        .iter()
+        .filter_map(|topic| topic.name.as_ref().map(|name| name.0.to_string()))
+        .filter(|name| !name.starts_with("__"))
+        .collect();
+    names.sort();
+    names
+}
+
 /// Produces one record with acks=all; the base offset, or the error code.
 async fn produce(broker: &InProcess, partition: i32, value: &str) -> Result<i64, i16> {
     let mut builder = RecordBatchBuilder::new(1_700_000_000_000);
@@ -167,6 +193,8 @@ async fn run_seed(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let mut model = Model::default();
     let mut failures: BTreeMap<i16, u64> = BTreeMap::new();
+    // Topics created under faults: a created one must exist ever after, a refused one never.
+    let mut created: Vec<String> = vec![TOPIC.to_string()];
     storage.set_faults(FAULTS);
     for step in 0..OPERATIONS_PER_SEED {
         let partition = rng.gen_range(0..PARTITIONS);
@@ -200,7 +228,20 @@ async fn run_seed(seed: u64) {
                     ),
                 }
             }
-            85..=94 => {
+            85..=89 => {
+                // A metadata write (and new partition files) under faults: all or nothing.
+                let name = format!("created-{step}");
+                match try_create(&broker, &name).await {
+                    0 => created.push(name),
+                    code => {
+                        *failures.entry(code).or_default() += 1;
+                    }
+                }
+                created.sort();
+                let listed = topics(&broker).await;
+                assert_eq!(listed, created, "seed {seed} step {step}: topics after a create");
+            }
+            90..=94 => {
                 // The repair loop's next run (back-off passed).
                 broker.clock.advance(Duration::from_secs(60));
                 broker.node.repair_offline().await;
@@ -227,6 +268,8 @@ async fn run_seed(seed: u64) {
         }
     }
     assert!(still_offline.is_empty(), "seed {seed}: still offline: {still_offline:?}");
+    broker = restart(broker, &storage, true).await;
+    assert_eq!(topics(&broker).await, created, "seed {seed}: topics after a crash");
     for partition in 0..PARTITIONS {
         // Everything acknowledged is there, in order, and nothing else.
         let acked = model.acked.get(&partition).cloned().unwrap_or_default();

@@ -19,6 +19,11 @@ pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)
 command -v kcat >/dev/null || missing+=(kcat)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v npm >/dev/null || missing+=(nodejs npm)
+# mkfs.ext4 and mount/losetup/prlimit: the disk-full and open-files tests (test_disk_full.py,
+# test_hostile.py), which skip loudly without them.
+command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
+command -v prlimit >/dev/null || missing+=(util-linux)
+command -v losetup >/dev/null || missing+=(mount)
 if [ ${#missing[@]} -gt 0 ]; then
     step "installing Debian packages: ${missing[*]}"
     if [ "$(id -u)" = 0 ]; then SUDO=(); else SUDO=(sudo); fi

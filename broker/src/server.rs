@@ -169,14 +169,8 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
     let (image, persist) = load_image(&config, policy)?;
     let (files_limit, files_hard) = crate::metadata::file_budget::raise_open_files_limit();
-    let segment_files = crate::metadata::file_budget::segment_files_on_disk(&config.data_dir)
-        .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
-    crate::metadata::file_budget::check_start(
-        segment_files,
-        image.partition_count() as u64,
-        files_limit,
-    )?;
-    tracing::info!(files_limit, files_hard, segment_files, "open-files budget");
+    crate::metadata::file_budget::check_start(image.partition_count() as u64, files_limit)?;
+    tracing::info!(files_limit, files_hard, "open-files budget");
     shard::io::space_reserve::install(&config.data_dir);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),

@@ -13,12 +13,15 @@
 //! Every seed is printed; `SEED=<n> cargo test -p broker --test fault_injection` replays one run
 //! exactly, `SEEDS=<count>` runs more.
 
+mod requests;
+
 use broker::in_process::{test_config, InProcess};
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use requests::fetch_request;
 use shard::io::sim::{FaultConfig, SimStorage};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -119,19 +122,7 @@ async fn produce(broker: &InProcess, partition: i32, value: &str) -> Result<i64,
 
 /// Fetches from `offset`: the (offset, value) of every record returned, or the error code.
 async fn fetch(broker: &InProcess, partition: i32, offset: i64) -> Result<Vec<(i64, String)>, i16> {
-    let mut wanted = fetch_request::FetchPartition::default();
-    wanted.partition = partition;
-    wanted.fetch_offset = offset;
-    wanted.partition_max_bytes = 1 << 20;
-    let mut fetch_topic = fetch_request::FetchTopic::default();
-    fetch_topic.topic = topic_name(TOPIC);
-    fetch_topic.partitions = vec![wanted];
-    let mut request = FetchRequest::default();
-    request.replica_id = BrokerId(-1);
-    request.max_wait_ms = 0;
-    request.min_bytes = 1;
-    request.max_bytes = 1 << 20;
-    request.topics = vec![fetch_topic];
+    let request = fetch_request(TOPIC, partition, offset);
     let response = call!(broker, 11, request, Fetch);
     let answer = &response.responses[0].partitions[0];
     if answer.error_code != 0 {

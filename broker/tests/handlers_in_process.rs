@@ -11,11 +11,14 @@
 //! (`GroupMetadataManager`, `OffsetMetadataManager`) and controller for the behaviour the
 //! ignored tests expect.
 
+mod requests;
+
 use broker::config::BrokerConfig;
 use broker::in_process::{test_config, InProcess, SIM_DATA_DIR};
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use requests::fetch_request;
 use std::time::Duration;
 use uuid::Uuid;
 use wire::{BatchRecord, RecordBatchBuilder};
@@ -243,23 +246,6 @@ async fn produce(broker: &InProcess, name: &str, partition: i32, records: Vec<u8
     let expected = produce_response(vec![(name, vec![produced(partition, base_offset, 0)])]);
     assert_eq!(response, expected, "producing to {name}-{partition}");
     base_offset
-}
-
-fn fetch_request(name: &str, partition: i32, fetch_offset: i64) -> FetchRequest {
-    let mut wanted = fetch_request::FetchPartition::default();
-    wanted.partition = partition;
-    wanted.fetch_offset = fetch_offset;
-    wanted.partition_max_bytes = 1 << 20;
-    let mut fetch_topic = fetch_request::FetchTopic::default();
-    fetch_topic.topic = topic(name);
-    fetch_topic.partitions = vec![wanted];
-    let mut request = FetchRequest::default();
-    request.replica_id = BrokerId(-1);
-    request.max_wait_ms = 0;
-    request.min_bytes = 1;
-    request.max_bytes = 1 << 20;
-    request.topics = vec![fetch_topic];
-    request
 }
 
 fn fetch_response(name: &str, partition: fetch_response::PartitionData) -> FetchResponse {

@@ -230,9 +230,21 @@ pub async fn offload<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'stati
     let job: OffloadJob = Box::new(move || {
         let _ = answer.send(work());
     });
-    if let Err(std::sync::mpsc::SendError(job)) = offload_queue().send(job) {
-        // The pool could not start (threads refused): run it here rather than fail.
-        job();
+    let mut job = job;
+    loop {
+        match offload_queue().try_send(job) {
+            Ok(()) => break,
+            // Every slot taken: wait on the shard's timer, never block its thread.
+            Err(std::sync::mpsc::TrySendError::Full(back)) => {
+                job = back;
+                sleep(std::time::Duration::from_millis(1)).await;
+            }
+            // The pool could not start (threads refused): run it here rather than fail.
+            Err(std::sync::mpsc::TrySendError::Disconnected(back)) => {
+                back();
+                break;
+            }
+        }
     }
     result.await.ok()
 }
@@ -246,7 +258,7 @@ fn offload_queue() -> &'static std::sync::mpsc::SyncSender<OffloadJob> {
     static QUEUE: std::sync::OnceLock<std::sync::mpsc::SyncSender<OffloadJob>> =
         std::sync::OnceLock::new();
     QUEUE.get_or_init(|| {
-        // Bounded: a shard sending past it waits (in `send`) only while every slot is taken.
+        // Bounded: past it, `offload` waits (asynchronously) for a slot.
         let (sender, receiver) = std::sync::mpsc::sync_channel::<OffloadJob>(1024);
         let receiver = std::sync::Arc::new(std::sync::Mutex::new(receiver));
         for index in 0..OFFLOAD_THREADS {

@@ -236,17 +236,15 @@ fn check_open_files(data_dir: &Path) -> Finding {
     };
     let fix = "LimitNOFILE=1048576 in the systemd unit, `strata - nofile 1048576` in \
                /etc/security/limits.d (deploy/limits.d/90-strata.conf), or `ulimit -n 1048576`";
-    let segment_files =
-        crate::metadata::file_budget::segment_files_on_disk(data_dir).unwrap_or_default();
     let partitions = crate::metadata::recover::partition_directories(data_dir)
         .map(|topics| topics.values().map(|indexes| indexes.len() as u64).sum::<u64>())
         .unwrap_or_default();
-    if let Err(why) = crate::metadata::file_budget::check_start(segment_files, partitions, soft) {
+    if let Err(why) = crate::metadata::file_budget::check_start(partitions, soft) {
         return problem(Status::Fail, "open files", why, fix);
     }
     let detail = format!(
-        "limit {soft} (hard, the broker raises its soft limit to it); {segment_files} segment \
-         files in {partitions} partitions on disk"
+        "limit {soft} (hard, the broker raises its soft limit to it); {partitions} partitions on \
+         disk"
     );
     if soft < OPEN_FILES_MIN {
         problem(Status::Fail, "open files", detail, fix)

@@ -9,8 +9,6 @@
 //! The budget: `FILES_RESERVED` for sockets and short-lived files, and `FILES_PER_PARTITION`
 //! per partition, its bound whatever its number of segments.
 
-use std::path::Path;
-
 /// Files kept for connections, the listener, io_uring, checkpoints and rolls.
 pub const FILES_RESERVED: u64 = 512;
 /// Files a partition holds at most: its active segment and the sealed ones read last.
@@ -68,39 +66,14 @@ pub fn check_partitions(partitions_after: u64, limit: u64) -> Result<(), String>
     ))
 }
 
-/// Segment files (`.log`) in the partition directories of `data_dir`: the files a start keeps
-/// open.
-pub fn segment_files_on_disk(data_dir: &Path) -> std::io::Result<u64> {
-    let mut count = 0;
-    let entries = match std::fs::read_dir(data_dir) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(error) => return Err(error),
-    };
-    for entry in entries {
-        let entry = entry?;
-        if !entry.file_type()?.is_dir() {
-            continue;
-        }
-        for file in std::fs::read_dir(entry.path())? {
-            if file?.file_name().to_string_lossy().ends_with(".log") {
-                count += 1;
-            }
-        }
-    }
-    Ok(count)
-}
-
-/// Why a start with `partitions` (holding `segment_files` on disk) does not fit `limit`, if
-/// it does not.
-pub fn check_start(segment_files: u64, partitions: u64, limit: u64) -> Result<(), String> {
+/// Why a start with `partitions` does not fit `limit`, if it does not.
+pub fn check_start(partitions: u64, limit: u64) -> Result<(), String> {
     let needed = partitions * FILES_PER_PARTITION + FILES_RESERVED;
     if needed <= limit {
         return Ok(());
     }
     Err(format!(
-        "the {partitions} partitions on disk ({segment_files} segment files) keep up to \
-         {FILES_PER_PARTITION} files open each, which with {FILES_RESERVED} for connections and \
+        "the {partitions} partitions keep up to {FILES_PER_PARTITION} segment files open each, which with {FILES_RESERVED} for connections and \
          writes needs about {needed} open files; the limit is {limit}: {FIX}"
     ))
 }
@@ -115,8 +88,7 @@ mod tests {
         assert!(check_partitions(256, 1024).is_ok());
         let refused = check_partitions(2050, 1024).unwrap_err();
         assert!(refused.contains("1024") && refused.contains("LimitNOFILE"), "{refused}");
-        assert!(check_start(20_000, 20_000, 20_000).unwrap_err().contains("40512"));
-        assert!(check_start(100, 60, 1024).is_ok());
-        assert!(check_start(5_000, 60, 1024).is_ok(), "segments do not count, partitions do");
+        assert!(check_start(20_000, 20_000).unwrap_err().contains("40512"));
+        assert!(check_start(60, 1024).is_ok());
     }
 }

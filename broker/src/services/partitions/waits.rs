@@ -14,7 +14,7 @@ use wire::ids::{Offset, TopicPartition};
 
 pub struct WaitForAppend {
     pub partition: TopicPartition,
-    /// Returns once the log end is past this offset.
+    /// Returns once the high watermark (what readers may see) is past this offset.
     pub offset: Offset,
     pub wait_ms: u64,
 }
@@ -30,11 +30,13 @@ impl<S: Storage> PartitionWaits<S> {
 
     async fn wait(&self, request: WaitForAppend) {
         let Some(owned) = self.partitions.local(&request.partition) else { return };
-        if owned.log.log_end_offset() > request.offset.0 {
+        // The high watermark, not the log end: an offline log's readers stop at its durable
+        // end, and waking them for records they cannot see would make them poll in a loop.
+        if owned.log.high_watermark() > request.offset.0 {
             return;
         }
         let listener = owned.appended.listen();
-        if owned.log.log_end_offset() > request.offset.0 {
+        if owned.log.high_watermark() > request.offset.0 {
             return;
         }
         futures_lite::future::or(

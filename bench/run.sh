@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Regenerates the broker section of BENCHMARKS.md: machine limits measured in the same run
-# (fio O_DIRECT sequential write, iperf3 over loopback, one-core memcpy), then strata-bench
-# scenarios against a release strata broker on this machine, each with its ratio to a limit.
-# Usage: bench/run.sh          (about 5 minutes on 2 cores)
+# (fio O_DIRECT sequential write and read, iperf3 over loopback, one-core memcpy), then
+# scenarios against a release strata broker on this machine, driven by strata-bench and by
+# librdkafka's own rdkafka_performance (built from the rdkafka-sys crate's sources by
+# bench/build_rdkafka_performance.sh, under target/), each with its ratio to a limit.
+# Needs 30 GB free under BENCH_DIR (checked first); every scenario's topic is deleted after it.
+# Usage: bench/run.sh          (about 10 minutes on 2 cores)
 #   BENCH_DIR  scratch directory on the device under test (default: target/bench-data)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
 command -v fio >/dev/null || missing+=(fio)
 command -v iperf3 >/dev/null || missing+=(iperf3)
+command -v cc >/dev/null || missing+=(gcc)
+command -v make >/dev/null || missing+=(make)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 cargo build --release -p broker -p bench
+bench/build_rdkafka_performance.sh >/dev/null ||
+    echo "building rdkafka_performance failed: its scenarios are reported as not run" >&2
 exec python3 bench/run_report.py --dir "${BENCH_DIR:-$PWD/target/bench-data}" --out BENCHMARKS.md "$@"

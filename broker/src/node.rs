@@ -240,6 +240,16 @@ impl<S: Storage> Node<S> {
         Ok(self.mesh.call::<PartitionService<S>>(owner, request).await?)
     }
 
+    /// Starts `request` on shard `owner`'s partition service (`Mesh::start_call`): returns once it is
+    /// queued there, with the answer to await.
+    pub async fn partition_start(
+        &self,
+        owner: ShardId,
+        request: PartitionRequest,
+    ) -> std::result::Result<crate::mesh::Call<PartitionResponse>, crate::error::MeshError> {
+        self.mesh.start_call::<PartitionService<S>>(owner, request).await
+    }
+
     /// The same request to every shard's partition service.
     pub async fn partition_call_all(
         &self,

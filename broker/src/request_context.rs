@@ -4,7 +4,9 @@
 //! References: Redpanda `request_context.h`; Kafka `RequestContext`.
 
 use kafka_protocol::messages::ApiKey;
+use std::cell::Cell;
 use std::net::SocketAddr;
+use std::rc::Rc;
 
 /// Who sent a request (Kafka's `KafkaPrincipal`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,48 @@ pub struct RequestContext {
     pub api_key: ApiKey,
     pub api_version: i16,
     pub correlation_id: i32,
+    /// Tells the connection when the next request may start (pipelining; see `Admission`).
+    pub admission: Admission,
+}
+
+/// When a pipelined request lets the connection start the next one: a Produce once every
+/// partition's records took their place in the partition's append order (so the next request's
+/// records for a partition come after them), any other request once it completes. Set once.
+#[derive(Clone, Default)]
+pub struct Admission(Rc<AdmissionState>);
+
+#[derive(Default)]
+struct AdmissionState {
+    admitted: Cell<bool>,
+    event: event_listener::Event,
+}
+
+impl Admission {
+    pub fn admit(&self) {
+        if !self.0.admitted.replace(true) {
+            self.0.event.notify(usize::MAX);
+        }
+    }
+
+    pub fn is_admitted(&self) -> bool {
+        self.0.admitted.get()
+    }
+
+    pub async fn admitted(&self) {
+        while !self.is_admitted() {
+            let listener = self.0.event.listen();
+            if self.is_admitted() {
+                return;
+            }
+            listener.await;
+        }
+    }
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Admission({})", self.is_admitted())
+    }
 }
 
 impl RequestContext {
@@ -60,6 +104,7 @@ impl RequestContext {
             api_key,
             api_version,
             correlation_id: 0,
+            admission: Admission::default(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Produce (key 0): appends each partition's batches on the shard that owns the partition,
-//! concurrently across partitions.
+//! concurrently across partitions, with one cross-core message per owner shard.
 //!
 //! Durability rule: acks=-1 (all) returns once the batches are durable under the topic's flush
 //! policy (`always`: group-committed fdatasync; `interval:<ms>`/`never`: in the log); acks=1
@@ -13,36 +13,102 @@ use crate::metadata::internal::is_internal;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
+use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use shard::io::Storage;
+use shard::runtime::ShardId;
 use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (3, 9);
 
-async fn append<S: Storage>(
-    node: &Node<S>,
-    partition: &TopicPartition,
-    records: bytes::Bytes,
-    acks: i16,
-) -> Result<AppendResult> {
+/// Why `partition` cannot be appended to, before it is routed.
+fn refusal(partition: &TopicPartition, acks: i16) -> Option<BrokerError> {
     if !(-1..=1).contains(&acks) {
-        return Err(BrokerError::InvalidRequiredAcks(acks));
+        return Some(BrokerError::InvalidRequiredAcks(acks));
     }
     // Only the broker writes its internal topics (a forged record would become a group's
     // committed offset after a restart), as in Kafka.
     if is_internal(&partition.topic) {
-        return Err(BrokerError::InvalidTopic(format!(
+        return Some(BrokerError::InvalidTopic(format!(
             "{} is internal: clients cannot produce to it",
             partition.topic
         )));
     }
-    let request =
-        PartitionRequest::Append { partition: partition.clone(), records, sync: acks == -1 };
-    match node.partition_call(partition, request).await? {
-        PartitionResponse::Append(result) => result,
-        _ => Err(unexpected()),
+    None
+}
+
+/// One owner shard's part of a request: its partitions' records and their places in the
+/// answer.
+type Route = (ShardId, Vec<(TopicPartition, Bytes)>, Vec<usize>);
+
+/// The request's partitions, routed: one message per owner shard (started in the request's
+/// order, so this connection's next request comes after them in every partition's append
+/// order), then the answers in the request's order.
+async fn append_all<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &ProduceRequest,
+) -> Vec<(TopicPartition, Result<AppendResult>)> {
+    let acks = request.acks;
+    let mut outcomes: Vec<(TopicPartition, Option<Result<AppendResult>>)> = Vec::new();
+    let mut routes: Vec<Route> = Vec::new();
+    for topic in &request.topic_data {
+        for data in &topic.partition_data {
+            let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
+            let routed = match refusal(&partition, acks) {
+                Some(error) => Err(error),
+                None => node.partition_owner(&partition),
+            };
+            let place = outcomes.len();
+            match routed {
+                Err(error) => outcomes.push((partition, Some(Err(error)))),
+                Ok(owner) => {
+                    let records = data.records.clone().unwrap_or_default();
+                    let route = match routes.iter_mut().position(|route| route.0 == owner) {
+                        Some(index) => &mut routes[index],
+                        None => {
+                            routes.push((owner, Vec::new(), Vec::new()));
+                            routes.last_mut().expect("just pushed")
+                        }
+                    };
+                    route.1.push((partition.clone(), records));
+                    route.2.push(place);
+                    outcomes.push((partition, None));
+                }
+            }
+        }
     }
+    let mut calls = Vec::with_capacity(routes.len());
+    for (owner, partitions, places) in routes {
+        let request = PartitionRequest::Append { partitions, sync: acks == -1 };
+        calls.push((node.partition_start(owner, request).await, places));
+    }
+    context.admission.admit();
+    let answers = futures_util::future::join_all(calls.into_iter().map(|(call, places)| async {
+        let answers = match call {
+            Ok(call) => call.await,
+            Err(error) => Err(error),
+        };
+        (answers, places)
+    }))
+    .await;
+    for (answers, places) in answers {
+        let results: Vec<Result<AppendResult>> = match answers {
+            Ok(PartitionResponse::Append(results)) if results.len() == places.len() => results,
+            Ok(_) => places.iter().map(|_| Err(unexpected())).collect(),
+            Err(error) => places.iter().map(|_| Err(BrokerError::from(error.clone()))).collect(),
+        };
+        for (place, result) in places.into_iter().zip(results) {
+            if let Some(slot) = outcomes.get_mut(place) {
+                slot.1 = Some(result);
+            }
+        }
+    }
+    outcomes
+        .into_iter()
+        .map(|(partition, outcome)| (partition, outcome.unwrap_or_else(|| Err(unexpected()))))
+        .collect()
 }
 
 pub async fn handle<S: Storage>(
@@ -51,18 +117,7 @@ pub async fn handle<S: Storage>(
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
-    let mut pending = Vec::new();
-    for topic in &request.topic_data {
-        for data in &topic.partition_data {
-            let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
-            let records = data.records.clone().unwrap_or_default();
-            pending.push(async move {
-                let outcome = append(node, &partition, records, acks).await;
-                (partition, outcome)
-            });
-        }
-    }
-    let outcomes = futures_util::future::join_all(pending).await;
+    let outcomes = append_all(node, context, &request).await;
     if acks == 0 {
         for (partition, outcome) in &outcomes {
             if let Err(error) = outcome {

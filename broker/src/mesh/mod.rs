@@ -164,6 +164,56 @@ struct Links {
     responses: Senders<MeshResponse>,
 }
 
+/// A started call (`Mesh::start_call`); awaiting it yields the answer.
+pub enum Call<R: 'static> {
+    /// Answered in place while starting.
+    Answered(Option<R>),
+    /// On this shard, waiting inside its handler.
+    Local(LocalBoxFuture<'static, R>),
+    /// Queued on another shard.
+    Remote {
+        target: ShardId,
+        receiver: futures_channel::oneshot::Receiver<Body>,
+        answer: std::marker::PhantomData<R>,
+    },
+}
+
+// The answer is only ever moved out, never pinned in place.
+impl<R: 'static> Unpin for Call<R> {}
+
+impl<R: 'static> std::future::Future for Call<R> {
+    type Output = Result<R, MeshError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        // Every field is Unpin (boxed futures, a oneshot receiver).
+        match self.get_mut() {
+            Call::Answered(answer) => match answer.take() {
+                Some(answer) => Poll::Ready(Ok(answer)),
+                None => panic!("a mesh call polled after it completed"),
+            },
+            Call::Local(future) => future.as_mut().poll(context).map(Ok),
+            Call::Remote { target, receiver, .. } => {
+                let target = target.0;
+                match std::pin::Pin::new(receiver).poll(context) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Err(_)) => Poll::Ready(Err(MeshError::Dropped(target))),
+                    Poll::Ready(Ok(body)) => Poll::Ready(match body.downcast::<R>() {
+                        Ok(response) => Ok(*response),
+                        Err(other) => Err(other
+                            .downcast::<MeshError>()
+                            .map(|error| *error)
+                            .unwrap_or(MeshError::NoService("?", target))),
+                    }),
+                }
+            }
+        }
+    }
+}
+
 /// One shard's end of the mesh.
 pub struct Mesh {
     id: ShardId,
@@ -242,9 +292,25 @@ impl Mesh {
         target: ShardId,
         request: S::Request,
     ) -> Result<S::Response, MeshError> {
+        self.start_call::<S>(target, request).await?.await
+    }
+
+    /// Starts a call: returns once `request` is queued on `target` (or, on this shard, its
+    /// handler has run up to its first wait), with the answer still to come. Calls one task
+    /// starts one after another reach their service in that order, so a handler that takes its
+    /// place in a queue before its first wait (a partition's append order) keeps the caller's.
+    pub async fn start_call<S: Service>(
+        &self,
+        target: ShardId,
+        request: S::Request,
+    ) -> Result<Call<S::Response>, MeshError> {
         if target == self.id {
             let service = self.local::<S>().ok_or(MeshError::NoService(S::NAME, target.0))?;
-            return Ok(service.handle(request).await);
+            let mut future = service.handle(request);
+            return Ok(match futures_lite::future::poll_once(&mut future).await {
+                Some(response) => Call::Answered(Some(response)),
+                None => Call::Local(future),
+            });
         }
         let links = self.links.as_ref().ok_or(MeshError::ChannelClosed(target.0))?;
         let id = self.next_id.get();
@@ -262,14 +328,7 @@ impl Mesh {
             self.pending.borrow_mut().remove(&id);
             return Err(MeshError::ChannelClosed(target.0));
         }
-        let body = receiver.await.map_err(|_| MeshError::Dropped(target.0))?;
-        match body.downcast::<S::Response>() {
-            Ok(response) => Ok(*response),
-            Err(other) => Err(other
-                .downcast::<MeshError>()
-                .map(|error| *error)
-                .unwrap_or(MeshError::NoService(S::NAME, target.0))),
-        }
+        Ok(Call::Remote { target, receiver, answer: std::marker::PhantomData })
     }
 
     /// Calls `S` on every shard of this node, in shard order, and returns the answers.

@@ -1,7 +1,14 @@
 //! One client connection: reads size-prefixed requests, answers each in order.
 //!
-//! Requests on a connection are handled one after another, so pipelined requests (Kafka
-//! clients keep up to 5 in flight) are answered in the order they were sent.
+//! Pipelining: Kafka clients keep several requests in flight on a connection (5 in the Java
+//! client, more in librdkafka). Up to `PIPELINED_REQUESTS_MAX` run at once, and their answers
+//! are written strictly in request order. Only Produce and Fetch overlap; every other request
+//! is a barrier (`Flow`), so pipelining is invisible to clients: Kafka itself handles one
+//! request per connection at a time. A Produce lets the next request start only once its
+//! records took their places in their partitions' append orders, so two produces for one
+//! partition on one connection append in request order (an idempotent producer's in-flight
+//! batches keep their sequence order), and their acks=all syncs are shared (group commit
+//! across requests). An acks=0 Produce takes no answer slot.
 //! Resource bounds (issue "bounded resources"): a frame's whole size is reserved from the
 //! shard's request budget (`queued.max.request.bytes`, see `budget`) before its body is read,
 //! and held until its answer is written; a connection with no request for
@@ -13,19 +20,21 @@
 //! the connection with a log line; an unsupported ApiVersions version gets the v0 answer with
 //! UNSUPPORTED_VERSION (KIP-511).
 
-use super::budget::RequestBudget;
+use super::budget::{RequestBudget, Reservation};
 use super::limits::ConnectionSlot;
 use crate::api;
 use crate::error::{error_code, BrokerError};
 use crate::handlers;
 use crate::node::Node;
-use crate::request_context::{Principal, RequestContext, PLAINTEXT_LISTENER};
+use crate::request_context::{Admission, Principal, RequestContext, PLAINTEXT_LISTENER};
 use crate::stats::Closed;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use kafka_protocol::messages::{ApiKey, ResponseKind};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use shard::io::Storage;
 use shard::runtime::net::TcpStream;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -109,13 +118,25 @@ pub async fn serve<S: Storage>(connection: Connection<S>, mut stream: TcpStream)
     drop(connection);
 }
 
-/// Reads the first byte of the next request, waiting at most the idle timeout.
-async fn first_byte(stream: &mut TcpStream, idle: Option<Duration>) -> Result<u8, Ending> {
+/// Reads the first byte of the next request, waiting at most the idle timeout (counted while
+/// none of the connection's requests is in progress).
+async fn first_byte(
+    stream: &mut (impl futures_lite::AsyncRead + Unpin),
+    idle: Option<Duration>,
+    pipeline: &Pipeline,
+) -> Result<u8, Ending> {
     let mut byte = [0u8; 1];
     let read = match idle {
-        Some(idle) => before(Instant::now() + idle, stream.read(&mut byte))
-            .await
-            .ok_or(Ending::Closed(Closed::Idle))?,
+        Some(idle) => {
+            let mut read = std::pin::pin!(stream.read(&mut byte));
+            loop {
+                match before(Instant::now() + idle, &mut read).await {
+                    Some(read) => break read,
+                    None if pipeline.busy() => continue,
+                    None => return Err(Ending::Closed(Closed::Idle)),
+                }
+            }
+        }
         None => stream.read(&mut byte).await,
     };
     match read {
@@ -130,7 +151,7 @@ async fn first_byte(stream: &mut TcpStream, idle: Option<Duration>) -> Result<u8
 
 /// Fills `buffer` before `deadline`.
 async fn read_by(
-    stream: &mut TcpStream,
+    stream: &mut (impl futures_lite::AsyncRead + Unpin),
     buffer: &mut [u8],
     deadline: Instant,
 ) -> Result<(), Ending> {
@@ -141,14 +162,177 @@ async fn read_by(
     }
 }
 
+/// Requests a connection has started and not yet answered (or, for acks=0 produces, finished).
+/// Kafka clients keep up to `max.in.flight.requests.per.connection` in flight (5 in the Java
+/// client; librdkafka allows far more); past this many the connection is not read, and its
+/// requests wait in the socket (back-pressure, with `queued.max.request.bytes` bounding the
+/// bytes held).
+pub const PIPELINED_REQUESTS_MAX: usize = 64;
+
+/// How a request is ordered against the requests around it on its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// Produce (with a response) and Fetch: may overlap the requests before and after it.
+    /// A Produce lets the next request start only once its records took their places in
+    /// their partitions' append orders (`Admission`), so appends keep the request order.
+    Pipelined,
+    /// An acks=0 Produce: as `Pipelined`, and no response is written.
+    NoResponse,
+    /// Every other request: starts once everything before it completed, and the next starts
+    /// once it completed, as if requests were handled one at a time (Metadata after
+    /// CreateTopics, OffsetFetch after OffsetCommit, InitProducerId, later SASL).
+    Barrier,
+}
+
+fn flow_of(request: &RequestKind) -> Flow {
+    match request {
+        RequestKind::Produce(produce) if produce.acks == 0 => Flow::NoResponse,
+        RequestKind::Produce(_) | RequestKind::Fetch(_) => Flow::Pipelined,
+        _ => Flow::Barrier,
+    }
+}
+
+/// A response's bytes, or why the connection must close instead.
+type Output = Result<Option<Vec<Bytes>>, Ending>;
+
+/// A started request whose response is still to be written, in request order.
+struct Answer {
+    task: shard::runtime::Task<Output>,
+    /// The frame's bytes stay reserved until its answer is written.
+    _reservation: Reservation,
+}
+
+/// A connection's requests in progress (see `PIPELINED_REQUESTS_MAX` and `Flow`).
+#[derive(Default)]
+struct Pipeline {
+    answers: RefCell<VecDeque<Answer>>,
+    /// Started, not yet answered (or finished, for acks=0).
+    outstanding: Cell<usize>,
+    /// Started, not yet completed.
+    running: Cell<usize>,
+    /// No more requests will be started.
+    reading_done: Cell<bool>,
+    /// Writing a response failed (or one could not be encoded): reading stops.
+    failed: Cell<bool>,
+    changed: event_listener::Event,
+}
+
+impl Pipeline {
+    fn notify(&self) {
+        self.changed.notify(usize::MAX);
+    }
+
+    async fn until(&self, condition: impl Fn(&Self) -> bool) {
+        loop {
+            if condition(self) {
+                return;
+            }
+            let listener = self.changed.listen();
+            if condition(self) {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.outstanding.get() > 0
+    }
+}
+
+/// Counts a request task as running until dropped (when it completes).
+struct Running(Rc<Pipeline>, Flow);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.set(self.0.running.get() - 1);
+        if self.1 == Flow::NoResponse {
+            self.0.outstanding.set(self.0.outstanding.get() - 1);
+        }
+        self.0.notify();
+    }
+}
+
+/// Serves the connection: one side reads and starts requests, the other writes their answers
+/// in request order; it ends once every started request was answered.
 async fn serve_requests<S: Storage>(connection: &Connection<S>, stream: &mut TcpStream) -> Ending {
+    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let pipeline = Rc::new(Pipeline::default());
+    let reading = async {
+        let ending =
+            futures_lite::future::or(read_requests(connection, &mut reader, &pipeline), async {
+                pipeline.until(|pipeline| pipeline.failed.get()).await;
+                Ending::Shutdown // replaced by the writer's reason
+            })
+            .await;
+        pipeline.reading_done.set(true);
+        pipeline.notify();
+        ending
+    };
+    let (read_ending, written) =
+        futures_lite::future::zip(reading, write_answers(connection, &mut writer, &pipeline)).await;
+    match written {
+        Err(ending) => ending,
+        Ok(()) => read_ending,
+    }
+}
+
+/// Writes the answers in request order until reading stopped and every answer was written.
+/// After a failure it still waits for every started request (a request is never cancelled
+/// halfway: an append in progress completes), writing nothing more.
+async fn write_answers<S: Storage>(
+    connection: &Connection<S>,
+    writer: &mut (impl futures_lite::AsyncWrite + Unpin),
+    pipeline: &Pipeline,
+) -> Result<(), Ending> {
+    let mut failure = None;
+    loop {
+        pipeline
+            .until(|pipeline| pipeline.reading_done.get() || !pipeline.answers.borrow().is_empty())
+            .await;
+        let next = pipeline.answers.borrow_mut().pop_front();
+        let Some(answer) = next else {
+            // Reading stopped and nothing is left to answer; acks=0 produces may still run.
+            pipeline.until(|pipeline| pipeline.running.get() == 0).await;
+            return match failure {
+                Some(ending) => Err(ending),
+                None => Ok(()),
+            };
+        };
+        let Answer { task, _reservation: reservation } = answer;
+        let output = task.await;
+        if failure.is_none() {
+            match output {
+                Ok(Some(chunks)) => match write_chunks(writer, &chunks).await {
+                    Ok(written) => connection.node.stats.count_bytes_out(written),
+                    Err(ending) => failure = Some(ending),
+                },
+                Ok(None) => {}
+                Err(ending) => failure = Some(ending),
+            }
+            if failure.is_some() {
+                pipeline.failed.set(true);
+            }
+        }
+        drop(reservation);
+        pipeline.outstanding.set(pipeline.outstanding.get() - 1);
+        pipeline.notify();
+    }
+}
+
+async fn read_requests<S: Storage>(
+    connection: &Connection<S>,
+    stream: &mut (impl futures_lite::AsyncRead + Unpin),
+    pipeline: &Rc<Pipeline>,
+) -> Ending {
     let limit = connection.node.config.request_bytes_max;
     loop {
+        pipeline.until(|pipeline| pipeline.outstanding.get() < PIPELINED_REQUESTS_MAX).await;
         if crate::shutdown::requested() {
-            return Ending::Shutdown; // answered everything it read; take no new requests
+            return Ending::Shutdown; // answers everything it read; takes no new requests
         }
         let mut prefix = [0u8; FRAME_PREFIX_BYTES];
-        match first_byte(stream, connection.timeouts.idle).await {
+        match first_byte(stream, connection.timeouts.idle, pipeline).await {
             Ok(byte) => prefix[0] = byte,
             Err(ending) => return ending,
         }
@@ -169,18 +353,18 @@ async fn serve_requests<S: Storage>(connection: &Connection<S>, stream: &mut Tcp
         if let Err(ending) = read_by(stream, &mut frame, deadline).await {
             return ending;
         }
-        if let Err(ending) = answer(connection, stream, frame.freeze()).await {
+        if let Err(ending) = start(connection, pipeline, frame.freeze(), reservation).await {
             return ending;
         }
-        drop(reservation);
     }
 }
 
-/// Decodes one request frame, runs its handler and writes the response.
-async fn answer<S: Storage>(
+/// Decodes one request frame and starts its handler (see `Flow` for when).
+async fn start<S: Storage>(
     connection: &Connection<S>,
-    stream: &mut TcpStream,
+    pipeline: &Rc<Pipeline>,
     frame: Bytes,
+    reservation: Reservation,
 ) -> Result<(), Ending> {
     let node = &connection.node;
     let len = frame.len();
@@ -197,8 +381,9 @@ async fn answer<S: Storage>(
                 refused,
                 api::SUPPORTED,
             ));
-            let written = write(stream, ApiKey::ApiVersions, 0, correlation_id, response).await?;
-            node.stats.count_bytes_out(written);
+            let chunks = encode(ApiKey::ApiVersions, 0, correlation_id, response);
+            pipeline.until(|pipeline| pipeline.running.get() == 0).await;
+            spawn_request(pipeline, Flow::Barrier, reservation, async move { chunks.map(Some) });
             return Ok(());
         }
         return Err(Ending::Failed(format!("unsupported {api_key:?} version {version}")));
@@ -212,36 +397,80 @@ async fn answer<S: Storage>(
         api_key,
         api_version: version,
         correlation_id,
+        admission: Admission::default(),
     };
     let body = protocol::decode_body(api_key, version, request.body)
         .map_err(|e| Ending::Failed(e.to_string()))?;
-    let started = Instant::now();
-    let _in_progress = node.request_started();
-    if let Some(response) = api::dispatch(node, &context, body).await {
-        let written = write(stream, api_key, version, correlation_id, response).await?;
-        node.stats.count_bytes_out(written);
+    let flow = flow_of(&body);
+    if flow == Flow::Barrier {
+        pipeline.until(|pipeline| pipeline.running.get() == 0).await;
     }
-    node.stats.record_latency(api_key as i16, started.elapsed().as_micros() as u64);
+    let admission = context.admission.clone();
+    let node = node.clone();
+    spawn_request(pipeline, flow, reservation, async move {
+        let started = Instant::now();
+        let _in_progress = node.request_started();
+        let response = api::dispatch(&node, &context, body).await;
+        context.admission.admit();
+        node.stats.record_latency(api_key as i16, started.elapsed().as_micros() as u64);
+        match response {
+            Some(response) => encode(api_key, version, correlation_id, response).map(Some),
+            None => Ok(None),
+        }
+    });
+    if flow != Flow::Pipelined || api_key == ApiKey::Produce {
+        admission.admitted().await;
+    }
     Ok(())
 }
 
-/// Encodes and writes one response; Fetch record batches are written from the buffers they
-/// live in (`wire::response_chunks`), not copied into the frame.
-async fn write(
-    stream: &mut TcpStream,
+/// Starts a request's task and queues its answer (none for acks=0).
+fn spawn_request(
+    pipeline: &Rc<Pipeline>,
+    flow: Flow,
+    reservation: Reservation,
+    work: impl Future<Output = Output> + 'static,
+) {
+    pipeline.running.set(pipeline.running.get() + 1);
+    pipeline.outstanding.set(pipeline.outstanding.get() + 1);
+    let running = Running(pipeline.clone(), flow);
+    let task = shard::runtime::spawn(async move {
+        let output = work.await;
+        drop(running);
+        output
+    });
+    if flow == Flow::NoResponse {
+        // Nothing to write: the task holds its frame's bytes until it completes.
+        shard::runtime::spawn(async move {
+            let _ = task.await;
+            drop(reservation);
+        })
+        .detach();
+    } else {
+        pipeline.answers.borrow_mut().push_back(Answer { task, _reservation: reservation });
+    }
+    pipeline.notify();
+}
+
+/// Encodes one response; Fetch record batches stay in the buffers they live in
+/// (`wire::response_chunks`), not copied into the frame.
+fn encode(
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
     response: ResponseKind,
+) -> Result<Vec<Bytes>, Ending> {
+    wire::response_chunks::encode_response_chunks(api_key, version, correlation_id, response)
+        .map_err(|e| Ending::Failed(format!("encoding the {api_key:?} v{version} response: {e}")))
+}
+
+async fn write_chunks(
+    stream: &mut (impl futures_lite::AsyncWrite + Unpin),
+    chunks: &[Bytes],
 ) -> Result<usize, Ending> {
-    let chunks =
-        wire::response_chunks::encode_response_chunks(api_key, version, correlation_id, response)
-            .map_err(|e| {
-            Ending::Failed(format!("encoding the {api_key:?} v{version} response: {e}"))
-        })?;
     let mut written = 0;
     for chunk in chunks {
-        stream.write_all(&chunk).await.map_err(|e| Ending::WriteFailed(e.to_string()))?;
+        stream.write_all(chunk).await.map_err(|e| Ending::WriteFailed(e.to_string()))?;
         written += chunk.len();
     }
     Ok(written)

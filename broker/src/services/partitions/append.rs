@@ -1,10 +1,15 @@
-//! Append on the owner shard: a produce request's records for one partition are split into
-//! batches, every batch is checked (framing, CRC32C, no control or transactional batch, then
-//! Kafka's log validator over its records, `wire::validate`, and keys on compacted topics)
-//! before any is appended, so a request is all-or-nothing, then appended in order. Compressed
-//! batches that inflate past `INLINE_INFLATE_BYTES_MAX` are checked off the shard's latency
-//! path, on the offload threads (`shard::runtime::offload`). Durability rule: with `sync` (acks=all) under `flush.policy=always` the answer waits
-//! for the group-committed fdatasync that covers the batches; otherwise they are in the log.
+//! Append on the owner shard: a produce request's records for the partitions one shard owns
+//! arrive as one message. Each partition takes its place in its append order on arrival
+//! (`order`), its records are split into batches and every batch is checked (framing, CRC32C,
+//! no control or transactional batch, then Kafka's log validator over its records,
+//! `wire::validate`, and keys on compacted topics) before any is appended, so a request is
+//! all-or-nothing, then appended in order once its turn comes. Compressed batches that inflate
+//! past `INLINE_INFLATE_BYTES_MAX` are checked off the shard's latency path, on the offload
+//! threads (`shard::runtime::offload`).
+//! Durability rule: with `sync` (acks=all) under `flush.policy=always` the answer waits for the
+//! group-committed fdatasync that covers the batches; otherwise they are in the log. The wait
+//! comes after the partition's turn is given up, so the next request's batches are appended
+//! during this sync and share the next one.
 
 use super::PartitionService;
 use crate::error::{BrokerError, Result};
@@ -152,13 +157,38 @@ fn stored_copy(batch: &[u8], checked: &Checked) -> Result<BytesMut> {
 }
 
 impl<S: Storage> PartitionService<S> {
-    pub(super) async fn append(
+    /// Appends a request's records for several partitions, concurrently across them. Every
+    /// partition's place in its append order is taken before anything waits (see `order`), so
+    /// this must be the handler's first step on the owner shard.
+    pub(super) async fn append_all(
+        &self,
+        partitions: Vec<(TopicPartition, Bytes)>,
+        sync: bool,
+    ) -> Vec<Result<AppendResult>> {
+        let appends: Vec<_> = partitions
+            .into_iter()
+            .map(|(partition, records)| {
+                let taken = self.owned(&partition).map(|owned| {
+                    let ticket = owned.order.ticket();
+                    (owned, ticket)
+                });
+                async move {
+                    let (owned, ticket) = taken?;
+                    self.append(&partition, &owned, ticket, records, sync).await
+                }
+            })
+            .collect();
+        futures_util::future::join_all(appends).await
+    }
+
+    async fn append(
         &self,
         partition: &TopicPartition,
+        owned: &super::Partition<S>,
+        ticket: super::order::Ticket,
         records: Bytes,
         sync: bool,
     ) -> Result<AppendResult> {
-        let owned = self.owned(partition)?;
         let batches = split_batches(records)?;
         let config = owned.log.config();
         let now = self.clock.now_ms();
@@ -171,13 +201,16 @@ impl<S: Storage> PartitionService<S> {
         let mut records: u64 = checked.iter().map(|batch| u64::from(batch.records)).sum();
         let sync = sync && config.flush == shard::FlushPolicy::Always;
         let mut base_offset = None;
+        let mut durable_target = None;
         let mut bytes = 0u64;
+        ticket.turn().await;
         for (batch, checked) in batches.iter().zip(&checked) {
             let length = batch.len() as u64;
             // The log owns its copy: the request's buffer is released with the answer.
             let copy = stored_copy(batch, checked)?;
-            let info = owned.log.append_crc_verified(copy, 0, now, sync).await?;
+            let info = owned.log.append_crc_verified(copy, 0, now, false).await?;
             base_offset.get_or_insert(info.base_offset);
+            durable_target = Some(info.last_offset + 1);
             if info.duplicate {
                 // An idempotent producer's retry: already counted when it was first written.
                 records -= (info.last_offset - info.base_offset + 1).max(0) as u64;
@@ -186,9 +219,15 @@ impl<S: Storage> PartitionService<S> {
                 bytes += length;
             }
         }
+        // In the log: the next request's appends may go on while this one waits for its sync
+        // (which then covers both: group commit across requests).
+        drop(ticket);
         self.stats.add_traffic(&partition.topic, Traffic::MessagesIn, records);
         self.stats.add_traffic(&partition.topic, Traffic::BytesIn, bytes);
         owned.notify_appended();
+        if let (true, Some(target)) = (sync, durable_target) {
+            owned.log.sync_to(target).await?;
+        }
         Ok(AppendResult {
             base_offset: Offset(base_offset.unwrap_or(-1)),
             log_start_offset: Offset(owned.log.log_start_offset()),

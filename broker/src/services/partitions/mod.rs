@@ -12,6 +12,7 @@
 
 mod append;
 mod lifecycle;
+pub mod order;
 mod read;
 pub mod waits;
 
@@ -42,11 +43,13 @@ pub struct Partition<S: Storage> {
     pub log: PartitionLog<S>,
     /// Notified after every append (long-polling fetches wait on it).
     appended: event_listener::Event,
+    /// Appends go in the order they reached this shard (`order`).
+    order: Rc<order::AppendOrder>,
 }
 
 impl<S: Storage> Partition<S> {
     fn new(log: PartitionLog<S>) -> Self {
-        Partition { log, appended: event_listener::Event::new() }
+        Partition { log, appended: event_listener::Event::new(), order: Rc::default() }
     }
 
     pub fn notify_appended(&self) {
@@ -55,10 +58,10 @@ impl<S: Storage> Partition<S> {
 }
 
 pub enum PartitionRequest {
-    /// A produce request's records for one partition; `sync` is acks=all.
+    /// A produce request's records for the partitions this shard owns (one message per owner
+    /// shard per request); `sync` is acks=all. Answered per partition, in the same order.
     Append {
-        partition: TopicPartition,
-        records: Bytes,
+        partitions: Vec<(TopicPartition, Bytes)>,
         sync: bool,
     },
     Read {
@@ -89,7 +92,7 @@ pub enum PartitionRequest {
 pub type ProducerSummary = (i64, i16, i32, i64);
 
 pub enum PartitionResponse {
-    Append(Result<AppendResult>),
+    Append(Vec<Result<AppendResult>>),
     Read(Result<ReadResult>),
     /// (offset, timestamp), or `None` when no record is at or after the timestamp.
     ListOffset(Result<Option<(Offset, i64)>>),
@@ -191,8 +194,8 @@ impl<S: Storage> PartitionService<S> {
 
     async fn answer(&self, request: PartitionRequest) -> PartitionResponse {
         match request {
-            PartitionRequest::Append { partition, records, sync } => {
-                PartitionResponse::Append(self.append(&partition, records, sync).await)
+            PartitionRequest::Append { partitions, sync } => {
+                PartitionResponse::Append(self.append_all(partitions, sync).await)
             }
             PartitionRequest::Read { partition, offset, max_bytes } => {
                 PartitionResponse::Read(self.read(&partition, offset, max_bytes).await)

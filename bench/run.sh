@@ -17,6 +17,8 @@ command -v make >/dev/null || missing+=(make)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# The system libzstd when there is one (as the test command links it): no bundled zstd build.
+if pkg-config --exists libzstd 2>/dev/null; then export ZSTD_SYS_USE_PKG_CONFIG=1; fi
 cargo build --release -p broker -p bench
 bench/build_rdkafka_performance.sh >/dev/null ||
     echo "building rdkafka_performance failed: its scenarios are reported as not run" >&2

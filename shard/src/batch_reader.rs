@@ -87,6 +87,20 @@ impl<'a, F: StorageFile> BatchReader<'a, F> {
         }
     }
 
+    /// `new`, with `chunk` already read from `position` (a read issued ahead).
+    pub fn with_chunk(
+        file: &'a F,
+        position: u64,
+        end: u64,
+        segment_base: i64,
+        expected_base: Option<i64>,
+        chunk: Bytes,
+    ) -> Self {
+        let mut reader = Self::new(file, position, end, segment_base, expected_base);
+        reader.chunk = chunk;
+        reader
+    }
+
     /// Where the next batch starts.
     pub fn position(&self) -> u64 {
         self.position

@@ -264,6 +264,7 @@ impl<S: Storage> PartitionLog<S> {
         temporary: &std::path::Path,
     ) -> Result<()> {
         self.mutations.set(self.mutations.get() + 1);
+        self.drop_read_ahead();
         for name in [segment::index_file_name(base), segment::time_index_file_name(base)] {
             let path = self.dir.join(name);
             if self.storage.exists(&path).await? {

@@ -305,6 +305,9 @@ impl<S: Storage> PartitionLog<S> {
             compacted_sealed_end: std::cell::Cell::new(None),
             mutations: std::cell::Cell::new(0),
             damage_reported: RefCell::new(Default::default()),
+            read_ahead: RefCell::new(None),
+            rewrites: std::cell::Cell::new(0),
+            read_ahead_hits: std::cell::Cell::new(0),
         };
         log.load_producer_state(options.now_ms).await?;
         // The marker goes last: an open that fails before this point (a read error) leaves it,

@@ -677,3 +677,75 @@ fn a_flipped_byte_in_a_sealed_segment_is_caught_by_the_disk_read_path() {
         assert!(log.read(later, 1 << 20).await.is_ok(), "other segments still read");
     });
 }
+
+/// The stored form of `batch(tag, ..)` at `base` (offset and epoch patched by the append).
+fn stored(tag: u64, records: usize, value_bytes: usize, base: i64) -> Vec<u8> {
+    let mut expected = batch(tag, records, value_bytes, 1000);
+    expected[0..8].copy_from_slice(&base.to_be_bytes());
+    expected[12..16].copy_from_slice(&0i32.to_be_bytes());
+    expected.to_vec()
+}
+
+#[test]
+fn sequential_disk_reads_are_served_from_the_read_ahead_byte_for_byte() {
+    block_on(async {
+        let storage = SimStorage::new(3, FaultConfig::NONE);
+        let config = LogConfig { segment_bytes: 256 << 10, ..small_config() };
+        let log = open(&storage, config.clone(), 0).await;
+        for i in 0..60 {
+            log.append(batch(i, 10, 1000, 1000), 0, 1000).await.expect("append");
+        }
+        log.close().await.expect("close");
+        let log = open(&storage, config, 0).await;
+        let (mut offset, mut read) = (0i64, Vec::new());
+        while offset < log.log_end_offset() {
+            let got = log.read(offset, 64 << 10).await.expect("read");
+            assert!(!got.from_cache && !got.batches.is_empty());
+            for bytes in got.batches {
+                offset = base_offset(&bytes) + 10;
+                read.push(bytes.to_vec());
+            }
+        }
+        let expected: Vec<Vec<u8>> = (0..60).map(|i| stored(i, 10, 1000, 10 * i as i64)).collect();
+        assert_eq!(read, expected, "read-ahead serves exactly the log's bytes, across segments");
+        assert!(
+            log.read_ahead_hits() >= 3,
+            "sequential reads took the read-ahead: {}",
+            log.read_ahead_hits()
+        );
+    });
+}
+
+#[test]
+fn a_truncation_drops_the_read_ahead_so_rewritten_offsets_read_the_new_batches() {
+    block_on(async {
+        let storage = SimStorage::new(4, FaultConfig::NONE);
+        let log =
+            open(&storage, LogConfig { flush: FlushPolicy::Never, ..LogConfig::default() }, 0)
+                .await;
+        for i in 0..40 {
+            log.append(batch(i, 10, 1000, 1000), 0, 1000).await.expect("append");
+        }
+        // Each read takes the read-ahead the one before issued, and issues the next.
+        let first = log.read(0, 64 << 10).await.expect("read");
+        let second_at = base_offset(first.batches.last().expect("a batch")) + 10;
+        let second = log.read(second_at, 64 << 10).await.expect("read");
+        assert_eq!(log.read_ahead_hits(), 1, "the second read came from the read-ahead");
+        let next = base_offset(second.batches.last().expect("a batch")) + 10;
+        log.truncate_to(next).await.expect("truncate");
+        for i in 0..5 {
+            log.append(batch(1000 + i, 10, 1000, 1000), 0, 1000).await.expect("append");
+        }
+        let again = log.read(next, 64 << 10).await.expect("read");
+        assert_eq!(
+            again.batches[0].to_vec(),
+            stored(1000, 10, 1000, next),
+            "the batch written after the truncation, not the one read ahead before it"
+        );
+        assert_eq!(
+            log.read_ahead_hits(),
+            1,
+            "the read-ahead from before the truncation was dropped"
+        );
+    });
+}

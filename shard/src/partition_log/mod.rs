@@ -48,6 +48,7 @@ use wire::{Compression, RecordBatchHeader};
 
 mod producer_snapshots;
 mod read;
+pub mod read_ahead;
 mod retention;
 mod roll;
 mod sync;
@@ -228,6 +229,13 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) mutations: std::cell::Cell<u64>,
     /// (segment base, position) of damaged batches readers met, each reported once.
     pub(crate) damage_reported: RefCell<std::collections::BTreeSet<(i64, u64)>>,
+    /// The read issued ahead for a sequential reader (`read_ahead`).
+    pub(crate) read_ahead:
+        RefCell<Option<read_ahead::ReadAhead<<S::File as StorageFile>::ReadBuffer>>>,
+    /// Changes that rewrote or removed file bytes (each drops the read-ahead).
+    pub(crate) rewrites: std::cell::Cell<u64>,
+    /// Disk reads served from a read-ahead.
+    pub(crate) read_ahead_hits: std::cell::Cell<u64>,
 }
 
 /// What `open` needs besides the storage.
@@ -391,6 +399,14 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Closes the files of sealed segments past `SEALED_FILES_OPEN_MAX`, sparing `keep`.
     pub(crate) async fn trim_sealed_files(&self, keep: Option<i64>) {
+        let ahead_elsewhere = self
+            .read_ahead
+            .borrow()
+            .as_ref()
+            .is_some_and(|ahead| Some(ahead.segment_base()) != keep);
+        if ahead_elsewhere {
+            self.read_ahead.borrow_mut().take(); // it holds its segment's file open
+        }
         let closing: Vec<Rc<S::File>> = {
             let mut state = self.state.borrow_mut();
             let active = state.segments.keys().next_back().copied();
@@ -430,6 +446,7 @@ impl<S: Storage> PartitionLog<S> {
     pub async fn discard(&self) {
         let _sync = self.sync_lock.lock().await;
         let _write = self.write_lock.lock().await;
+        self.drop_read_ahead();
         let segments = {
             let mut state = self.state.borrow_mut();
             if state.closed {

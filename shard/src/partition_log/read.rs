@@ -8,6 +8,13 @@
 use super::*;
 use crate::batch_reader::{BatchReader, Next, ReadError, DISK_READ_BYTES_MIN};
 
+/// The offset after the last of `batches`.
+fn next_offset_after(batches: &[Bytes]) -> Option<i64> {
+    let last = batches.last()?;
+    let header = RecordBatchHeader::parse(last, crate::config::BATCH_BYTES_MAX).ok()?;
+    Some(header.last_offset() + 1)
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Reads whole batches starting with the one holding `offset`, up to `max_bytes` (at least
     /// one batch, so a reader always makes progress).
@@ -84,9 +91,21 @@ impl<S: Storage> PartitionLog<S> {
             (segment.path.clone(), segment.base_offset, u64::from(position), segment.size_bytes)
         };
         let file = self.segment_file(base_offset).await?;
-        let mut reader = BatchReader::new(&*file, start_position, end_position, base_offset, None);
+        let mut reader = match self.take_read_ahead(base_offset, offset).await {
+            Some((position, chunk)) => BatchReader::with_chunk(
+                &*file,
+                position,
+                end_position,
+                base_offset,
+                Some(offset),
+                chunk,
+            ),
+            None => BatchReader::new(&*file, start_position, end_position, base_offset, None),
+        };
         let mut batches: Vec<Bytes> = Vec::new();
         let mut total = 0usize;
+        // Whether the reader's budget, not the segment's end, ended the read.
+        let mut full = false;
         loop {
             reader.set_read_hint(max_bytes.saturating_sub(total));
             // At least one batch (KIP-74); then only whole batches within `max_bytes`.
@@ -100,10 +119,15 @@ impl<S: Storage> PartitionLog<S> {
                     total += batch.bytes.len();
                     batches.push(batch.bytes);
                     if total >= max_bytes {
+                        full = true;
                         break;
                     }
                 }
-                Ok(Next::TooLarge(_) | Next::End) => break,
+                Ok(Next::TooLarge(_)) => {
+                    full = true;
+                    break;
+                }
+                Ok(Next::End) => break,
                 Err(ReadError::Io(error)) => return Err(error.into()),
                 // Damage: the intact batches before it are the answer; a read that starts at it
                 // gets the error (and the next fetch asks exactly there).
@@ -119,6 +143,30 @@ impl<S: Storage> PartitionLog<S> {
                         first_report,
                     });
                 }
+            }
+        }
+        // A reader that took its whole budget is likely to ask for what follows: read it ahead.
+        if full {
+            if let Some(next_offset) = next_offset_after(&batches) {
+                let disk_end = {
+                    let state = self.state.borrow();
+                    let active = state.segments.keys().next_back().copied();
+                    if Some(base_offset) == active {
+                        state.tail.written_end.min(end_position)
+                    } else {
+                        end_position
+                    }
+                };
+                let position = reader.position();
+                self.start_read_ahead(
+                    &file,
+                    base_offset,
+                    position,
+                    next_offset,
+                    max_bytes,
+                    disk_end,
+                )
+                .await;
             }
         }
         Ok(batches)

@@ -6,6 +6,7 @@ use super::*;
 impl<S: Storage> PartitionLog<S> {
     pub(crate) async fn delete_segment_locked(&self, base: i64) -> Result<()> {
         self.mutations.set(self.mutations.get() + 1);
+        self.drop_read_ahead();
         let segment = self.state.borrow_mut().segments.remove(&base);
         let Some(segment) = segment else { return Ok(()) };
         drop(segment);

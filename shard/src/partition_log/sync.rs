@@ -63,6 +63,7 @@ impl<S: Storage> PartitionLog<S> {
     /// fails too, the reopen's recovery still truncates to the durable end when it is known.
     /// Caller holds `write_lock`.
     pub(crate) async fn cut_back_locked(&self) {
+        self.drop_read_ahead();
         loop {
             let next = self.inflight.borrow_mut().pop_front();
             let Some(next) = next else { break };
@@ -119,6 +120,7 @@ impl<S: Storage> PartitionLog<S> {
     pub async fn close(&self) -> Result<()> {
         let _sync = self.sync_lock.lock().await;
         let _write = self.write_lock.lock().await;
+        self.drop_read_ahead();
         if self.state.borrow().closed {
             return Ok(());
         }

@@ -26,6 +26,7 @@ impl<S: Storage> PartitionLog<S> {
 
     pub(crate) async fn truncate_locked(&self, offset: i64) -> Result<()> {
         self.mutations.set(self.mutations.get() + 1);
+        self.drop_read_ahead();
         if offset >= self.log_end_offset() {
             return Ok(());
         }

@@ -292,14 +292,28 @@ def main():
         # Several GB of benchmark data: never leave it behind, even when a run fails.
         shutil.rmtree(data, ignore_errors=True)
 
+    # The broker refuses partitions its open-files limit cannot hold (2 per partition and 512
+    # reserved, issue #12); where the hard limit is below what 10,000 need and cannot be raised
+    # (raise_nofile), the most that fit are created and the figure is scaled to 10,000.
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (65536, 65536))
+        hard = 65536
+    except (ValueError, OSError):
+        pass
+    # (less the 50 partitions of __consumer_offsets, and a margin)
+    count = 10000 if hard == resource.RLIM_INFINITY else min(10000, (hard - 512) // 2 - 100)
     b = Broker(data + "-10k")
     try:
-        subprocess.run([STRATA, "topic", "create", "many", "-p", "10000", "-b", b.bootstrap()],
+        subprocess.run([STRATA, "topic", "create", "many", "-p", str(count), "-b", b.bootstrap()],
                        check=True, capture_output=True, timeout=600)
         time.sleep(2)
-        rss = b.rss_mib()
-        row("Broker RSS at 10,000 partitions (budget 1 GiB)", "%.0f" % rss, "MiB", "<= 1024 MiB",
-            "%.0f%% of budget" % (100 * rss / 1024), rss <= 1024)
+        rss = b.rss_mib() * 10000 / count
+        measured = "" if count == 10000 else (
+            " (measured at %d partitions, the most this machine's hard nofile limit of %d holds; "
+            "scaled)" % (count, hard))
+        row("Broker RSS at 10,000 partitions (budget 1 GiB)", "%.0f" % rss, "MiB" + measured,
+            "<= 1024 MiB", "%.0f%% of budget" % (100 * rss / 1024), rss <= 1024)
     finally:
         b.stop()
         shutil.rmtree(data + "-10k", ignore_errors=True)

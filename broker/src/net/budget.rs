@@ -97,6 +97,13 @@ impl RequestBudget {
     }
 }
 
+impl Reservation {
+    /// The frame bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
 impl Drop for Reservation {
     fn drop(&mut self) {
         let budget = &self.budget;

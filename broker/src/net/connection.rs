@@ -168,6 +168,11 @@ async fn read_by(
 /// requests wait in the socket (back-pressure, with `queued.max.request.bytes` bounding the
 /// bytes held).
 pub const PIPELINED_REQUESTS_MAX: usize = 64;
+/// A connection starts another request only while the frames of its requests in progress
+/// (not yet completed) hold fewer bytes than this: small requests overlap up to
+/// `PIPELINED_REQUESTS_MAX`, ~1 MB ones a few at a time (measured: more of them in progress at
+/// once only evict each other from the caches, 1 KiB in ~1 MB batches acks=1 lost ~10%).
+pub const PIPELINED_BYTES_MAX: usize = 2 << 20;
 
 /// How a request is ordered against the requests around it on its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +215,8 @@ struct Pipeline {
     outstanding: Cell<usize>,
     /// Started, not yet completed.
     running: Cell<usize>,
+    /// Frame bytes of the requests started and not yet completed.
+    running_bytes: Cell<usize>,
     /// No more requests will be started.
     reading_done: Cell<bool>,
     /// Writing a response failed (or one could not be encoded): reading stops.
@@ -240,12 +247,13 @@ impl Pipeline {
     }
 }
 
-/// Counts a request task as running until dropped (when it completes).
-struct Running(Rc<Pipeline>, Flow);
+/// Counts a request task (and its frame's bytes) as running until dropped (when it completes).
+struct Running(Rc<Pipeline>, Flow, usize);
 
 impl Drop for Running {
     fn drop(&mut self) {
         self.0.running.set(self.0.running.get() - 1);
+        self.0.running_bytes.set(self.0.running_bytes.get() - self.2);
         if self.1 == Flow::NoResponse {
             self.0.outstanding.set(self.0.outstanding.get() - 1);
         }
@@ -327,7 +335,12 @@ async fn read_requests<S: Storage>(
 ) -> Ending {
     let limit = connection.node.config.request_bytes_max;
     loop {
-        pipeline.until(|pipeline| pipeline.outstanding.get() < PIPELINED_REQUESTS_MAX).await;
+        pipeline
+            .until(|pipeline| {
+                pipeline.outstanding.get() < PIPELINED_REQUESTS_MAX
+                    && pipeline.running_bytes.get() < PIPELINED_BYTES_MAX
+            })
+            .await;
         if crate::shutdown::requested() {
             return Ending::Shutdown; // answers everything it read; takes no new requests
         }
@@ -431,9 +444,11 @@ fn spawn_request(
     reservation: Reservation,
     work: impl Future<Output = Output> + 'static,
 ) {
+    let bytes = reservation.bytes() as usize;
     pipeline.running.set(pipeline.running.get() + 1);
+    pipeline.running_bytes.set(pipeline.running_bytes.get() + bytes);
     pipeline.outstanding.set(pipeline.outstanding.get() + 1);
-    let running = Running(pipeline.clone(), flow);
+    let running = Running(pipeline.clone(), flow, bytes);
     let task = shard::runtime::spawn(async move {
         let output = work.await;
         drop(running);

@@ -22,6 +22,11 @@ impl<S: Storage> PartitionLog<S> {
             }
             let (file, end, position) = {
                 let _write = self.write_lock.lock().await;
+                // A roll (which syncs) may have covered the target while this waited, and then
+                // the log may have gone offline: what is durable is answered as durable.
+                if self.state.borrow().durable_end_offset >= target {
+                    return Ok(());
+                }
                 self.check_writable()?;
                 let result = self.write_out_locked().await;
                 if let Err(error) = self.offline_on_error(result) {
@@ -44,6 +49,15 @@ impl<S: Storage> PartitionLog<S> {
             self.sync_latency_us
                 .borrow_mut()
                 .saturating_record(sync_started.elapsed().as_micros().max(1) as u64);
+            if self.is_offline() {
+                // Another append's write failed while this sync ran, and the file was cut back
+                // to the durable end it had then: what this sync covered past it may be gone,
+                // so it counts for nothing (the target may still be durable by then).
+                if self.state.borrow().durable_end_offset >= target {
+                    return Ok(());
+                }
+                return Err(StorageError::Offline(self.dir.clone()));
+            }
             let mut state = self.state.borrow_mut();
             if end > state.durable_end_offset && state.durable_position.0 <= position.0 {
                 // (A roll since the sync began already made everything before it durable.)

@@ -28,22 +28,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def fio_mib_s(directory, rw):
+    """fio O_DIRECT sequential `rw` ("write" or "read"), 1 MiB blocks, queue depth 4, 2 GiB: MiB/s."""
+    os.makedirs(directory, exist_ok=True)
+    out = subprocess.run(["fio", "--name=seq" + rw, "--directory=" + directory, "--rw=" + rw, "--bs=1M",
+                          "--iodepth=4", "--direct=1", "--ioengine=io_uring", "--size=2G",
+                          "--output-format=json"], check=True, capture_output=True, text=True).stdout
+    shutil.rmtree(directory, ignore_errors=True)
+    return json.loads(out)["jobs"][0][rw]["bw"] / 1024.0
+
+
 def fio_write_mib_s(directory):
-    os.makedirs(directory, exist_ok=True)
-    out = subprocess.run(["fio", "--name=seqwrite", "--directory=" + directory, "--rw=write", "--bs=1M",
-                          "--iodepth=4", "--direct=1", "--ioengine=io_uring", "--size=2G",
-                          "--output-format=json"], check=True, capture_output=True, text=True).stdout
-    shutil.rmtree(directory, ignore_errors=True)
-    return json.loads(out)["jobs"][0]["write"]["bw"] / 1024.0
-
-
-def fio_read_mib_s(directory):
-    os.makedirs(directory, exist_ok=True)
-    out = subprocess.run(["fio", "--name=seqread", "--directory=" + directory, "--rw=read", "--bs=1M",
-                          "--iodepth=4", "--direct=1", "--ioengine=io_uring", "--size=2G",
-                          "--output-format=json"], check=True, capture_output=True, text=True).stdout
-    shutil.rmtree(directory, ignore_errors=True)
-    return json.loads(out)["jobs"][0]["read"]["bw"] / 1024.0
+    return fio_mib_s(directory, "write")
 
 
 def check_free_space(directory):
@@ -170,7 +166,7 @@ def main():
     data = os.path.join(args.dir, "strata")
     check_free_space(args.dir)
     fio = fio_write_mib_s(os.path.join(args.dir, "fio")) * 1.048576  # MB/s
-    fio_read = fio_read_mib_s(os.path.join(args.dir, "fio")) * 1.048576  # MB/s
+    fio_read = fio_mib_s(os.path.join(args.dir, "fio"), "read") * 1.048576  # MB/s
     net = iperf3_gbit_s()
     memcpy = memcpy_gb_s()
     rows = []

@@ -44,14 +44,14 @@ type Route = (ShardId, Vec<(TopicPartition, Bytes)>, Vec<usize>);
 
 /// The request's partitions, routed: one message per owner shard (started in the request's
 /// order, so this connection's next request comes after them in every partition's append
-/// order), then the answers in the request's order.
+/// order), then the answers in the request's order (of `topic_data`, then `partition_data`).
 async fn append_all<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
     request: &ProduceRequest,
-) -> Vec<(TopicPartition, Result<AppendResult>)> {
+) -> Vec<Result<AppendResult>> {
     let acks = request.acks;
-    let mut outcomes: Vec<(TopicPartition, Option<Result<AppendResult>>)> = Vec::new();
+    let mut outcomes: Vec<Option<Result<AppendResult>>> = Vec::new();
     let mut routes: Vec<Route> = Vec::new();
     for topic in &request.topic_data {
         for data in &topic.partition_data {
@@ -62,7 +62,7 @@ async fn append_all<S: Storage>(
             };
             let place = outcomes.len();
             match routed {
-                Err(error) => outcomes.push((partition, Some(Err(error)))),
+                Err(error) => outcomes.push(Some(Err(error))),
                 Ok(owner) => {
                     let records = data.records.clone().unwrap_or_default();
                     let route = match routes.iter_mut().position(|route| route.0 == owner) {
@@ -72,9 +72,9 @@ async fn append_all<S: Storage>(
                             routes.last_mut().expect("just pushed")
                         }
                     };
-                    route.1.push((partition.clone(), records));
+                    route.1.push((partition, records));
                     route.2.push(place);
-                    outcomes.push((partition, None));
+                    outcomes.push(None);
                 }
             }
         }
@@ -101,14 +101,11 @@ async fn append_all<S: Storage>(
         };
         for (place, result) in places.into_iter().zip(results) {
             if let Some(slot) = outcomes.get_mut(place) {
-                slot.1 = Some(result);
+                *slot = Some(result);
             }
         }
     }
-    outcomes
-        .into_iter()
-        .map(|(partition, outcome)| (partition, outcome.unwrap_or_else(|| Err(unexpected()))))
-        .collect()
+    outcomes.into_iter().map(|outcome| outcome.unwrap_or_else(|| Err(unexpected()))).collect()
 }
 
 pub async fn handle<S: Storage>(
@@ -117,20 +114,26 @@ pub async fn handle<S: Storage>(
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
-    let outcomes = append_all(node, context, &request).await;
+    let mut outcomes = append_all(node, context, &request).await.into_iter();
+    // The outcomes follow the request's order: its topics and partitions name them.
+    let keys = request
+        .topic_data
+        .iter()
+        .flat_map(|topic| topic.partition_data.iter().map(move |data| (&topic.name, data.index)));
     if acks == 0 {
-        for (partition, outcome) in &outcomes {
+        for ((topic, index), outcome) in keys.zip(outcomes) {
             if let Err(error) = outcome {
-                tracing::debug!(%partition, %error, "acks=0 produce failed");
+                tracing::debug!(topic = %topic.0, partition = index, %error, "acks=0 produce failed");
             }
         }
         return None;
     }
     let version = context.api_version;
     let mut response = ProduceResponse::default();
-    for (key, outcome) in outcomes {
+    for (topic_name, index) in keys {
+        let outcome = outcomes.next().unwrap_or_else(|| Err(unexpected()));
         let mut partition = PartitionProduceResponse::default();
-        partition.index = key.partition.0;
+        partition.index = index;
         partition.log_append_time_ms = -1;
         match outcome {
             Ok(result) => {
@@ -150,11 +153,11 @@ pub async fn handle<S: Storage>(
                 partition.base_offset = -1;
             }
         }
-        match response.responses.iter_mut().find(|topic| topic.name.0.as_str() == key.topic) {
+        match response.responses.iter_mut().find(|topic| topic.name == *topic_name) {
             Some(topic) => topic.partition_responses.push(partition),
             None => {
                 let mut topic = TopicProduceResponse::default();
-                topic.name = kafka_protocol::messages::TopicName(super::str_bytes(&key.topic));
+                topic.name = topic_name.clone();
                 topic.partition_responses.push(partition);
                 response.responses.push(topic);
             }

@@ -177,7 +177,8 @@ pub const PIPELINED_BYTES_MAX: usize = 16 << 20;
 /// How a request is ordered against the requests around it on its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flow {
-    /// Produce (with a response) and Fetch: may overlap the requests before and after it.
+    /// Produce (with a response) and Fetch: may overlap the requests before and after it
+    /// (a Fetch overlaps no other Fetch: see `start`).
     /// A Produce lets the next request start only once its records took their places in
     /// their partitions' append orders (`Admission`), so appends keep the request order.
     Pipelined,
@@ -217,6 +218,8 @@ struct Pipeline {
     running: Cell<usize>,
     /// Frame bytes of the requests started and not yet completed.
     running_bytes: Cell<usize>,
+    /// Fetches started and not yet completed (at most one: see `start`).
+    fetches_running: Cell<usize>,
     /// No more requests will be started.
     reading_done: Cell<bool>,
     /// Writing a response failed (or one could not be encoded): reading stops.
@@ -247,17 +250,27 @@ impl Pipeline {
     }
 }
 
-/// Counts a request task (and its frame's bytes) as running until dropped (when it completes).
-struct Running(Rc<Pipeline>, Flow, usize);
+/// Counts a request task (its frame's bytes, and whether it is a Fetch) as running until
+/// dropped (when it completes).
+struct Running {
+    pipeline: Rc<Pipeline>,
+    flow: Flow,
+    bytes: usize,
+    fetch: bool,
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0.running.set(self.0.running.get() - 1);
-        self.0.running_bytes.set(self.0.running_bytes.get() - self.2);
-        if self.1 == Flow::NoResponse {
-            self.0.outstanding.set(self.0.outstanding.get() - 1);
+        let pipeline = &self.pipeline;
+        pipeline.running.set(pipeline.running.get() - 1);
+        pipeline.running_bytes.set(pipeline.running_bytes.get() - self.bytes);
+        if self.fetch {
+            pipeline.fetches_running.set(pipeline.fetches_running.get() - 1);
         }
-        self.0.notify();
+        if self.flow == Flow::NoResponse {
+            pipeline.outstanding.set(pipeline.outstanding.get() - 1);
+        }
+        pipeline.notify();
     }
 }
 
@@ -396,7 +409,8 @@ async fn start<S: Storage>(
             ));
             let chunks = encode(ApiKey::ApiVersions, 0, correlation_id, response);
             pipeline.until(|pipeline| pipeline.running.get() == 0).await;
-            spawn_request(pipeline, Flow::Barrier, reservation, async move { chunks.map(Some) });
+            let work = async move { chunks.map(Some) };
+            spawn_request(pipeline, Flow::Barrier, false, reservation, work);
             return Ok(());
         }
         return Err(Ending::Failed(format!("unsupported {api_key:?} version {version}")));
@@ -415,12 +429,19 @@ async fn start<S: Storage>(
     let body = protocol::decode_body(api_key, version, request.body)
         .map_err(|e| Ending::Failed(e.to_string()))?;
     let flow = flow_of(&body);
+    let fetch = api_key == ApiKey::Fetch;
     if flow == Flow::Barrier {
         pipeline.until(|pipeline| pipeline.running.get() == 0).await;
     }
+    if fetch {
+        // One Fetch at a time per connection, as clients send them: a Fetch's answer (up to
+        // its max bytes) is held outside the request budget, so pipelined fetches would
+        // multiply it. A Fetch still overlaps the produces around it.
+        pipeline.until(|pipeline| pipeline.fetches_running.get() == 0).await;
+    }
     let admission = context.admission.clone();
     let node = node.clone();
-    spawn_request(pipeline, flow, reservation, async move {
+    spawn_request(pipeline, flow, fetch, reservation, async move {
         let started = Instant::now();
         let _in_progress = node.request_started();
         let response = api::dispatch(&node, &context, body).await;
@@ -441,14 +462,16 @@ async fn start<S: Storage>(
 fn spawn_request(
     pipeline: &Rc<Pipeline>,
     flow: Flow,
+    fetch: bool,
     reservation: Reservation,
     work: impl Future<Output = Output> + 'static,
 ) {
     let bytes = reservation.bytes() as usize;
     pipeline.running.set(pipeline.running.get() + 1);
     pipeline.running_bytes.set(pipeline.running_bytes.get() + bytes);
+    pipeline.fetches_running.set(pipeline.fetches_running.get() + usize::from(fetch));
     pipeline.outstanding.set(pipeline.outstanding.get() + 1);
-    let running = Running(pipeline.clone(), flow, bytes);
+    let running = Running { pipeline: pipeline.clone(), flow, bytes, fetch };
     let task = shard::runtime::spawn(async move {
         let output = work.await;
         drop(running);

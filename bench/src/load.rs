@@ -5,6 +5,10 @@
 //! of silently lowering the offered load (no coordinated omission). Without `--rate` producers
 //! run closed-loop (latency from the moment the batch was built).
 //! Tasks run on pinned executors (`--cores`), producers and consumers spread across them.
+//! A producer packs its batches into requests as Kafka clients do (the Java client drains every
+//! ready batch for a broker into one request): one batch per partition it writes to, or fewer
+//! (`--batches-per-request`, `--max-request-bytes`); under `--rate` a request goes as soon as
+//! no further message is due.
 
 use crate::kafka::{self, Connection};
 use bytes::Bytes;
@@ -101,6 +105,15 @@ pub struct LoadArgs {
     /// Produce requests each producer keeps in flight.
     #[arg(long, default_value_t = 5)]
     pub in_flight: usize,
+    /// Batches (each for a different partition) one produce request carries at most; 0 = one
+    /// for each partition the producer writes to, as Kafka clients drain every ready batch for
+    /// a broker into one request. Requests stay under `--max-request-bytes`.
+    #[arg(long, default_value_t = 0)]
+    pub batches_per_request: usize,
+    /// A request takes no further batch once it holds this many bytes of records (the Java
+    /// client's `max.request.size`).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_request_bytes: usize,
     /// Consume mode: start at the beginning or the end of each partition.
     #[arg(long, default_value = "beginning")]
     pub from: String,
@@ -320,13 +333,19 @@ fn build_batch(
     Ok(Bytes::from(bytes))
 }
 
-fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> RequestKind {
-    let mut data = produce_request::PartitionProduceData::default();
-    data.index = partition;
-    data.records = Some(records);
+/// One produce request for `batches`, each (partition, records) for a different partition.
+fn produce_request(topic: &str, batches: Vec<(i32, Bytes)>, acks: i16) -> RequestKind {
     let mut topic_data = produce_request::TopicProduceData::default();
     topic_data.name = kafka::topic_name(topic);
-    topic_data.partition_data = vec![data];
+    topic_data.partition_data = batches
+        .into_iter()
+        .map(|(partition, records)| {
+            let mut data = produce_request::PartitionProduceData::default();
+            data.index = partition;
+            data.records = Some(records);
+            data
+        })
+        .collect();
     let mut request = ProduceRequest::default();
     request.acks = acks;
     request.timeout_ms = 30_000;
@@ -373,6 +392,11 @@ async fn produce(
     let start_nanos = now_nanos();
     let mut sent: u64 = 0;
     let mut next_partition = 0usize;
+    let per_request = match args.batches_per_request {
+        0 => my_partitions.len(),
+        n => n.min(my_partitions.len()),
+    };
+    let mut pending = PendingRequest::default();
     while !should_stop(args, shared, started, sent, my_limit) {
         let (count, first_scheduled) = match rate {
             Some(rate) => {
@@ -386,6 +410,8 @@ async fn produce(
                 let linger = args.linger_ms as f64 / 1000.0;
                 let waited = elapsed - sent as f64 / rate;
                 if count == 0 || (count < per_batch && waited < linger) {
+                    // Nothing more is ready: what is packed goes now.
+                    pending.send(&mut pipeline, &args.topic, acks, args, shared).await?;
                     let next_due = (sent + 1) as f64 / rate - elapsed;
                     let wait = if count == 0 { next_due } else { linger - waited };
                     shard::runtime::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.05))).await;
@@ -429,23 +455,55 @@ async fn produce(
             }
             None => records,
         };
-        let bytes = (count * args.message_size) as u64;
-        pipeline
-            .send(
-                produce_request(&args.topic, partition, records, acks),
-                first_scheduled,
-                count as u64,
-            )
-            .await?;
+        if pending.batches.is_empty() {
+            pending.first_scheduled = first_scheduled;
+        }
+        pending.bytes += records.len();
+        pending.count += count as u64;
+        pending.batches.push((partition, records));
         sent += count as u64;
-        if shared.recording.load(Ordering::Relaxed) {
-            shared.produced.fetch_add(count as u64, Ordering::Relaxed);
-            shared.produced_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if pending.batches.len() >= per_request || pending.bytes >= args.max_request_bytes {
+            pending.send(&mut pipeline, &args.topic, acks, args, shared).await?;
         }
     }
+    pending.send(&mut pipeline, &args.topic, acks, args, shared).await?;
     pipeline.finish().await?;
     shared.produce_done.store(true, Ordering::Relaxed);
     Ok(())
+}
+
+/// Batches packed into the next produce request (each for a different partition, in the order
+/// they were built, so their scheduled times follow one another).
+#[derive(Default)]
+struct PendingRequest {
+    batches: Vec<(i32, Bytes)>,
+    first_scheduled: u64,
+    count: u64,
+    bytes: usize,
+}
+
+impl PendingRequest {
+    async fn send(
+        &mut self,
+        pipeline: &mut kafka::ProducePipeline,
+        topic: &str,
+        acks: i16,
+        args: &LoadArgs,
+        shared: &Shared,
+    ) -> Result<(), String> {
+        if self.batches.is_empty() {
+            return Ok(());
+        }
+        let batches = std::mem::take(&mut self.batches);
+        let (count, first_scheduled) = (self.count, self.first_scheduled);
+        (self.count, self.bytes) = (0, 0);
+        pipeline.send(produce_request(topic, batches, acks), first_scheduled, count).await?;
+        if shared.recording.load(Ordering::Relaxed) {
+            shared.produced.fetch_add(count, Ordering::Relaxed);
+            shared.produced_bytes.fetch_add(count * args.message_size as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
 }
 
 /// Records a batch's latency: each message from its scheduled time to the acknowledgement.

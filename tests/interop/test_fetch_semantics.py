@@ -100,3 +100,59 @@ def test_fetch_respects_max_bytes_but_returns_at_least_one_batch(shared_broker, 
         _, part = _timed_fetch(shared_broker, topic_name, 5, **kw)
         got = wire.parse_record_batches(part["records"])
         assert got and got[0]["base_offset"] == 5 and got[0]["records"][0][3] == b"F" * 1000, kw
+
+
+def test_fetch_max_bytes_bounds_the_whole_response_across_partitions(shared_broker, topic_name):
+    """librdkafka's test 0082: fetch.max.bytes=1,000,000 with max.partition.fetch.bytes of 20 MB.
+    Only the first batch of the first partition with data may pass the response limit; the
+    broker once added a second ~900 KB partition after the first (1.84 MB), and librdkafka
+    failed the fetch ("Invalid response size") and stalled."""
+    import confluent_kafka as ck
+    from clients import ck_consumer, ck_produce, Msg
+
+    admin = ck_admin(shared_broker.bootstrap)
+    admin.create_topics([NewTopic(topic_name, num_partitions=4, replication_factor=1)],
+                        request_timeout=10)[topic_name].result(timeout=10)
+    value = b"v" * 300_000
+    per_partition = 6
+    for partition in range(4):
+        # ~900 KB batches: three 300 KB messages each
+        ck_produce(shared_broker.bootstrap, topic_name, [Msg(None, value)] * per_partition,
+                   partition=partition, **{"batch.size": 1_000_000, "linger.ms": 100})
+    consumer = ck_consumer(shared_broker.bootstrap, **{"fetch.max.bytes": 1_000_000,
+                                                      "max.partition.fetch.bytes": 20_000_000,
+                                                      "receive.message.max.bytes": 1_000_512})
+    try:
+        consumer.assign([ck.TopicPartition(topic_name, p, ck.OFFSET_BEGINNING) for p in range(4)])
+        got, errors = 0, []
+        deadline = time.monotonic() + 30
+        while got < 4 * per_partition and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                errors.append(message.error())
+                continue
+            assert message.value() == value
+            got += 1
+        assert not errors, errors
+        assert got == 4 * per_partition, got
+    finally:
+        consumer.close()
+
+    # The same over a raw Fetch of two partitions: the second partition's batch does not fit
+    # what the first left of max_bytes, so it answers no records (but its offsets).
+    body = wire.roundtrip(shared_broker.port, _fetch_v4_two_partitions(topic_name, max_bytes=1_000_000))
+    parts = wire.parse_fetch_v4_response(body)
+    first, second = parts[(topic_name, 0)], parts[(topic_name, 1)]
+    assert first["records"] and len(first["records"]) > 500_000
+    assert second["error"] == 0 and not second["records"] and second["high_watermark"] == per_partition
+    assert len(wire.parse_record_batches(first["records"])) == 1
+
+
+def _fetch_v4_two_partitions(topic, max_bytes):
+    partitions = [wire.i32(p) + wire.i64(0) + wire.i32(20_000_000) for p in (0, 1)]
+    topics = [wire.string(topic) + wire.array(partitions)]
+    body = (wire.i32(-1) + wire.i32(100) + wire.i32(1) + wire.i32(max_bytes) + wire.i8(0)
+            + wire.array(topics))
+    return wire.frame(wire.request_header_v1(wire.FETCH, 4, 9) + body)

@@ -69,7 +69,11 @@ async fn read_one<S: Storage>(
     }
 }
 
-/// Reads every wanted partition once, within the request's byte budget.
+/// Reads every wanted partition once, within the request's byte budget. As in Kafka (KIP-74),
+/// only the first batch of the first partition with data may go past a limit (the response's
+/// `max_bytes` or its partition's `partition_max_bytes`), so that a batch larger than the
+/// limits can still be consumed; after it, a partition whose next batch does not fit what is
+/// left answers no records this time (its offsets still go back).
 async fn read_all<S: Storage>(
     node: &Node<S>,
     wanted: &[Wanted],
@@ -86,7 +90,15 @@ async fn read_all<S: Storage>(
                 log_start_offset: Offset(-1),
             })
         } else {
-            read_one(node, item, budget.max(1)).await
+            let mut result = read_one(node, item, budget.max(1)).await;
+            if let Ok(read) = &mut result {
+                // The log always answers at least one batch: past the first partition with
+                // data, one that does not fit is not sent.
+                if total > 0 && read.batches.first().is_some_and(|batch| batch.len() > budget) {
+                    read.batches.clear();
+                }
+            }
+            result
         };
         if let Ok(read) = &result {
             total += read.batches.iter().map(Bytes::len).sum::<usize>();

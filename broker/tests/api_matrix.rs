@@ -576,3 +576,52 @@ fn group_ids_with_a_nul_byte_are_refused() {
     let answer = client.call(ApiKey::JoinGroup, 7, RequestKind::JoinGroup(join)).expect("call");
     assert_eq!(error_codes(&answer), vec![24], "INVALID_GROUP_ID");
 }
+
+#[test]
+fn list_offsets_special_timestamps_answer_as_kafka_without_tiered_storage() {
+    let broker = Broker::start("list-offsets-special", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    // Three batches: timestamps 5,000, 9,000 (the largest) and 7,000.
+    for timestamp in [5_000i64, 9_000, 7_000] {
+        let mut builder = wire::RecordBatchBuilder::new(timestamp);
+        builder.push(wire::BatchRecord { key: Some(b"k"), value: Some(b"v"), timestamp_delta: 0 });
+        let mut partition = produce_request::PartitionProduceData::default();
+        partition.index = 0;
+        partition.records = Some(Bytes::from(builder.build()));
+        let mut topic = produce_request::TopicProduceData::default();
+        topic.name = name("t");
+        topic.partition_data = vec![partition];
+        let mut request = ProduceRequest::default();
+        request.acks = 1;
+        request.timeout_ms = 10_000;
+        request.topic_data = vec![topic];
+        let answer = client.call(ApiKey::Produce, 9, RequestKind::Produce(request)).expect("call");
+        assert_eq!(error_codes(&answer), vec![0]);
+    }
+    let mut list = |version: i16, timestamp: i64| {
+        let mut partition = list_offsets_request::ListOffsetsPartition::default();
+        partition.partition_index = 0;
+        partition.timestamp = timestamp;
+        let mut topic = list_offsets_request::ListOffsetsTopic::default();
+        topic.name = name("t");
+        topic.partitions = vec![partition];
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.topics = vec![topic];
+        match client.call(ApiKey::ListOffsets, version, RequestKind::ListOffsets(request)) {
+            Ok(ResponseKind::ListOffsets(answer)) => {
+                let entry = &answer.topics[0].partitions[0];
+                (entry.error_code, entry.offset, entry.timestamp)
+            }
+            other => panic!("ListOffsets v{version}: {other:?}"),
+        }
+    };
+    assert_eq!(list(7, -3), (0, 1, 9_000), "MAX_TIMESTAMP: the record with the largest timestamp");
+    assert_eq!(list(8, -4), (0, 0, -1), "EARLIEST_LOCAL: the log start");
+    assert_eq!(list(9, -5), (0, -1, -1), "LATEST_TIERED: nothing is tiered");
+    assert_eq!(list(9, -1), (0, 3, -1), "LATEST");
+    assert_eq!(list(6, -3).0, 35, "MAX_TIMESTAMP before v7: UNSUPPORTED_VERSION");
+    assert_eq!(list(7, -4).0, 35, "EARLIEST_LOCAL before v8: UNSUPPORTED_VERSION");
+    assert_eq!(list(8, -5).0, 35, "LATEST_TIERED before v9: UNSUPPORTED_VERSION");
+}

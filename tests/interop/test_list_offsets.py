@@ -116,3 +116,16 @@ def test_offsets_for_times_with_out_of_order_timestamps(shared_broker, topic_nam
     for target in (base + 5_000, base + 55_000, base + 100_000, base + 240_000, base + 245_000):
         assert _ck_offsets_for_times(bootstrap, topic_name, target) == \
             _first_at_or_after(stamps, target), target
+
+
+def test_max_timestamp_is_the_first_record_with_the_largest_timestamp(shared_broker, topic_name):
+    """OffsetSpec.max_timestamp() (ListOffsets timestamp -3, KIP-734): the largest timestamp
+    sits in the middle of the log, and appears twice; the first of the two is answered."""
+    base = (int(time.time() * 1000) - 3_600_000) // 1000 * 1000
+    stamps = [base + s * 1000 for s in (1, 5, 3, 9, 2, 9, 4)]
+    msgs = [Msg(b"k%d" % i, b"v%d" % i) for i in range(len(stamps))]
+    ck_produce(shared_broker.bootstrap, topic_name, msgs, partition=0, timestamps=stamps)
+    admin = ck_admin(shared_broker.bootstrap)
+    tp = TopicPartition(topic_name, 0)
+    info = admin.list_offsets({tp: OffsetSpec.max_timestamp()}, request_timeout=T)[tp].result(timeout=T)
+    assert (info.offset, info.timestamp) == (3, base + 9000), info

@@ -1,7 +1,11 @@
-//! ListOffsets (key 2): earliest (-2), latest (-1) and by timestamp, per partition on its owner.
+//! ListOffsets (key 2): per partition on its owner, by timestamp or one of Kafka's special
+//! timestamps: -1 latest, -2 earliest, -3 the largest timestamp (KIP-734, v7+), -4 earliest
+//! local and -5 latest tiered (KIP-1005, v8+ and v9+; with no tiered storage -4 is the log
+//! start and -5 no offset). A special timestamp newer than the request's version answers
+//! UNSUPPORTED_VERSION, as in Kafka.
 
 use super::{error_fields, unexpected};
-use crate::error::{Result, NONE};
+use crate::error::{BrokerError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::partitions::{PartitionRequest, PartitionResponse};
@@ -12,7 +16,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use shard::io::Storage;
 use wire::ids::{Offset, TopicPartition};
 
-pub const VERSIONS: (i16, i16) = (1, 7);
+pub const VERSIONS: (i16, i16) = (1, 9);
 
 async fn list_offset<S: Storage>(
     node: &Node<S>,
@@ -39,7 +43,17 @@ pub async fn handle<S: Storage>(
         for partition in topic.partitions {
             let index = partition.partition_index;
             let key = TopicPartition::new(name.clone(), index);
-            let outcome = list_offset(node, key, partition.timestamp).await;
+            let newest_for = match partition.timestamp {
+                -3 => 7,
+                -4 => 8,
+                -5 => 9,
+                _ => 0,
+            };
+            let outcome = if context.api_version < newest_for {
+                Err(BrokerError::UnsupportedVersion("ListOffsets", context.api_version))
+            } else {
+                list_offset(node, key, partition.timestamp).await
+            };
             let mut entry = ListOffsetsPartitionResponse::default();
             entry.partition_index = index;
             entry.offset = -1;

@@ -172,6 +172,37 @@ impl<S: Storage> PartitionLog<S> {
         Ok(batches)
     }
 
+    /// The first record with the largest timestamp in the log (ListOffsets MAX_TIMESTAMP), found
+    /// from the segments' largest timestamps and then the time index; `None` for a log with no
+    /// timestamped record at or after its start.
+    pub async fn offset_of_max_timestamp(&self) -> Result<Option<TimestampLookup>> {
+        let log_start = self.log_start_offset();
+        let mut maxima: Vec<i64> = {
+            let state = self.state.borrow();
+            let mut bounds = state.segments.values().peekable();
+            let mut maxima = Vec::new();
+            while let Some(segment) = bounds.next() {
+                let end = bounds.peek().map_or(i64::MAX, |next| next.base_offset);
+                if end > log_start && segment.max_timestamp >= 0 {
+                    maxima.push(segment.max_timestamp);
+                }
+            }
+            maxima
+        };
+        // Largest first: a largest timestamp only in records below the log start (deleted
+        // records) is passed over for the next one.
+        maxima.sort_unstable_by(|a, b| b.cmp(a));
+        maxima.dedup();
+        for timestamp in maxima {
+            if let Some(found) = self.offset_for_timestamp(timestamp).await? {
+                if found.timestamp == timestamp {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The first offset whose record timestamp is `>= timestamp` (Kafka ListOffsets by time),
     /// located through the time index. For compressed batches the answer is the batch's first
     /// offset (record timestamps inside are not decoded here).

@@ -55,8 +55,20 @@ impl<S: Storage> PartitionService<S> {
     ) -> Result<Option<(Offset, i64)>> {
         let owned = self.owned(partition)?;
         match timestamp {
-            -2 => Ok(Some((Offset(owned.log.log_start_offset()), -1))),
+            // EARLIEST, and EARLIEST_LOCAL (KIP-1005): with no tiered storage, the same.
+            -2 | -4 => Ok(Some((Offset(owned.log.log_start_offset()), -1))),
             -1 => Ok(Some((Offset(owned.log.high_watermark()), -1))),
+            // MAX_TIMESTAMP (KIP-734): the first record with the largest timestamp.
+            -3 => Ok(Some(
+                owned
+                    .log
+                    .offset_of_max_timestamp()
+                    .await?
+                    .map_or((Offset(-1), -1), |found| (Offset(found.offset), found.timestamp)),
+            )),
+            // LATEST_TIERED (KIP-1005): nothing is tiered, so no offset (as Kafka answers
+            // without remote storage).
+            -5 => Ok(Some((Offset(-1), -1))),
             timestamp if timestamp >= 0 => Ok(owned
                 .log
                 .offset_for_timestamp(timestamp)

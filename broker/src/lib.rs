@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod alloc;
 pub mod api;
+pub mod authorization;
 pub mod cli;
 pub mod clock;
 pub mod config;

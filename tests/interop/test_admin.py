@@ -286,3 +286,42 @@ def test_consume_from_beginning_on_empty_topic_gets_nothing(shared_broker, topic
     finally:
         c.close()
     assert ck_watermarks(bootstrap, topic_name) == (0, 0)
+
+
+def test_authorized_operations_without_an_authorizer_are_everything(shared_broker, topic_name):
+    """KIP-430 through confluent-kafka: with no authorizer Kafka answers the full sets (8
+    topic operations, 7 cluster operations, 3 group operations); strata answered none."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    admin = ck_admin(shared_broker.bootstrap)
+    _create(admin, topic_name)
+    topic = admin.describe_topics(TopicCollection([topic_name]), include_authorized_operations=True,
+                                  request_timeout=T)[topic_name].result(timeout=T)
+    assert set(topic.authorized_operations) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+        AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS}, topic.authorized_operations
+    cluster = admin.describe_cluster(include_authorized_operations=True,
+                                     request_timeout=T).result(timeout=T)
+    assert set(cluster.authorized_operations) == {
+        AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE}, cluster.authorized_operations
+    # Not asked for: none reported.
+    plain = admin.describe_cluster(request_timeout=T).result(timeout=T)
+    assert not plain.authorized_operations
+
+    # A group with a committed offset (Empty): its 3 operations.
+    from confluent_kafka import Consumer
+    group = "authz-" + topic_name
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    described = admin.describe_consumer_groups([group], include_authorized_operations=True,
+                                               request_timeout=T)[group].result(timeout=T)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}, described.authorized_operations

@@ -1,6 +1,8 @@
-//! DescribeCluster (key 60, KIP-700): this node, the cluster id, and this node as controller.
+//! DescribeCluster (key 60, KIP-700): this node, the cluster id, this node as controller, and
+//! (when asked) the cluster operations the principal may perform.
 
 use super::str_bytes;
+use crate::authorization::{self, authorized};
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -13,7 +15,7 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 pub async fn handle<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
-    _request: DescribeClusterRequest,
+    request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     response.error_code = NONE;
@@ -27,5 +29,9 @@ pub async fn handle<S: Storage>(
     broker.host = str_bytes(&node.config.advertise_host);
     broker.port = node.config.advertise_port;
     response.brokers = vec![broker];
+    response.cluster_authorized_operations = authorized(
+        request.include_cluster_authorized_operations,
+        authorization::CLUSTER_OPERATIONS,
+    );
     response
 }

@@ -1,6 +1,7 @@
 //! DescribeGroups (key 15): state, protocol and members (with their metadata and assignment)
 //! of each group; a group with only committed offsets is `Empty`, an unknown one `Dead`.
 
+use crate::authorization::{self, authorized};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -52,6 +53,10 @@ pub async fn handle<S: Storage>(
                     .collect();
             }
             Err(error) => described.error_code = error_code(&error),
+        }
+        if context.api_version >= 3 {
+            described.authorized_operations =
+                authorized(request.include_authorized_operations, authorization::GROUP_OPERATIONS);
         }
         response.groups.push(described);
     }

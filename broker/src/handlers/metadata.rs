@@ -3,6 +3,7 @@
 //! on and the client allows it.
 
 use super::str_bytes;
+use crate::authorization::{self, authorized};
 use crate::error::{error_code, BrokerError};
 use crate::metadata::decide::{CreateTopic, MetadataChange};
 use crate::metadata::internal::is_internal;
@@ -88,6 +89,12 @@ pub async fn handle<S: Storage>(
     if version >= 1 {
         response.controller_id = BrokerId(config.node_id);
     }
+    if (8..=10).contains(&version) {
+        response.cluster_authorized_operations = authorized(
+            request.include_cluster_authorized_operations,
+            authorization::CLUSTER_OPERATIONS,
+        );
+    }
     let names: Vec<String> = requested.unwrap_or_else(|| image.topics.keys().cloned().collect());
     for name in names {
         let mut topic = MetadataResponseTopic::default();
@@ -95,6 +102,12 @@ pub async fn handle<S: Storage>(
         match image.topic(&name) {
             Some(meta) => {
                 topic.is_internal = version >= 1 && is_internal(&name);
+                if version >= 8 {
+                    topic.topic_authorized_operations = authorized(
+                        request.include_topic_authorized_operations,
+                        authorization::TOPIC_OPERATIONS,
+                    );
+                }
                 if version >= 10 {
                     topic.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
                 }

@@ -325,3 +325,28 @@ def test_authorized_operations_without_an_authorizer_are_everything(shared_broke
                                                request_timeout=T)[group].result(timeout=T)
     assert set(described.authorized_operations) == {
         AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}, described.authorized_operations
+
+
+def test_list_groups_filters_by_type_and_reports_classic(shared_broker, topic_name):
+    """ListGroups v5 (KIP-848) through confluent-kafka: every strata group is a classic one."""
+    from confluent_kafka import Consumer, ConsumerGroupType
+
+    admin = ck_admin(shared_broker.bootstrap)
+    _create(admin, topic_name)
+    group = "types-" + topic_name
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+
+    def listed(**kw):
+        result = admin.list_consumer_groups(request_timeout=T, **kw).result(timeout=T)
+        assert not result.errors, result.errors
+        return {g.group_id: g for g in result.valid}
+
+    classic = listed(types={ConsumerGroupType.CLASSIC})
+    assert group in classic and classic[group].type == ConsumerGroupType.CLASSIC
+    assert group not in listed(types={ConsumerGroupType.CONSUMER})
+    assert listed()[group].type == ConsumerGroupType.CLASSIC

@@ -1,5 +1,7 @@
 //! ListGroups (key 16): groups this node coordinates (asked of every shard) with their state
-//! (groups with only committed offsets are `Empty`); v4+ filters by state (KIP-518).
+//! (groups with only committed offsets are `Empty`); v4+ filters by state (KIP-518), v5+ by type
+//! (KIP-848: every group here is a `classic` one; a filter naming only other or unknown types
+//! lists none), both case-insensitively.
 
 use crate::error::{error_code, NONE};
 use crate::node::Node;
@@ -10,7 +12,10 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use shard::io::Storage;
 use std::collections::BTreeMap;
 
-pub const VERSIONS: (i16, i16) = (0, 4);
+pub const VERSIONS: (i16, i16) = (0, 5);
+
+/// The one group type strata has (Kafka's classic protocol; KIP-848 groups are `consumer`).
+const CLASSIC: &str = "classic";
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
@@ -30,9 +35,13 @@ pub async fn handle<S: Storage>(
         }
     }
     let wanted = |group_state: &str| {
-        context.api_version < 4
+        let state = context.api_version < 4
             || request.states_filter.is_empty()
-            || request.states_filter.iter().any(|s| s.as_str().eq_ignore_ascii_case(group_state))
+            || request.states_filter.iter().any(|s| s.as_str().eq_ignore_ascii_case(group_state));
+        let kind = context.api_version < 5
+            || request.types_filter.is_empty()
+            || request.types_filter.iter().any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
+        state && kind
     };
     response.groups = groups
         .into_values()
@@ -43,6 +52,9 @@ pub async fn handle<S: Storage>(
             listed.protocol_type = super::str_bytes(&group.protocol_type);
             if context.api_version >= 4 {
                 listed.group_state = super::str_bytes(group.state);
+            }
+            if context.api_version >= 5 {
+                listed.group_type = super::str_bytes(CLASSIC);
             }
             listed
         })

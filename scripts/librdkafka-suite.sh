@@ -1,0 +1,381 @@
+#!/usr/bin/env bash
+# librdkafka's own integration test suite (librdkafka/tests, the C/C++ `test-runner`) against a
+# fresh single strata broker.
+#
+# Usage: scripts/librdkafka-suite.sh [TEST ...]          run these tests (default: the core list)
+#        scripts/librdkafka-suite.sh --all-single-broker  run the wider single-broker set
+#        scripts/librdkafka-suite.sh --list | --list-all  print the core list / the wider set
+# A TEST is a librdkafka test number (0001, 1, 0045: every default-scenario, broker-facing entry
+# of tests[] in tests/test.c with that number). Prints one line per test
+# (`0001 passed (3 s)`, `failed`, `skipped`, `timeout`, with the reason from the test's log),
+# keeps each test's log in target/librdkafka-suite/logs/NNNN.log (the broker's in strata.log),
+# and ends with `N passed, M failed, K skipped` (a timeout counts as failed). Exit code 0 only
+# if nothing failed.
+#
+# Source: librdkafka 2.12.1 as vendored (with tests/) by the crates.io package rdkafka-sys
+# =4.10.0+2.12.1, fetched by cargo into a throwaway crate, like bench/build_rdkafka_performance.sh.
+# Nothing of it is committed: the copy, its build and the logs live in target/librdkafka-suite/
+# (an already built target/rdkafka-performance/librdkafka configured the same way is copied
+# instead, to skip rebuilding the libraries). Configured for plain TCP with what a Debian machine
+# has: no SSL, SASL/GSSAPI, zstd, external lz4 or curl (gzip needs zlib, used when present;
+# snappy and lz4 are built in). The C builds run under `nice -n 19` with -j2
+# (SUITE_MAKE_JOBS), so a concurrent Rust build is not starved. Missing gcc, g++, make or
+# python3 are installed with apt-get, at the version apt resolves (printed).
+#
+# Broker: $STRATA_BIN, else target/release/strata (built with
+# `ZSTD_SYS_USE_PKG_CONFIG=1 cargo build --release -p broker` only when missing), started as the
+# interop tests do, on free ports with a fresh data directory:
+#   strata serve --data-dir DIR --listen 127.0.0.1:PORT --advertise 127.0.0.1:PORT
+#                --admin-listen 127.0.0.1:ADMINPORT --cores 2 --num-partitions 4
+#                --auto-create-topics true
+# i.e. librdkafka's "default" test scenario (tests/scenarios/default.json: auto topic creation,
+# 4 partitions; its replication factor 3 needs 3 brokers, which a single node cannot give).
+# One broker serves the whole run (every test makes its own topics and groups); if it dies
+# during a test, that test is reported with the broker's exit and a fresh broker is started for
+# the next one. The broker is stopped (SIGTERM, then SIGKILL) on exit.
+#
+# Runner: one test per process, `TESTS=NNNN ./test-runner -p1 -K -L [-E]` under `timeout`
+# (SUITE_TEST_TIMEOUT seconds, default 300), never quick mode (-Q), TEST_KAFKA_VERSION=4.0.0,
+# and a tests/test.conf like the one librdkafka's CI (tests/LibrdkafkaTestApp.py) writes:
+# broker.address.family=v4, test.timeout.multiplier=2, bootstrap.servers, security.protocol.
+# -L leaves out the broker-less (TEST_F_LOCAL, mock-cluster) variants, -K the known-issue tests,
+# and -E (core list only) the sockem network-emulation tests: librdkafka's CI runs its broker
+# suite with exactly -K -L -E (tests/LibrdkafkaTestApp.py, start_cmd). A test number is
+# `passed` if an entry passed and none failed, `skipped` if every entry skipped itself (the
+# runner's SKIPPED state, reason = the test's TEST_SKIP message), `failed` otherwise (a failed
+# entry, a crash, a non-zero exit), `timeout` if `timeout` had to kill it.
+#
+# The core list. librdkafka defines no list of 53 tests: tests/ has the tests[] array in
+# test.c (with TEST_F_LOCAL / TEST_F_SOCKEM / TEST_F_KNOWN_ISSUE / TEST_F_MANUAL flags, broker
+# version bounds and scenarios), SMOKE_TESTS in tests/Makefile (11 tests, quick mode), the
+# `quick` target (-Q -E), and run-test-batches.py / run-all-tests.sh (all tests). The lists
+# here are derived from tests[] (librdkafka 2.12.1, 101 test numbers with a broker-facing,
+# default-scenario entry) as follows.
+#   The wider single-broker set (--all-single-broker, 87 tests) leaves out the tests that
+#   cannot run against one plain-TCP broker without Kafka's distribution:
+#     - Kafka command-line tools (test_kafka_topics/test_kafka_cmd, KAFKA_PATH: kafka-topics.sh,
+#       kafka-configs.sh, kafka-acls.sh): 0016 0052 0077 0109 0115 0119;
+#     - SSL, SASL or OAUTHBEARER listeners: 0097 0126 0135 0142;
+#     - TEST_F_KNOWN_ISSUE (the runner skips them anyway): 0028 0047;
+#     - mock-cluster-only tests not flagged local (they never contact the broker): 0139 0150.
+#   The core list is that set without:
+#     - TEST_F_SOCKEM tests (librdkafka's own broker CI runs with -E): 0049 0068 0075 0076 0088
+#       0094;
+#     - transaction-only tests (strata has no transactions): 0098 0103 0129;
+#     - tests that need several brokers: 0101 (fetch from follower: racks, replicas);
+#     - long-running tests, over 60 s each against strata on 2 cores in the measured run of
+#       this script (rebalance, session-timeout, max.poll.interval and volume tests), so the core
+#       run stays bounded (~8 minutes): see LONG_TESTS below.
+#   Tests where transactions or another unsupported feature is one sub-test among others
+#   (0055, 0061, 0137) stay in: their other sub-tests exercise the broker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+VERSION="4.10.0+2.12.1" # librdkafka 2.12.1
+ROOT="$REPO/target/librdkafka-suite"
+LIB="$ROOT/librdkafka"
+TDIR="$LIB/tests"
+LOGS="$ROOT/logs"
+RUN="$ROOT/run"
+PERF_COPY="$REPO/target/rdkafka-performance/librdkafka"
+CONFIGURE_ARGS=(--disable-ssl --disable-gssapi --disable-zstd --disable-lz4-ext --disable-curl)
+TEST_TIMEOUT=${SUITE_TEST_TIMEOUT:-300}
+MAKE_JOBS=${SUITE_MAKE_JOBS:-2}
+STRATA_CORES=${STRATA_CORES:-2}
+KAFKA_VERSION=4.0.0
+
+# The wider single-broker set (see the header for what is left out and why).
+ALL_SINGLE_BROKER=(
+    0001 0002 0003 0005 0007 0008 0011 0012 0013 0014 0015 0017 0018 0019 0020 0021 0022 0026
+    0029 0030 0031 0033 0034 0035 0036 0038 0039 0040 0041 0042 0044 0045 0048 0049 0050 0051
+    0053 0054 0055 0056 0057 0059 0060 0061 0063 0064 0065 0067 0068 0069 0070 0073 0075 0076
+    0081 0082 0083 0084 0085 0086 0088 0089 0090 0091 0092 0093 0094 0098 0099 0101 0102 0103
+    0110 0112 0113 0114 0118 0122 0123 0125 0127 0129 0130 0132 0137 0140 0153
+)
+SOCKEM_TESTS=(0049 0068 0075 0076 0088 0094)
+TXN_ONLY_TESTS=(0098 0103 0129)
+MULTI_BROKER_TESTS=(0101)
+# Over 60 s each in the measured run (see the header).
+LONG_TESTS=()
+
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'librdkafka-suite: %s\n' "$*" >&2; exit 2; }
+
+in_list() { # NEEDLE LIST...
+    local n=$1 x
+    shift
+    for x in "$@"; do [ "$x" = "$n" ] && return 0; done
+    return 1
+}
+
+core_list() {
+    local t
+    for t in "${ALL_SINGLE_BROKER[@]}"; do
+        in_list "$t" "${SOCKEM_TESTS[@]}" "${TXN_ONLY_TESTS[@]}" "${MULTI_BROKER_TESTS[@]}" \
+            "${LONG_TESTS[@]}" && continue
+        echo "$t"
+    done
+}
+
+# ---- arguments -------------------------------------------------------------------------------
+mode=core
+selected=()
+for arg in "$@"; do
+    case "$arg" in
+    -h | --help) usage; exit 0 ;;
+    --list) core_list | paste -sd' '; exit 0 ;;
+    --list-all) printf '%s\n' "${ALL_SINGLE_BROKER[@]}" | paste -sd' '; exit 0 ;;
+    --all-single-broker) mode=all ;;
+    [0-9] | [0-9][0-9] | [0-9][0-9][0-9] | [0-9][0-9][0-9][0-9])
+        selected+=("$(printf '%04d' "$((10#$arg))")") ;;
+    *) die "unknown argument: $arg (see --help)" ;;
+    esac
+done
+if [ ${#selected[@]} -gt 0 ]; then
+    [ "$mode" = all ] && die "--all-single-broker and test numbers exclude each other"
+    tests=("${selected[@]}")
+elif [ "$mode" = all ]; then
+    tests=("${ALL_SINGLE_BROKER[@]}")
+else
+    mapfile -t tests < <(core_list)
+fi
+
+# ---- tools -----------------------------------------------------------------------------------
+ensure_tools() {
+    local missing=() pkg ver
+    command -v gcc >/dev/null || missing+=(gcc)
+    command -v g++ >/dev/null || missing+=(g++)
+    command -v make >/dev/null || missing+=(make)
+    command -v python3 >/dev/null || missing+=(python3)
+    command -v timeout >/dev/null || missing+=(coreutils)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
+    local sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    local pinned=()
+    for pkg in "${missing[@]}"; do
+        ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
+        if [ -n "$ver" ] && [ "$ver" != "(none)" ]; then pinned+=("$pkg=$ver"); else pinned+=("$pkg"); fi
+    done
+    log "installing Debian packages: ${pinned[*]}"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${pinned[@]}" >/dev/null
+}
+
+# ---- librdkafka sources and the test runner --------------------------------------------------
+fetch_sources() {
+    local fetch="$ROOT/fetch" registry crate archive
+    mkdir -p "$fetch/src"
+    cat >"$fetch/Cargo.toml" <<TOML
+[package]
+name = "fetch-rdkafka-sys"
+version = "0.0.0"
+edition = "2021"
+[dependencies]
+rdkafka-sys = { version = "=$VERSION", default-features = false }
+[workspace]
+TOML
+    touch "$fetch/src/lib.rs"
+    log "fetching rdkafka-sys $VERSION (librdkafka sources) with cargo"
+    (cd "$fetch" && CARGO_TARGET_DIR="$fetch/target" cargo fetch --quiet >&2)
+    registry="${CARGO_HOME:-$HOME/.cargo}/registry"
+    crate=$(ls -d "$registry"/src/*/"rdkafka-sys-$VERSION" 2>/dev/null | head -1 || true)
+    if [ -z "$crate" ] || [ ! -d "$crate/librdkafka/tests" ]; then
+        archive=$(ls "$registry"/cache/*/"rdkafka-sys-$VERSION.crate" | head -1)
+        rm -rf "$ROOT/crate"
+        mkdir -p "$ROOT/crate"
+        tar -xzf "$archive" -C "$ROOT/crate"
+        crate="$ROOT/crate/rdkafka-sys-$VERSION"
+    fi
+    [ -d "$crate/librdkafka/tests" ] || die "no librdkafka/tests in $crate"
+    rm -rf "$LIB"
+    cp -r "$crate/librdkafka" "$LIB"
+}
+
+# The configure command line recorded in a tree's Makefile.config, if configured.
+configured_with() { sed -n 's/^# \(\.\/configure.*\)$/\1/p' "$1/Makefile.config" 2>/dev/null | head -1; }
+
+build_runner() {
+    local want
+    want="./configure ${CONFIGURE_ARGS[*]}"
+    if [ -x "$TDIR/test-runner" ] && [ "$(configured_with "$LIB")" = "$want" ]; then
+        return 0
+    fi
+    mkdir -p "$ROOT"
+    if [ "$(configured_with "$LIB")" != "$want" ] || [ ! -f "$TDIR/test.c" ]; then
+        if [ "$(configured_with "$PERF_COPY")" = "$want" ] && [ -f "$PERF_COPY/tests/test.c" ] &&
+            grep -q '#define RD_KAFKA_VERSION 0x020c01ff' "$PERF_COPY/src/rdkafka.h" 2>/dev/null; then
+            log "copying the configured librdkafka 2.12.1 tree from $PERF_COPY"
+            rm -rf "$LIB"
+            cp -a "$PERF_COPY" "$LIB"
+            rm -f "$TDIR/test-runner"
+        else
+            fetch_sources
+            log "configuring librdkafka: $want"
+            (cd "$LIB" && ./configure "${CONFIGURE_ARGS[@]}" >"$ROOT/configure.log" 2>&1) ||
+                { tail -30 "$ROOT/configure.log" >&2; die "configure failed ($ROOT/configure.log)"; }
+        fi
+    fi
+    grep -q '#define RD_KAFKA_VERSION 0x020c01ff' "$LIB/src/rdkafka.h" ||
+        die "$LIB is not librdkafka 2.12.1"
+    log "building librdkafka and the test runner (nice -n 19, -j$MAKE_JOBS; log: $ROOT/build.log)"
+    (cd "$LIB" && nice -n 19 make -j"$MAKE_JOBS" libs && nice -n 19 make -j"$MAKE_JOBS" -C tests build) \
+        >"$ROOT/build.log" 2>&1 || { tail -30 "$ROOT/build.log" >&2; die "build failed ($ROOT/build.log)"; }
+    [ -x "$TDIR/test-runner" ] || die "no $TDIR/test-runner after the build"
+}
+
+# ---- the broker ------------------------------------------------------------------------------
+strata_bin() {
+    if [ -n "${STRATA_BIN:-}" ]; then
+        [ -x "$STRATA_BIN" ] || die "STRATA_BIN=$STRATA_BIN is not an executable"
+        (cd "$REPO" && realpath "$STRATA_BIN")
+        return
+    fi
+    if [ ! -x "$REPO/target/release/strata" ]; then
+        log "building target/release/strata"
+        (cd "$REPO" && ZSTD_SYS_USE_PKG_CONFIG=1 cargo build --release -p broker >&2)
+    fi
+    echo "$REPO/target/release/strata"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+BROKER_PID=
+BROKER_STARTS=0
+PORT=
+start_broker() {
+    local admin deadline
+    PORT=$(free_port)
+    admin=$(free_port)
+    while [ "$admin" = "$PORT" ]; do admin=$(free_port); done
+    rm -rf "$RUN/data"
+    mkdir -p "$RUN/data"
+    BROKER_STARTS=$((BROKER_STARTS + 1))
+    local cmd=("$STRATA" serve --data-dir "$RUN/data" --listen "127.0.0.1:$PORT"
+        --advertise "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$admin" --cores "$STRATA_CORES"
+        --num-partitions 4 --auto-create-topics true)
+    printf '\n=== librdkafka-suite: broker start #%d: %s\n' "$BROKER_STARTS" "${cmd[*]}" >>"$LOGS/strata.log"
+    local mark
+    mark=$(wc -c <"$LOGS/strata.log")
+    "${cmd[@]}" </dev/null >>"$LOGS/strata.log" 2>&1 &
+    BROKER_PID=$!
+    deadline=$((SECONDS + 30))
+    until tail -c +"$((mark + 1))" "$LOGS/strata.log" | grep -qw ready; do
+        if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+            tail -20 "$LOGS/strata.log" >&2
+            die "strata exited before logging 'ready' ($LOGS/strata.log)"
+        fi
+        [ $SECONDS -lt $deadline ] || { tail -20 "$LOGS/strata.log" >&2; die "strata not ready within 30 s"; }
+        sleep 0.1
+    done
+    cat >"$TDIR/test.conf" <<CONF
+# Written by scripts/librdkafka-suite.sh (as tests/LibrdkafkaTestApp.py writes it for trivup).
+broker.address.family=v4
+test.timeout.multiplier=2
+bootstrap.servers=127.0.0.1:$PORT
+security.protocol=PLAINTEXT
+CONF
+}
+
+stop_broker() {
+    [ -n "$BROKER_PID" ] || return 0
+    if kill -0 "$BROKER_PID" 2>/dev/null; then
+        kill -TERM "$BROKER_PID" 2>/dev/null || true
+        local i
+        for i in $(seq 100); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$BROKER_PID" 2>/dev/null || true
+    fi
+    wait "$BROKER_PID" 2>/dev/null || true
+    BROKER_PID=
+}
+
+# ---- one test --------------------------------------------------------------------------------
+# Summary rows of a test log: "name<TAB>STATE<TAB>reason", for entries of test number $2.
+summary_rows() {
+    sed 's/\x1b\[[0-9;]*m//g; s/\x1b([A-Z]//g' "$1" |
+        awk -v num="$2" -F'|' 'NF >= 4 && $2 ~ "^ *" num "_" {
+            name = $2; st = $3; reason = $5
+            gsub(/^ +| +$/, "", name); gsub(/^ +| +$/, "", st); gsub(/^ +| +$/, "", reason)
+            print name "\t" st "\t" reason }'
+}
+
+first_failure() { # the first "### Test ... failed at ..." message in a log
+    sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '/^### Test .* failed at /{getline m; print m; exit}'
+}
+
+npassed=0
+nfailed=0
+nskipped=0
+run_one() {
+    local t=$1 tlog="$LOGS/$1.log" start rc secs rows state reason brc args=(-p1 -K -L)
+    if ! compgen -G "$TDIR/$t-*.c*" >/dev/null; then
+        echo "$t failed (0 s): no such test in librdkafka 2.12.1"
+        nfailed=$((nfailed + 1))
+        return
+    fi
+    [ "$mode" = core ] && [ ${#selected[@]} -eq 0 ] && args+=(-E)
+    if ! kill -0 "$BROKER_PID" 2>/dev/null; then start_broker; fi
+    start=$SECONDS
+    set +e
+    (cd "$TDIR" && TESTS="$t" TEST_KAFKA_VERSION=$KAFKA_VERSION TEST_SCENARIO=default \
+        BROKERS="127.0.0.1:$PORT" LD_LIBRARY_PATH="../src:../src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        timeout -k 10 "$TEST_TIMEOUT" ./test-runner "${args[@]}") >"$tlog" 2>&1 </dev/null
+    rc=$?
+    set -e
+    secs=$((SECONDS - start))
+    rows=$(summary_rows "$tlog" "$t" | awk -F'\t' '$3 != "Filtered due to negative test flags"')
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        state=timeout
+        reason="killed after ${TEST_TIMEOUT} s"
+        local f
+        f=$(first_failure "$tlog")
+        [ -n "$f" ] && reason="$reason; first failure: $f"
+    elif grep -qP '\tFAILED\t|\tRUNNING\t' <<<"$rows" || [ $rc -ne 0 ]; then
+        state=failed
+        reason=$(awk -F'\t' '$2 == "FAILED" || $2 == "RUNNING" {print $1 ": " ($3 == "" ? $2 : $3); exit}' <<<"$rows")
+        [ -n "$reason" ] || reason=$(first_failure "$tlog")
+        [ -n "$reason" ] || reason="test-runner exit code $rc: $(tail -1 "$tlog")"
+    elif grep -qP '\tPASSED\t' <<<"$rows"; then
+        state=passed
+        reason=$(awk -F'\t' '$2 == "SKIPPED" {printf "%s%s skipped: %s", (n++ ? "; " : ""), $1, $3}' <<<"$rows")
+    elif [ -n "$rows" ]; then
+        state=skipped
+        reason=$(awk -F'\t' '$2 == "SKIPPED" {printf "%s%s: %s", (n++ ? "; " : ""), $1, $3}' <<<"$rows")
+    else
+        state=skipped
+        reason="no entry ran (local-only, known-issue or other-scenario test; see $tlog)"
+    fi
+    if [ -n "$BROKER_PID" ] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
+        wait "$BROKER_PID" 2>/dev/null && brc=0 || brc=$?
+        BROKER_PID=
+        [ "$state" = passed ] && state=failed
+        reason="strata exited (status $brc) during the test, restarted for the next one${reason:+; $reason}"
+    fi
+    case $state in
+    passed) npassed=$((npassed + 1)) ;;
+    skipped) nskipped=$((nskipped + 1)) ;;
+    *) nfailed=$((nfailed + 1)) ;;
+    esac
+    echo "$t $state ($secs s)${reason:+: $reason}"
+}
+
+# ---- main ------------------------------------------------------------------------------------
+ensure_tools
+build_runner
+STRATA=$(strata_bin)
+mkdir -p "$LOGS"
+rm -f "$LOGS"/[0-9][0-9][0-9][0-9].log "$LOGS/strata.log"
+: >"$LOGS/strata.log"
+trap 'stop_broker' EXIT
+trap 'exit 130' INT TERM
+start_broker
+log "strata $STRATA on 127.0.0.1:$PORT; ${#tests[@]} tests, ${TEST_TIMEOUT} s timeout each; logs in $LOGS"
+for t in "${tests[@]}"; do
+    run_one "$t"
+done
+echo "$npassed passed, $nfailed failed, $nskipped skipped"
+[ "$nfailed" -eq 0 ]

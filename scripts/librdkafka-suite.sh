@@ -311,7 +311,7 @@ npassed=0
 nfailed=0
 nskipped=0
 run_one() {
-    local t=$1 tlog="$LOGS/$1.log" start rc secs rows state reason brc args=(-p1 -K -L)
+    local t=$1 tlog="$LOGS/$1.log" start rc secs allrows rows state reason brc args=(-p1 -K -L)
     if ! compgen -G "$TDIR/$t-*.c*" >/dev/null; then
         echo "$t failed (0 s): no such test in librdkafka 2.12.1"
         nfailed=$((nfailed + 1))
@@ -323,11 +323,12 @@ run_one() {
     set +e
     (cd "$TDIR" && TESTS="$t" TEST_KAFKA_VERSION=$KAFKA_VERSION TEST_SCENARIO=default \
         BROKERS="127.0.0.1:$PORT" LD_LIBRARY_PATH="../src:../src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        timeout -k 10 "$TEST_TIMEOUT" ./test-runner "${args[@]}") >"$tlog" 2>&1 </dev/null
+        timeout -k 10 "$TEST_TIMEOUT" ./test-runner "${args[@]}"; exit $?) >"$tlog" 2>&1 </dev/null
     rc=$?
     set -e
     secs=$((SECONDS - start))
-    rows=$(summary_rows "$tlog" "$t" | awk -F'\t' '$3 != "Filtered due to negative test flags"')
+    allrows=$(summary_rows "$tlog" "$t")
+    rows=$(awk -F'\t' '$3 != "Filtered due to negative test flags"' <<<"$allrows")
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         state=timeout
         reason="killed after ${TEST_TIMEOUT} s"
@@ -347,7 +348,11 @@ run_one() {
         reason=$(awk -F'\t' '$2 == "SKIPPED" {printf "%s%s: %s", (n++ ? "; " : ""), $1, $3}' <<<"$rows")
     else
         state=skipped
-        reason="no entry ran (local-only, known-issue or other-scenario test; see $tlog)"
+        if [ -n "$allrows" ]; then
+            reason="only entries that -L/-K/-E leave out (broker-less, known issue or sockem)"
+        else
+            reason="no entry for the default scenario ran (see $tlog)"
+        fi
     fi
     if [ -n "$BROKER_PID" ] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
         wait "$BROKER_PID" 2>/dev/null && brc=0 || brc=$?

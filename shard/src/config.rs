@@ -39,6 +39,10 @@ pub struct LogConfig {
     pub timestamp_before_max_ms: i64,
     /// Kafka's `message.timestamp.after.max.ms`: how far ahead of it.
     pub timestamp_after_max_ms: i64,
+    /// Kafka's `message.timestamp.type=LogAppendTime`: the broker stamps each batch with its
+    /// clock at append (the batch's max timestamp and timestamp-type bit), and record
+    /// timestamps are not checked.
+    pub log_append_time: bool,
 }
 
 /// Kafka's defaults: 1 GiB segments, 7 days, unlimited bytes, 4 KiB index interval, and
@@ -75,6 +79,7 @@ impl Default for LogConfig {
             delete_retention_ms: DELETE_RETENTION_MS_DEFAULT,
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
+            log_append_time: false,
         }
     }
 }

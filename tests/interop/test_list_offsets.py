@@ -4,6 +4,7 @@ kafka-python."""
 
 import time
 
+import confluent_kafka as ck
 import kafka
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
@@ -129,3 +130,41 @@ def test_max_timestamp_is_the_first_record_with_the_largest_timestamp(shared_bro
     tp = TopicPartition(topic_name, 0)
     info = admin.list_offsets({tp: OffsetSpec.max_timestamp()}, request_timeout=T)[tp].result(timeout=T)
     assert (info.offset, info.timestamp) == (3, base + 9000), info
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_log_append_time_stamps_batches_with_the_broker_clock(shared_broker, topic_name, codec):
+    """message.timestamp.type=LogAppendTime: the broker sets each batch's timestamp type and
+    max timestamp to its clock (and the CRC, which the consumer checks), answers it in the
+    produce response, and does not check the records' own times; ListOffsets by time and
+    MAX_TIMESTAMP see the broker's times."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    from confluent_kafka.admin import NewTopic
+
+    admin = ck_admin(shared_broker.bootstrap)
+    config = {"message.timestamp.type": "LogAppendTime",
+              # an hour-old record would be refused under CreateTime
+              "message.timestamp.before.max.ms": "60000"}
+    admin.create_topics([NewTopic(topic_name, 1, 1, config=config)],
+                        request_timeout=T)[topic_name].result(timeout=T)
+    old = int(time.time() * 1000) - 3_600_000
+    before = int(time.time() * 1000)
+    reports = []
+    p = ck.Producer({"bootstrap.servers": shared_broker.bootstrap, "compression.type": codec,
+                     "linger.ms": 20, "enable.idempotence": False})
+    for i in range(20):
+        p.produce(topic_name, value=b"v%d" % i, partition=0, timestamp=old,
+                  on_delivery=lambda err, m: reports.append((err, m.timestamp())))
+    assert p.flush(T) == 0
+    after = int(time.time() * 1000)
+    assert all(err is None for err, _ in reports), reports
+    assert all(kind == TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after
+               for _, (kind, ts) in reports), reports
+    got = ck_consume(shared_broker.bootstrap, topic_name, 20, raw=True, **{"check.crcs": True})
+    stamps = [m.timestamp() for m in got]
+    assert all(kind == TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after for kind, ts in stamps), stamps
+    tp = TopicPartition(topic_name, 0)
+    info = admin.list_offsets({tp: OffsetSpec.for_timestamp(before)}, request_timeout=T)[tp].result(timeout=T)
+    assert info.offset == 0, info
+    info = admin.list_offsets({tp: OffsetSpec.max_timestamp()}, request_timeout=T)[tp].result(timeout=T)
+    assert before <= info.timestamp <= after, info

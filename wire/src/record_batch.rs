@@ -28,6 +28,8 @@ const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
 const MAGIC_OFFSET: usize = 16;
 const CRC_OFFSET: usize = 17;
 const ATTRIBUTES_OFFSET: usize = 21;
+/// The attribute bit of LogAppendTime batches (bit 3).
+const TIMESTAMP_TYPE_LOG_APPEND_TIME: i16 = 0x08;
 const LAST_OFFSET_DELTA_OFFSET: usize = 23;
 const BASE_TIMESTAMP_OFFSET: usize = 27;
 const MAX_TIMESTAMP_OFFSET: usize = 35;
@@ -229,7 +231,7 @@ impl<'a> RecordBatchHeader<'a> {
         }
     }
     pub fn timestamp_type(&self) -> TimestampType {
-        if self.attributes() & 0x08 != 0 {
+        if self.attributes() & TIMESTAMP_TYPE_LOG_APPEND_TIME != 0 {
             TimestampType::LogAppendTime
         } else {
             TimestampType::CreateTime
@@ -416,7 +418,16 @@ impl<'a> RecordBatchMut<'a> {
         put_be(self.bytes, CRC_OFFSET, &crc.to_be_bytes());
     }
 
-    /// Sets the max timestamp and rewrites the CRC, as the broker does under LogAppendTime.
+    /// Stamps the batch with the broker's clock under `message.timestamp.type=LogAppendTime`
+    /// (Kafka's `setMaxTimestamp(LOG_APPEND_TIME, now)`): the timestamp-type bit and the max
+    /// timestamp, then the CRC. Readers take every record's timestamp from the max timestamp.
+    pub fn set_log_append_time_and_crc(&mut self, now_ms: i64) {
+        let attributes = self.header().attributes() | TIMESTAMP_TYPE_LOG_APPEND_TIME;
+        put_be(self.bytes, ATTRIBUTES_OFFSET, &attributes.to_be_bytes());
+        self.set_max_timestamp_and_crc(now_ms);
+    }
+
+    /// Sets the max timestamp and rewrites the CRC (a header that disagrees with its records).
     pub fn set_max_timestamp_and_crc(&mut self, max_timestamp: i64) {
         put_be(self.bytes, MAX_TIMESTAMP_OFFSET, &max_timestamp.to_be_bytes());
         let crc = self.header().computed_crc();

@@ -139,6 +139,9 @@ pub async fn handle<S: Storage>(
             Ok(result) => {
                 partition.error_code = NONE;
                 partition.base_offset = result.base_offset.0;
+                if version >= 2 {
+                    partition.log_append_time_ms = result.log_append_time_ms;
+                }
                 if version >= 5 {
                     partition.log_start_offset = result.log_start_offset.0;
                 }

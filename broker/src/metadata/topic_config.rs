@@ -126,9 +126,9 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<()> {
             parse_long(key, value, 0, i64::MAX).map(drop)
         }
         "message.timestamp.type" => match value {
-            "CreateTime" => Ok(()),
+            "CreateTime" | "LogAppendTime" => Ok(()),
             _ => Err(BrokerError::InvalidConfig(format!(
-                "message.timestamp.type={value:?}: only CreateTime is supported so far"
+                "message.timestamp.type={value:?}: use CreateTime or LogAppendTime"
             ))),
         },
         _ => Err(BrokerError::InvalidConfig(format!("unknown topic config {key:?}"))),
@@ -178,6 +178,7 @@ pub fn log_config(topic: &TopicImage) -> LogConfig {
         timestamp_after_max_ms: Some(long("message.timestamp.after.max.ms"))
             .filter(|ms| *ms >= 0)
             .unwrap_or(defaults.timestamp_after_max_ms),
+        log_append_time: config_value(topic, "message.timestamp.type") == Some("LogAppendTime"),
     }
 }
 

@@ -237,8 +237,15 @@ impl<S: Storage> PartitionLog<S> {
                     if header.max_timestamp() < timestamp || header.last_offset() < log_start {
                         continue;
                     }
+                    let log_append_time =
+                        header.timestamp_type() == wire::record_batch::TimestampType::LogAppendTime;
                     for record in wire::compression::records_of(&header)? {
-                        let record_timestamp = header.base_timestamp() + record.timestamp_delta;
+                        // Under LogAppendTime every record has the batch's (broker) time.
+                        let record_timestamp = if log_append_time {
+                            header.max_timestamp()
+                        } else {
+                            header.base_timestamp() + record.timestamp_delta
+                        };
                         let record_offset = header.base_offset() + i64::from(record.offset_delta);
                         if record_timestamp >= timestamp && record_offset >= log_start {
                             return Ok(Some(TimestampLookup {

@@ -25,6 +25,8 @@ use wire::validate::{check_batch, Checked, Fault, TimestampRule};
 pub struct AppendResult {
     pub base_offset: Offset,
     pub log_start_offset: Offset,
+    /// The time the broker stamped the batches with (LogAppendTime topics), else -1.
+    pub log_append_time_ms: i64,
 }
 
 fn invalid(error: wire::DecodeError) -> BrokerError {
@@ -145,12 +147,14 @@ async fn validate(
 /// The log's copy of a checked batch; a header whose max timestamp disagrees with its records
 /// is corrected (and its CRC rewritten), as Kafka's validator does, so the time index and
 /// retention see the records' real times.
-fn stored_copy(batch: &[u8], checked: &Checked) -> Result<BytesMut> {
+fn stored_copy(batch: &[u8], checked: &Checked, log_append_time: Option<i64>) -> Result<BytesMut> {
     let mut copy = BytesMut::from(batch);
     let mut view =
         wire::record_batch::RecordBatchMut::new(&mut copy, shard::config::BATCH_BYTES_MAX)
             .map_err(invalid)?;
-    if view.header().max_timestamp() != checked.max_timestamp {
+    if let Some(now) = log_append_time {
+        view.set_log_append_time_and_crc(now);
+    } else if view.header().max_timestamp() != checked.max_timestamp {
         view.set_max_timestamp_and_crc(checked.max_timestamp);
     }
     Ok(copy)
@@ -192,11 +196,18 @@ impl<S: Storage> PartitionService<S> {
         let batches = split_batches(records)?;
         let config = owned.log.config();
         let now = self.clock.now_ms();
-        let rule = TimestampRule {
-            now_ms: now,
-            before_max_ms: config.timestamp_before_max_ms,
-            after_max_ms: config.timestamp_after_max_ms,
+        // Under LogAppendTime the broker's clock replaces the records' times: they are not
+        // checked (as in Kafka).
+        let rule = if config.log_append_time {
+            TimestampRule::ANY
+        } else {
+            TimestampRule {
+                now_ms: now,
+                before_max_ms: config.timestamp_before_max_ms,
+                after_max_ms: config.timestamp_after_max_ms,
+            }
         };
+        let log_append_time = config.log_append_time.then_some(now);
         let checked = validate(&partition.topic, &batches, rule, config.cleanup_compact).await?;
         let mut records: u64 = checked.iter().map(|batch| u64::from(batch.records)).sum();
         let sync = sync && config.flush == shard::FlushPolicy::Always;
@@ -207,7 +218,7 @@ impl<S: Storage> PartitionService<S> {
         for (batch, checked) in batches.iter().zip(&checked) {
             let length = batch.len() as u64;
             // The log owns its copy: the request's buffer is released with the answer.
-            let copy = stored_copy(batch, checked)?;
+            let copy = stored_copy(batch, checked, log_append_time)?;
             let info = owned.log.append_crc_verified(copy, 0, now, false).await?;
             base_offset.get_or_insert(info.base_offset);
             durable_target = Some(info.last_offset + 1);
@@ -231,6 +242,7 @@ impl<S: Storage> PartitionService<S> {
         Ok(AppendResult {
             base_offset: Offset(base_offset.unwrap_or(-1)),
             log_start_offset: Offset(owned.log.log_start_offset()),
+            log_append_time_ms: log_append_time.unwrap_or(-1),
         })
     }
 }

@@ -30,8 +30,9 @@ pub const TOPIC_OPERATIONS: &[AclOperation] =
 /// The operations the cluster has.
 pub const CLUSTER_OPERATIONS: &[AclOperation] =
     &[Create, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite];
-/// The operations a consumer group has.
-pub const GROUP_OPERATIONS: &[AclOperation] = &[Read, Describe, Delete];
+/// The operations a consumer group has (Kafka 4 added the group configs of KIP-848).
+pub const GROUP_OPERATIONS: &[AclOperation] =
+    &[Read, Delete, Describe, DescribeConfigs, AlterConfigs];
 
 /// The bit field of a set of operations.
 pub fn bits(operations: &[AclOperation]) -> i32 {
@@ -61,7 +62,7 @@ mod tests {
         // an authorizer (e.g. kafka-topics --describe through AdminClient).
         assert_eq!(bits(TOPIC_OPERATIONS), 3576);
         assert_eq!(bits(CLUSTER_OPERATIONS), 8096);
-        assert_eq!(bits(GROUP_OPERATIONS), 328);
+        assert_eq!(bits(GROUP_OPERATIONS), 3400);
         assert_eq!(authorized(false, TOPIC_OPERATIONS), -2147483648);
     }
 }

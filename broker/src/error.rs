@@ -47,12 +47,13 @@ pub enum BrokerError {
     /// A batch whose records contradict its header or each other (Kafka's log validator).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
-    /// A record timestamp outside the topic's `message.timestamp.*.max.ms`.
-    #[error("invalid timestamp: {0}")]
-    InvalidTimestamp(String),
-    /// A record without a key sent to a compacted topic.
-    #[error("compacted topic {0} cannot accept a record without a key")]
-    NullKeyOnCompactedTopic(String),
+    /// Record timestamps outside the topic's `message.timestamp.*.max.ms`; `records` are the
+    /// refused records' indices among the partition's records in the request (KIP-467).
+    #[error("invalid timestamp: {reason}")]
+    InvalidTimestamp { reason: String, records: Vec<i32> },
+    /// Records without a key sent to a compacted topic (`records` as above).
+    #[error("Compacted topic cannot accept message without key in topic partition {partition}.")]
+    NullKeyOnCompactedTopic { partition: String, records: Vec<i32> },
     /// A transactional batch or transactional id; transactions are not implemented.
     #[error("transactions are not supported yet")]
     TransactionsUnsupported,
@@ -120,6 +121,21 @@ pub enum MeshError {
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
 
+impl BrokerError {
+    /// KIP-467: the records a refused produce names (index among its partition's records) and
+    /// the message each gets; empty for errors about the whole batch.
+    pub fn record_errors(&self) -> Vec<(i32, String)> {
+        match self {
+            BrokerError::InvalidTimestamp { records, .. }
+            | BrokerError::NullKeyOnCompactedTopic { records, .. } => {
+                let message = self.to_string();
+                records.iter().map(|index| (*index, message.clone())).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// The Kafka error code for an error (the only mapping in the broker).
 pub fn error_code(error: &BrokerError) -> i16 {
     let kafka = match error {
@@ -137,8 +153,8 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,
         BrokerError::ControlBatchFromClient => ResponseError::InvalidRecord,
         BrokerError::InvalidRecord(_) => ResponseError::InvalidRecord,
-        BrokerError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
-        BrokerError::NullKeyOnCompactedTopic(_) => ResponseError::InvalidRecord,
+        BrokerError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+        BrokerError::NullKeyOnCompactedTopic { .. } => ResponseError::InvalidRecord,
         BrokerError::TransactionsUnsupported => ResponseError::InvalidTxnState,
         BrokerError::UnsupportedVersion(..) => ResponseError::UnsupportedVersion,
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
@@ -213,7 +229,13 @@ mod tests {
         assert_eq!(error_code(&BrokerError::Group(GroupError::FencedInstanceId)), 82);
         assert_eq!(error_code(&BrokerError::UnsupportedVersion("ApiVersions", 9)), 35);
         assert_eq!(error_code(&BrokerError::TransactionsUnsupported), 48);
-        assert_eq!(error_code(&BrokerError::NullKeyOnCompactedTopic("t".into())), 87);
+        let keyless =
+            BrokerError::NullKeyOnCompactedTopic { partition: "t-0".into(), records: vec![1, 3] };
+        assert_eq!(error_code(&keyless), 87);
+        assert_eq!(
+            keyless.record_errors().iter().map(|(index, _)| *index).collect::<Vec<_>>(),
+            [1, 3]
+        );
         assert_eq!(group_code::<()>(&Err(GroupError::RebalanceInProgress)), 27);
         assert_eq!(group_code(&Ok(())), NONE);
     }

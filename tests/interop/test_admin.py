@@ -290,7 +290,7 @@ def test_consume_from_beginning_on_empty_topic_gets_nothing(shared_broker, topic
 
 def test_authorized_operations_without_an_authorizer_are_everything(shared_broker, topic_name):
     """KIP-430 through confluent-kafka: with no authorizer Kafka answers the full sets (8
-    topic operations, 7 cluster operations, 3 group operations); strata answered none."""
+    topic operations, 7 cluster operations, 5 group operations in Kafka 4); strata answered none."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AclOperation
 
@@ -324,7 +324,8 @@ def test_authorized_operations_without_an_authorizer_are_everything(shared_broke
     described = admin.describe_consumer_groups([group], include_authorized_operations=True,
                                                request_timeout=T)[group].result(timeout=T)
     assert set(described.authorized_operations) == {
-        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}, described.authorized_operations
+        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS}, described.authorized_operations
 
 
 def test_list_groups_filters_by_type_and_reports_classic(shared_broker, topic_name):

@@ -119,3 +119,34 @@ def test_compacted_topic_keeps_the_latest_value_per_key(tmp_path, topic_name):
         assert errors and errors[0] is not None and errors[0].code() == ck.KafkaError.INVALID_RECORD, errors
     finally:
         _stop(b)
+
+
+def test_keyless_records_on_a_compacted_topic_are_named_per_record(shared_broker, topic_name):
+    """KIP-467 (librdkafka's test 0011): a batch with keyless records sent to a compacted topic
+    is refused with INVALID_RECORD, and record_errors names each keyless record, so the client
+    reports those with the broker's reason and nothing of the batch is stored."""
+    import confluent_kafka as ck
+    from confluent_kafka import KafkaError
+
+    create_topic(shared_broker.bootstrap, topic_name, 1, {"cleanup.policy": "compact"})
+    reports = {}
+    p = ck.Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 200, "retries": 0,
+                     "enable.idempotence": False})
+    keys = [b"k0", None, b"k2", None, b"k4"]
+    for i, key in enumerate(keys):
+        p.produce(topic_name, key=key, value=b"v%d" % i, partition=0,
+                  on_delivery=lambda err, m, i=i: reports.__setitem__(i, err))
+    assert p.flush(10) == 0
+    assert sorted(reports) == list(range(5))
+    # librdkafka fails the named records with the broker's INVALID_RECORD, and the others of
+    # the batch with its local "an invalid record in the same batch" (without record_errors,
+    # every one of them would be INVALID_RECORD).
+    codes = {i: err.code() for i, err in reports.items()}
+    assert codes == {0: KafkaError._INVALID_DIFFERENT_RECORD, 1: KafkaError.INVALID_RECORD,
+                     2: KafkaError._INVALID_DIFFERENT_RECORD, 3: KafkaError.INVALID_RECORD,
+                     4: KafkaError._INVALID_DIFFERENT_RECORD}, reports
+    c = ck.Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "unused"})
+    try:
+        assert c.get_watermark_offsets(ck.TopicPartition(topic_name, 0), timeout=10) == (0, 0)
+    finally:
+        c.close()

@@ -168,3 +168,29 @@ def test_log_append_time_stamps_batches_with_the_broker_clock(shared_broker, top
     assert info.offset == 0, info
     info = admin.list_offsets({tp: OffsetSpec.max_timestamp()}, request_timeout=T)[tp].result(timeout=T)
     assert before <= info.timestamp <= after, info
+
+
+def test_out_of_bounds_timestamps_are_named_per_record(shared_broker, topic_name):
+    """KIP-467 for INVALID_TIMESTAMP: with message.timestamp.before.max.ms=60000, the two
+    hour-old records of a batch are named in record_errors; nothing of the batch is stored."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewTopic
+
+    admin = ck_admin(shared_broker.bootstrap)
+    admin.create_topics([NewTopic(topic_name, 1, 1, config={"message.timestamp.before.max.ms": "60000"})],
+                        request_timeout=T)[topic_name].result(timeout=T)
+    now = int(time.time() * 1000)
+    stamps = [now, now - 3_600_000, now, now - 3_600_000]
+    reports = {}
+    p = ck.Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 200, "retries": 0,
+                     "enable.idempotence": False})
+    for i, ts in enumerate(stamps):
+        p.produce(topic_name, value=b"v", partition=0, timestamp=ts,
+                  on_delivery=lambda err, m, i=i: reports.__setitem__(i, err))
+    assert p.flush(T) == 0
+    # librdkafka fails the records record_errors names as INVALID_RECORD and the rest of the
+    # batch with its local "an invalid record in the same batch".
+    codes = {i: (err.code() if err else None) for i, err in reports.items()}
+    assert codes == {0: KafkaError._INVALID_DIFFERENT_RECORD, 1: KafkaError.INVALID_RECORD,
+                     2: KafkaError._INVALID_DIFFERENT_RECORD, 3: KafkaError.INVALID_RECORD}, reports
+    assert ck_watermarks(shared_broker.bootstrap, topic_name) == (0, 0)

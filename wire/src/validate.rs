@@ -40,14 +40,19 @@ impl TimestampRule {
     pub const ANY: TimestampRule =
         TimestampRule { now_ms: 0, before_max_ms: i64::MAX, after_max_ms: i64::MAX };
 
-    fn check(&self, index: usize, timestamp: i64) -> Result<(), Fault> {
-        // -1 is Kafka's "no timestamp" (old clients); it is not checked.
+    /// Whether a record timestamp is within the bounds (-1, Kafka's "no timestamp" from old
+    /// clients, is not checked).
+    pub fn allows(&self, timestamp: i64) -> bool {
         if timestamp == -1 {
-            return Ok(());
+            return true;
         }
         let before = self.now_ms.saturating_sub(timestamp);
         let after = timestamp.saturating_sub(self.now_ms);
-        if before > self.before_max_ms || after > self.after_max_ms {
+        before <= self.before_max_ms && after <= self.after_max_ms
+    }
+
+    fn check(&self, index: usize, timestamp: i64) -> Result<(), Fault> {
+        if !self.allows(timestamp) {
             return Err(Fault::Timestamp { index, timestamp, now_ms: self.now_ms });
         }
         Ok(())

@@ -14,7 +14,9 @@ use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use shard::io::Storage;
 use shard::runtime::ShardId;
@@ -152,6 +154,16 @@ pub async fn handle<S: Storage>(
                 partition.error_code = error_code;
                 if version >= 8 {
                     partition.error_message = message;
+                    partition.record_errors = error
+                        .record_errors()
+                        .into_iter()
+                        .map(|(index, message)| {
+                            let mut record = BatchIndexAndErrorMessage::default();
+                            record.batch_index = index;
+                            record.batch_index_error_message = Some(super::str_bytes(&message));
+                            record
+                        })
+                        .collect();
                 }
                 partition.base_offset = -1;
             }

@@ -66,7 +66,9 @@ fn refused(fault: Fault) -> BrokerError {
     match fault {
         Fault::Corrupt(error) => invalid(error),
         Fault::Invalid(why) => BrokerError::InvalidRecord(why),
-        timestamp @ Fault::Timestamp { .. } => BrokerError::InvalidTimestamp(timestamp.to_string()),
+        timestamp @ Fault::Timestamp { .. } => {
+            BrokerError::InvalidTimestamp { reason: timestamp.to_string(), records: Vec::new() }
+        }
         // Only a pass with a smaller budget answers this; the full pass cannot.
         Fault::OverBudget { budget } => {
             BrokerError::InvalidRecord(format!("records inflate past {budget} bytes"))
@@ -99,11 +101,56 @@ fn check_records(batch: &[u8], rule: TimestampRule, budget: usize) -> Result<Che
 /// then the records (`wire::validate`). Uncompressed batches and compressed ones that inflate
 /// within `INLINE_INFLATE_BYTES_MAX` are checked here; the rest together on an offload thread.
 async fn validate(
-    topic: &str,
+    partition: &TopicPartition,
     batches: &[Bytes],
     rule: TimestampRule,
     compacted: bool,
 ) -> Result<Vec<Checked>> {
+    let checked = validate_batches(batches, rule).await.map_err(|error| match error {
+        // KIP-467: name every record with a timestamp out of bounds, not only the first.
+        BrokerError::InvalidTimestamp { reason, .. } => BrokerError::InvalidTimestamp {
+            reason,
+            records: record_indices(batches, |header, record| {
+                !rule.allows(header.base_timestamp().saturating_add(record.timestamp_delta))
+            }),
+        },
+        other => other,
+    })?;
+    // Kafka refuses keyless records on compacted topics (they could never be cleaned), naming
+    // each of them (KIP-467).
+    if compacted && checked.iter().any(|batch| batch.keyless) {
+        return Err(BrokerError::NullKeyOnCompactedTopic {
+            partition: partition.to_string(),
+            records: record_indices(batches, |_, record| record.key.is_none()),
+        });
+    }
+    Ok(checked)
+}
+
+/// The indices, among all records of `batches` in order, of those `refused` picks (an error
+/// path only: it decodes the records again).
+fn record_indices(
+    batches: &[Bytes],
+    refused: impl Fn(&wire::RecordBatchHeader<'_>, &wire::compression::OwnedRecord) -> bool,
+) -> Vec<i32> {
+    let mut indices = Vec::new();
+    let mut index = 0i32;
+    for batch in batches {
+        let Ok(header) = wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
+        else {
+            continue;
+        };
+        for record in wire::compression::records_of(&header).unwrap_or_default() {
+            if refused(&header, &record) {
+                indices.push(index);
+            }
+            index = index.saturating_add(1);
+        }
+    }
+    indices
+}
+
+async fn validate_batches(batches: &[Bytes], rule: TimestampRule) -> Result<Vec<Checked>> {
     let mut checked = Vec::with_capacity(batches.len());
     let mut deferred = Vec::new();
     for (index, batch) in batches.iter().enumerate() {
@@ -136,12 +183,7 @@ async fn validate(
             }
         }
     }
-    let checked: Vec<Checked> = checked.into_iter().flatten().collect();
-    // Kafka refuses keyless records on compacted topics (they could never be cleaned).
-    if compacted && checked.iter().any(|batch| batch.keyless) {
-        return Err(BrokerError::NullKeyOnCompactedTopic(topic.to_string()));
-    }
-    Ok(checked)
+    Ok(checked.into_iter().flatten().collect())
 }
 
 /// The log's copy of a checked batch; a header whose max timestamp disagrees with its records
@@ -208,7 +250,7 @@ impl<S: Storage> PartitionService<S> {
             }
         };
         let log_append_time = config.log_append_time.then_some(now);
-        let checked = validate(&partition.topic, &batches, rule, config.cleanup_compact).await?;
+        let checked = validate(partition, &batches, rule, config.cleanup_compact).await?;
         let mut records: u64 = checked.iter().map(|batch| u64::from(batch.records)).sum();
         let sync = sync && config.flush == shard::FlushPolicy::Always;
         let mut base_offset = None;

@@ -188,3 +188,29 @@ def test_the_offsets_topic_is_compacted_and_replays_the_live_state(tmp_path, top
         assert max(starts) >= 299, "the log start moved past the superseded commits: %r" % max(starts)
     finally:
         _stop(b)
+
+
+def test_committed_leader_epochs_are_stored_and_returned(broker, topic_name):
+    """KIP-320: OffsetCommit v6+ carries the leader epoch of the record before the offset, and
+    OffsetFetch v5+ returns it (consumers use it to detect log truncation); strata dropped it
+    and answered -1. It survives a SIGKILL restart (replayed from __consumer_offsets)."""
+    create_topic(broker.bootstrap, topic_name, 2)
+    group = topic_name + "-epochs"
+    c = ck_consumer(broker.bootstrap, **{"group.id": group})
+    try:
+        c.commit(offsets=[ck.TopicPartition(topic_name, 0, 30, leader_epoch=7),
+                          ck.TopicPartition(topic_name, 1, 40)], asynchronous=False)
+    finally:
+        c.close()
+
+    def epochs():
+        c = ck_consumer(broker.bootstrap, **{"group.id": group})
+        try:
+            result = c.committed([ck.TopicPartition(topic_name, p) for p in (0, 1)], timeout=T)
+            return {tp.partition: (tp.offset, tp.leader_epoch) for tp in result}
+        finally:
+            c.close()
+
+    assert epochs() == {0: (30, 7), 1: (40, None)}
+    broker.restart()
+    assert epochs() == {0: (30, 7), 1: (40, None)}

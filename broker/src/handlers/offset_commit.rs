@@ -61,8 +61,13 @@ pub async fn handle<S: Storage>(
                 partition.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
             let error = check_partition(node, group_valid, &key, &metadata);
             if error.is_none() {
-                let committed =
-                    Committed { offset: partition.committed_offset, metadata, commit_ms: now };
+                let committed = Committed {
+                    offset: partition.committed_offset,
+                    metadata,
+                    commit_ms: now,
+                    // v6+ (KIP-320); older versions have no field, so the default -1.
+                    leader_epoch: partition.committed_leader_epoch,
+                };
                 entries.push((key.clone(), committed));
             }
             outcomes.push((key, error));

@@ -1,10 +1,11 @@
 //! OffsetFetch (key 9): committed offsets of a group (v8+: of several groups, KIP-709). An
 //! unknown group, or a partition without a commit, answers offset -1 with no error, as Kafka.
+//! v5+ answers the committed leader epoch (KIP-320; -1 when the commit carried none).
 
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse};
+use crate::services::groups::{Committed, GroupRequest, GroupResponse};
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -15,27 +16,29 @@ use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (1, 8);
 
-/// (topic, partition, offset, metadata) for one group; `wanted` None means all committed.
+/// (topic, partition, offset, leader epoch, metadata) for one group; `wanted` None means all
+/// committed.
 async fn fetch<S: Storage>(
     node: &Node<S>,
     group: &str,
     wanted: Option<Vec<TopicPartition>>,
-) -> Vec<(String, i32, i64, String)> {
+) -> Vec<(String, i32, i64, i32, String)> {
     let request = GroupRequest::FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
     let found = match node.group_call(group, request).await {
         Ok(GroupResponse::FetchOffsets(found)) => found,
         _ => Vec::new(),
     };
-    let row = |key: TopicPartition, offset: i64, metadata: String| {
-        (key.topic, key.partition.0, offset, metadata)
+    let row = |key: TopicPartition, committed: Option<&Committed>| match committed {
+        Some(c) => (key.topic, key.partition.0, c.offset, c.leader_epoch, c.metadata.clone()),
+        None => (key.topic, key.partition.0, -1, -1, String::new()),
     };
     match wanted {
-        None => found.into_iter().map(|(key, c)| row(key, c.offset, c.metadata)).collect(),
+        None => found.into_iter().map(|(key, c)| row(key, Some(&c))).collect(),
         Some(wanted) => wanted
             .into_iter()
-            .map(|key| match found.iter().find(|(k, _)| *k == key) {
-                Some((_, committed)) => row(key, committed.offset, committed.metadata.clone()),
-                None => row(key, -1, String::new()),
+            .map(|key| {
+                let committed = found.iter().find(|(k, _)| *k == key).map(|(_, c)| c);
+                row(key, committed)
             })
             .collect(),
     }
@@ -64,11 +67,11 @@ pub async fn handle<S: Storage>(
             let mut group_response = OffsetFetchResponseGroup::default();
             group_response.group_id = requested.group_id.clone();
             group_response.error_code = NONE;
-            for (topic, partition, offset, metadata) in fetch(node, &group, wanted).await {
+            for (topic, partition, offset, epoch, metadata) in fetch(node, &group, wanted).await {
                 let mut entry = OffsetFetchResponsePartitions::default();
                 entry.partition_index = partition;
                 entry.committed_offset = offset;
-                entry.committed_leader_epoch = -1;
+                entry.committed_leader_epoch = epoch;
                 entry.metadata = Some(super::str_bytes(&metadata));
                 match group_response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
                     Some(t) => t.partitions.push(entry),
@@ -95,12 +98,12 @@ pub async fn handle<S: Storage>(
             })
             .collect()
     });
-    for (topic, partition, offset, metadata) in fetch(node, &group, wanted).await {
+    for (topic, partition, offset, epoch, metadata) in fetch(node, &group, wanted).await {
         let mut entry = OffsetFetchResponsePartition::default();
         entry.partition_index = partition;
         entry.committed_offset = offset;
         if version >= 5 {
-            entry.committed_leader_epoch = -1;
+            entry.committed_leader_epoch = epoch;
         }
         entry.metadata = Some(super::str_bytes(&metadata));
         match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {

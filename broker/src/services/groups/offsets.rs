@@ -6,8 +6,10 @@
 //!
 //! Record format (strata's own; keys are unique per group/partition so the log can be
 //! compacted): key = `group \0 topic \0 partition(decimal)`, value = `offset(i64 BE)
-//! commit_ms(i64 BE) metadata(utf-8)`; a null value deletes the entry. Group metadata records
-//! have the key `group \0 \0` (see `stored`).
+//! commit_ms(i64 BE) [leader_epoch(i32 BE)] metadata(utf-8)`; a null value deletes the entry.
+//! The committed leader epoch (KIP-320) was added later: a value that has it is marked by the
+//! top bit of `commit_ms` (a commit time is never negative), so values written before it read
+//! as epoch -1. Group metadata records have the key `group \0 \0` (see `stored`).
 
 use super::{stored, GroupCell, GroupService};
 use crate::error::{BrokerError, GroupError, Result};
@@ -31,7 +33,13 @@ pub struct Committed {
     pub offset: i64,
     pub metadata: String,
     pub commit_ms: i64,
+    /// The leader epoch of the record before the offset, as the consumer saw it (KIP-320;
+    /// -1 unknown): consumers compare it with the log to detect truncation.
+    pub leader_epoch: i32,
 }
+
+/// The top bit of a stored `commit_ms`: a leader epoch follows it.
+const WITH_LEADER_EPOCH: i64 = i64::MIN;
 
 /// Committed offsets of the groups this shard coordinates: group → partition → offset.
 pub type OffsetTable = HashMap<String, BTreeMap<TopicPartition, Committed>>;
@@ -51,18 +59,25 @@ pub fn parse_key(key: &[u8]) -> Option<(String, TopicPartition)> {
 }
 
 fn record_value(committed: &Committed) -> Vec<u8> {
-    let mut value = Vec::with_capacity(16 + committed.metadata.len());
+    let mut value = Vec::with_capacity(20 + committed.metadata.len());
     value.extend_from_slice(&committed.offset.to_be_bytes());
-    value.extend_from_slice(&committed.commit_ms.to_be_bytes());
+    value.extend_from_slice(&(committed.commit_ms.max(0) | WITH_LEADER_EPOCH).to_be_bytes());
+    value.extend_from_slice(&committed.leader_epoch.to_be_bytes());
     value.extend_from_slice(committed.metadata.as_bytes());
     value
 }
 
 fn parse_value(value: &[u8]) -> Option<Committed> {
     let offset = i64::from_be_bytes(value.get(..8)?.try_into().ok()?);
-    let commit_ms = i64::from_be_bytes(value.get(8..16)?.try_into().ok()?);
-    let metadata = String::from_utf8(value.get(16..)?.to_vec()).ok()?;
-    Some(Committed { offset, metadata, commit_ms })
+    let stored_ms = i64::from_be_bytes(value.get(8..16)?.try_into().ok()?);
+    let (commit_ms, leader_epoch, rest) = if stored_ms & WITH_LEADER_EPOCH != 0 {
+        let epoch = i32::from_be_bytes(value.get(16..20)?.try_into().ok()?);
+        (stored_ms & !WITH_LEADER_EPOCH, epoch, value.get(20..)?)
+    } else {
+        (stored_ms, -1, value.get(16..)?)
+    };
+    let metadata = String::from_utf8(rest.to_vec()).ok()?;
+    Some(Committed { offset, metadata, commit_ms, leader_epoch })
 }
 
 fn offsets_partition(group: &str) -> TopicPartition {
@@ -387,8 +402,20 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let committed = Committed { offset: 42, metadata: "meta".into(), commit_ms: 7 };
+        let committed =
+            Committed { offset: 42, metadata: "meta".into(), commit_ms: 7, leader_epoch: 3 };
         assert_eq!(parse_value(&record_value(&committed)), Some(committed));
+        // A value written before leader epochs were stored: offset, commit time, metadata.
+        let mut old = Vec::new();
+        old.extend_from_slice(&42i64.to_be_bytes());
+        old.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+        old.extend_from_slice(b"meta");
+        let parsed = parse_value(&old).expect("old layout");
+        assert_eq!(
+            (parsed.offset, parsed.commit_ms, parsed.leader_epoch),
+            (42, 1_700_000_000_000, -1)
+        );
+        assert_eq!(parsed.metadata, "meta");
         let partition = TopicPartition::new("t-1", 3);
         assert_eq!(parse_key(&record_key("g", &partition)), Some(("g".into(), partition)));
         assert_eq!(parse_key(b"no separators"), None);

@@ -100,6 +100,9 @@ pub enum GroupError {
     NonEmptyGroup,
     #[error("no such group")]
     GroupIdNotFound,
+    /// OffsetDelete of a topic a member of the group is subscribed to (KIP-496).
+    #[error("a member of the group is subscribed to the topic")]
+    GroupSubscribedToTopic,
     /// The group's `__consumer_offsets` partition is not open on its coordinator.
     #[error("the coordinator is not available")]
     CoordinatorNotAvailable,
@@ -197,6 +200,7 @@ fn group_error(error: &GroupError) -> ResponseError {
         GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::StoreFailed(_) => ResponseError::KafkaStorageError,
     }

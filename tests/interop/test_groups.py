@@ -384,3 +384,49 @@ def test_a_group_left_empty_stays_empty_after_a_restart(tmp_path, topic_name):
         assert gone.state == ck.ConsumerGroupState.DEAD and not gone.members
     finally:
         _stop(b)
+
+
+def _offset_delete(port, group, topics):
+    """OffsetDelete v0 over a raw socket (no Python client has it; librdkafka's test 0081 drives
+    it through the C API): {topic: [partition]} -> (error_code, {(topic, partition): code})."""
+    import wire
+    body = wire.string(group) + wire.array(
+        [wire.string(t) + wire.array([wire.i32(p) for p in ps]) for t, ps in topics.items()])
+    answer = wire.Reader(wire.roundtrip(port, wire.frame(wire.request_header_v1(47, 0, 5) + body)))
+    error = answer.i16()
+    answer.i32()  # throttle time
+    result = answer.array(lambda r: (r.string(), r.array(lambda r: (r.i32(), r.i16()))))
+    return error, {(t, p): code for t, parts in result for p, code in parts}
+
+
+def test_offset_delete_on_a_group_with_members_spares_subscribed_topics(group_broker, topic_name):
+    """OffsetDelete (KIP-496) while a confluent-kafka consumer is a member: the offsets of a
+    topic no member is subscribed to are deleted; a subscribed topic's partitions answer
+    GROUP_SUBSCRIBED_TO_TOPIC (86) and keep their offsets; an unknown partition answers
+    UNKNOWN_TOPIC_OR_PARTITION (3). strata refused the whole request with NON_EMPTY_GROUP."""
+    from confluent_kafka import TopicPartition
+
+    bootstrap = group_broker.bootstrap
+    subscribed, other = topic_name, topic_name + "-other"
+    create_topic(bootstrap, subscribed, 1)
+    create_topic(bootstrap, other, 1)
+    ck_produce(bootstrap, subscribed, make_messages(5, with_nulls=False), partition=0)
+    group = topic_name + "-g"
+    member = ck_member(bootstrap, group, "range")
+    try:
+        member.subscribe([subscribed])
+        wait_until(lambda: member.poll(0.2) is not None and member.assignment(), timeout=30,
+                   message="the member joins")
+        member.commit(offsets=[TopicPartition(subscribed, 0, 3), TopicPartition(other, 0, 4)],
+                      asynchronous=False)
+        error, codes = _offset_delete(group_broker.port, group,
+                                      {subscribed: [0], other: [0, 7], "no-such-topic": [0]})
+        assert error == 0
+        assert codes == {(subscribed, 0): 86, (other, 0): 0, (other, 7): 3, ("no-such-topic", 0): 3}, codes
+        committed = member.committed([TopicPartition(subscribed, 0), TopicPartition(other, 0)], timeout=10)
+        assert [tp.offset for tp in committed] == [3, ck.OFFSET_INVALID]
+    finally:
+        member.close()
+    # Once the group is empty, the subscribed topic's offsets go too.
+    error, codes = _offset_delete(group_broker.port, group, {subscribed: [0]})
+    assert (error, codes) == (0, {(subscribed, 0): 0})

@@ -1,10 +1,14 @@
-//! OffsetDelete (key 47, KIP-496): deletes a group's committed offsets for some partitions,
-//! only while the group has no members (NON_EMPTY_GROUP), for known groups (GROUP_ID_NOT_FOUND).
+//! OffsetDelete (key 47, KIP-496): deletes a group's committed offsets for some partitions.
+//! As in Kafka: a partition of an unknown topic, or past the topic's partitions, answers
+//! UNKNOWN_TOPIC_OR_PARTITION; an unknown group GROUP_ID_NOT_FOUND; a group with members
+//! deletes the offsets of topics none of them is subscribed to and answers
+//! GROUP_SUBSCRIBED_TO_TOPIC for the others, and a group with members that is not a consumer
+//! group (another protocol type) NON_EMPTY_GROUP, alone.
 
 use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse};
+use crate::services::groups::{GroupRequest, GroupResponse, OffsetsDeleted};
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
@@ -19,7 +23,7 @@ pub(super) async fn delete_offsets<S: Storage>(
     node: &Node<S>,
     group: &str,
     partitions: Option<Vec<TopicPartition>>,
-) -> Result<Vec<TopicPartition>> {
+) -> Result<OffsetsDeleted> {
     let request = GroupRequest::DeleteOffsets { group: group.to_string(), partitions };
     match node.group_call(group, request).await? {
         GroupResponse::DeleteOffsets(result) => result,
@@ -33,7 +37,13 @@ pub async fn handle<S: Storage>(
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let group = request.group_id.0.to_string();
-    let partitions: Vec<TopicPartition> = request
+    let image = node.metadata();
+    let exists = |partition: &TopicPartition| {
+        image.topic(&partition.topic).is_some_and(|topic| {
+            partition.partition.0 >= 0 && partition.partition.0 < topic.partition_count()
+        })
+    };
+    let requested: Vec<TopicPartition> = request
         .topics
         .iter()
         .flat_map(|t| {
@@ -42,26 +52,39 @@ pub async fn handle<S: Storage>(
                 .map(move |p| TopicPartition::new(t.name.0.to_string(), p.partition_index))
         })
         .collect();
+    let known: Vec<TopicPartition> = requested.iter().filter(|p| exists(p)).cloned().collect();
     let mut response = OffsetDeleteResponse::default();
-    if let Err(error) = delete_offsets(node, &group, Some(partitions)).await {
-        // A group-level error comes alone, as Kafka answers it.
-        response.error_code = error_code(&error);
-        return response;
-    }
+    let outcome = match delete_offsets(node, &group, Some(known)).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            // A group-level error comes alone, as Kafka answers it.
+            response.error_code = error_code(&error);
+            return response;
+        }
+    };
     response.error_code = NONE;
+    let subscribed = error_code(&BrokerError::Group(GroupError::GroupSubscribedToTopic));
+    let unknown = error_code(&BrokerError::UnknownTopicOrPartition(String::new()));
     for topic in request.topics {
         let mut entry = OffsetDeleteResponseTopic::default();
-        entry.name = topic.name;
         entry.partitions = topic
             .partitions
             .iter()
             .map(|p| {
+                let key = TopicPartition::new(topic.name.0.to_string(), p.partition_index);
                 let mut partition = OffsetDeleteResponsePartition::default();
                 partition.partition_index = p.partition_index;
-                partition.error_code = NONE;
+                partition.error_code = if !exists(&key) {
+                    unknown
+                } else if outcome.subscribed.contains(&key) {
+                    subscribed
+                } else {
+                    NONE
+                };
                 partition
             })
             .collect();
+        entry.name = topic.name;
         response.topics.push(entry);
     }
     response

@@ -114,14 +114,23 @@ pub enum GroupRequest {
         group: String,
         wanted: Option<Vec<TopicPartition>>,
     },
-    /// Deletes the group's offsets (all, with the group, or some partitions); refused while it
-    /// has members.
+    /// Deletes the group's offsets: all of them with the group (refused while it has members),
+    /// or some partitions (while it has members, only of topics no member is subscribed to, and
+    /// only for a `consumer` group, as Kafka).
     DeleteOffsets {
         group: String,
         partitions: Option<Vec<TopicPartition>>,
     },
     /// (group, partition, committed offset) of every group here, for the lag metric.
     Committed,
+}
+
+/// What DeleteOffsets did: the partitions whose offsets it deleted (those that had one), and
+/// those it kept because a member of the group is subscribed to their topic (KIP-496).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OffsetsDeleted {
+    pub deleted: Vec<TopicPartition>,
+    pub subscribed: Vec<TopicPartition>,
 }
 
 /// A group as ListGroups shows it.
@@ -141,7 +150,7 @@ pub enum GroupResponse {
     List(Vec<ListedGroup>),
     Commit(Result<()>),
     FetchOffsets(Vec<(TopicPartition, Committed)>),
-    DeleteOffsets(Result<Vec<TopicPartition>>),
+    DeleteOffsets(Result<OffsetsDeleted>),
     Committed(Vec<(String, TopicPartition, i64)>),
 }
 
@@ -247,26 +256,44 @@ impl<S: Storage> GroupService<S> {
         }
     }
 
-    /// DeleteGroups (`partitions` None) and OffsetDelete: only for groups without members.
+    /// DeleteGroups (`partitions` None: only for groups without members) and OffsetDelete.
     async fn delete_group_offsets(
         &self,
         group: &str,
         partitions: Option<Vec<TopicPartition>>,
-    ) -> Result<Vec<TopicPartition>> {
+    ) -> Result<OffsetsDeleted> {
         let members = self.member_count(group);
         let known = self.offsets.borrow().contains_key(group) || self.cell(group).is_some();
         if !known {
             return Err(BrokerError::Group(GroupError::GroupIdNotFound));
         }
-        if members > 0 {
-            return Err(BrokerError::Group(GroupError::NonEmptyGroup));
-        }
         let whole_group = partitions.is_none();
+        let (partitions, subscribed) = match partitions {
+            _ if members == 0 => (partitions, Vec::new()),
+            None => return Err(BrokerError::Group(GroupError::NonEmptyGroup)),
+            Some(partitions) => {
+                let Some(cell) = self.cell(group) else {
+                    return Err(BrokerError::Group(GroupError::NonEmptyGroup));
+                };
+                let live = cell.group.borrow();
+                if live.protocol_type != state_machine::CONSUMER_PROTOCOL_TYPE {
+                    return Err(BrokerError::Group(GroupError::NonEmptyGroup));
+                }
+                // Unreadable subscriptions: every topic counts as subscribed (as in Kafka).
+                let topics = live.subscribed_topics();
+                let is_subscribed = |partition: &TopicPartition| {
+                    topics.as_ref().is_none_or(|topics| topics.contains(&partition.topic))
+                };
+                let (subscribed, free): (Vec<_>, Vec<_>) =
+                    partitions.into_iter().partition(|partition| is_subscribed(partition));
+                (Some(free), subscribed)
+            }
+        };
         let deleted = self.delete_offsets(group, partitions).await?;
-        if whole_group || !self.offsets.borrow().contains_key(group) {
+        if members == 0 && (whole_group || !self.offsets.borrow().contains_key(group)) {
             self.groups.borrow_mut().remove(group);
         }
-        Ok(deleted)
+        Ok(OffsetsDeleted { deleted, subscribed })
     }
 
     fn list(&self) -> Vec<ListedGroup> {

@@ -222,7 +222,35 @@ pub struct Group {
     id_salt: u64,
 }
 
+/// The protocol type of Kafka consumers' groups (their member metadata is a
+/// ConsumerProtocolSubscription).
+pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
 impl Group {
+    /// The topics the members are subscribed to, from their metadata for the chosen protocol
+    /// (Kafka's `ClassicGroup.computeSubscribedTopics`); `None` when it cannot be known: not a
+    /// consumer group, no protocol chosen yet, or a subscription that does not parse.
+    pub fn subscribed_topics(&self) -> Option<std::collections::BTreeSet<String>> {
+        use kafka_protocol::messages::ConsumerProtocolSubscription;
+        use kafka_protocol::protocol::Decodable;
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE || self.protocol.is_empty() {
+            return None;
+        }
+        let mut topics = std::collections::BTreeSet::new();
+        for member in self.members.values() {
+            let (_, metadata) = member.protocols.iter().find(|(name, _)| *name == self.protocol)?;
+            // A version, then the subscription read as v0 (every later version extends it).
+            let mut buf = metadata.clone();
+            if buf.len() < 2 {
+                return None;
+            }
+            let _version = bytes::Buf::get_i16(&mut buf);
+            let subscription = ConsumerProtocolSubscription::decode(&mut buf, 0).ok()?;
+            topics.extend(subscription.topics.iter().map(|topic| topic.to_string()));
+        }
+        Some(topics)
+    }
+
     pub fn empty() -> Self {
         Self::with_salt(rand::random())
     }

@@ -625,3 +625,38 @@ fn list_offsets_special_timestamps_answer_as_kafka_without_tiered_storage() {
     assert_eq!(list(7, -4).0, 35, "EARLIEST_LOCAL before v8: UNSUPPORTED_VERSION");
     assert_eq!(list(8, -5).0, 35, "LATEST_TIERED before v9: UNSUPPORTED_VERSION");
 }
+
+#[test]
+fn describe_configs_documents_which_topic_configs_are_applied() {
+    let broker = Broker::start("describe-docs", &[]);
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, &[]).expect("create");
+    let mut client = Client::connect(&broker.bootstrap).expect("connect");
+    let mut resource = describe_configs_request::DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_static_str("t");
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    request.include_documentation = true;
+    request.include_synonyms = true;
+    let answer = client
+        .call(ApiKey::DescribeConfigs, 4, RequestKind::DescribeConfigs(request))
+        .expect("call");
+    let ResponseKind::DescribeConfigs(answer) = answer else { panic!("{answer:?}") };
+    let configs = &answer.results[0].configs;
+    let find = |name: &str| {
+        configs.iter().find(|c| c.name.as_str() == name).unwrap_or_else(|| panic!("{name} missing"))
+    };
+    assert_eq!(configs.len(), 34, "Kafka 4.0's 33 topic configs and flush.policy");
+    let doc =
+        |name: &str| find(name).documentation.as_ref().map(|d| d.to_string()).unwrap_or_default();
+    assert!(doc("compression.type").starts_with("Applied"), "{}", doc("compression.type"));
+    assert!(doc("preallocate").starts_with("Stored and described only"), "{}", doc("preallocate"));
+    assert_eq!(find("segment.bytes").config_type, 3, "INT");
+    assert_eq!(find("retention.ms").config_type, 5, "LONG");
+    assert_eq!(find("cleanup.policy").config_type, 7, "LIST");
+    assert_eq!(find("min.cleanable.dirty.ratio").config_type, 6, "DOUBLE");
+    let synonyms = &find("retention.ms").synonyms;
+    assert_eq!(synonyms.len(), 1, "a default only: {synonyms:?}");
+    assert_eq!(synonyms[0].source, 5, "DEFAULT_CONFIG");
+}

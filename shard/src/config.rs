@@ -43,6 +43,11 @@ pub struct LogConfig {
     /// clock at append (the batch's max timestamp and timestamp-type bit), and record
     /// timestamps are not checked.
     pub log_append_time: bool,
+    /// Kafka's `compression.type` when it names a codec: batches in another codec are
+    /// re-compressed into it on append (`None`: `producer`, each batch kept as sent), at
+    /// `compression_level` (the codec's `compression.*.level`; `None` its default).
+    pub compression: Option<wire::Compression>,
+    pub compression_level: Option<i32>,
 }
 
 /// Kafka's defaults: 1 GiB segments, 7 days, unlimited bytes, 4 KiB index interval, and
@@ -80,6 +85,8 @@ impl Default for LogConfig {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             log_append_time: false,
+            compression: None,
+            compression_level: None,
         }
     }
 }

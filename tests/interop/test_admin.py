@@ -351,3 +351,69 @@ def test_list_groups_filters_by_type_and_reports_classic(shared_broker, topic_na
     assert group in classic and classic[group].type == ConsumerGroupType.CLASSIC
     assert group not in listed(types={ConsumerGroupType.CONSUMER})
     assert listed()[group].type == ConsumerGroupType.CLASSIC
+
+
+# Every topic config Kafka 4.0 defines, each with a valid value other than its default.
+KAFKA4_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact,delete", "compression.gzip.level": "5", "compression.lz4.level": "12",
+    "compression.type": "zstd", "compression.zstd.level": "7", "delete.retention.ms": "1000",
+    "file.delete.delay.ms": "5", "flush.messages": "100", "flush.ms": "1000",
+    "follower.replication.throttled.replicas": "0:1,1:2", "index.interval.bytes": "8192",
+    "leader.replication.throttled.replicas": "*", "local.retention.bytes": "-2",
+    "local.retention.ms": "-2", "max.compaction.lag.ms": "100000", "max.message.bytes": "2000000",
+    "message.timestamp.after.max.ms": "60000", "message.timestamp.before.max.ms": "60000",
+    "message.timestamp.type": "LogAppendTime", "min.cleanable.dirty.ratio": "0.25",
+    "min.compaction.lag.ms": "10", "min.insync.replicas": "2", "preallocate": "true",
+    "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false", "retention.bytes": "100000000", "retention.ms": "3600000",
+    "segment.bytes": "10000000", "segment.index.bytes": "1000000", "segment.jitter.ms": "10",
+    "segment.ms": "3600000", "unclean.leader.election.enable": "true",
+}
+
+
+def test_every_kafka4_topic_config_is_accepted_and_described(shared_broker, topic_name):
+    """Tools set any of Kafka's topic configs; strata accepts them all, applies those it has the
+    behaviour for, and stores and describes the rest (DescribeConfigs' documentation says which)."""
+    admin = ck_admin(shared_broker.bootstrap)
+    _create(admin, topic_name, config=KAFKA4_TOPIC_CONFIGS)
+    configs = _describe(admin, topic_name)
+    for key, value in KAFKA4_TOPIC_CONFIGS.items():
+        assert configs[key].value == value, (key, configs[key].value)
+        assert not configs[key].is_default, key
+    # (Which are applied is in each config's DescribeConfigs v3+ documentation: api_matrix.rs.)
+    # A default is described as one, with its value.
+    other = topic_name + "-defaults"
+    _create(admin, other)
+    defaults = _describe(admin, other)
+    assert defaults["message.timestamp.after.max.ms"].value == "3600000"  # Kafka 4's default
+    assert defaults["compression.type"].value == "producer" and defaults["compression.type"].is_default
+
+
+@pytest.mark.parametrize("key,value", [
+    ("compression.type", "brotli"), ("min.cleanable.dirty.ratio", "1.5"), ("preallocate", "yes"),
+    ("remote.storage.enable", "true"), ("leader.replication.throttled.replicas", "a:b"),
+    ("compression.gzip.level", "0"), ("message.format.version", "3.0-IV1"),
+])
+def test_invalid_kafka4_topic_configs_are_refused(shared_broker, topic_name, key, value):
+    admin = ck_admin(shared_broker.bootstrap)
+    fs = admin.create_topics([NewTopic(topic_name, 1, 1, config={key: value})], request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.INVALID_CONFIG
+
+
+def test_list_configs_take_append_and_subtract_and_cross_checks_hold(shared_broker, topic_name):
+    admin = ck_admin(shared_broker.bootstrap)
+    _create(admin, topic_name)
+    APPEND, SUBTRACT = AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT
+    _incremental(admin, topic_name, [("cleanup.policy", "compact", APPEND),
+                                     ("leader.replication.throttled.replicas", "0:1", APPEND)]).result(timeout=T)
+    _incremental(admin, topic_name, [("leader.replication.throttled.replicas", "1:1", APPEND)]).result(timeout=T)
+    configs = _describe(admin, topic_name)
+    assert configs["cleanup.policy"].value == "delete,compact"
+    assert configs["leader.replication.throttled.replicas"].value == "0:1,1:1"
+    _incremental(admin, topic_name, [("cleanup.policy", "delete", SUBTRACT)]).result(timeout=T)
+    assert _describe(admin, topic_name)["cleanup.policy"].value == "compact"
+    # APPEND on a config that is not a list: INVALID_CONFIG.
+    assert _error_code(_incremental(admin, topic_name, [("retention.ms", "5", APPEND)])) == KafkaError.INVALID_CONFIG
+    # Kafka's cross-field rule: min.compaction.lag.ms may not exceed max.compaction.lag.ms.
+    assert _error_code(_incremental(admin, topic_name, [("min.compaction.lag.ms", "100", SET),
+                                                        ("max.compaction.lag.ms", "10", SET)])) == KafkaError.INVALID_CONFIG

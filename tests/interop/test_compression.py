@@ -45,3 +45,38 @@ def test_compressed_batches_round_trip_to_both_clients(shared_broker, topic_name
     mid = N // 2 + 1
     assert ck_consume(bootstrap, topic_name, N - mid, offset=mid) == msgs[mid:]
     assert kp_consume(bootstrap, topic_name, N - mid, offset=mid) == msgs[mid:]
+
+
+def _stored_codecs(broker, topic):
+    """The codec bits of every batch stored in partition 0 (a raw Fetch of everything)."""
+    import wire
+    body = wire.roundtrip(broker.port, wire.fetch_v4_request(1, topic, 0, 0, partition_max_bytes=16 << 20))
+    data = wire.parse_fetch_v4_response(body)[(topic, 0)]["records"]
+    return {batch["attributes"] & 0x07 for batch in wire.parse_record_batches(data)}
+
+
+@pytest.mark.parametrize("topic_codec,sent,stored", [
+    ("zstd", ["none", "gzip", "lz4"], {4}),
+    ("uncompressed", ["lz4", "snappy"], {0}),
+    ("gzip", ["gzip", "none"], {1}),
+    ("producer", ["gzip", "snappy"], {1, 2}),
+])
+def test_topic_compression_type_recompresses_on_append(shared_broker, topic_name, topic_codec, sent, stored):
+    """compression.type on the topic (Kafka's semantics): `producer` keeps each batch as sent,
+    a codec re-compresses every batch in another codec on append (records, keys, values and
+    headers kept; the consumer checks the CRCs), and `uncompressed` stores plain batches."""
+    from confluent_kafka.admin import NewTopic
+    from clients import ck_admin
+
+    admin = ck_admin(shared_broker.bootstrap)
+    admin.create_topics([NewTopic(topic_name, 1, 1, config={"compression.type": topic_codec})],
+                        request_timeout=10)[topic_name].result(timeout=10)
+    expected = []
+    for codec in sent:
+        msgs = _messages(codec, topic_codec)[:100]
+        ck_produce(shared_broker.bootstrap, topic_name, msgs, partition=0,
+                   **{"compression.type": codec, "linger.ms": 50})
+        expected += msgs
+    assert ck_consume(shared_broker.bootstrap, topic_name, len(expected), **{"check.crcs": True}) == expected
+    assert kp_consume(shared_broker.bootstrap, topic_name, len(expected)) == expected
+    assert _stored_codecs(shared_broker, topic_name) == stored

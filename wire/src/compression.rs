@@ -1,5 +1,6 @@
 //! Record-batch compression codecs (gzip, snappy, lz4, zstd) for the few places that must read
-//! records: the CLI, timestamp lookups, tests. The broker never recompresses a client's batch.
+//! records (the CLI, timestamp lookups, tests) and for `recompress`, which rewrites a batch in
+//! a topic's `compression.type` (the broker otherwise stores a client's batch as it came).
 //!
 //! Formats as Kafka writes them: gzip with its header (RFC 1952); snappy either raw or in the
 //! xerial framing the Java client uses (magic `\x82SNAPPY\0`, then length-prefixed blocks); lz4
@@ -85,15 +86,29 @@ pub fn decompress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, DecodeErr
     }
 }
 
-/// Compresses a records section the way Kafka clients do (snappy in xerial framing).
+/// Compresses a records section the way Kafka clients do (snappy in xerial framing), at each
+/// codec's default level.
 pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    compress_at(codec, input, None)
+}
+
+/// `compress` at a level (KIP-390: gzip 1-9, zstd -131072..=22; `None` or another codec: the
+/// default). lz4 has no level here: `lz4_flex` writes its one (fast) level.
+pub fn compress_at(
+    codec: Compression,
+    input: &[u8],
+    level: Option<i32>,
+) -> Result<Vec<u8>, DecodeError> {
     use std::io::Write;
     let failed = |_| DecodeError::BadRecord("compression failed");
     match codec {
         Compression::None => Ok(input.to_vec()),
         Compression::Gzip => {
-            let mut encoder =
-                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let level = match level {
+                Some(level @ 1..=9) => flate2::Compression::new(level as u32),
+                _ => flate2::Compression::default(),
+            };
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), level);
             encoder.write_all(input).map_err(failed)?;
             encoder.finish().map_err(failed)
         }
@@ -115,9 +130,36 @@ pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, DecodeError
             encoder.write_all(input).map_err(failed)?;
             encoder.finish().map_err(|_| DecodeError::BadRecord("compression failed"))
         }
-        Compression::Zstd => zstd::stream::encode_all(input, 3).map_err(failed),
+        Compression::Zstd => zstd::stream::encode_all(input, level.unwrap_or(3)).map_err(failed),
         Compression::Unknown(_) => Err(DecodeError::BadRecord("unknown compression codec")),
     }
+}
+
+/// The batch in another codec (Kafka's LogValidator re-compressing into a topic's
+/// `compression.type`): the records section is decompressed and compressed again; the header
+/// keeps every field (offsets, timestamps, producer, the other attribute bits) except the
+/// length, the codec bits and the CRC. The records themselves must already be checked.
+pub fn recompress(
+    header: &RecordBatchHeader<'_>,
+    target: Compression,
+    level: Option<i32>,
+) -> Result<Vec<u8>, DecodeError> {
+    let body = header.as_bytes().get(BATCH_HEADER_BYTES..).unwrap_or_default();
+    let plain = decompress(header.compression(), body)?;
+    let records = compress_at(target, &plain, level)?;
+    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+    out.extend_from_slice(header.as_bytes().get(..BATCH_HEADER_BYTES).unwrap_or_default());
+    out.extend_from_slice(&records);
+    let codec_bits: i16 = match target {
+        Compression::None => 0,
+        Compression::Gzip => 1,
+        Compression::Snappy => 2,
+        Compression::Lz4 => 3,
+        Compression::Zstd => 4,
+        Compression::Unknown(_) => return Err(DecodeError::BadRecord("unknown compression codec")),
+    };
+    crate::record_batch::rewrite_length_codec_and_crc(&mut out, codec_bits)?;
+    Ok(out)
 }
 
 /// One record with its bytes owned (decoded from a possibly compressed batch).
@@ -150,6 +192,46 @@ pub fn records_of(header: &RecordBatchHeader<'_>) -> Result<Vec<OwnedRecord>, De
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recompress_keeps_every_record_and_header_field() {
+        let mut builder = crate::RecordBatchBuilder::new(1_700_000_000_000);
+        builder.producer(9, 2, 40);
+        for i in 0..50u8 {
+            let value = vec![i; 200];
+            builder.push(crate::BatchRecord {
+                key: Some(&[i]),
+                value: Some(&value),
+                timestamp_delta: i64::from(i),
+            });
+        }
+        let plain = builder.build();
+        let header = RecordBatchHeader::parse(&plain, 1 << 20).unwrap();
+        let original = records_of(&header).unwrap();
+        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+            let packed = recompress(&header, codec, Some(1)).unwrap();
+            let packed_header = RecordBatchHeader::parse(&packed, 1 << 20).unwrap();
+            packed_header.verify_crc().unwrap();
+            assert_eq!(packed_header.compression(), codec);
+            assert!(packed.len() < plain.len() / 4, "{codec:?} compresses repeated values");
+            assert_eq!(records_of(&packed_header).unwrap(), original, "{codec:?}");
+            assert_eq!(
+                (
+                    packed_header.producer_id(),
+                    packed_header.producer_epoch(),
+                    packed_header.base_sequence()
+                ),
+                (9, 2, 40)
+            );
+            assert_eq!(packed_header.max_timestamp(), header.max_timestamp());
+            // And back: byte for byte the batch it was.
+            assert_eq!(
+                recompress(&packed_header, Compression::None, None).unwrap(),
+                plain,
+                "{codec:?}"
+            );
+        }
+    }
 
     #[test]
     fn compressed_batches_decode_to_the_same_records() {

@@ -435,6 +435,25 @@ impl<'a> RecordBatchMut<'a> {
     }
 }
 
+/// After a batch's records section was replaced: its length, codec bits (attributes 0-2, the
+/// other bits kept) and CRC, from what `batch` now holds.
+pub(crate) fn rewrite_length_codec_and_crc(
+    batch: &mut [u8],
+    codec_bits: i16,
+) -> Result<(), DecodeError> {
+    if batch.len() < BATCH_HEADER_BYTES {
+        return Err(DecodeError::Truncated { needed: BATCH_HEADER_BYTES, available: batch.len() });
+    }
+    let length = i32::try_from(batch.len() - LOG_OVERHEAD_BYTES)
+        .map_err(|_| DecodeError::BadRecord("batch too large"))?;
+    put_be(batch, BATCH_LENGTH_OFFSET, &length.to_be_bytes());
+    let attributes = (be_i16(batch, ATTRIBUTES_OFFSET) & !0x07) | codec_bits;
+    put_be(batch, ATTRIBUTES_OFFSET, &attributes.to_be_bytes());
+    let crc = crc32c::crc32c(batch.get(ATTRIBUTES_OFFSET..).unwrap_or_default());
+    put_be(batch, CRC_OFFSET, &crc.to_be_bytes());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

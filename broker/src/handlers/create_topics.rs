@@ -4,7 +4,7 @@
 use super::{nth_result, str_bytes};
 use crate::error::{BrokerError, NONE};
 use crate::metadata::decide::{CreateTopic, MetadataChange};
-use crate::metadata::{config_value, TopicImage, TOPIC_CONFIG_KEYS};
+use crate::metadata::{config_value, TopicImage, TOPIC_CONFIGS};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -38,13 +38,13 @@ fn requested_configs(topic: &CreatableTopic) -> BTreeMap<String, String> {
 
 /// Every topic config with its value and source (1: the topic's, 5: a default).
 fn described_configs(topic: &TopicImage) -> Vec<CreatableTopicConfigs> {
-    TOPIC_CONFIG_KEYS
+    TOPIC_CONFIGS
         .iter()
-        .map(|(key, _)| {
+        .map(|def| {
             let mut config = CreatableTopicConfigs::default();
-            config.name = str_bytes(key);
-            config.value = config_value(topic, key).map(str_bytes);
-            config.config_source = if topic.configs.contains_key(*key) { 1 } else { 5 };
+            config.name = str_bytes(def.name);
+            config.value = config_value(topic, def.name).map(str_bytes);
+            config.config_source = if topic.configs.contains_key(def.name) { 1 } else { 5 };
             config
         })
         .collect()

@@ -2,11 +2,13 @@
 
 use super::{error_fields, str_bytes};
 use crate::error::{BrokerError, NONE};
-use crate::metadata::{config_value, TOPIC_CONFIG_KEYS};
+use crate::metadata::topic_config::{default_config, TopicConfigDef};
+use crate::metadata::TopicImage;
+use crate::metadata::{config_value, TOPIC_CONFIGS};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use shard::io::Storage;
@@ -34,11 +36,32 @@ fn entry(
     config
 }
 
+/// A topic config's synonyms (DescribeConfigs `include_synonyms`), in Kafka's order: the
+/// topic's override, then the default.
+fn topic_synonyms(topic: &TopicImage, def: &TopicConfigDef) -> Vec<DescribeConfigsSynonym> {
+    let mut synonyms = Vec::new();
+    if let Some(value) = topic.configs.get(def.name) {
+        let mut synonym = DescribeConfigsSynonym::default();
+        synonym.name = str_bytes(def.name);
+        synonym.value = Some(str_bytes(value));
+        synonym.source = SOURCE_TOPIC;
+        synonyms.push(synonym);
+    }
+    let mut default = DescribeConfigsSynonym::default();
+    default.name = str_bytes(def.name);
+    default.value = default_config(def.name).map(str_bytes);
+    default.source = SOURCE_DEFAULT;
+    synonyms.push(default);
+    synonyms
+}
+
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
+    let version = context.api_version;
+    let resource_synonyms = request.include_synonyms;
     let image = node.metadata();
     let mut response = DescribeConfigsResponse::default();
     for resource in request.resources {
@@ -56,16 +79,25 @@ pub async fn handle<S: Storage>(
             RESOURCE_TOPIC => match image.topic(resource.resource_name.as_str()) {
                 Some(topic) => {
                     result.error_code = NONE;
-                    result.configs = TOPIC_CONFIG_KEYS
+                    result.configs = TOPIC_CONFIGS
                         .iter()
-                        .filter(|(key, _)| wanted(key))
-                        .map(|(key, _)| {
-                            let source = if topic.configs.contains_key(*key) {
+                        .filter(|def| wanted(def.name))
+                        .map(|def| {
+                            let source = if topic.configs.contains_key(def.name) {
                                 SOURCE_TOPIC
                             } else {
                                 SOURCE_DEFAULT
                             };
-                            entry(key, config_value(topic, key), source, false)
+                            let mut config =
+                                entry(def.name, config_value(topic, def.name), source, false);
+                            if version >= 3 {
+                                config.config_type = def.config_type();
+                                config.documentation = Some(str_bytes(def.doc));
+                            }
+                            if version >= 1 && resource_synonyms {
+                                config.synonyms = topic_synonyms(topic, def);
+                            }
+                            config
                         })
                         .collect();
                 }

@@ -7,7 +7,8 @@ use super::image::{MetadataImage, TopicId};
 use super::placement::PlacementPolicy;
 use super::records::MetadataRecord;
 use super::topic_config::{
-    default_config, validate_topic_config, validate_topic_name, PARTITIONS_PER_TOPIC_MAX,
+    default_config, is_list_config, validate_topic_configs, validate_topic_name,
+    PARTITIONS_PER_TOPIC_MAX,
 };
 use crate::error::{BrokerError, Result};
 use std::collections::BTreeMap;
@@ -57,9 +58,7 @@ pub fn create_topic(
     if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&create.partitions) {
         return Err(partition_count_error(create.partitions));
     }
-    for (key, value) in &create.configs {
-        validate_topic_config(key, value)?;
-    }
+    validate_topic_configs(&create.configs)?;
     let mut records = vec![MetadataRecord::Topic { name: create.name.clone(), topic_id }];
     records.extend((0..create.partitions).map(|partition| MetadataRecord::Partition {
         topic_id,
@@ -120,10 +119,6 @@ pub fn create_partitions(
         .collect())
 }
 
-/// Topic configs whose value is a comma-separated list (IncrementalAlterConfigs APPEND and
-/// SUBTRACT apply to them, KIP-339).
-pub const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
-
 /// `current` with `items` appended (those not in it yet) or subtracted, comma-separated.
 fn edit_list(current: &str, items: &str, append: bool) -> String {
     let split = |list: &str| -> Vec<String> {
@@ -165,7 +160,7 @@ fn edited_configs(
                         }
                         configs.remove(key);
                     }
-                    (operation @ (2 | 3), Some(items)) if LIST_CONFIGS.contains(&key.as_str()) => {
+                    (operation @ (2 | 3), Some(items)) if is_list_config(key) => {
                         let current = configs
                             .get(key)
                             .map(String::as_str)
@@ -183,9 +178,7 @@ fn edited_configs(
             }
         }
     }
-    for (key, value) in &configs {
-        validate_topic_config(key, value)?;
-    }
+    validate_topic_configs(&configs)?;
     Ok(configs)
 }
 

@@ -29,4 +29,6 @@ pub use image::{MetadataImage, TopicImage};
 pub use placement::{Placement, PlacementPolicy};
 pub use records::MetadataRecord;
 pub use startup::startup_image;
-pub use topic_config::{config_value, log_config, validate_topic_name, TOPIC_CONFIG_KEYS};
+pub use topic_config::{
+    config_value, log_config, topic_config, validate_topic_name, TOPIC_CONFIGS,
+};

@@ -32,21 +32,144 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Topic configs strata understands, with Kafka's defaults.
-pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
-    ("cleanup.policy", "delete"),
-    ("delete.retention.ms", "86400000"),
-    ("retention.ms", "604800000"),
-    ("retention.bytes", "-1"),
-    ("segment.bytes", "1073741824"),
-    ("segment.ms", "604800000"),
-    ("max.message.bytes", "1048588"),
-    ("index.interval.bytes", "4096"),
-    ("flush.policy", "always"),
-    ("message.timestamp.type", "CreateTime"),
-    ("message.timestamp.before.max.ms", "9223372036854775807"),
-    ("message.timestamp.after.max.ms", "9223372036854775807"),
+/// How a topic config's value is checked.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// An integer within bounds (Kafka's int and long).
+    Integer(i64, i64),
+    /// A number within bounds (Kafka's double).
+    Double(f64, f64),
+    Boolean,
+    /// One of these values (case-sensitive, as Kafka's ValidString).
+    OneOf(&'static [&'static str]),
+    /// A comma-separated list (IncrementalAlterConfigs APPEND and SUBTRACT apply to it) of these
+    /// items, or of any when empty.
+    List(&'static [&'static str]),
+    /// Checked by its own parser.
+    Own,
+}
+
+/// One topic config: Kafka 4.0's (plus strata's `flush.policy`), its default, how its value is
+/// checked, and whether strata acts on it (`applied`) or stores and describes it only: a config
+/// for a behaviour strata does not have (tiered storage, replication throttles, the cleaner's
+/// tuning) is accepted so that tools that set it work, and DescribeConfigs says so.
+#[derive(Debug, Clone, Copy)]
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub kind: Kind,
+    pub applied: bool,
+    pub doc: &'static str,
+}
+
+const fn def(
+    name: &'static str,
+    default: &'static str,
+    kind: Kind,
+    applied: bool,
+    doc: &'static str,
+) -> TopicConfigDef {
+    TopicConfigDef { name, default, kind, applied, doc }
+}
+
+const LONG_MAX: i64 = i64::MAX;
+const INT_MAX: i64 = i32::MAX as i64;
+const ADVISORY: &str = "Stored and described only: strata does not have this behaviour yet.";
+
+/// Every topic config, with Kafka's defaults and ranges (Kafka 4.0 `TopicConfig`/`LogConfig`).
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def("cleanup.policy", "delete", Kind::List(&["compact", "delete"]), true,
+        "Applied: delete (retention) and/or compact (the cleaner keeps the newest record per key)."),
+    def("compression.gzip.level", "-1", Kind::Own, true,
+        "Applied when the broker re-compresses into gzip (1-9, -1 the codec's default)."),
+    def("compression.lz4.level", "9", Kind::Integer(1, 17), false,
+        "Stored and described only: strata's lz4 encoder has one level."),
+    def("compression.type", "producer",
+        Kind::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]), true,
+        "Applied: producer keeps each batch as sent; any other value re-compresses batches in \
+         another codec on append."),
+    def("compression.zstd.level", "3", Kind::Integer(-131_072, 22), true,
+        "Applied when the broker re-compresses into zstd."),
+    def("delete.retention.ms", "86400000", Kind::Integer(0, LONG_MAX), true,
+        "Applied: how long compaction keeps a tombstone."),
+    def("file.delete.delay.ms", "60000", Kind::Integer(0, LONG_MAX), false,
+        "Stored and described only: strata deletes a segment's files at once."),
+    def("flush.messages", "9223372036854775807", Kind::Integer(1, LONG_MAX), false,
+        "Stored and described only: strata's durability is set by flush.policy."),
+    def("flush.ms", "9223372036854775807", Kind::Integer(0, LONG_MAX), false,
+        "Stored and described only: strata's durability is set by flush.policy."),
+    def("flush.policy", "always", Kind::Own, true,
+        "strata's own: always (fdatasync before acks=all is answered), never, or interval:<ms>."),
+    def("follower.replication.throttled.replicas", "", Kind::Own, false, ADVISORY),
+    def("index.interval.bytes", "4096", Kind::Integer(0, INT_MAX), true,
+        "Applied: bytes between offset index entries."),
+    def("leader.replication.throttled.replicas", "", Kind::Own, false, ADVISORY),
+    def("local.retention.bytes", "-2", Kind::Integer(-2, LONG_MAX), false,
+        "Stored and described only: strata has no tiered storage."),
+    def("local.retention.ms", "-2", Kind::Integer(-2, LONG_MAX), false,
+        "Stored and described only: strata has no tiered storage."),
+    def("max.compaction.lag.ms", "9223372036854775807", Kind::Integer(1, LONG_MAX), false, ADVISORY),
+    def("max.message.bytes", "1048588", Kind::Own, true, "Applied: the largest batch accepted."),
+    def("message.timestamp.after.max.ms", "3600000", Kind::Integer(0, LONG_MAX), true,
+        "Applied: how far ahead of the broker's clock a record's timestamp may be."),
+    def("message.timestamp.before.max.ms", "9223372036854775807", Kind::Integer(0, LONG_MAX), true,
+        "Applied: how far behind the broker's clock a record's timestamp may be."),
+    def("message.timestamp.type", "CreateTime", Kind::OneOf(&["CreateTime", "LogAppendTime"]), true,
+        "Applied: CreateTime keeps the producer's times; LogAppendTime stamps batches with the broker's clock."),
+    def("min.cleanable.dirty.ratio", "0.5", Kind::Double(0.0, 1.0), false, ADVISORY),
+    def("min.compaction.lag.ms", "0", Kind::Integer(0, LONG_MAX), false, ADVISORY),
+    def("min.insync.replicas", "1", Kind::Integer(1, INT_MAX), false,
+        "Stored and described only until replication: a single node is its own in-sync set."),
+    def("preallocate", "false", Kind::Boolean, false,
+        "Stored and described only: strata always preallocates the active segment's file."),
+    def("remote.log.copy.disable", "false", Kind::Boolean, false,
+        "Stored and described only: strata has no tiered storage."),
+    def("remote.log.delete.on.disable", "false", Kind::Boolean, false,
+        "Stored and described only: strata has no tiered storage."),
+    def("remote.storage.enable", "false", Kind::Own, false,
+        "strata has no tiered storage: only false is accepted."),
+    def("retention.bytes", "-1", Kind::Integer(-1, LONG_MAX), true,
+        "Applied: the most bytes a partition keeps (-1: no limit)."),
+    def("retention.ms", "604800000", Kind::Integer(-1, LONG_MAX), true,
+        "Applied: how long records are kept (-1: forever)."),
+    def("segment.bytes", "1073741824", Kind::Own, true, "Applied: the size a segment rolls at."),
+    def("segment.index.bytes", "10485760", Kind::Integer(4, INT_MAX), false,
+        "Stored and described only: strata's index files grow as needed."),
+    def("segment.jitter.ms", "0", Kind::Integer(0, LONG_MAX), false, ADVISORY),
+    def("segment.ms", "604800000", Kind::Integer(1, LONG_MAX), true,
+        "Applied: the age a segment rolls at."),
+    def("unclean.leader.election.enable", "false", Kind::Boolean, false,
+        "Stored and described only until replication."),
 ];
+
+impl TopicConfigDef {
+    /// Kafka's DescribeConfigs `config_type` (v3+): 1 boolean, 2 string, 3 int, 5 long,
+    /// 6 double, 7 list.
+    pub fn config_type(&self) -> i8 {
+        match (self.name, self.kind) {
+            ("segment.bytes" | "max.message.bytes" | "compression.gzip.level", _) => 3,
+            ("remote.storage.enable", _) => 1,
+            ("flush.policy", _) => 2,
+            (_, Kind::Own | Kind::List(_)) => 7,
+            (_, Kind::Integer(_, max)) if max == INT_MAX => 3,
+            (_, Kind::Integer(..)) => 5,
+            (_, Kind::Double(..)) => 6,
+            (_, Kind::Boolean) => 1,
+            (_, Kind::OneOf(_)) => 2,
+        }
+    }
+}
+
+/// The definition of a topic config.
+pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|config| config.name == name)
+}
+
+/// Whether a topic config's value is a list (IncrementalAlterConfigs APPEND and SUBTRACT).
+pub fn is_list_config(name: &str) -> bool {
+    matches!(topic_config(name).map(|config| config.kind), Some(Kind::List(_)))
+        || name.ends_with(".replication.throttled.replicas")
+}
 
 /// Broker-wide topic defaults from the configuration (`log.retention.ms`, ...), set once at
 /// startup before any shard runs and only read afterwards.
@@ -60,9 +183,11 @@ pub fn set_broker_topic_defaults(defaults: BTreeMap<String, String>) {
 
 /// A topic config's default: the broker's setting, else Kafka's default.
 pub fn default_config(key: &str) -> Option<&'static str> {
-    BROKER_TOPIC_DEFAULTS.get().and_then(|defaults| defaults.get(key)).map(String::as_str).or_else(
-        || TOPIC_CONFIG_KEYS.iter().find(|(name, _)| *name == key).map(|(_, value)| *value),
-    )
+    BROKER_TOPIC_DEFAULTS
+        .get()
+        .and_then(|defaults| defaults.get(key))
+        .map(String::as_str)
+        .or_else(|| topic_config(key).map(|config| config.default))
 }
 
 fn parse_long(key: &str, value: &str, min: i64, max: i64) -> Result<i64> {
@@ -108,30 +233,115 @@ pub fn parse_flush_policy(value: &str) -> Result<FlushPolicy> {
     }
 }
 
-/// Checks one topic config key and value.
+/// `leader/follower.replication.throttled.replicas`: `*`, or `partition:broker` pairs.
+fn parse_throttled_replicas(key: &str, value: &str) -> Result<()> {
+    let value = value.trim();
+    let pair = |item: &str| {
+        let mut parts = item.trim().split(':');
+        let valid = |part: Option<&str>| part.is_some_and(|p| p.trim().parse::<u32>().is_ok());
+        valid(parts.next()) && valid(parts.next()) && parts.next().is_none()
+    };
+    if value.is_empty() || value == "*" || value.split(',').all(pair) {
+        return Ok(());
+    }
+    Err(BrokerError::InvalidConfig(format!(
+        "{key}={value:?}: use * or [partition]:[broker],[partition]:[broker],..."
+    )))
+}
+
+/// Checks one topic config key and value (Kafka's INVALID_CONFIG for an unknown key, a value
+/// of the wrong type, or one out of range).
 pub fn validate_topic_config(key: &str, value: &str) -> Result<()> {
-    match key {
-        "retention.ms" => parse_long(key, value, -1, i64::MAX).map(drop),
-        "retention.bytes" => parse_long(key, value, -1, i64::MAX).map(drop),
-        "segment.bytes" => parse_long(key, value, 14, i64::from(u32::MAX)).map(drop),
-        "segment.ms" => parse_long(key, value, 1, i64::MAX).map(drop),
-        "max.message.bytes" => {
+    let config = topic_config(key)
+        .ok_or_else(|| BrokerError::InvalidConfig(format!("Unknown topic config name: {key}")))?;
+    match (key, config.kind) {
+        ("cleanup.policy", _) => parse_cleanup_policy(value).map(drop),
+        ("flush.policy", _) => parse_flush_policy(value).map(drop),
+        ("segment.bytes", _) => parse_long(key, value, 14, i64::from(u32::MAX)).map(drop),
+        ("max.message.bytes", _) => {
             parse_long(key, value, 0, shard::config::BATCH_BYTES_MAX as i64).map(drop)
         }
-        "index.interval.bytes" => parse_long(key, value, 0, i64::from(i32::MAX)).map(drop),
-        "flush.policy" => parse_flush_policy(value).map(drop),
-        "cleanup.policy" => parse_cleanup_policy(value).map(drop),
-        "delete.retention.ms" => parse_long(key, value, 0, i64::MAX).map(drop),
-        "message.timestamp.before.max.ms" | "message.timestamp.after.max.ms" => {
-            parse_long(key, value, 0, i64::MAX).map(drop)
-        }
-        "message.timestamp.type" => match value {
-            "CreateTime" | "LogAppendTime" => Ok(()),
+        ("compression.gzip.level", _) => match parse_long(key, value, -1, 9)? {
+            0 => Err(BrokerError::InvalidConfig(format!("{key}=0: use 1-9 or -1"))),
+            _ => Ok(()),
+        },
+        ("remote.storage.enable", _) => match value.trim() {
+            "false" => Ok(()),
+            "true" => Err(BrokerError::InvalidConfig(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be \
+                 configured with remote log storage."
+                    .into(),
+            )),
+            other => Err(BrokerError::InvalidConfig(format!("{key}={other:?}: use true or false"))),
+        },
+        (_, Kind::Own) => parse_throttled_replicas(key, value),
+        (_, Kind::Integer(min, max)) => parse_long(key, value, min, max).map(drop),
+        (_, Kind::Double(min, max)) => match value.trim().parse::<f64>() {
+            Ok(number) if (min..=max).contains(&number) => Ok(()),
             _ => Err(BrokerError::InvalidConfig(format!(
-                "message.timestamp.type={value:?}: use CreateTime or LogAppendTime"
+                "{key}={value:?}: a number in {min}..={max}"
             ))),
         },
-        _ => Err(BrokerError::InvalidConfig(format!("unknown topic config {key:?}"))),
+        (_, Kind::Boolean) => match value.trim() {
+            "true" | "false" => Ok(()),
+            other => Err(BrokerError::InvalidConfig(format!("{key}={other:?}: use true or false"))),
+        },
+        (_, Kind::OneOf(values)) => match values.contains(&value.trim()) {
+            true => Ok(()),
+            false => Err(BrokerError::InvalidConfig(format!(
+                "{key}={value:?}: use one of {}",
+                values.join(", ")
+            ))),
+        },
+        (_, Kind::List(items)) => {
+            let bad = value
+                .split(',')
+                .map(str::trim)
+                .find(|item| !item.is_empty() && !items.is_empty() && !items.contains(item));
+            match bad {
+                None => Ok(()),
+                Some(item) => Err(BrokerError::InvalidConfig(format!(
+                    "{key}: {item:?} is not one of {}",
+                    items.join(", ")
+                ))),
+            }
+        }
+    }
+}
+
+/// Checks a topic's overrides together (Kafka's cross-field rules).
+pub fn validate_topic_configs(configs: &BTreeMap<String, String>) -> Result<()> {
+    for (key, value) in configs {
+        validate_topic_config(key, value)?;
+    }
+    let long = |key: &str| -> i64 {
+        configs
+            .get(key)
+            .map(String::as_str)
+            .or_else(|| default_config(key))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    if long("min.compaction.lag.ms") > long("max.compaction.lag.ms") {
+        return Err(BrokerError::InvalidConfig(format!(
+            "conflict topic config setting min.compaction.lag.ms ({}) > max.compaction.lag.ms ({})",
+            long("min.compaction.lag.ms"),
+            long("max.compaction.lag.ms")
+        )));
+    }
+    Ok(())
+}
+
+/// The codec `compression.type` re-compresses into, or `None` for `producer` (keep each batch
+/// as sent).
+pub fn compression_target(value: &str) -> Option<wire::Compression> {
+    match value.trim() {
+        "uncompressed" => Some(wire::Compression::None),
+        "gzip" => Some(wire::Compression::Gzip),
+        "snappy" => Some(wire::Compression::Snappy),
+        "lz4" => Some(wire::Compression::Lz4),
+        "zstd" => Some(wire::Compression::Zstd),
+        _ => None,
     }
 }
 
@@ -147,6 +357,7 @@ pub fn log_config(topic: &TopicImage) -> LogConfig {
     };
     let defaults = LogConfig::default();
     let positive = |value: i64| (value >= 0).then_some(value as u64);
+    let compression = config_value(topic, "compression.type").and_then(compression_target);
     let cleanup = config_value(topic, "cleanup.policy")
         .and_then(|value| parse_cleanup_policy(value).ok())
         .unwrap_or((true, false));
@@ -179,6 +390,15 @@ pub fn log_config(topic: &TopicImage) -> LogConfig {
             .filter(|ms| *ms >= 0)
             .unwrap_or(defaults.timestamp_after_max_ms),
         log_append_time: config_value(topic, "message.timestamp.type") == Some("LogAppendTime"),
+        compression,
+        compression_level: match compression {
+            Some(wire::Compression::Gzip) => {
+                Some(long("compression.gzip.level")).filter(|l| *l > 0)
+            }
+            Some(wire::Compression::Zstd) => Some(long("compression.zstd.level")),
+            _ => None,
+        }
+        .map(|level| level as i32),
     }
 }
 

@@ -127,6 +127,41 @@ async fn validate(
     Ok(checked)
 }
 
+/// `compression.type` naming a codec (Kafka's LogValidator): every checked batch in another
+/// codec is re-compressed into it, on an offload thread (it is a pass over every byte). A batch
+/// already in the codec is kept as it is, whatever its level, as in Kafka.
+async fn recompressed(
+    batches: Vec<Bytes>,
+    target: wire::Compression,
+    level: Option<i32>,
+) -> Result<Vec<Bytes>> {
+    let codec = |batch: &Bytes| {
+        wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
+            .map(|header| header.compression())
+            .ok()
+    };
+    if batches.iter().all(|batch| codec(batch) == Some(target)) {
+        return Ok(batches);
+    }
+    shard::runtime::offload(move || {
+        batches
+            .into_iter()
+            .map(|batch| {
+                let header = wire::RecordBatchHeader::parse(&batch, shard::config::BATCH_BYTES_MAX)
+                    .map_err(invalid)?;
+                if header.compression() == target {
+                    return Ok(batch);
+                }
+                wire::compression::recompress(&header, target, level)
+                    .map(Bytes::from)
+                    .map_err(invalid)
+            })
+            .collect::<Result<Vec<_>>>()
+    })
+    .await
+    .ok_or_else(|| StorageError::Io(std::io::Error::other("re-compressing did not complete")))?
+}
+
 /// The indices, among all records of `batches` in order, of those `refused` picks (an error
 /// path only: it decodes the records again).
 fn record_indices(
@@ -251,6 +286,10 @@ impl<S: Storage> PartitionService<S> {
         };
         let log_append_time = config.log_append_time.then_some(now);
         let checked = validate(partition, &batches, rule, config.cleanup_compact).await?;
+        let batches = match config.compression {
+            Some(target) => recompressed(batches, target, config.compression_level).await?,
+            None => batches,
+        };
         let mut records: u64 = checked.iter().map(|batch| u64::from(batch.records)).sum();
         let sync = sync && config.flush == shard::FlushPolicy::Always;
         let mut base_offset = None;

@@ -31,6 +31,9 @@ pub enum BrokerError {
     InvalidPartitions(String),
     #[error("invalid replication factor: {0}")]
     InvalidReplicationFactor(String),
+    /// A manual replica assignment Kafka's controller would refuse (the message says why).
+    #[error("{0}")]
+    InvalidReplicaAssignment(String),
     #[error("invalid config: {0}")]
     InvalidConfig(String),
     #[error("invalid request: {0}")]
@@ -149,6 +152,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
         BrokerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         BrokerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         BrokerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
         BrokerError::InvalidRequiredAcks(_) => ResponseError::InvalidRequiredAcks,

@@ -417,3 +417,28 @@ def test_list_configs_take_append_and_subtract_and_cross_checks_hold(shared_brok
     # Kafka's cross-field rule: min.compaction.lag.ms may not exceed max.compaction.lag.ms.
     assert _error_code(_incremental(admin, topic_name, [("min.compaction.lag.ms", "100", SET),
                                                         ("max.compaction.lag.ms", "10", SET)])) == KafkaError.INVALID_CONFIG
+
+
+def test_manual_replica_assignments_are_checked_and_applied(shared_broker, topic_name):
+    """CreateTopics and CreatePartitions with a manual replica assignment (strata refused it with
+    INVALID_REQUEST): accepted for the brokers the cluster has (this one, node 0), refused with
+    INVALID_REPLICA_ASSIGNMENT for an unknown broker, a broker twice, or a count that disagrees."""
+    admin = ck_admin(shared_broker.bootstrap)
+    fs = admin.create_topics([NewTopic(topic_name, 3, replica_assignment=[[0], [0], [0]])],
+                             request_timeout=T)
+    fs[topic_name].result(timeout=T)
+    assert ck_topic_partitions(shared_broker.bootstrap, topic_name) == 3
+    for bad in ([[1]], [[0, 0]], [[0], [0, 1]]):
+        name = topic_name + "-bad%d" % len(str(bad))
+        fs = admin.create_topics([NewTopic(name, len(bad), replica_assignment=bad)], request_timeout=T)
+        assert _error_code(fs[name]) == KafkaError.INVALID_REPLICA_ASSIGNMENT, bad
+
+    fs = admin.create_partitions([NewPartitions(topic_name, 5, replica_assignment=[[0], [0]])],
+                                 request_timeout=T)
+    fs[topic_name].result(timeout=T)
+    wait_until(lambda: ck_topic_partitions(shared_broker.bootstrap, topic_name) == 5)
+    fs = admin.create_partitions([NewPartitions(topic_name, 7, replica_assignment=[[0]])], request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.INVALID_REPLICA_ASSIGNMENT  # 2 new, 1 given
+    fs = admin.create_partitions([NewPartitions(topic_name, 6, replica_assignment=[[3]])], request_timeout=T)
+    assert _error_code(fs[topic_name]) == KafkaError.INVALID_REPLICA_ASSIGNMENT  # no broker 3
+    ck_produce(shared_broker.bootstrap, topic_name, make_messages(3, with_nulls=False), partition=4)

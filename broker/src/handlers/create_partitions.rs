@@ -1,7 +1,10 @@
-//! CreatePartitions (key 37): raises a topic's partition count (never lowers it).
+//! CreatePartitions (key 37): raises a topic's partition count (never lowers it), with or
+//! without a manual replica assignment for the new partitions (checked as Kafka checks it:
+//! one per new partition, of registered brokers, as many replicas as the topic has).
 
 use super::nth_result;
-use crate::metadata::decide::MetadataChange;
+use crate::error::BrokerError;
+use crate::metadata::decide::{validate_assignments, MetadataChange};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -15,17 +18,59 @@ pub async fn handle<S: Storage>(
     _context: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let changes: Vec<(String, i32, bool)> = request
-        .topics
-        .iter()
-        .map(|topic| (topic.name.0.to_string(), topic.count, request.validate_only))
-        .collect();
-    let results = node.change_metadata(MetadataChange::CreatePartitions(changes)).await;
+    let image = node.metadata();
+    let mut early = Vec::new();
+    let mut changes: Vec<(String, i32, bool)> = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.to_string();
+        let duplicate = request.topics.iter().filter(|other| other.name == topic.name).count() > 1;
+        let checked = match (&topic.assignments, image.topic(&name)) {
+            _ if duplicate => Err(BrokerError::InvalidRequest("Duplicate topic name.".into())),
+            (Some(assignments), Some(existing)) => {
+                let added = topic.count - existing.partition_count();
+                if added > 0 && assignments.len() as i32 != added {
+                    Err(BrokerError::InvalidReplicaAssignment(format!(
+                        "Attempted to add {added} additional partition(s), but only {} \
+                         assignment(s) were specified.",
+                        assignments.len()
+                    )))
+                } else {
+                    let assignments: Vec<(i32, Vec<i32>)> = assignments
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| (i as i32, a.broker_ids.iter().map(|id| id.0).collect()))
+                        .collect();
+                    // The topic's replication factor: one replica per partition on one node.
+                    validate_assignments(&assignments, &[node.config.node_id], Some(1))
+                }
+            }
+            _ => Ok(()),
+        };
+        match checked {
+            Ok(()) => {
+                early.push(None);
+                changes.push((name, topic.count, request.validate_only));
+            }
+            Err(error) => early.push(Some(error)),
+        }
+    }
+    let results = if changes.is_empty() {
+        Vec::new()
+    } else {
+        node.change_metadata(MetadataChange::CreatePartitions(changes)).await
+    };
     let mut response = CreatePartitionsResponse::default();
-    for (index, topic) in request.topics.iter().enumerate() {
+    let mut next = 0;
+    for (topic, early_error) in request.topics.iter().zip(early) {
         let mut result = CreatePartitionsTopicResult::default();
         result.name = topic.name.clone();
-        let (error_code, message) = nth_result(&results, index);
+        let (error_code, message) = match early_error {
+            Some(error) => super::error_fields(&error),
+            None => {
+                next += 1;
+                nth_result(&results, next - 1)
+            }
+        };
         result.error_code = error_code;
         result.error_message = message;
         response.results.push(result);

@@ -3,7 +3,7 @@
 
 use super::{nth_result, str_bytes};
 use crate::error::{BrokerError, NONE};
-use crate::metadata::decide::{CreateTopic, MetadataChange};
+use crate::metadata::decide::{validate_assignments, CreateTopic, MetadataChange};
 use crate::metadata::{config_value, TopicImage, TOPIC_CONFIGS};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -19,11 +19,50 @@ pub const VERSIONS: (i16, i16) = (2, 7);
 
 /// The partition count a topic gets (-1: the broker's `num.partitions`).
 fn resolved_partitions<S: Storage>(node: &Node<S>, topic: &CreatableTopic) -> i32 {
-    if topic.num_partitions == -1 {
+    if !topic.assignments.is_empty() {
+        topic.assignments.len() as i32
+    } else if topic.num_partitions == -1 {
         node.config.num_partitions
     } else {
         topic.num_partitions
     }
+}
+
+/// The partition count of a topic created with a manual replica assignment, checked as Kafka
+/// does: the counts left to it (-1), then the assignments (partitions 0..n, brokers this
+/// cluster has registered: this node until the cluster exists).
+fn manual_partitions<S: Storage>(
+    node: &Node<S>,
+    topic: &CreatableTopic,
+) -> Result<i32, BrokerError> {
+    if topic.replication_factor != -1 {
+        return Err(BrokerError::InvalidRequest(
+            "A manual partition assignment was specified, but replication factor was not set \
+             to -1."
+                .into(),
+        ));
+    }
+    if topic.num_partitions != -1 {
+        return Err(BrokerError::InvalidRequest(
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+                .into(),
+        ));
+    }
+    let assignments: Vec<(i32, Vec<i32>)> = topic
+        .assignments
+        .iter()
+        .map(|a| (a.partition_index, a.broker_ids.iter().map(|id| id.0).collect()))
+        .collect();
+    validate_assignments(&assignments, &[node.config.node_id], None)?;
+    let count = assignments.len() as i32;
+    let mut ids: Vec<i32> = assignments.iter().map(|(partition, _)| *partition).collect();
+    ids.sort_unstable();
+    if ids != (0..count).collect::<Vec<_>>() {
+        return Err(BrokerError::InvalidReplicaAssignment(
+            "partitions should be a consecutive 0-based integer sequence".into(),
+        ));
+    }
+    Ok(count)
 }
 
 fn requested_configs(topic: &CreatableTopic) -> BTreeMap<String, String> {
@@ -62,27 +101,34 @@ pub async fn handle<S: Storage>(
         let name = topic.name.0.to_string();
         let partitions = resolved_partitions(node, topic);
         let configs = requested_configs(topic);
-        // A single node holds one replica of everything: factor 1, or -1 for the default.
-        if topic.replication_factor != -1 && topic.replication_factor != 1 {
-            early.push(Some(BrokerError::InvalidReplicationFactor(format!(
-                "replication factor {} on a single broker",
-                topic.replication_factor
-            ))));
-            continue;
+        let duplicate = request.topics.iter().filter(|other| other.name == topic.name).count() > 1;
+        let checked = if duplicate {
+            Err(BrokerError::InvalidRequest("Duplicate topic name.".into()))
+        } else if topic.assignments.is_empty() {
+            // A single node holds one replica of everything: factor 1, or -1 for the default.
+            if topic.replication_factor != -1 && topic.replication_factor != 1 {
+                Err(BrokerError::InvalidReplicationFactor(format!(
+                    "Unable to replicate the partition {} time(s): the cluster has 1 broker",
+                    topic.replication_factor
+                )))
+            } else {
+                Ok(partitions)
+            }
+        } else {
+            manual_partitions(node, topic)
+        };
+        match checked {
+            Ok(partitions) => {
+                early.push(None);
+                creates.push(CreateTopic {
+                    name,
+                    partitions,
+                    configs,
+                    validate_only: request.validate_only,
+                });
+            }
+            Err(error) => early.push(Some(error)),
         }
-        if !topic.assignments.is_empty() {
-            early.push(Some(BrokerError::InvalidRequest(
-                "manual replica assignment is not supported".into(),
-            )));
-            continue;
-        }
-        early.push(None);
-        creates.push(CreateTopic {
-            name,
-            partitions,
-            configs,
-            validate_only: request.validate_only,
-        });
     }
     let results = if creates.is_empty() {
         Vec::new()

@@ -39,6 +39,60 @@ pub enum MetadataChange {
     AlterConfigs(Vec<(String, ConfigEdit, bool)>),
 }
 
+/// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions
+/// `assignments`) as Kafka's controller does (`validateManualPartitionAssignment`), in its
+/// order: each partition's replica list non-empty, of registered brokers, none twice, all of
+/// one size (`size`, or the first list's). `partitions` are the assignments' partition ids.
+pub fn validate_assignments(
+    assignments: &[(i32, Vec<i32>)],
+    registered: &[i32],
+    size: Option<usize>,
+) -> Result<()> {
+    let invalid = |why: String| BrokerError::InvalidReplicaAssignment(why);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut size = size;
+    for (partition, brokers) in assignments {
+        if !seen.insert(*partition) {
+            return Err(invalid(format!(
+                "Found multiple manual partition assignments for partition {partition}"
+            )));
+        }
+        if brokers.is_empty() {
+            return Err(invalid(
+                "The manual partition assignment includes an empty replica list.".into(),
+            ));
+        }
+        let mut sorted = brokers.clone();
+        sorted.sort_unstable();
+        for broker in &sorted {
+            if !registered.contains(broker) {
+                return Err(invalid(format!(
+                    "The manual partition assignment includes broker {broker}, but no such \
+                     broker is registered."
+                )));
+            }
+        }
+        if let Some(twice) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(invalid(format!(
+                "The manual partition assignment includes the broker {} more than once.",
+                twice[0]
+            )));
+        }
+        match size {
+            Some(expected) if expected != brokers.len() => {
+                return Err(invalid(format!(
+                    "The manual partition assignment includes a partition with {} replica(s), \
+                     but this is not consistent with previous partitions, which have \
+                     {expected} replica(s).",
+                    brokers.len()
+                )));
+            }
+            _ => size = Some(brokers.len()),
+        }
+    }
+    Ok(())
+}
+
 fn partition_count_error(count: i32) -> BrokerError {
     BrokerError::InvalidPartitions(format!(
         "{count} partitions; must be 1..={PARTITIONS_PER_TOPIC_MAX}"

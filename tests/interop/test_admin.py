@@ -157,16 +157,92 @@ def test_legacy_alter_configs_round_trip(shared_broker, topic_name):
     assert _describe(admin, topic_name)["retention.bytes"].value == "1048576"
 
 
-def test_altering_broker_configs_is_rejected(shared_broker):
-    """Only topic configs can be altered, by either API: a broker resource gets INVALID_REQUEST."""
-    admin = ck_admin(shared_broker.bootstrap)
-    legacy = ConfigResource(ResourceType.BROKER, "0", set_config={"log.retention.ms": "1000"})
-    assert _error_code(admin.alter_configs([legacy], request_timeout=T)[legacy]) == \
-        KafkaError.INVALID_REQUEST
-    incremental = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
-    future = admin.incremental_alter_configs([incremental], request_timeout=T)[incremental]
-    assert _error_code(future) == KafkaError.INVALID_REQUEST
+def _broker_incremental(admin, name, ops):
+    res = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=op) for k, v, op in ops])
+    return admin.incremental_alter_configs([res], request_timeout=T)[res]
+
+
+def _describe_broker(admin, name):
+    res = ConfigResource(ResourceType.BROKER, name)
+    return admin.describe_configs([res], request_timeout=T)[res].result(timeout=T)
+
+
+def test_dynamic_broker_configs_are_checked_applied_and_persisted(broker, topic_name):
+    """AlterConfigs and IncrementalAlterConfigs on the BROKER resource (strata refused both):
+    a dynamic topic default set for this broker ("0") or cluster-wide ("") becomes the value of
+    every topic without its own override, DescribeConfigs shows it with Kafka's sources and
+    synonyms, it survives a SIGKILL restart, and what Kafka refuses is refused."""
+    from confluent_kafka.admin import ConfigSource
+
+    admin = ck_admin(broker.bootstrap)
+    _create(admin, topic_name)
+    _create(admin, topic_name + "-own", config={"retention.ms": "1234"})
+    _broker_incremental(admin, "0", [("log.retention.ms", "7200000", SET)]).result(timeout=T)
+    # The cluster-wide default (resource name ""), which confluent-kafka cannot name: kafka-python's
+    # AlterConfigs (the legacy API: the set becomes exactly these).
+    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:
+        answer = kp.alter_configs([KpResource(ConfigResourceType.BROKER, "", configs={
+            "log.segment.bytes": "50000000", "num.io.threads": "16", "log.roll.ms": "3600000"})])
+        assert [r[0] for r in answer.resources] == [0], answer
+    finally:
+        kp.close()
+
+    def check():
+        topic = _describe(admin, topic_name)
+        assert topic["retention.ms"].value == "7200000"
+        assert topic["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        assert topic["segment.bytes"].value == "50000000"
+        assert topic["segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        assert topic["segment.ms"].value == "3600000"
+        own = _describe(admin, topic_name + "-own")
+        assert own["retention.ms"].value == "1234" and own["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        this = _describe_broker(admin, "0")
+        assert this["log.retention.ms"].value == "7200000"
+        assert this["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        assert this["log.segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        assert this["log.dirs"].is_read_only
+        assert this["num.io.threads"].value == "16"
+        assert this["num.io.threads"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+
+    check()
+    broker.restart()  # SIGKILL: the dynamic configs are in the persisted metadata
+    admin = ck_admin(broker.bootstrap)
+    check()
+
+    # Applied, not only described: a dynamic timestamp bound refuses an hour-old record on a
+    # topic without its own bound (INVALID_TIMESTAMP), and deleting it lets the record in.
+    import time as _time
+    _broker_incremental(admin, "0", [("log.message.timestamp.before.max.ms", "60000", SET)]).result(timeout=T)
+    old = int(_time.time() * 1000) - 3_600_000
+    with pytest.raises(AssertionError, match="INVALID_TIMESTAMP|Broker: Invalid timestamp"):
+        ck_produce(broker.bootstrap, topic_name, [(None, b"old", ())], timestamps=[old], timeout=10,
+                   **{"retries": 0})
+    _broker_incremental(admin, "0", [("log.message.timestamp.before.max.ms", None,
+                                      AlterConfigOpType.DELETE)]).result(timeout=T)
+    ck_produce(broker.bootstrap, topic_name, [(None, b"old", ())], timestamps=[old], timeout=10)
+
+    # DELETE goes back to the static value.
+    _broker_incremental(admin, "0", [("log.retention.ms", None, AlterConfigOpType.DELETE)]).result(timeout=T)
+    assert _describe(admin, topic_name)["retention.ms"].value == "604800000"
+
+    refused = [
+        ("0", "log.dirs", "/tmp/x", KafkaError.INVALID_REQUEST),  # static: not dynamic
+        ("0", "log.retention.ms", "soon", KafkaError.INVALID_REQUEST),  # a bad value
+    ]
+    for name, key, value, code in refused:
+        assert _error_code(_broker_incremental(admin, name, [(key, value, SET)])) == code, key
+    assert _error_code(_broker_incremental(admin, "0", [("log.retention.ms", "5", AlterConfigOpType.APPEND)])) \
+        == KafkaError.INVALID_CONFIG
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:  # listener and security configs only per broker
+        answer = kp.alter_configs([KpResource(ConfigResourceType.BROKER, "",
+                                              configs={"ssl.keystore.location": "/k.pem"})])
+        assert [r[0] for r in answer.resources] == [KafkaError.INVALID_REQUEST], answer
+    finally:
+        kp.close()
 
 
 def test_create_topic_with_invalid_config_is_rejected(shared_broker, topic_name):

@@ -1,6 +1,7 @@
-//! AlterConfigs (key 33): replaces a topic's config overrides (the legacy, non-incremental API).
+//! AlterConfigs (key 33): replaces a topic's config overrides, or a BROKER resource's dynamic
+//! configs (the legacy, non-incremental API).
 
-use super::describe_configs::RESOURCE_TOPIC;
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{error_fields, nth_result};
 use crate::error::BrokerError;
 use crate::metadata::decide::{ConfigEdit, MetadataChange};
@@ -43,8 +44,9 @@ pub async fn handle<S: Storage>(
     response
 }
 
-/// Applies one resource's edit for AlterConfigs and IncrementalAlterConfigs alike: only topics
-/// can be altered; the edit goes through the metadata owner. Returns the response's error fields.
+/// Applies one resource's edit for AlterConfigs and IncrementalAlterConfigs alike, to a topic
+/// or to the BROKER resource (dynamic broker configs); the edit goes through the metadata
+/// owner. Returns the response's error fields.
 pub(super) async fn alter_topic<S: Storage>(
     node: &Node<S>,
     resource_type: i8,
@@ -52,11 +54,18 @@ pub(super) async fn alter_topic<S: Storage>(
     edit: ConfigEdit,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
-    if resource_type != RESOURCE_TOPIC {
-        return error_fields(&BrokerError::InvalidRequest(
-            "only topic configs can be altered".into(),
-        ));
-    }
-    let change = MetadataChange::AlterConfigs(vec![(name.to_string(), edit, validate_only)]);
+    let change = match resource_type {
+        RESOURCE_TOPIC => {
+            MetadataChange::AlterConfigs(vec![(name.to_string(), edit, validate_only)])
+        }
+        RESOURCE_BROKER => {
+            MetadataChange::AlterBrokerConfigs(vec![(name.to_string(), edit, validate_only)])
+        }
+        other => {
+            return error_fields(&BrokerError::InvalidRequest(format!(
+                "configs of resource type {other} cannot be altered"
+            )))
+        }
+    };
     nth_result(&node.change_metadata(change).await, 0)
 }

@@ -1,10 +1,16 @@
-//! DescribeConfigs (key 32): topic configs (overrides and defaults) and a few broker configs.
+//! DescribeConfigs (key 32): topic configs (overrides, dynamic broker defaults and defaults) and
+//! broker configs (static ones, and the dynamic ones per broker or cluster-wide), with Kafka's
+//! sources, synonyms (in Kafka's order: dynamic broker, dynamic default, static, default),
+//! types and documentation.
 
 use super::{error_fields, str_bytes};
 use crate::error::{BrokerError, NONE};
-use crate::metadata::topic_config::{default_config, TopicConfigDef};
-use crate::metadata::TopicImage;
-use crate::metadata::{config_value, TOPIC_CONFIGS};
+use crate::metadata::broker_config::{self, broker_synonym};
+use crate::metadata::topic_config::{
+    default_config, effective_config, TopicConfigDef, ValueSource,
+};
+use crate::metadata::TOPIC_CONFIGS;
+use crate::metadata::{MetadataImage, TopicImage};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::describe_configs_response::{
@@ -17,10 +23,29 @@ pub const VERSIONS: (i16, i16) = (1, 4);
 /// Kafka's ConfigResource types.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
-/// Config sources (DescribeConfigs v1+).
+/// Config sources (DescribeConfigs v1+, Kafka's `ConfigSource`).
 const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+
+fn source_code(source: ValueSource) -> i8 {
+    match source {
+        ValueSource::Topic => SOURCE_TOPIC,
+        ValueSource::DynamicBroker => SOURCE_DYNAMIC_BROKER,
+        ValueSource::DynamicDefaultBroker => SOURCE_DYNAMIC_DEFAULT_BROKER,
+        ValueSource::Default => SOURCE_DEFAULT,
+    }
+}
+
+fn synonym(name: &str, value: Option<&str>, source: i8) -> DescribeConfigsSynonym {
+    let mut synonym = DescribeConfigsSynonym::default();
+    synonym.name = str_bytes(name);
+    synonym.value = value.map(str_bytes);
+    synonym.source = source;
+    synonym
+}
 
 fn entry(
     name: &str,
@@ -37,22 +62,136 @@ fn entry(
 }
 
 /// A topic config's synonyms (DescribeConfigs `include_synonyms`), in Kafka's order: the
-/// topic's override, then the default.
-fn topic_synonyms(topic: &TopicImage, def: &TopicConfigDef) -> Vec<DescribeConfigsSynonym> {
+/// topic's override, then its broker synonym's dynamic values, then the default.
+fn topic_synonyms(
+    image: &MetadataImage,
+    node: i32,
+    topic: &TopicImage,
+    def: &TopicConfigDef,
+) -> Vec<DescribeConfigsSynonym> {
     let mut synonyms = Vec::new();
     if let Some(value) = topic.configs.get(def.name) {
-        let mut synonym = DescribeConfigsSynonym::default();
-        synonym.name = str_bytes(def.name);
-        synonym.value = Some(str_bytes(value));
-        synonym.source = SOURCE_TOPIC;
-        synonyms.push(synonym);
+        synonyms.push(synonym(def.name, Some(value), SOURCE_TOPIC));
     }
-    let mut default = DescribeConfigsSynonym::default();
-    default.name = str_bytes(def.name);
-    default.value = default_config(def.name).map(str_bytes);
-    default.source = SOURCE_DEFAULT;
-    synonyms.push(default);
+    synonyms.extend(dynamic_synonyms(image, node, broker_synonym(def.name)));
+    synonyms.push(synonym(def.name, default_config(def.name), SOURCE_DEFAULT));
     synonyms
+}
+
+/// A dynamic broker config's values: this broker's, then the cluster default.
+fn dynamic_synonyms(
+    image: &MetadataImage,
+    node: i32,
+    key: Option<&str>,
+) -> Vec<DescribeConfigsSynonym> {
+    let Some(key) = key else { return Vec::new() };
+    let mut synonyms = Vec::new();
+    if let Some(value) = image.broker_configs.get(&node.to_string()).and_then(|c| c.get(key)) {
+        synonyms.push(synonym(key, Some(value), SOURCE_DYNAMIC_BROKER));
+    }
+    if let Some(value) = image.broker_configs.get("").and_then(|c| c.get(key)) {
+        synonyms.push(synonym(key, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER));
+    }
+    synonyms
+}
+
+/// The BROKER resource's configs: for this node, its static settings and every dynamic
+/// config with the value in effect; for "" (the cluster default), the dynamic defaults set.
+fn broker_configs<S: Storage>(
+    node: &Node<S>,
+    image: &MetadataImage,
+    resource: &str,
+    wanted: &dyn Fn(&str) -> bool,
+    version: i16,
+    include_synonyms: bool,
+) -> Result<Vec<DescribeConfigsResourceResult>, BrokerError> {
+    let id = node.config.node_id;
+    if resource.is_empty() {
+        let defaults = image.broker_configs.get("").cloned().unwrap_or_default();
+        return Ok(defaults
+            .iter()
+            .filter(|(key, _)| wanted(key))
+            .map(|(key, value)| {
+                let mut config = entry(key, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER, false);
+                if version >= 1 && include_synonyms {
+                    config.synonyms =
+                        vec![synonym(key, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER)];
+                }
+                config
+            })
+            .collect());
+    }
+    if resource != id.to_string() {
+        return Err(BrokerError::InvalidRequest(format!(
+            "Unexpected broker id, expected {id} or empty string, but received {resource}"
+        )));
+    }
+    let config = &node.config;
+    let mut statics: Vec<(String, String)> = vec![
+        ("broker.id".into(), config.node_id.to_string()),
+        ("node.id".into(), config.node_id.to_string()),
+        ("log.dirs".into(), config.data_dir.display().to_string()),
+        ("num.partitions".into(), config.num_partitions.to_string()),
+        ("auto.create.topics.enable".into(), config.auto_create_topics.to_string()),
+        ("socket.request.max.bytes".into(), config.request_bytes_max.to_string()),
+    ];
+    // The topic defaults the configuration file set (or Kafka's), under their broker names.
+    for (broker_key, topic_key) in broker_config::TOPIC_DEFAULT_SYNONYMS {
+        if let Some(value) = default_config(topic_key) {
+            statics.push((broker_key.to_string(), value.to_string()));
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (key, value) in &statics {
+        if !wanted(key) || !seen.insert(key.clone()) {
+            continue;
+        }
+        let dynamic = dynamic_synonyms(image, id, Some(key));
+        let read_only = matches!(
+            broker_config::dynamic(key, true),
+            broker_config::Dynamic::ReadOnly | broker_config::Dynamic::Custom
+        );
+        let (value, source) = match dynamic.first() {
+            Some(first) => (first.value.as_ref().map(|v| v.to_string()), first.source),
+            None => (Some(value.clone()), SOURCE_STATIC_BROKER),
+        };
+        let mut config = entry(key, value.as_deref(), source, read_only);
+        if version >= 1 && include_synonyms {
+            config.synonyms = dynamic;
+            config.synonyms.push(synonym(
+                key,
+                Some(&statics_value(&statics, key)),
+                SOURCE_STATIC_BROKER,
+            ));
+        }
+        out.push(config);
+    }
+    // Dynamic configs set that have no static setting here (stored ones, custom keys).
+    let set: std::collections::BTreeSet<&String> = image
+        .broker_configs
+        .iter()
+        .filter(|(resource, _)| resource.is_empty() || **resource == id.to_string())
+        .flat_map(|(_, configs)| configs.keys())
+        .collect();
+    for key in set {
+        if !wanted(key) || !seen.insert(key.clone()) {
+            continue;
+        }
+        let dynamic = dynamic_synonyms(image, id, Some(key));
+        let Some(first) = dynamic.first() else { continue };
+        let value = first.value.as_ref().map(|v| v.to_string());
+        let mut config = entry(key, value.as_deref(), first.source, false);
+        if version >= 1 && include_synonyms {
+            config.synonyms = dynamic;
+        }
+        out.push(config);
+    }
+    Ok(out)
+}
+
+fn statics_value(statics: &[(String, String)], key: &str) -> String {
+    statics.iter().find(|(name, _)| name == key).map(|(_, value)| value.clone()).unwrap_or_default()
 }
 
 pub async fn handle<S: Storage>(
@@ -83,19 +222,16 @@ pub async fn handle<S: Storage>(
                         .iter()
                         .filter(|def| wanted(def.name))
                         .map(|def| {
-                            let source = if topic.configs.contains_key(def.name) {
-                                SOURCE_TOPIC
-                            } else {
-                                SOURCE_DEFAULT
-                            };
-                            let mut config =
-                                entry(def.name, config_value(topic, def.name), source, false);
+                            let (value, source) =
+                                effective_config(&image, node.config.node_id, topic, def.name);
+                            let mut config = entry(def.name, value, source_code(source), false);
                             if version >= 3 {
                                 config.config_type = def.config_type();
                                 config.documentation = Some(str_bytes(def.doc));
                             }
                             if version >= 1 && resource_synonyms {
-                                config.synonyms = topic_synonyms(topic, def);
+                                config.synonyms =
+                                    topic_synonyms(&image, node.config.node_id, topic, def);
                             }
                             config
                         })
@@ -108,20 +244,14 @@ pub async fn handle<S: Storage>(
                 }
             },
             RESOURCE_BROKER => {
-                result.error_code = NONE;
-                let config = &node.config;
-                let values = [
-                    ("broker.id", config.node_id.to_string()),
-                    ("log.dirs", config.data_dir.display().to_string()),
-                    ("num.partitions", config.num_partitions.to_string()),
-                    ("auto.create.topics.enable", config.auto_create_topics.to_string()),
-                    ("socket.request.max.bytes", config.request_bytes_max.to_string()),
-                ];
-                result.configs = values
-                    .iter()
-                    .filter(|(key, _)| wanted(key))
-                    .map(|(key, value)| entry(key, Some(value), SOURCE_STATIC_BROKER, true))
-                    .collect();
+                let name = resource.resource_name.to_string();
+                match broker_configs(node, &image, &name, &wanted, version, resource_synonyms) {
+                    Ok(configs) => {
+                        result.error_code = NONE;
+                        result.configs = configs;
+                    }
+                    Err(error) => (result.error_code, result.error_message) = error_fields(&error),
+                }
             }
             other => {
                 let error =

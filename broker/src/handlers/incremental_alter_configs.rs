@@ -1,4 +1,5 @@
-//! IncrementalAlterConfigs (key 44, KIP-339): SET and DELETE on topic config overrides.
+//! IncrementalAlterConfigs (key 44, KIP-339): SET, DELETE, APPEND and SUBTRACT on topic config
+//! overrides and on dynamic broker configs (the BROKER resource).
 
 use super::alter_configs::alter_topic;
 use crate::metadata::decide::ConfigEdit;

@@ -66,6 +66,16 @@ pub fn apply(
                 None => topic.configs.remove(key),
             };
         }
+        MetadataRecord::BrokerConfig { resource, key, value } => {
+            let configs = image.broker_configs.entry(resource.clone()).or_default();
+            match value {
+                Some(value) => configs.insert(key.clone(), value.clone()),
+                None => configs.remove(key),
+            };
+            if configs.is_empty() {
+                image.broker_configs.remove(resource);
+            }
+        }
         MetadataRecord::RemoveTopic { topic_id } => {
             let name = image
                 .topic_by_id(topic_id)

@@ -37,6 +37,8 @@ pub enum MetadataChange {
     CreatePartitions(Vec<(String, i32, bool)>),
     /// (topic, edit, validate only).
     AlterConfigs(Vec<(String, ConfigEdit, bool)>),
+    /// (BROKER resource name: a node id or "" for the cluster default, edit, validate only).
+    AlterBrokerConfigs(Vec<(String, ConfigEdit, bool)>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions
@@ -266,6 +268,109 @@ pub fn alter_configs(
     Ok(removed.chain(set).collect())
 }
 
+/// AlterConfigs / IncrementalAlterConfigs on the BROKER resource (`resource`: this node's id,
+/// or "" for the cluster-wide default), checked as Kafka's broker checks them: only dynamic
+/// configs (INVALID_REQUEST "Cannot update these configs dynamically" for a static one),
+/// listener and security configs per broker only, values of topic-default synonyms valid for
+/// their topic config (INVALID_REQUEST otherwise, as Kafka wraps them), APPEND and SUBTRACT on
+/// list configs only (INVALID_CONFIG). Keys the broker does not know are accepted (Kafka's
+/// custom properties).
+pub fn alter_broker_configs(
+    image: &MetadataImage,
+    node: i32,
+    resource: &str,
+    edit: &ConfigEdit,
+) -> Result<Vec<MetadataRecord>> {
+    use super::broker_config::{dynamic, Dynamic};
+    if !resource.is_empty() && resource != node.to_string() {
+        return Err(match resource.parse::<i32>() {
+            Ok(_) => BrokerError::InvalidRequest(format!(
+                "Unexpected broker id, expected {node}, but received {resource}"
+            )),
+            Err(_) => BrokerError::InvalidRequest(format!(
+                "Node id must be an integer, but it is: {resource}"
+            )),
+        });
+    }
+    let current = image.broker_configs.get(resource).cloned().unwrap_or_default();
+    let mut next = current.clone();
+    match edit {
+        ConfigEdit::Replace(replacement) => next = replacement.clone(),
+        ConfigEdit::Incremental(operations) => {
+            for (key, operation, value) in operations {
+                let static_key = crate::config::keys::find(key).is_some();
+                match (operation, value) {
+                    (0, Some(value)) => {
+                        next.insert(key.clone(), value.clone());
+                    }
+                    (1, _) => {
+                        next.remove(key);
+                    }
+                    (2 | 3, Some(items)) if key == "log.cleanup.policy" => {
+                        let base = next
+                            .get(key)
+                            .cloned()
+                            .or_else(|| default_config("cleanup.policy").map(String::from))
+                            .unwrap_or_default();
+                        next.insert(key.clone(), edit_list(&base, items, *operation == 2));
+                    }
+                    (2 | 3, Some(_)) if static_key || dynamic(key, false) != Dynamic::Custom => {
+                        let verb = if *operation == 2 { "append" } else { "subtract" };
+                        return Err(BrokerError::InvalidConfig(format!(
+                            "Config value {verb} is not allowed for config key: {key}"
+                        )));
+                    }
+                    (0 | 2 | 3, None) => {
+                        return Err(BrokerError::InvalidRequest(format!(
+                            "Null value not supported for : {key}"
+                        )))
+                    }
+                    (other, _) => {
+                        return Err(BrokerError::InvalidRequest(format!(
+                            "Unknown operations type {other}"
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    for (key, value) in &next {
+        if current.get(key) == Some(value) {
+            continue;
+        }
+        match dynamic(key, crate::config::keys::find(key).is_some()) {
+            Dynamic::ReadOnly => {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "Cannot update these configs dynamically: Set({key})"
+                )))
+            }
+            Dynamic::PerBrokerOnly if resource.is_empty() => {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "Cannot update these configs at default cluster level, broker id must be \
+                     specified: Set({key})"
+                )))
+            }
+            Dynamic::TopicDefault(topic_key) => {
+                super::topic_config::validate_topic_config(topic_key, value)
+                    .map_err(|error| BrokerError::InvalidRequest(error.to_string()))?;
+            }
+            Dynamic::Stored | Dynamic::PerBrokerOnly | Dynamic::Custom => {}
+        }
+    }
+    let record = |key: &String, value: Option<String>| MetadataRecord::BrokerConfig {
+        resource: resource.to_string(),
+        key: key.clone(),
+        value,
+    };
+    let removed =
+        current.keys().filter(|key| !next.contains_key(*key)).map(|key| record(key, None));
+    let set = next
+        .iter()
+        .filter(|(key, value)| current.get(*key) != Some(value))
+        .map(|(key, value)| record(key, Some(value.clone())));
+    Ok(removed.chain(set).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +385,34 @@ mod tests {
             partitions,
             configs: BTreeMap::new(),
             validate_only: false,
+        }
+    }
+
+    #[test]
+    fn broker_configs_follow_kafkas_dynamic_rules() {
+        let image = MetadataImage::default();
+        let set = |resource: &str, key: &str, value: &str| {
+            let edit = ConfigEdit::Incremental(vec![(key.into(), 0, Some(value.into()))]);
+            alter_broker_configs(&image, 0, resource, &edit)
+        };
+        let records = set("0", "log.retention.ms", "1000").expect("dynamic");
+        assert!(
+            matches!(&records[..], [MetadataRecord::BrokerConfig { resource, key, value: Some(v) }]
+            if resource == "0" && key == "log.retention.ms" && v == "1000")
+        );
+        assert!(set("", "num.io.threads", "8").is_ok(), "cluster-wide, stored");
+        assert!(set("0", "my.custom", "x").is_ok(), "custom keys are accepted, as in Kafka");
+        for (resource, key, value) in [
+            ("0", "log.dirs", "/x"),
+            ("", "ssl.keystore.location", "/k"),
+            ("0", "log.retention.ms", "soon"),
+            ("7", "log.retention.ms", "1"),
+            ("x", "log.retention.ms", "1"),
+        ] {
+            assert!(
+                matches!(set(resource, key, value), Err(BrokerError::InvalidRequest(_))),
+                "{resource} {key}"
+            );
         }
     }
 

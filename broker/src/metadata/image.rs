@@ -36,9 +36,19 @@ pub struct MetadataImage {
     /// Records applied since the cluster was created (the image's version).
     pub version: u64,
     pub topics: BTreeMap<String, TopicImage>,
+    /// Dynamic broker configs (AlterConfigs on the BROKER resource): resource ("" for the
+    /// cluster-wide default, else a node id) → key → value.
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl MetadataImage {
+    /// A dynamic broker config in effect on `node`: its own value, else the cluster default.
+    pub fn dynamic_broker_config(&self, node: i32, key: &str) -> Option<&str> {
+        let own = self.broker_configs.get(&node.to_string()).and_then(|configs| configs.get(key));
+        own.or_else(|| self.broker_configs.get("").and_then(|configs| configs.get(key)))
+            .map(String::as_str)
+    }
+
     pub fn topic(&self, name: &str) -> Option<&TopicImage> {
         self.topics.get(name)
     }

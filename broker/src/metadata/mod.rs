@@ -13,6 +13,7 @@
 //! Runs on: any shard (images are shared read-only per shard as `Rc<MetadataImage>`).
 
 pub mod apply;
+pub mod broker_config;
 pub mod decide;
 pub mod file_budget;
 pub mod image;

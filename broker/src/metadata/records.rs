@@ -19,4 +19,7 @@ pub enum MetadataRecord {
     TopicConfig { topic: String, key: String, value: Option<String> },
     /// A topic and all its partitions and configs removed.
     RemoveTopic { topic_id: TopicId },
+    /// A dynamic broker config (KIP-631's ConfigRecord for the BROKER resource) set (`Some`) or
+    /// removed (`None`): `resource` is a node id, or empty for the cluster-wide default.
+    BrokerConfig { resource: String, key: String, value: Option<String> },
 }

@@ -3,7 +3,8 @@
 //!
 //! Format 2 (this version): `{"format": 2, "version": N, "cluster_id": "...", "topics": {name:
 //! {"name", "topic_id": [16 bytes], "configs": {key: value}, "partitions": [{"leader": node,
-//! "shard": shard, "leader_epoch": epoch, "replicas": [node, ...]}, ...]}}}`.
+//! "shard": shard, "leader_epoch": epoch, "replicas": [node, ...]}, ...]}}, "broker_configs":
+//! {resource: {key: value}}}` (the last only when a dynamic broker config is set).
 //! Format 1 (before placement was stored) has `"partitions": <count>` and no `format` key; it is
 //! read with each partition given its initial placement (the hash it was owned by), and the
 //! caller rewrites the file in format 2.
@@ -51,6 +52,9 @@ struct StoredImage {
     version: u64,
     cluster_id: String,
     topics: BTreeMap<String, StoredTopic>,
+    /// Dynamic broker configs (added within format 2: a file without them has none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn format_one() -> u32 {
@@ -60,7 +64,12 @@ fn format_one() -> u32 {
 /// A fresh cluster: a new random cluster id, no topics.
 pub fn new_cluster() -> MetadataImage {
     let id = uuid::Uuid::new_v4();
-    MetadataImage { version: 0, cluster_id: short_id(id.as_bytes()), topics: BTreeMap::new() }
+    MetadataImage {
+        version: 0,
+        cluster_id: short_id(id.as_bytes()),
+        topics: BTreeMap::new(),
+        broker_configs: BTreeMap::new(),
+    }
 }
 
 /// Kafka-style cluster id: base64url of 16 bytes, without padding (22 characters).
@@ -80,6 +89,7 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
         format: FORMAT,
         version: image.version,
         cluster_id: image.cluster_id.clone(),
+        broker_configs: image.broker_configs.clone(),
         topics: image
             .topics
             .iter()
@@ -143,7 +153,12 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
         };
         topics.insert(name, image_topic);
     }
-    let image = MetadataImage { cluster_id: stored.cluster_id, version: stored.version, topics };
+    let image = MetadataImage {
+        cluster_id: stored.cluster_id,
+        version: stored.version,
+        topics,
+        broker_configs: stored.broker_configs,
+    };
     Ok((image, migrated))
 }
 

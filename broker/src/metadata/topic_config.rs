@@ -3,7 +3,7 @@
 //! topic's configs to the storage engine's `LogConfig`.
 //! References: Kafka topic-name rules (`Topic.validate`), topic configs documentation.
 
-use super::image::TopicImage;
+use super::image::{MetadataImage, TopicImage};
 use crate::error::{BrokerError, Result};
 use shard::{FlushPolicy, LogConfig};
 use std::collections::BTreeMap;
@@ -345,12 +345,59 @@ pub fn compression_target(value: &str) -> Option<wire::Compression> {
     }
 }
 
-/// The value of `key` for a topic: its override, else the default.
+/// The value of `key` for a topic: its override, else the static default.
 pub fn config_value<'a>(topic: &'a TopicImage, key: &str) -> Option<&'a str> {
     topic.configs.get(key).map(String::as_str).or_else(|| default_config(key))
 }
 
-/// The storage engine settings for a topic's partitions.
+/// Where a topic config's value comes from (DescribeConfigs sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueSource {
+    Topic,
+    DynamicBroker,
+    DynamicDefaultBroker,
+    Default,
+}
+
+/// The value of `key` for a topic on `node`, and where it comes from: its override, else the
+/// dynamic broker default (this broker's, then the cluster's), else the static default.
+pub fn effective_config<'a>(
+    image: &'a MetadataImage,
+    node: i32,
+    topic: &'a TopicImage,
+    key: &str,
+) -> (Option<&'a str>, ValueSource) {
+    if let Some(value) = topic.configs.get(key) {
+        return (Some(value), ValueSource::Topic);
+    }
+    if let Some(broker_key) = super::broker_config::broker_synonym(key) {
+        let own = image.broker_configs.get(&node.to_string()).and_then(|c| c.get(broker_key));
+        if let Some(value) = own {
+            return (Some(value), ValueSource::DynamicBroker);
+        }
+        if let Some(value) = image.broker_configs.get("").and_then(|c| c.get(broker_key)) {
+            return (Some(value), ValueSource::DynamicDefaultBroker);
+        }
+    }
+    (default_config(key), ValueSource::Default)
+}
+
+/// The storage engine settings for a topic's partitions on `node` (its overrides, then the
+/// dynamic broker defaults, then the static ones).
+pub fn log_config_on(image: &MetadataImage, node: i32, topic: &TopicImage) -> LogConfig {
+    let mut resolved = topic.clone();
+    for def in TOPIC_CONFIGS {
+        if let (Some(value), ValueSource::DynamicBroker | ValueSource::DynamicDefaultBroker) =
+            effective_config(image, node, topic, def.name)
+        {
+            resolved.configs.insert(def.name.to_string(), value.to_string());
+        }
+    }
+    log_config(&resolved)
+}
+
+/// The storage engine settings for a topic's partitions (its overrides, then the static
+/// defaults).
 pub fn log_config(topic: &TopicImage) -> LogConfig {
     let long = |key: &str| -> i64 {
         config_value(topic, key).and_then(|value| value.trim().parse().ok()).unwrap_or(-1)

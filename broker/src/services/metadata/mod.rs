@@ -168,6 +168,18 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, validate_only)
                 })
                 .collect(),
+            MetadataChange::AlterBrokerConfigs(changes) => changes
+                .into_iter()
+                .map(|(resource, edit, validate_only)| {
+                    let outcome = decide::alter_broker_configs(
+                        &pending.working,
+                        self.policy.node.0,
+                        &resource,
+                        &edit,
+                    );
+                    pending.take(outcome, validate_only)
+                })
+                .collect(),
         };
         let Pending { working, records } = pending;
         if records.is_empty() {
@@ -190,11 +202,12 @@ impl<S: Storage> MetadataService<S> {
     /// change fails. Any other change (deletion, configs) is persisted first, then published.
     async fn publish(&self, image: MetadataImage) -> std::result::Result<(), String> {
         let previous = (*self.view.current()).clone();
-        let adds_only = previous.topics.iter().all(|(name, topic)| {
-            image.topic(name).is_some_and(|next| {
-                next.partitions.len() >= topic.partitions.len() && next.configs == topic.configs
-            })
-        });
+        let adds_only = previous.broker_configs == image.broker_configs
+            && previous.topics.iter().all(|(name, topic)| {
+                image.topic(name).is_some_and(|next| {
+                    next.partitions.len() >= topic.partitions.len() && next.configs == topic.configs
+                })
+            });
         if !adds_only {
             self.persist(&image).await?;
             return self.hand_to_shards(image).await;

@@ -10,7 +10,8 @@ use super::{
     Partition, PartitionService, Repair, CLOSE_CONCURRENCY_MAX, OPEN_CONCURRENCY_MAX,
     REPAIR_BACKOFF_MS_MAX, REPAIR_BACKOFF_MS_MIN, REPAIR_FREE_BYTES_MIN,
 };
-use crate::metadata::{log_config, MetadataImage};
+use crate::metadata::topic_config::log_config_on;
+use crate::metadata::MetadataImage;
 use futures_util::StreamExt;
 use shard::io::Storage;
 use shard::{OpenOptions, PartitionLog};
@@ -63,7 +64,7 @@ impl<S: Storage> PartitionService<S> {
         let now = self.clock.now_ms();
         let mut to_open = Vec::new();
         for topic in image.topics.values() {
-            let config = log_config(topic);
+            let config = log_config_on(image, self.node.0, topic);
             for index in 0..topic.partition_count() {
                 let key = TopicPartition::new(topic.name.clone(), index);
                 if !self.placed_here(image, &key) {

@@ -303,8 +303,11 @@ summary_rows() {
             print name "\t" st "\t" reason }'
 }
 
-first_failure() { # the first "### Test ... failed at ..." message in a log
-    sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '/^### Test .* failed at /{getline m; print m; exit}'
+first_failure() { # the first "### Test "NAME (SUBTEST)" failed at FILE:LINE:FN() at DATE: ###" + message
+    sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '/^### Test ".*" failed at /{
+        name = $0; sub(/^### Test "/, "", name); sub(/" failed at .*/, "", name)
+        at = $0; sub(/.*" failed at /, "", at); sub(/:[^:]*\(\) at .*/, "", at)
+        getline m; sub(/ +$/, "", m); print name " at " at ": " m; exit }'
 }
 
 npassed=0
@@ -328,7 +331,9 @@ run_one() {
     set -e
     secs=$((SECONDS - start))
     allrows=$(summary_rows "$tlog" "$t")
-    rows=$(awk -F'\t' '$3 != "Filtered due to negative test flags"' <<<"$allrows")
+    # Entries left out by -L/-K/-E or silently (another scenario) are not this run's results.
+    rows=$(awk -F'\t' '$3 != "Filtered due to negative test flags" && !($2 == "SKIPPED" && $3 == "")' \
+        <<<"$allrows")
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         state=timeout
         reason="killed after ${TEST_TIMEOUT} s"
@@ -337,8 +342,9 @@ run_one() {
         [ -n "$f" ] && reason="$reason; first failure: $f"
     elif grep -qP '\tFAILED\t|\tRUNNING\t' <<<"$rows" || [ $rc -ne 0 ]; then
         state=failed
-        reason=$(awk -F'\t' '$2 == "FAILED" || $2 == "RUNNING" {print $1 ": " ($3 == "" ? $2 : $3); exit}' <<<"$rows")
-        [ -n "$reason" ] || reason=$(first_failure "$tlog")
+        reason=$(first_failure "$tlog")
+        [ -n "$reason" ] ||
+            reason=$(awk -F'\t' '$2 == "FAILED" || $2 == "RUNNING" {print $1 ": " ($3 == "" ? $2 : $3); exit}' <<<"$rows")
         [ -n "$reason" ] || reason="test-runner exit code $rc: $(tail -1 "$tlog")"
     elif grep -qP '\tPASSED\t' <<<"$rows"; then
         state=passed

@@ -62,6 +62,9 @@ pub enum BrokerError {
     TransactionsUnsupported,
     #[error("unsupported version {1} of {0}")]
     UnsupportedVersion(&'static str, i16),
+    /// A codec the request's version may not carry (zstd before Produce v7).
+    #[error("{0}")]
+    UnsupportedCompression(String),
     /// The partition is placed on another node (no replication yet, so no other node serves it
     /// here either).
     #[error("this node does not lead {0}")]
@@ -164,6 +167,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::NullKeyOnCompactedTopic { .. } => ResponseError::InvalidRecord,
         BrokerError::TransactionsUnsupported => ResponseError::InvalidTxnState,
         BrokerError::UnsupportedVersion(..) => ResponseError::UnsupportedVersion,
+        BrokerError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
         BrokerError::Group(group) => group_error(group),
         BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,

@@ -80,3 +80,18 @@ def test_topic_compression_type_recompresses_on_append(shared_broker, topic_name
     assert ck_consume(shared_broker.bootstrap, topic_name, len(expected), **{"check.crcs": True}) == expected
     assert kp_consume(shared_broker.bootstrap, topic_name, len(expected)) == expected
     assert _stored_codecs(shared_broker, topic_name) == stored
+
+
+def test_zstd_batches_need_produce_v7(shared_broker, topic_name):
+    """As Kafka (KIP-110): a zstd batch in a Produce request older than v7 is refused with
+    UNSUPPORTED_COMPRESSION_TYPE (76); clients that send zstd use v7+ (the round trip above)."""
+    import wire
+    from confluent_kafka.admin import NewTopic
+    from clients import ck_admin
+
+    admin = ck_admin(shared_broker.bootstrap)
+    admin.create_topics([NewTopic(topic_name, 1, 1)], request_timeout=10)[topic_name].result(timeout=10)
+    zstd = wire.record_batch([(b"k", b"v")], attributes=4)
+    body = wire.roundtrip(shared_broker.port, wire.produce_v3_request(1, topic_name, 0, zstd))
+    assert wire.parse_produce_v3_response(body)[(topic_name, 0)][0] == 76
+    assert ck_watermarks(shared_broker.bootstrap, topic_name) == (0, 0)

@@ -24,10 +24,28 @@ use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (3, 9);
 
+/// Produce versions before this may not carry zstd batches (KIP-110).
+const ZSTD_PRODUCE_VERSION_MIN: i16 = 7;
+
 /// Why `partition` cannot be appended to, before it is routed.
-fn refusal(partition: &TopicPartition, acks: i16) -> Option<BrokerError> {
+fn refusal(
+    partition: &TopicPartition,
+    acks: i16,
+    version: i16,
+    records: Option<&Bytes>,
+) -> Option<BrokerError> {
     if !(-1..=1).contains(&acks) {
         return Some(BrokerError::InvalidRequiredAcks(acks));
+    }
+    // As Kafka's ProduceRequest.validateRecords: zstd needs Produce v7 (UNSUPPORTED_COMPRESSION_TYPE).
+    let zstd = |records: &Bytes| {
+        wire::RecordBatchHeader::parse(records, shard::config::BATCH_BYTES_MAX)
+            .is_ok_and(|header| header.compression() == wire::Compression::Zstd)
+    };
+    if version < ZSTD_PRODUCE_VERSION_MIN && records.is_some_and(zstd) {
+        return Some(BrokerError::UnsupportedCompression(format!(
+            "Produce requests with version {version} are not allowed to use ZStandard compression"
+        )));
     }
     // Only the broker writes its internal topics (a forged record would become a group's
     // committed offset after a restart), as in Kafka.
@@ -58,7 +76,8 @@ async fn append_all<S: Storage>(
     for topic in &request.topic_data {
         for data in &topic.partition_data {
             let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
-            let routed = match refusal(&partition, acks) {
+            let routed = match refusal(&partition, acks, context.api_version, data.records.as_ref())
+            {
                 Some(error) => Err(error),
                 None => node.partition_owner(&partition),
             };

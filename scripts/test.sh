@@ -57,6 +57,13 @@ STRATA_BIN=target/debug/strata scripts/interop.sh 2>&1 | tee -a "$log"
 interop_status=${PIPESTATUS[0]}
 set -e
 
+step "librdkafka's own integration tests, core list, against a release broker (scripts/librdkafka-suite.sh)"
+cargo build --release -p broker
+set +e
+STRATA_BIN=target/release/strata scripts/librdkafka-suite.sh 2>&1 | tee -a "$log"
+librdkafka_status=${PIPESTATUS[0]}
+set -e
+
 step "fresh clone: the README's run command with only a Rust toolchain (scripts/fresh_clone_check.sh)"
 set +e
 scripts/fresh_clone_check.sh 2>&1 | tee -a "$log"
@@ -78,6 +85,7 @@ awk '
         }
     }
     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
-if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$fresh_status" -ne 0 ]; then
+if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$librdkafka_status" -ne 0 ] ||
+    [ "$fresh_status" -ne 0 ]; then
     exit 1
 fi

@@ -9,8 +9,9 @@
 # of tests[] in tests/test.c with that number). Prints one line per test
 # (`0001 passed (3 s)`, `failed`, `skipped`, `timeout`, with the reason from the test's log),
 # keeps each test's log in target/librdkafka-suite/logs/NNNN.log (the broker's in strata.log),
-# and ends with `N passed, M failed, K skipped` (a timeout counts as failed). Exit code 0 only
-# if nothing failed.
+# and ends with `N passed, M failed, K skipped, X expected failures` (a timeout counts as
+# failed; an expected failure is one of KNOWN_FAILURES failing exactly where it says). Exit code
+# 0 only if nothing failed.
 #
 # Source: librdkafka 2.12.1 as vendored (with tests/) by the crates.io package rdkafka-sys
 # =4.10.0+2.12.1, fetched by cargo into a throwaway crate, like bench/build_rdkafka_performance.sh.
@@ -97,6 +98,20 @@ ALL_SINGLE_BROKER=(
 SOCKEM_TESTS=(0049 0068 0075 0076 0088 0094)
 TXN_ONLY_TESTS=(0098 0103 0129)
 MULTI_BROKER_TESTS=(0101)
+# Known failures: a test whose first failure is a feature a later issue builds. Such a test is
+# reported `expected failure` (and does not fail the run) only while its first failure matches
+# the pattern given here; failing anywhere else fails the run, and passing does too (then this
+# entry must go: the list cannot outlive the gap it names).
+declare -A KNOWN_FAILURES=(
+    # 0081 stops at its first failing sub-test: the ACL admin APIs (security, issue #18),
+    # after unclean destroy, CreateTopics (manual assignments, configs), DeleteTopics and
+    # CreatePartitions passed; its config, group and offsets sub-tests come after it and do
+    # not run until ACLs exist.
+    [0081]='do_test_CreateAcls.*ACLs Admin API \(KIP-140\) not supported'
+)
+declare -A KNOWN_WHY=(
+    [0081]="ACL admin APIs (CreateAcls): security, issue #18"
+)
 # Over 45 s each in the measured run (see the header): 0026 consume pause/resume (64 s),
 # 0030 offset commit (52 s), 0033 regex subscription (69 s), 0045 subscription updates (59 s),
 # 0055 producer latency (49 s; its last, transactional, sub-test fails), 0061 consumer lag
@@ -320,6 +335,7 @@ first_failure() { # the first "### Test "NAME (SUBTEST)" failed at FILE:LINE:FN(
 npassed=0
 nfailed=0
 nskipped=0
+nexpected=0
 run_one() {
     local t=$1 tlog="$LOGS/$1.log" start rc secs allrows rows state reason brc args=(-p1 -K -L)
     if ! compgen -G "$TDIR/$t-*.c*" >/dev/null; then
@@ -379,9 +395,20 @@ run_one() {
         [ "$state" = passed ] && state=failed
         reason="strata exited (status $brc) during the test, restarted for the next one${reason:+; $reason}"
     fi
+    local known=${KNOWN_FAILURES[$t]:-}
+    if [ -n "$known" ]; then
+        if [ "$state" = failed ] && grep -qE "$known" <<<"$reason"; then
+            state="expected failure"
+            reason="${KNOWN_WHY[$t]}; $reason"
+        elif [ "$state" = passed ]; then
+            state=failed
+            reason="passed, but KNOWN_FAILURES lists it (${KNOWN_WHY[$t]}): remove the entry"
+        fi
+    fi
     case $state in
     passed) npassed=$((npassed + 1)) ;;
     skipped) nskipped=$((nskipped + 1)) ;;
+    "expected failure") nexpected=$((nexpected + 1)) ;;
     *) nfailed=$((nfailed + 1)) ;;
     esac
     echo "$t $state ($secs s)${reason:+: $reason}"
@@ -401,5 +428,5 @@ log "strata $STRATA on 127.0.0.1:$PORT; ${#tests[@]} tests, ${TEST_TIMEOUT} s ti
 for t in "${tests[@]}"; do
     run_one "$t"
 done
-echo "$npassed passed, $nfailed failed, $nskipped skipped"
+echo "$npassed passed, $nfailed failed, $nskipped skipped, $nexpected expected failures"
 [ "$nfailed" -eq 0 ]

@@ -76,7 +76,8 @@ awk '
     /^test result:/ { passed += $4; failed += $6; skipped += $8 }
     /^fresh clone check: 1 passed/ { passed += 1 }
     /^fresh clone check: 1 failed/ { failed += 1 }
-    /^=* *[0-9]+ (passed|failed|skipped|errors?)[ ,]/ {
+    # (not the librdkafka suite'"'"'s per-test lines, "0042 passed (6 s)": only its closing line)
+    /^=* *[0-9]+ (passed|failed|skipped|errors?)[ ,]/ && !/^[0-9][0-9][0-9][0-9] [a-z ]+ \([0-9]+ s\)/ {
         for (i = 1; i < NF; i++) {
             if ($(i+1) ~ /^passed/) passed += $i
             if ($(i+1) ~ /^failed/) failed += $i

@@ -43,19 +43,43 @@ const REBALANCE_TIMEOUT_MS: i32 = 20_000;
 const PROTOCOL_TYPE: &str = "consumer";
 const PROTOCOL: &str = "range";
 /// Kafka's topic-config defaults, as DescribeConfigs and CreateTopics v5+ report them.
-const TOPIC_DEFAULTS: [(&str, &str); 12] = [
-    ("cleanup.policy", "delete"),
-    ("delete.retention.ms", "86400000"),
-    ("retention.ms", "604800000"),
-    ("retention.bytes", "-1"),
-    ("segment.bytes", "1073741824"),
-    ("segment.ms", "604800000"),
-    ("max.message.bytes", "1048588"),
-    ("index.interval.bytes", "4096"),
-    ("flush.policy", "always"),
-    ("message.timestamp.type", "CreateTime"),
-    ("message.timestamp.before.max.ms", "9223372036854775807"),
-    ("message.timestamp.after.max.ms", "9223372036854775807"),
+/// Kafka 4.0's topic configs and strata's flush.policy: (name, default, DescribeConfigs v3+
+/// config type: 1 boolean, 2 string, 3 int, 5 long, 6 double, 7 list).
+const TOPIC_DEFAULTS: [(&str, &str, i8); 34] = [
+    ("cleanup.policy", "delete", 7),
+    ("compression.gzip.level", "-1", 3),
+    ("compression.lz4.level", "9", 3),
+    ("compression.type", "producer", 2),
+    ("compression.zstd.level", "3", 3),
+    ("delete.retention.ms", "86400000", 5),
+    ("file.delete.delay.ms", "60000", 5),
+    ("flush.messages", "9223372036854775807", 5),
+    ("flush.ms", "9223372036854775807", 5),
+    ("flush.policy", "always", 2),
+    ("follower.replication.throttled.replicas", "", 7),
+    ("index.interval.bytes", "4096", 3),
+    ("leader.replication.throttled.replicas", "", 7),
+    ("local.retention.bytes", "-2", 5),
+    ("local.retention.ms", "-2", 5),
+    ("max.compaction.lag.ms", "9223372036854775807", 5),
+    ("max.message.bytes", "1048588", 3),
+    ("message.timestamp.after.max.ms", "3600000", 5),
+    ("message.timestamp.before.max.ms", "9223372036854775807", 5),
+    ("message.timestamp.type", "CreateTime", 2),
+    ("min.cleanable.dirty.ratio", "0.5", 6),
+    ("min.compaction.lag.ms", "0", 5),
+    ("min.insync.replicas", "1", 3),
+    ("preallocate", "false", 1),
+    ("remote.log.copy.disable", "false", 1),
+    ("remote.log.delete.on.disable", "false", 1),
+    ("remote.storage.enable", "false", 1),
+    ("retention.bytes", "-1", 5),
+    ("retention.ms", "604800000", 5),
+    ("segment.bytes", "1073741824", 3),
+    ("segment.index.bytes", "10485760", 3),
+    ("segment.jitter.ms", "0", 5),
+    ("segment.ms", "604800000", 5),
+    ("unclean.leader.election.enable", "false", 1),
 ];
 /// ConfigResource types and config sources (Kafka's `ConfigResource.Type`, `ConfigSource`).
 const RESOURCE_TOPIC: i8 = 2;
@@ -748,7 +772,7 @@ fn topic_configs(
 ) -> Vec<describe_configs_response::DescribeConfigsResourceResult> {
     TOPIC_DEFAULTS
         .iter()
-        .map(|(name, default)| {
+        .map(|(name, default, config_type)| {
             let overridden = overrides.iter().find(|(key, _)| key == name);
             let mut config = describe_configs_response::DescribeConfigsResourceResult::default();
             config.name = text(name);
@@ -756,6 +780,9 @@ fn topic_configs(
             config.config_source = if overridden.is_some() { SOURCE_TOPIC } else { SOURCE_DEFAULT };
             config.read_only = false;
             config.is_sensitive = false;
+            config.config_type = *config_type;
+            // Documentation only when the request asks for it (these do not).
+            config.documentation = None;
             config
         })
         .collect()
@@ -1119,7 +1146,8 @@ fn create_topics_v7_reports_new_topics_in_full_and_refuses_existing_36_bad_count
             create_failed(
                 "replicated",
                 38,
-                "invalid replication factor: replication factor 3 on a single broker",
+                "invalid replication factor: Unable to replicate the partition 3 time(s): the \
+                 cluster has 1 broker",
             ),
         ];
         assert_eq!(response, expected);
@@ -1603,7 +1631,20 @@ fn describe_configs_reports_topic_overrides_and_defaults_with_their_sources_and_
             (RESOURCE_TOPIC, "configured", None),
             (RESOURCE_TOPIC, "configured", Some(&["retention.ms", "segment.ms", "no.such.key"])),
             (RESOURCE_TOPIC, "ghost", None),
-            (RESOURCE_BROKER, "3", None),
+            (
+                RESOURCE_BROKER,
+                "3",
+                Some(&[
+                    "broker.id",
+                    "node.id",
+                    "log.dirs",
+                    "num.partitions",
+                    "auto.create.topics.enable",
+                    "socket.request.max.bytes",
+                    "log.retention.ms",
+                    "num.io.threads",
+                ]),
+            ),
         ]);
         let response = call!(broker, 4, request, DescribeConfigs);
         let mut ghost = described_configs(RESOURCE_TOPIC, "ghost", vec![]);
@@ -1614,7 +1655,8 @@ fn describe_configs_reports_topic_overrides_and_defaults_with_their_sources_and_
             entry.name = text(name);
             entry.value = Some(text(value));
             entry.config_source = SOURCE_STATIC_BROKER;
-            entry.read_only = true;
+            // Static settings are read-only; a topic default's broker synonym is dynamic.
+            entry.read_only = name != "log.retention.ms";
             entry.is_sensitive = false;
             entry
         };
@@ -1630,12 +1672,15 @@ fn describe_configs_reports_topic_overrides_and_defaults_with_their_sources_and_
             described_configs(
                 RESOURCE_BROKER,
                 "3",
+                // (num.io.threads is a dynamic config that is not set: not listed.)
                 vec![
                     broker_entry("broker.id", "3"),
+                    broker_entry("node.id", "3"),
                     broker_entry("log.dirs", SIM_DATA_DIR),
                     broker_entry("num.partitions", "4"),
                     broker_entry("auto.create.topics.enable", "false"),
                     broker_entry("socket.request.max.bytes", "1048576"),
+                    broker_entry("log.retention.ms", "604800000"),
                 ],
             ),
         ]);
@@ -1743,7 +1788,11 @@ fn alter_configs_replaces_every_override_of_a_topic_and_refuses_bad_values_40_an
             (
                 RESOURCE_BROKER,
                 "0",
-                Some((42, "invalid request: only topic configs can be altered")),
+                // A static broker config, as Kafka answers it (KAFKA-13609 keeps 42).
+                Some((
+                    42,
+                    "invalid request: Cannot update these configs dynamically: Set(num.partitions)",
+                )),
             ),
             (RESOURCE_TOPIC, "ghost", Some((3, "unknown topic or partition ghost"))),
         ]);

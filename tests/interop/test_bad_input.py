@@ -35,8 +35,10 @@ def _create_topic(broker, name, config=None):
 
 
 def _produce(broker, topic, batch, correlation_id=11, acks=-1):
-    body = wire.roundtrip(broker.port, wire.produce_v3_request(correlation_id, topic, 0, batch, acks=acks))
-    return wire.parse_produce_v3_response(body)[(topic, 0)]
+    """Produce v7 (the first version that may carry zstd batches, which these tests send)."""
+    body = wire.roundtrip(broker.port, wire.produce_v3_request(correlation_id, topic, 0, batch, acks=acks,
+                                                               version=7))
+    return wire.parse_produce_v3_response(body, version=7)[(topic, 0)]
 
 
 def _fetch(broker, topic, offset, **kw):

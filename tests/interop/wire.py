@@ -145,11 +145,12 @@ def metadata_v1_request(correlation_id, topics=None):
     return frame(request_header_v1(METADATA, 1, correlation_id) + body)
 
 
-def produce_v3_request(correlation_id, topic, partition, batch, acks=-1, timeout_ms=10000):
+def produce_v3_request(correlation_id, topic, partition, batch, acks=-1, timeout_ms=10000, version=3):
+    """Produce v3-v8 (one layout); zstd batches need v7+, as in Kafka."""
     partitions = [i32(partition) + bytes_(batch)]
     topics = [string(topic) + array(partitions)]
     body = string(None) + i16(acks) + i32(timeout_ms) + array(topics)
-    return frame(request_header_v1(PRODUCE, 3, correlation_id) + body)
+    return frame(request_header_v1(PRODUCE, version, correlation_id) + body)
 
 
 def fetch_v4_request(correlation_id, topic, partition, offset, max_wait_ms=100, min_bytes=1,
@@ -307,13 +308,16 @@ def parse_metadata_v1_response(body):
     return dict(brokers=brokers, controller=controller, topics=topics)
 
 
-def parse_produce_v3_response(body):
-    """-> {(topic, partition): (error_code, base_offset)}"""
+def parse_produce_v3_response(body, version=3):
+    """Produce v3-v7 answers -> {(topic, partition): (error_code, base_offset)}"""
     r = Reader(body)
     out = {}
-    for name, parts in r.array(lambda r: (r.string(), r.array(
-            lambda r: (r.i32(), r.i16(), r.i64(), r.i64())))):
-        for p, err, base, _log_append_time in parts:
+    if version >= 5:  # log_start_offset
+        partition = lambda r: (r.i32(), r.i16(), r.i64(), r.i64(), r.i64())
+    else:
+        partition = lambda r: (r.i32(), r.i16(), r.i64(), r.i64())
+    for name, parts in r.array(lambda r: (r.string(), r.array(partition))):
+        for p, err, base, *_ in parts:
             out[(name, p)] = (err, base)
     return out
 

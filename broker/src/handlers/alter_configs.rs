@@ -59,7 +59,8 @@ pub(super) async fn alter_topic<S: Storage>(
             MetadataChange::AlterConfigs(vec![(name.to_string(), edit, validate_only)])
         }
         RESOURCE_BROKER => {
-            MetadataChange::AlterBrokerConfigs(vec![(name.to_string(), edit, validate_only)])
+            let change = vec![(name.to_string(), edit, validate_only)];
+            MetadataChange::AlterBrokerConfigs(node.config.node_id, change)
         }
         other => {
             return error_fields(&BrokerError::InvalidRequest(format!(

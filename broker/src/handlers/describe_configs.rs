@@ -227,7 +227,9 @@ pub async fn handle<S: Storage>(
                             let mut config = entry(def.name, value, source_code(source), false);
                             if version >= 3 {
                                 config.config_type = def.config_type();
-                                config.documentation = Some(str_bytes(def.doc));
+                                // Only when asked, as Kafka (null otherwise).
+                                config.documentation =
+                                    request.include_documentation.then(|| str_bytes(def.doc));
                             }
                             if version >= 1 && resource_synonyms {
                                 config.synonyms =

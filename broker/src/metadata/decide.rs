@@ -37,8 +37,9 @@ pub enum MetadataChange {
     CreatePartitions(Vec<(String, i32, bool)>),
     /// (topic, edit, validate only).
     AlterConfigs(Vec<(String, ConfigEdit, bool)>),
-    /// (BROKER resource name: a node id or "" for the cluster default, edit, validate only).
-    AlterBrokerConfigs(Vec<(String, ConfigEdit, bool)>),
+    /// The node that received it, and (BROKER resource name: a node id or "" for the cluster
+    /// default, edit, validate only).
+    AlterBrokerConfigs(i32, Vec<(String, ConfigEdit, bool)>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions

@@ -147,11 +147,21 @@ impl TopicConfigDef {
     /// 6 double, 7 list.
     pub fn config_type(&self) -> i8 {
         match (self.name, self.kind) {
-            ("segment.bytes" | "max.message.bytes" | "compression.gzip.level", _) => 3,
+            // Kafka's int configs (the other integers are long).
+            (
+                "compression.gzip.level"
+                | "compression.lz4.level"
+                | "compression.zstd.level"
+                | "index.interval.bytes"
+                | "max.message.bytes"
+                | "min.insync.replicas"
+                | "segment.bytes"
+                | "segment.index.bytes",
+                _,
+            ) => 3,
             ("remote.storage.enable", _) => 1,
             ("flush.policy", _) => 2,
             (_, Kind::Own | Kind::List(_)) => 7,
-            (_, Kind::Integer(_, max)) if max == INT_MAX => 3,
             (_, Kind::Integer(..)) => 5,
             (_, Kind::Double(..)) => 6,
             (_, Kind::Boolean) => 1,

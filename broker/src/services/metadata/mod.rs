@@ -168,15 +168,11 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, validate_only)
                 })
                 .collect(),
-            MetadataChange::AlterBrokerConfigs(changes) => changes
+            MetadataChange::AlterBrokerConfigs(node, changes) => changes
                 .into_iter()
                 .map(|(resource, edit, validate_only)| {
-                    let outcome = decide::alter_broker_configs(
-                        &pending.working,
-                        self.policy.node.0,
-                        &resource,
-                        &edit,
-                    );
+                    let outcome =
+                        decide::alter_broker_configs(&pending.working, node, &resource, &edit);
                     pending.take(outcome, validate_only)
                 })
                 .collect(),

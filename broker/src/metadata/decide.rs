@@ -275,12 +275,14 @@ pub fn alter_configs(
 /// listener and security configs per broker only, values of topic-default synonyms valid for
 /// their topic config (INVALID_REQUEST otherwise, as Kafka wraps them), APPEND and SUBTRACT on
 /// list configs only (INVALID_CONFIG). Keys the broker does not know are accepted (Kafka's
-/// custom properties).
+/// custom properties). `is_static` says whether a key is one of the broker's static settings
+/// (the configuration's keys, which `metadata` does not import).
 pub fn alter_broker_configs(
     image: &MetadataImage,
     node: i32,
     resource: &str,
     edit: &ConfigEdit,
+    is_static: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<MetadataRecord>> {
     use super::broker_config::{dynamic, Dynamic};
     if !resource.is_empty() && resource != node.to_string() {
@@ -299,7 +301,7 @@ pub fn alter_broker_configs(
         ConfigEdit::Replace(replacement) => next = replacement.clone(),
         ConfigEdit::Incremental(operations) => {
             for (key, operation, value) in operations {
-                let static_key = crate::config::keys::find(key).is_some();
+                let static_key = is_static(key);
                 match (operation, value) {
                     (0, Some(value)) => {
                         next.insert(key.clone(), value.clone());
@@ -339,7 +341,7 @@ pub fn alter_broker_configs(
         if current.get(key) == Some(value) {
             continue;
         }
-        match dynamic(key, crate::config::keys::find(key).is_some()) {
+        match dynamic(key, is_static(key)) {
             Dynamic::ReadOnly => {
                 return Err(BrokerError::InvalidRequest(format!(
                     "Cannot update these configs dynamically: Set({key})"
@@ -394,7 +396,7 @@ mod tests {
         let image = MetadataImage::default();
         let set = |resource: &str, key: &str, value: &str| {
             let edit = ConfigEdit::Incremental(vec![(key.into(), 0, Some(value.into()))]);
-            alter_broker_configs(&image, 0, resource, &edit)
+            alter_broker_configs(&image, 0, resource, &edit, &|key| key == "log.dirs")
         };
         let records = set("0", "log.retention.ms", "1000").expect("dynamic");
         assert!(

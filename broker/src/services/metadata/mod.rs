@@ -171,8 +171,14 @@ impl<S: Storage> MetadataService<S> {
             MetadataChange::AlterBrokerConfigs(node, changes) => changes
                 .into_iter()
                 .map(|(resource, edit, validate_only)| {
-                    let outcome =
-                        decide::alter_broker_configs(&pending.working, node, &resource, &edit);
+                    let is_static = |key: &str| crate::config::keys::find(key).is_some();
+                    let outcome = decide::alter_broker_configs(
+                        &pending.working,
+                        node,
+                        &resource,
+                        &edit,
+                        &is_static,
+                    );
                     pending.take(outcome, validate_only)
                 })
                 .collect(),

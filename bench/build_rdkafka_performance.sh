@@ -12,28 +12,7 @@ if [ -x "$tool" ]; then
     echo "$tool"
     exit 0
 fi
-mkdir -p "$root/fetch/src"
-cat >"$root/fetch/Cargo.toml" <<TOML
-[package]
-name = "fetch-rdkafka-sys"
-version = "0.0.0"
-edition = "2021"
-[dependencies]
-rdkafka-sys = { version = "=$VERSION", default-features = false }
-[workspace]
-TOML
-touch "$root/fetch/src/lib.rs"
-(cd "$root/fetch" && cargo fetch --quiet >&2)
-registry="${CARGO_HOME:-$HOME/.cargo}/registry"
-crate=$(ls -d "$registry"/src/*/"rdkafka-sys-$VERSION" 2>/dev/null | head -1 || true)
-if [ -z "$crate" ]; then
-    archive=$(ls "$registry"/cache/*/"rdkafka-sys-$VERSION.crate" | head -1)
-    mkdir -p "$root/crate"
-    tar -xzf "$archive" -C "$root/crate"
-    crate="$root/crate/rdkafka-sys-$VERSION"
-fi
-rm -rf "$root/librdkafka"
-cp -r "$crate/librdkafka" "$root/librdkafka"
+scripts/fetch_librdkafka.sh "$VERSION" "$root" "$root/librdkafka"
 cd "$root/librdkafka"
 # Plain TCP only: no TLS, SASL or compression libraries needed beyond what the base system has.
 ./configure --disable-ssl --disable-gssapi --disable-zstd --disable-lz4-ext --disable-curl \

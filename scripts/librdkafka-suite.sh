@@ -188,32 +188,8 @@ ensure_tools() {
 
 # ---- librdkafka sources and the test runner --------------------------------------------------
 fetch_sources() {
-    local fetch="$ROOT/fetch" registry crate archive
-    mkdir -p "$fetch/src"
-    cat >"$fetch/Cargo.toml" <<TOML
-[package]
-name = "fetch-rdkafka-sys"
-version = "0.0.0"
-edition = "2021"
-[dependencies]
-rdkafka-sys = { version = "=$VERSION", default-features = false }
-[workspace]
-TOML
-    touch "$fetch/src/lib.rs"
     log "fetching rdkafka-sys $VERSION (librdkafka sources) with cargo"
-    (cd "$fetch" && CARGO_TARGET_DIR="$fetch/target" cargo fetch --quiet >&2)
-    registry="${CARGO_HOME:-$HOME/.cargo}/registry"
-    crate=$(ls -d "$registry"/src/*/"rdkafka-sys-$VERSION" 2>/dev/null | head -1 || true)
-    if [ -z "$crate" ] || [ ! -d "$crate/librdkafka/tests" ]; then
-        archive=$(ls "$registry"/cache/*/"rdkafka-sys-$VERSION.crate" | head -1)
-        rm -rf "$ROOT/crate"
-        mkdir -p "$ROOT/crate"
-        tar -xzf "$archive" -C "$ROOT/crate"
-        crate="$ROOT/crate/rdkafka-sys-$VERSION"
-    fi
-    [ -d "$crate/librdkafka/tests" ] || die "no librdkafka/tests in $crate"
-    rm -rf "$LIB"
-    cp -r "$crate/librdkafka" "$LIB"
+    "$REPO/scripts/fetch_librdkafka.sh" "$VERSION" "$ROOT" "$LIB"
 }
 
 # The configure command line recorded in a tree's Makefile.config, if configured.

@@ -364,6 +364,18 @@ def test_consume_from_beginning_on_empty_topic_gets_nothing(shared_broker, topic
     assert ck_watermarks(bootstrap, topic_name) == (0, 0)
 
 
+def _group_with_a_commit(broker, group, topic):
+    """A group with no members and one committed offset (state Empty); returns its id."""
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    return group
+
+
 def test_authorized_operations_without_an_authorizer_are_everything(shared_broker, topic_name):
     """KIP-430 through confluent-kafka: with no authorizer Kafka answers the full sets (8
     topic operations, 7 cluster operations, 5 group operations in Kafka 4); strata answered none."""
@@ -388,15 +400,8 @@ def test_authorized_operations_without_an_authorizer_are_everything(shared_broke
     plain = admin.describe_cluster(request_timeout=T).result(timeout=T)
     assert not plain.authorized_operations
 
-    # A group with a committed offset (Empty): its 3 operations.
-    from confluent_kafka import Consumer
-    group = "authz-" + topic_name
-    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group,
-                         "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
-    finally:
-        consumer.close()
+    # A group with a committed offset (Empty): its operations.
+    group = _group_with_a_commit(shared_broker, "authz-" + topic_name, topic_name)
     described = admin.describe_consumer_groups([group], include_authorized_operations=True,
                                                request_timeout=T)[group].result(timeout=T)
     assert set(described.authorized_operations) == {
@@ -406,17 +411,11 @@ def test_authorized_operations_without_an_authorizer_are_everything(shared_broke
 
 def test_list_groups_filters_by_type_and_reports_classic(shared_broker, topic_name):
     """ListGroups v5 (KIP-848) through confluent-kafka: every strata group is a classic one."""
-    from confluent_kafka import Consumer, ConsumerGroupType
+    from confluent_kafka import ConsumerGroupType
 
     admin = ck_admin(shared_broker.bootstrap)
     _create(admin, topic_name)
-    group = "types-" + topic_name
-    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group,
-                         "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
-    finally:
-        consumer.close()
+    group = _group_with_a_commit(shared_broker, "types-" + topic_name, topic_name)
 
     def listed(**kw):
         result = admin.list_consumer_groups(request_timeout=T, **kw).result(timeout=T)

@@ -42,13 +42,6 @@ pub struct MetadataImage {
 }
 
 impl MetadataImage {
-    /// A dynamic broker config in effect on `node`: its own value, else the cluster default.
-    pub fn dynamic_broker_config(&self, node: i32, key: &str) -> Option<&str> {
-        let own = self.broker_configs.get(&node.to_string()).and_then(|configs| configs.get(key));
-        own.or_else(|| self.broker_configs.get("").and_then(|configs| configs.get(key)))
-            .map(String::as_str)
-    }
-
     pub fn topic(&self, name: &str) -> Option<&TopicImage> {
         self.topics.get(name)
     }

@@ -395,6 +395,9 @@ pub fn effective_config<'a>(
 /// The storage engine settings for a topic's partitions on `node` (its overrides, then the
 /// dynamic broker defaults, then the static ones).
 pub fn log_config_on(image: &MetadataImage, node: i32, topic: &TopicImage) -> LogConfig {
+    if image.broker_configs.is_empty() {
+        return log_config(topic);
+    }
     let mut resolved = topic.clone();
     for def in TOPIC_CONFIGS {
         if let (Some(value), ValueSource::DynamicBroker | ValueSource::DynamicDefaultBroker) =

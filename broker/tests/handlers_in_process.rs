@@ -2428,6 +2428,33 @@ fn delete_groups_deletes_an_empty_group_with_its_offsets_and_refuses_non_empty_6
     });
 }
 
+#[test]
+/// Kafka expires a session on a precise timer; librdkafka's 0081 closes static members (no
+/// LeaveGroup) and deletes their groups one second after the session timeout. The group's
+/// timers are brought up to date by the request itself, not only by the periodic timer task.
+fn delete_groups_right_after_the_last_session_ended_finds_the_group_empty() {
+    InProcess::run(|| async {
+        let broker = InProcess::start(test_config(), 1).await;
+        stable_group(&broker, "closed", b"subscription", b"assignment").await;
+        broker.clock.advance(Duration::from_millis(SESSION_TIMEOUT_MS as u64 - 1));
+        let response = call!(broker, 4, ListGroupsRequest::default(), ListGroups);
+        assert_eq!(
+            response,
+            list_groups_response(vec![listed_group("closed", PROTOCOL_TYPE, "Stable")])
+        );
+        broker.clock.advance(Duration::from_millis(1));
+        let mut request = DeleteGroupsRequest::default();
+        request.groups_names = vec![group("closed")];
+        let response = call!(broker, 2, request, DeleteGroups);
+        let mut result = delete_groups_response::DeletableGroupResult::default();
+        result.group_id = group("closed");
+        result.error_code = 0;
+        let mut expected = DeleteGroupsResponse::default();
+        expected.results = vec![result];
+        assert_eq!(response, expected);
+    });
+}
+
 // =============================================================================================
 // InitProducerId (key 22)
 

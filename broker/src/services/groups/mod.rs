@@ -49,6 +49,14 @@ pub fn valid_group_id(group: &str) -> bool {
     !group.is_empty() && !group.contains('\0')
 }
 
+/// Runs a group's timers up to `now`, waking its waiters if its members or generation changed.
+fn settle(cell: &GroupCell, now: std::time::Instant) {
+    let changed = cell.group.borrow_mut().tick(now);
+    if changed {
+        cell.notify();
+    }
+}
+
 /// A group and the event its waiters (JoinGroup, SyncGroup) listen on.
 pub struct GroupCell {
     group: RefCell<Group>,
@@ -184,8 +192,14 @@ impl<S: Storage> GroupService<S> {
         }
     }
 
+    /// The group, as of now: its timers (sessions, pending ids, join deadline) are brought up
+    /// to date first. The timer task runs every `GROUP_TICK_MS`, but Kafka expires a session on
+    /// a precise timer, and clients count on it: a request that arrives once a session ended
+    /// (a DeleteGroups right after a static member's session timeout) sees the member gone.
     fn cell(&self, group: &str) -> Option<Rc<GroupCell>> {
-        self.groups.borrow().get(group).cloned()
+        let cell = self.groups.borrow().get(group).cloned()?;
+        settle(&cell, self.clock.now());
+        Some(cell)
     }
 
     fn cell_or_new(&self, group: &str) -> Rc<GroupCell> {
@@ -310,7 +324,9 @@ impl<S: Storage> GroupService<S> {
                 (group.clone(), empty)
             })
             .collect();
+        let now = self.clock.now();
         for (name, cell) in self.groups.borrow().iter() {
+            settle(cell, now);
             let group = cell.group.borrow();
             let entry = ListedGroup {
                 group: name.clone(),
@@ -372,10 +388,7 @@ impl<S: Storage> GroupService<S> {
         let now = self.clock.now();
         let cells: Vec<Rc<GroupCell>> = self.groups.borrow().values().cloned().collect();
         for cell in cells {
-            let changed = cell.group.borrow_mut().tick(now);
-            if changed {
-                cell.notify();
-            }
+            settle(&cell, now);
         }
     }
 

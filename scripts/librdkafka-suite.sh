@@ -6,7 +6,9 @@
 #        scripts/librdkafka-suite.sh --all-single-broker  run the wider single-broker set
 #        scripts/librdkafka-suite.sh --list | --list-all  print the core list / the wider set
 # A TEST is a librdkafka test number (0001, 1, 0045: every default-scenario, broker-facing entry
-# of tests[] in tests/test.c with that number). Prints one line per test
+# of tests[] in tests/test.c with that number), or NNNN:SUBTEST for only the sub-tests whose
+# name contains SUBTEST (librdkafka's own SUBTESTS filter; see "0081 by family" below). Prints
+# one line per test
 # (`0001 passed (3 s)`, `failed`, `skipped`, `timeout`, with the reason from the test's log),
 # keeps each test's log in target/librdkafka-suite/logs/NNNN.log (the broker's in strata.log),
 # and ends with `N passed, M failed, K skipped, X expected failures` (a timeout counts as
@@ -70,6 +72,14 @@
 #       core run stays bounded (about 8-9 minutes): 0026 0030 0033 0045 0055 0061 0089 0091
 #       0102 0113 0137 (LONG_TESTS below; --all-single-broker still runs them).
 #   That leaves 66 tests (`--list`).
+# 0081 by family. 0081 (the admin API) stops at its first failing sub-test, and its ACL
+# sub-tests (security, issue #18) come early: everything after them (configs, records, groups,
+# topics, cluster, offsets) would never run. So both lists also run 0081 once per family of
+# sub-tests after the ACL ones (ADMIN_FAMILIES), each through librdkafka's SUBTESTS filter
+# (`SUBTESTS=do_test_AlterConfigs TESTS=0081 ./test-runner`: a sub-test whose name does not
+# contain it returns at its SUB_TEST() line), as `0081:do_test_AlterConfigs` and so on. Such
+# an entry passes only if at least one sub-test ran and passed (a filter that matches nothing
+# fails). The whole 0081 still runs first: its families before the ACL ones run there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -95,6 +105,16 @@ ALL_SINGLE_BROKER=(
     0081 0082 0083 0084 0085 0086 0088 0089 0090 0091 0092 0093 0094 0098 0099 0101 0102 0103
     0110 0112 0113 0114 0118 0122 0123 0125 0127 0129 0130 0132 0137 0140 0153
 )
+# 0081's families of sub-tests after its ACL ones, in the order main_0081_admin runs them (a
+# name ends in ':' where it is a prefix of another family's: the sub-test name is FUNC:LINE...).
+ADMIN_FAMILIES=(
+    do_test_AlterConfigs do_test_IncrementalAlterConfigs do_test_DescribeConfigs:
+    do_test_DescribeConfigs_groups do_test_DeleteRecords do_test_ListConsumerGroups:
+    do_test_DescribeConsumerGroups: do_test_DescribeConsumerGroups_with_authorized_ops
+    do_test_DescribeTopics do_test_DescribeCluster do_test_DeleteGroups
+    do_test_DeleteConsumerGroupOffsets do_test_ListOffsets do_test_AlterConsumerGroupOffsets
+    do_test_ListConsumerGroupOffsets do_test_UserScramCredentials
+)
 SOCKEM_TESTS=(0049 0068 0075 0076 0088 0094)
 TXN_ONLY_TESTS=(0098 0103 0129)
 MULTI_BROKER_TESTS=(0101)
@@ -108,9 +128,19 @@ declare -A KNOWN_FAILURES=(
     # CreatePartitions passed; its config, group and offsets sub-tests come after it and do
     # not run until ACLs exist.
     [0081]='do_test_CreateAcls.*ACLs Admin API \(KIP-140\) not supported'
+    # KIP-848 group configs (the GROUP config resource, type 32, of consumer and share groups
+    # of the new protocols); strata's groups are classic. Only the group resource of each
+    # sub-test fails: its topic and broker resources are checked in the same call.
+    [0081:do_test_IncrementalAlterConfigs]='ConfigResource #3: expected NO_ERROR \(0\), got INVALID_REQUEST.*resource type 32'
+    [0081:do_test_DescribeConfigs_groups]='ConfigResource #0: expected NO_ERROR \(0\), got INVALID_REQUEST.*resource type 32'
+    # SCRAM credentials (DescribeUserScramCredentials, KIP-554): security, issue #18.
+    [0081:do_test_UserScramCredentials]='do_test_UserScramCredentials.*Required feature not supported by broker'
 )
 declare -A KNOWN_WHY=(
     [0081]="ACL admin APIs (CreateAcls): security, issue #18"
+    [0081:do_test_IncrementalAlterConfigs]="KIP-848 group configs (GROUP resource): strata's groups are classic"
+    [0081:do_test_DescribeConfigs_groups]="KIP-848 group configs (GROUP resource): strata's groups are classic"
+    [0081:do_test_UserScramCredentials]="SCRAM credential admin APIs (KIP-554): security, issue #18"
 )
 # Over 45 s each in the measured run (see the header): 0026 consume pause/resume (64 s),
 # 0030 offset commit (52 s), 0033 regex subscription (69 s), 0045 subscription updates (59 s),
@@ -141,17 +171,28 @@ core_list() {
     done
 }
 
+with_families() { # LIST...: the list with 0081's families after 0081
+    local t f
+    for t in "$@"; do
+        echo "$t"
+        if [ "$t" = 0081 ]; then
+            for f in "${ADMIN_FAMILIES[@]}"; do echo "0081:$f"; done
+        fi
+    done
+}
+
 # ---- arguments -------------------------------------------------------------------------------
 mode=core
 selected=()
 for arg in "$@"; do
     case "$arg" in
     -h | --help) usage; exit 0 ;;
-    --list) core_list | paste -sd' '; exit 0 ;;
-    --list-all) printf '%s\n' "${ALL_SINGLE_BROKER[@]}" | paste -sd' '; exit 0 ;;
+    --list) with_families $(core_list) | paste -sd' '; exit 0 ;;
+    --list-all) with_families "${ALL_SINGLE_BROKER[@]}" | paste -sd' '; exit 0 ;;
     --all-single-broker) mode=all ;;
     [0-9] | [0-9][0-9] | [0-9][0-9][0-9] | [0-9][0-9][0-9][0-9])
         selected+=("$(printf '%04d' "$((10#$arg))")") ;;
+    [0-9][0-9][0-9][0-9]:?*) selected+=("$arg") ;;
     *) die "unknown argument: $arg (see --help)" ;;
     esac
 done
@@ -159,9 +200,9 @@ if [ ${#selected[@]} -gt 0 ]; then
     [ "$mode" = all ] && die "--all-single-broker and test numbers exclude each other"
     tests=("${selected[@]}")
 elif [ "$mode" = all ]; then
-    tests=("${ALL_SINGLE_BROKER[@]}")
+    mapfile -t tests < <(with_families "${ALL_SINGLE_BROKER[@]}")
 else
-    mapfile -t tests < <(core_list)
+    mapfile -t tests < <(with_families $(core_list))
 fi
 
 # ---- tools -----------------------------------------------------------------------------------
@@ -308,13 +349,26 @@ first_failure() { # the first "### Test "NAME (SUBTEST)" failed at FILE:LINE:FN(
         getline m; sub(/ +$/, "", m); print name " at " at ": " m; exit }'
 }
 
+# The sub-test lines of log $1 for sub-tests matching $2 ("[ FUNC:LINE: what ]" at the start,
+# "[ FUNC:LINE: what: PASS (1.23s) ]" or "...: SKIP: reason ]" at the end).
+sub_test_lines() { sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -F "[ " | grep -F -- "$2"; }
+# Whether a sub-test matching $2 ended with $3 (PASS or SKIP).
+sub_tests_ended() {
+    case $3 in
+    PASS) sub_test_lines "$1" "$2" | grep -qE ': PASS \([0-9.]+s\) \]$' ;;
+    *) sub_test_lines "$1" "$2" | grep -qE ': SKIP: .* \]$' ;;
+    esac
+}
+
 npassed=0
 nfailed=0
 nskipped=0
 nexpected=0
 run_one() {
-    local t=$1 tlog="$LOGS/$1.log" start rc secs allrows rows state reason brc args=(-p1 -K -L)
-    if ! compgen -G "$TDIR/$t-*.c*" >/dev/null; then
+    local t=$1 num=${1%%:*} sub= start rc secs allrows rows state reason brc args=(-p1 -K -L)
+    [ "$num" != "$t" ] && sub=${t#*:}
+    local tlog="$LOGS/${t//:/-}.log"
+    if ! compgen -G "$TDIR/$num-*.c*" >/dev/null; then
         echo "$t failed (0 s): no such test in librdkafka 2.12.1"
         nfailed=$((nfailed + 1))
         return
@@ -323,13 +377,15 @@ run_one() {
     if ! kill -0 "$BROKER_PID" 2>/dev/null; then start_broker; fi
     start=$SECONDS
     set +e
-    (cd "$TDIR" && TESTS="$t" TEST_KAFKA_VERSION=$KAFKA_VERSION TEST_SCENARIO=default \
+    local filter=()
+    [ -n "$sub" ] && filter=("SUBTESTS=$sub")
+    (cd "$TDIR" && env TESTS="$num" "${filter[@]}" TEST_KAFKA_VERSION=$KAFKA_VERSION TEST_SCENARIO=default \
         BROKERS="127.0.0.1:$PORT" LD_LIBRARY_PATH="../src:../src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         timeout -k 10 "$TEST_TIMEOUT" ./test-runner "${args[@]}"; exit $?) >"$tlog" 2>&1 </dev/null
     rc=$?
     set -e
     secs=$((SECONDS - start))
-    allrows=$(summary_rows "$tlog" "$t")
+    allrows=$(summary_rows "$tlog" "$num")
     # Entries left out by -L/-K/-E or silently (another scenario) are not this run's results.
     rows=$(awk -F'\t' '$3 != "Filtered due to negative test flags" && !($2 == "SKIPPED" && $3 == "")' \
         <<<"$allrows")
@@ -365,6 +421,15 @@ run_one() {
             reason="no entry for the default scenario ran (see $tlog)"
         fi
     fi
+    if [ -n "$sub" ] && [ "$state" = passed ] && ! sub_tests_ended "$tlog" "$sub" PASS; then
+        if sub_tests_ended "$tlog" "$sub" SKIP; then
+            state=skipped
+            reason=$(sub_test_lines "$tlog" "$sub" | grep -m1 -oE 'SKIP: .* \]$' | sed 's/ \]$//')
+        else
+            state=failed
+            reason="no sub-test whose name contains \"$sub\" ran and passed"
+        fi
+    fi
     if [ -n "$BROKER_PID" ] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
         wait "$BROKER_PID" 2>/dev/null && brc=0 || brc=$?
         BROKER_PID=
@@ -395,7 +460,7 @@ ensure_tools
 build_runner
 STRATA=$(strata_bin)
 mkdir -p "$LOGS"
-for t in "${tests[@]}"; do rm -f "$LOGS/$t.log"; done
+for t in "${tests[@]}"; do rm -f "$LOGS/${t//:/-}.log"; done
 : >"$LOGS/strata.log"
 trap 'stop_broker' EXIT
 trap 'exit 130' INT TERM

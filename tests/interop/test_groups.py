@@ -254,6 +254,32 @@ def test_a_static_member_that_restarts_within_its_session_gets_its_partitions_ba
         b.close()
 
 
+def test_a_closed_static_members_group_can_be_deleted_as_soon_as_its_session_ends(group_broker, topic_name):
+    """librdkafka's 0081 closes static members (they send no LeaveGroup) and deletes their
+    groups one second after the session timeout. Kafka expires a session on a precise timer,
+    so the group is Empty by then: strata's group timers run before it answers, not only on its
+    100 ms timer task (which answered NON_EMPTY_GROUP for a DeleteGroups within one tick)."""
+    from confluent_kafka.admin import AdminClient
+    fill(group_broker.bootstrap, topic_name)
+    session_ms = 6000
+    c = ck_member(group_broker.bootstrap, topic_name, "range",
+                  **{"group.instance.id": "static-closed", "session.timeout.ms": session_ms})
+    c.subscribe([topic_name])
+    got = []
+    wait_until(lambda: got.append(c.poll(0.1)) or (any(m is not None and not m.error() for m in got)
+                                                  and len(c.assignment()) == PARTITIONS),
+               timeout=30, interval=0.1, message="the static member's assignment and a message")
+    c.commit(asynchronous=False)  # a commit counts as a heartbeat (Kafka's rule too)
+    c.close()  # a static member sends no LeaveGroup: the session ends session_ms after the commit
+    closed = time.monotonic()
+    admin = AdminClient({"bootstrap.servers": group_broker.bootstrap})
+    described = admin.describe_consumer_groups([topic_name])[topic_name].result(timeout=10)
+    assert len(described.members) == 1, "the member stays for its session"
+    time.sleep(max(0.0, closed + session_ms / 1000 + 0.03 - time.monotonic()))
+    admin.delete_consumer_groups([topic_name])[topic_name].result(timeout=10)
+    assert topic_name not in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+
+
 def test_after_a_member_leaves_mid_stream_no_committed_message_is_skipped(group_broker, topic_name):
     values = fill(group_broker.bootstrap, topic_name)
     seen = collections.Counter()

@@ -69,9 +69,11 @@
 #     - tests that need several brokers: 0101 (fetch from follower: racks, replicas);
 #     - long-running tests, over 45 s each in a measured run of this script against strata on
 #       2 cores (mostly consumer-group rebalance, session and max.poll.interval tests), so the
-#       core run stays bounded (about 8-9 minutes): 0026 0030 0033 0045 0055 0061 0089 0091
-#       0102 0113 0137 (LONG_TESTS below; --all-single-broker still runs them).
-#   That leaves 66 tests (`--list`).
+#       core run stays bounded: 0026 0030 0033 0045 0061 0089 0091 0102 0113 0137 (LONG_TESTS
+#       below; --all-single-broker still runs them). 0055 (producer latency, 49 s) stays in:
+#       issue #14 names its transactional sub-test as its core list's one allowed failure
+#       until transactions exist (a strict known failure below).
+#   That leaves 67 tests (`--list`, plus 0081's families).
 # 0081 by family. 0081 (the admin API) stops at its first failing sub-test, and its ACL
 # sub-tests (security, issue #18) come early: everything after them (configs, records, groups,
 # topics, cluster, offsets) would never run. So both lists also run 0081 once per family of
@@ -128,6 +130,8 @@ declare -A KNOWN_FAILURES=(
     # CreatePartitions passed; its config, group and offsets sub-tests come after it and do
     # not run until ACLs exist.
     [0081]='do_test_CreateAcls.*ACLs Admin API \(KIP-140\) not supported'
+    # 0055's last sub-test is transactional (transactions: issue #17); every other passes first.
+    [0055]='test_producer_latency:[0-9]+: transactions .*init_transactions.*Failed to initialize Producer ID'
     # KIP-848 group configs (the GROUP config resource, type 32, of consumer and share groups
     # of the new protocols); strata's groups are classic. Only the group resource of each
     # sub-test fails: its topic and broker resources are checked in the same call.
@@ -138,18 +142,19 @@ declare -A KNOWN_FAILURES=(
 )
 declare -A KNOWN_WHY=(
     [0081]="ACL admin APIs (CreateAcls): security, issue #18"
+    [0055]="its transactional sub-test (InitProducerId with a transactional id): transactions, issue #17"
     [0081:do_test_IncrementalAlterConfigs]="KIP-848 group configs (GROUP resource): strata's groups are classic"
     [0081:do_test_DescribeConfigs_groups]="KIP-848 group configs (GROUP resource): strata's groups are classic"
     [0081:do_test_UserScramCredentials]="SCRAM credential admin APIs (KIP-554): security, issue #18"
 )
 # Over 45 s each in the measured run (see the header): 0026 consume pause/resume (64 s),
 # 0030 offset commit (52 s), 0033 regex subscription (69 s), 0045 subscription updates (59 s),
-# 0055 producer latency (49 s; its last, transactional, sub-test fails), 0061 consumer lag
+# 0061 consumer lag
 # (131 s, most of it a transactional sub-test retrying InitProducerId), 0089 max.poll.interval.ms
 # (99 s), 0091 max.poll.interval timeout (68 s), 0102 static group membership (50 s), 0113
 # cooperative rebalance (over 300 s), 0137 batch consume with barriers (81 s; its last,
 # transactional, sub-test fails).
-LONG_TESTS=(0026 0030 0033 0045 0055 0061 0089 0091 0102 0113 0137)
+LONG_TESTS=(0026 0030 0033 0045 0061 0089 0091 0102 0113 0137)
 
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 log() { printf '==> %s\n' "$*" >&2; }

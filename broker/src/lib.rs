@@ -7,6 +7,7 @@
 //! `handlers` (one per Kafka API) → `node` (routing by placement) → `services`
 //! (partitions, metadata, groups, producer ids, stats) → `mesh` (typed cross-core calls) and
 //! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`, `request_context`, `shutdown`.
+//! `controller` (the cluster controller of issue #15, so far its Raft log file) uses none of them.
 //! Invariant: only `error::error_code` produces Kafka error codes.
 
 pub mod admin;
@@ -16,6 +17,7 @@ pub mod authorization;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod controller;
 pub mod error;
 pub mod handlers;
 pub mod in_process;

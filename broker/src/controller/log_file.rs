@@ -4,11 +4,18 @@
 //! Durability rule: `append` returns only after the frames are written and `fdatasync`ed, so
 //! an entry the controller acknowledges (to openraft, which then votes or answers with it)
 //! survives kill -9. Recovery (`open`) reads frames from the start and stops at the first
-//! one that is cut short, longer than `FRAME_BYTES_MAX` or fails its CRC: that frame and
-//! everything after it are truncated (and the truncation synced) before the file is used. A
-//! torn tail is what a crash during an append leaves, and those frames were never
-//! acknowledged. Frame `i` of the file is the `i`-th payload; which Raft index it holds is
-//! the caller's business (the payload says).
+//! one that is cut short, longer than `FRAME_BYTES_MAX` or fails its CRC. If nothing valid
+//! follows it, it is a torn tail, what a crash during an append leaves (frames never
+//! acknowledged): it is truncated and the truncation synced before the file is used. If a
+//! whole valid frame follows it (where its length says it ends), the damage is inside the
+//! log, in frames that may have been acknowledged: `open` refuses with `InvalidData` and
+//! changes nothing, because cutting there could silently drop entries this node voted with.
+//! (A damaged length field inside the log cannot be told from a torn tail this way; it is
+//! truncated like one, and `Recovered::truncated_bytes` reports the loss.) A failed write or
+//! sync poisons the file: after an fsync error the kernel may have dropped the dirty pages,
+//! so nothing written later could be trusted; the controller must restart and recover.
+//! Frame `i` of the file is the `i`-th payload; which Raft index it holds is the caller's
+//! business (the payload says).
 //!
 //! Runs on: the controller thread only (plain blocking `std::fs`; never a shard).
 
@@ -39,6 +46,8 @@ pub struct LogFile {
     /// Start offset of each frame.
     starts: Vec<u64>,
     end: u64,
+    /// A write or sync failed: every later change is refused.
+    failed: bool,
 }
 
 impl LogFile {
@@ -51,6 +60,16 @@ impl LogFile {
         file.seek(SeekFrom::Start(0))?;
         file.read_to_end(&mut bytes)?;
         let (payloads, starts, end) = scan(&bytes);
+        if let Some(next) = damaged_inside(&bytes, end) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: the frame at byte {end} is damaged but a valid frame follows at byte \
+                     {next}: the log is corrupt inside, not torn at its end; refusing to cut it",
+                    path.display()
+                ),
+            ));
+        }
         let truncated_bytes = length - end;
         if truncated_bytes > 0 {
             file.set_len(end)?;
@@ -60,7 +79,7 @@ impl LogFile {
             // A new file: its directory entry must survive a crash too.
             sync_parent(path)?;
         }
-        let log = LogFile { path: path.to_path_buf(), file, starts, end };
+        let log = LogFile { path: path.to_path_buf(), file, starts, end, failed: false };
         Ok((log, Recovered { payloads, truncated_bytes }))
     }
 
@@ -76,6 +95,7 @@ impl LogFile {
     /// Appends one frame per payload and syncs them: durable when this returns `Ok`. A payload
     /// over `FRAME_BYTES_MAX` is refused before anything is written.
     pub fn append(&mut self, payloads: &[Vec<u8>]) -> io::Result<()> {
+        self.usable()?;
         if let Some(big) = payloads.iter().find(|p| p.len() > FRAME_BYTES_MAX) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -96,9 +116,7 @@ impl LogFile {
         }
         self.file.seek(SeekFrom::Start(self.end))?;
         if let Err(error) = self.file.write_all(&out).and_then(|()| self.file.sync_data()) {
-            // What was written may be partial: cut back to the last durable frame so the file
-            // and `starts` agree (a later append must not follow a torn frame).
-            let _ = self.file.set_len(self.end);
+            self.failed = true;
             return Err(error);
         }
         self.end += out.len() as u64;
@@ -109,12 +127,15 @@ impl LogFile {
     /// Keeps the first `keep` frames and removes the rest (Raft's log truncation after a
     /// conflicting leader), synced before it returns.
     pub fn truncate(&mut self, keep: usize) -> io::Result<()> {
+        self.usable()?;
         if keep >= self.starts.len() {
             return Ok(());
         }
         let end = self.starts[keep];
-        self.file.set_len(end)?;
-        self.file.sync_all()?;
+        if let Err(error) = self.file.set_len(end).and_then(|()| self.file.sync_all()) {
+            self.failed = true;
+            return Err(error);
+        }
         self.starts.truncate(keep);
         self.end = end;
         Ok(())
@@ -124,6 +145,7 @@ impl LogFile {
     /// rest is written to a temporary file, synced, renamed over the log and the directory
     /// synced, so a crash leaves either the old file or the new one.
     pub fn drop_front(&mut self, drop: usize) -> io::Result<()> {
+        self.usable()?;
         if drop == 0 {
             return Ok(());
         }
@@ -144,6 +166,32 @@ impl LogFile {
         self.end -= from;
         Ok(())
     }
+}
+
+impl LogFile {
+    fn usable(&self) -> io::Result<()> {
+        if self.failed {
+            return Err(io::Error::other(format!(
+                "{}: an earlier write or sync failed; restart to recover the log",
+                self.path.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where a whole valid frame follows the damaged frame at `at` (at the end its length field
+/// gives), if one does: then the damage is inside the log, not a torn tail.
+fn damaged_inside(bytes: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    let header = bytes.get(at..at + HEADER_BYTES)?;
+    let length = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    if length > FRAME_BYTES_MAX {
+        return None;
+    }
+    let next = at + HEADER_BYTES + length;
+    let (frames, _, _) = scan(bytes.get(next..)?);
+    (!frames.is_empty()).then_some(next as u64)
 }
 
 /// The valid frames at the start of `bytes`: payloads, frame starts, and where they end.
@@ -228,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flipped_byte_ends_the_log_at_the_damaged_frame() {
+    fn a_damaged_frame_inside_the_log_is_refused_and_a_damaged_last_frame_is_cut() {
         let path = temp_log("flip");
         let (mut log, _) = LogFile::open(&path).expect("open");
         log.append(&entries(5)).expect("append");
@@ -236,12 +284,23 @@ mod tests {
         let starts = log.starts.clone();
         drop(log);
         for (frame, start) in starts.iter().enumerate() {
-            for at in [*start as usize, *start as usize + 5, *start as usize + HEADER_BYTES] {
+            // A flipped CRC byte or payload byte: the frame's length still finds the next one.
+            for at in [*start as usize + 5, *start as usize + HEADER_BYTES] {
                 let mut damaged = whole.clone();
                 damaged[at] ^= 0x40;
                 std::fs::write(&path, &damaged).expect("write");
-                let (_, recovered) = LogFile::open(&path).expect("recover");
-                assert_eq!(recovered.payloads, entries(frame), "frame {frame}, byte {at}");
+                if frame + 1 < starts.len() {
+                    let error = LogFile::open(&path).expect_err("corrupt inside");
+                    assert_eq!(
+                        error.kind(),
+                        io::ErrorKind::InvalidData,
+                        "frame {frame}, byte {at}"
+                    );
+                    assert_eq!(std::fs::read(&path).expect("read"), damaged, "left as it was");
+                } else {
+                    let (_, recovered) = LogFile::open(&path).expect("torn tail");
+                    assert_eq!(recovered.payloads, entries(frame), "frame {frame}, byte {at}");
+                }
             }
         }
     }

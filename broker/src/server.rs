@@ -148,6 +148,7 @@ fn load_image(
 }
 
 pub fn serve(config: BrokerConfig) -> Result<(), String> {
+    config.cluster.check_runnable()?;
     install_signal_handling()?;
     crate::metadata::topic_config::set_broker_topic_defaults(config.topic_defaults.clone());
     let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };

@@ -12,6 +12,23 @@ pub enum Kind {
     Path,
     /// `HOST:PORT` (a `PLAINTEXT://` prefix, as in Kafka's listeners, is accepted).
     Address,
+    /// Kafka's listener list: `NAME://HOST:PORT` or `HOST:PORT` (PLAINTEXT), comma-separated;
+    /// `empty` says whether none at all is allowed.
+    Listeners {
+        empty: bool,
+    },
+    /// `broker`, `controller` or `broker,controller`.
+    Roles,
+    /// `ID@HOST:PORT,...` or empty.
+    Voters,
+    /// Listener names, comma-separated (`one`: exactly one).
+    Names {
+        one: bool,
+    },
+    /// `NAME:PROTOCOL,...`.
+    ProtocolMap,
+    /// Any text.
+    Text,
     /// `error`, `warn`, `info`, `debug`, `trace`.
     Level,
     /// `always`, `never` or `interval:<ms>`.
@@ -36,8 +53,14 @@ const fn int(min: i64, max: i64) -> Kind {
 pub const KEYS: &[Key] = &[
     Key { name: "node.id", default: "0", kind: int(0, i32::MAX as i64), help: "This broker's id (Kafka's node.id / broker.id)." },
     Key { name: "log.dirs", default: "./strata-data", kind: Kind::Path, help: "The data directory (one)." },
-    Key { name: "listeners", default: "0.0.0.0:9092", kind: Kind::Address, help: "The Kafka listener, HOST:PORT." },
-    Key { name: "advertised.listeners", default: "", kind: Kind::Address, help: "HOST:PORT clients are told to use (default: the listener, or localhost:PORT when it is 0.0.0.0)." },
+    Key { name: "process.roles", default: "broker,controller", kind: Kind::Roles, help: "This node's roles: broker, controller or broker,controller (Kafka has no default)." },
+    Key { name: "controller.quorum.voters", default: "", kind: Kind::Voters, help: "The controller quorum, ID@HOST:PORT,... (empty: this node is a one-node cluster of itself)." },
+    Key { name: "controller.listener.names", default: "CONTROLLER", kind: Kind::Names { one: false }, help: "Listener names the controller uses; without such an entry in listeners, the controller listens on this node's address in controller.quorum.voters." },
+    Key { name: "listeners", default: "0.0.0.0:9092", kind: Kind::Listeners { empty: false }, help: "The listeners, NAME://HOST:PORT or HOST:PORT (PLAINTEXT), comma-separated." },
+    Key { name: "advertised.listeners", default: "", kind: Kind::Listeners { empty: true }, help: "HOST:PORT clients are told to use, per listener (default: the listener, or localhost:PORT when it is 0.0.0.0)." },
+    Key { name: "listener.security.protocol.map", default: crate::config::cluster::DEFAULT_PROTOCOL_MAP, kind: Kind::ProtocolMap, help: "Each listener name's security protocol, NAME:PROTOCOL,..." },
+    Key { name: "inter.broker.listener.name", default: "PLAINTEXT", kind: Kind::Names { one: true }, help: "The listener brokers use to reach each other." },
+    Key { name: "broker.rack", default: "", kind: Kind::Text, help: "This broker's rack, reported in Metadata and DescribeCluster (empty: none)." },
     Key { name: "admin.listener", default: "127.0.0.1:9644", kind: Kind::Address, help: "HTTP listener for /metrics and /health." },
     Key { name: "num.cores", default: "all", kind: Kind::Cores, help: "Shards to run, one pinned per allowed CPU (all = every CPU this process may use)." },
     Key { name: "log.level", default: "info", kind: Kind::Level, help: "Log level (RUST_LOG, when set, takes a full filter and wins)." },
@@ -117,6 +140,20 @@ pub fn check(key: &Key, value: &str) -> Result<(), String> {
                 _ => Err(format!("{value:?} is not HOST:PORT (port 0..=65535)")),
             }
         }
+        Kind::Listeners { empty } => match crate::config::cluster::parse_listeners(value) {
+            Ok(listeners) if listeners.is_empty() && !empty => Err("no listener".into()),
+            Ok(_) => Ok(()),
+            Err(error) => Err(error),
+        },
+        Kind::Roles => crate::config::cluster::parse_roles(value).map(drop),
+        Kind::Voters => crate::config::cluster::parse_voters(value).map(drop),
+        Kind::Names { one } => match crate::config::cluster::parse_names(value) {
+            Ok(names) if one && names.len() != 1 => Err(format!("{value:?}: one listener name")),
+            Ok(_) => Ok(()),
+            Err(error) => Err(error),
+        },
+        Kind::ProtocolMap => crate::config::cluster::parse_protocol_map(value).map(drop),
+        Kind::Text => Ok(()),
         Kind::Level => match value {
             "error" | "warn" | "info" | "debug" | "trace" => Ok(()),
             _ => Err(format!("{value:?}: use error, warn, info, debug or trace")),

@@ -1,6 +1,7 @@
 //! Broker settings for `strata serve`: `keys` lists every key, `sources` merges the defaults,
 //! the TOML file, `STRATA_*` environment variables and flags; `BrokerConfig` is the result.
 
+pub mod cluster;
 pub mod keys;
 pub mod sources;
 
@@ -45,6 +46,8 @@ pub struct BrokerConfig {
     /// Broker-wide topic config defaults (`log.retention.ms` → `retention.ms`, ...).
     pub topic_defaults: BTreeMap<String, String>,
     pub log_level: String,
+    /// The cluster keys (roles, voters, listeners, rack), checked against each other.
+    pub cluster: cluster::ClusterConfig,
 }
 
 impl BrokerConfig {
@@ -57,13 +60,38 @@ impl BrokerConfig {
             let value = keys::strip_listener_scheme(settings.get(name).trim());
             resolve_address(value).map_err(|e| format!("{name} = {value:?}: {e}"))
         };
-        let listen = address("listeners")?;
-        let advertised = keys::strip_listener_scheme(settings.get("advertised.listeners").trim());
-        let (advertise_host, advertise_port) = if advertised.is_empty() {
-            default_advertise(listen)
-        } else {
-            parse_advertise(advertised)?
-        };
+        let node_id = integer("node.id")? as i32;
+        let cluster = cluster::ClusterConfig::from_keys(&cluster::ClusterKeys {
+            node_id,
+            roles: settings.get("process.roles"),
+            voters: settings.get("controller.quorum.voters"),
+            controller_listener_names: settings.get("controller.listener.names"),
+            listeners: settings.get("listeners"),
+            protocol_map: settings.get("listener.security.protocol.map"),
+            inter_broker_listener: settings.get("inter.broker.listener.name"),
+            rack: settings.get("broker.rack"),
+        })?;
+        // The client listener this build serves (`ClusterConfig::check_runnable` refuses more
+        // than one at startup).
+        let client = cluster
+            .client_listeners()
+            .next()
+            .ok_or("listeners: no client listener (every one is a controller listener)")?;
+        let listen = resolve_address(&join_host_port(&client.host, client.port))
+            .map_err(|e| format!("listeners = {:?}: {e}", settings.get("listeners")))?;
+        let advertised = cluster::parse_listeners(settings.get("advertised.listeners"))
+            .map_err(|e| format!("advertised.listeners: {e}"))?;
+        let (advertise_host, advertise_port) =
+            match advertised.iter().find(|a| a.name == client.name) {
+                Some(entry) => (entry.host.clone(), i32::from(entry.port)),
+                None if advertised.is_empty() => default_advertise(listen),
+                None => {
+                    return Err(format!(
+                        "advertised.listeners has no entry for the listener {}",
+                        client.name
+                    ))
+                }
+            };
         let cores = match settings.get("num.cores").trim() {
             "all" => shard::runtime::available_cores(),
             value => value.parse().map_err(|_| format!("num.cores = {value:?}"))?,
@@ -79,7 +107,7 @@ impl BrokerConfig {
             })
             .collect();
         Ok(BrokerConfig {
-            node_id: integer("node.id")? as i32,
+            node_id,
             data_dir: absolute_path(settings.get("log.dirs").trim())?,
             listen,
             advertise_host,
@@ -101,6 +129,7 @@ impl BrokerConfig {
             offsets_compact_bytes: integer("offsets.compact.bytes")? as u64,
             topic_defaults,
             log_level: settings.get("log.level").trim().to_string(),
+            cluster,
         })
     }
 }
@@ -121,6 +150,15 @@ fn resolve_address(value: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| "resolves to no address".to_string())
 }
 
+/// `host:port`, with an IPv6 host in brackets.
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// `--advertise` default: the listen address, or `localhost:PORT` when listening on 0.0.0.0.
 pub fn default_advertise(listen: SocketAddr) -> (String, i32) {
     let host = if listen.ip().is_unspecified() {
@@ -129,17 +167,6 @@ pub fn default_advertise(listen: SocketAddr) -> (String, i32) {
         listen.ip().to_string()
     };
     (host, i32::from(listen.port()))
-}
-
-/// Parses `HOST:PORT` for `--advertise`.
-pub fn parse_advertise(value: &str) -> Result<(String, i32), String> {
-    let (host, port) =
-        value.rsplit_once(':').ok_or_else(|| format!("{value:?} is not HOST:PORT"))?;
-    let port: u16 = port.parse().map_err(|_| format!("{value:?}: bad port"))?;
-    if host.is_empty() {
-        return Err(format!("{value:?}: empty host"));
-    }
-    Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), i32::from(port)))
 }
 
 #[cfg(test)]

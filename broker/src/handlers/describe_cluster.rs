@@ -28,6 +28,7 @@ pub async fn handle<S: Storage>(
     broker.broker_id = BrokerId(node.config.node_id);
     broker.host = str_bytes(&node.config.advertise_host);
     broker.port = node.config.advertise_port;
+    broker.rack = node.config.cluster.rack.as_deref().map(str_bytes);
     response.brokers = vec![broker];
     response.cluster_authorized_operations = authorized(
         request.include_cluster_authorized_operations,

@@ -82,6 +82,7 @@ pub async fn handle<S: Storage>(
     broker.node_id = BrokerId(config.node_id);
     broker.host = str_bytes(&config.advertise_host);
     broker.port = config.advertise_port;
+    broker.rack = config.cluster.rack.as_deref().map(str_bytes);
     response.brokers = vec![broker];
     if version >= 2 {
         response.cluster_id = Some(str_bytes(&image.cluster_id));

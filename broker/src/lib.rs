@@ -7,7 +7,8 @@
 //! `handlers` (one per Kafka API) → `node` (routing by placement) → `services`
 //! (partitions, metadata, groups, producer ids, stats) → `mesh` (typed cross-core calls) and
 //! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`, `request_context`, `shutdown`.
-//! `controller` (the cluster controller of issue #15, so far its Raft log file) uses none of them.
+//! `controller` (the cluster controller of issue #15, so far its Raft log file) and
+//! `durable_file` (whole-file replacement with std, off the shards) use none of them.
 //! Invariant: only `error::error_code` produces Kafka error codes.
 
 pub mod admin;
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod controller;
+pub mod durable_file;
 pub mod error;
 pub mod handlers;
 pub mod in_process;

@@ -5,7 +5,6 @@
 
 use crate::config::BrokerConfig;
 use crate::metadata::{recover, store, PlacementPolicy};
-use std::io::Write;
 use wire::ids::NodeId;
 
 pub fn run(config: &BrokerConfig) -> Result<(), String> {
@@ -23,15 +22,8 @@ pub fn run(config: &BrokerConfig) -> Result<(), String> {
     if recovered.topics.is_empty() {
         return Err(format!("{} holds no partition directories to recover", data_dir.display()));
     }
-    let temporary = data_dir.join(format!("{}.tmp", store::METADATA_FILE));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(&recovered.json)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, &path)?;
-        std::fs::File::open(data_dir)?.sync_all()
-    };
-    write().map_err(|error| format!("{}: {error}", path.display()))?;
+    crate::durable_file::write(&path, &recovered.json)
+        .map_err(|error| format!("{}: {error}", path.display()))?;
     println!("wrote {} with {} topics:", path.display(), recovered.topics.len());
     for (topic, partitions, missing) in &recovered.topics {
         if missing.is_empty() {

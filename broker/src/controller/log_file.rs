@@ -153,14 +153,7 @@ impl LogFile {
         let mut rest = vec![0; usize::try_from(self.end - from).unwrap_or(0)];
         self.file.seek(SeekFrom::Start(from))?;
         self.file.read_exact(&mut rest)?;
-        let temporary = self.path.with_extension("rewrite");
-        {
-            let mut out = File::create(&temporary)?;
-            out.write_all(&rest)?;
-            out.sync_all()?;
-        }
-        std::fs::rename(&temporary, &self.path)?;
-        sync_parent(&self.path)?;
+        crate::durable_file::write(&self.path, &rest)?;
         self.file = OpenOptions::new().read(true).write(true).open(&self.path)?;
         self.starts = self.starts.iter().skip(drop).map(|start| start - from).collect();
         self.end -= from;

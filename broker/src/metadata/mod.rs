@@ -5,7 +5,8 @@
 //! record to an image (`apply`), the decisions that turn an admin request into records after
 //! validating it (`decide`), partition placement (`placement`), the internal topics
 //! (`internal`), topic-config rules (`topic_config`), the image's file
-//! `strata-metadata.json` (`store`) and the image a node starts from (`startup`).
+//! `strata-metadata.json` (`store`), the image a node starts from (`startup`) and the data
+//! directory's identity file `meta.properties` (`meta_properties`, not yet checked at startup).
 //! Invariants: an image is never mutated once published; a change is `decide` (validate, emit
 //! records) then `apply` (pure, no I/O) then persist then publish, in that order, so the
 //! controller's Raft log can later carry the same records and every broker apply them with the
@@ -18,6 +19,7 @@ pub mod decide;
 pub mod file_budget;
 pub mod image;
 pub mod internal;
+pub mod meta_properties;
 pub mod placement;
 pub mod records;
 pub mod recover;

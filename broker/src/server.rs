@@ -128,6 +128,38 @@ fn listening_on(port: u16) -> bool {
     })
 }
 
+/// The startup image from `strata-metadata.json` (see `metadata::startup_image`), checked
+/// against the directory's `meta.properties` (written for a directory that has none). A new
+/// image over a directory that has one (a crash between the two first writes, or a lost
+/// metadata file) takes the file's cluster id.
+fn load_image_with_identity(
+    config: &BrokerConfig,
+    policy: PlacementPolicy,
+) -> Result<(MetadataImage, bool), String> {
+    use crate::metadata::meta_properties::{self, MetaProperties};
+    let identity = meta_properties::read(&config.data_dir)?;
+    let had_metadata = config.data_dir.join(store::METADATA_FILE).exists();
+    let (mut image, mut persist) = load_image(config, policy)?;
+    match identity {
+        Some(meta) => {
+            if !had_metadata && image.cluster_id != meta.cluster_id {
+                image.cluster_id = meta.cluster_id.clone();
+                persist = true;
+            }
+            meta.check(&image.cluster_id, config.node_id)?;
+        }
+        None => {
+            let meta = MetaProperties {
+                cluster_id: image.cluster_id.clone(),
+                node_id: config.node_id,
+                directory_id: store::random_id(),
+            };
+            meta_properties::write(&config.data_dir, &meta)?;
+        }
+    }
+    Ok((image, persist))
+}
+
 /// The startup image from `strata-metadata.json` (see `metadata::startup_image`).
 fn load_image(
     config: &BrokerConfig,
@@ -168,7 +200,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     }
     let policy =
         PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
-    let (image, persist) = load_image(&config, policy)?;
+    let (image, persist) = load_image_with_identity(&config, policy)?;
     let (files_limit, files_hard) = crate::metadata::file_budget::raise_open_files_limit();
     crate::metadata::file_budget::check_start(image.partition_count() as u64, files_limit)?;
     tracing::info!(files_limit, files_hard, "open-files budget");

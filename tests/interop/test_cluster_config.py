@@ -78,3 +78,50 @@ def test_inconsistent_cluster_keys_are_refused_as_kafka_refuses_them(tmp_path):
     ]:
         text = refused(tmp_path, *sets)
         assert expected in text, (sets, text)
+
+
+def _cluster_id(bootstrap):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_cluster().result(timeout=10).cluster_id
+
+
+def test_the_data_directory_records_its_identity_and_refuses_another_node_or_cluster(tmp_path):
+    """meta.properties as Kafka writes it: a directory serves the cluster and node that made it;
+    a lost metadata file is rebuilt (by `strata recover-metadata`) under the same cluster id."""
+    from conftest import Broker
+    b = Broker(strata_bin(), tmp_path / "broker")
+    b.start()
+    try:
+        cluster_id = _cluster_id(b.bootstrap)
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        p.produce("identity-kept", b"v")
+        assert p.flush(10) == 0
+        code, _ = b.terminate()
+        assert code == 0
+        meta = dict(line.split("=", 1) for line in (b.data_dir / "meta.properties").read_text().splitlines()
+                    if line and not line.startswith("#"))
+        assert meta["version"] == "1" and meta["node.id"] == "0" and meta["cluster.id"] == cluster_id
+        assert len(meta["directory.id"]) == 22
+        other_node = subprocess.run([a if a != "0" else "5" for a in b.command()],
+                                    capture_output=True, text=True, timeout=60)
+        assert other_node.returncode != 0
+        assert "belongs to node 0, but node.id is 5" in other_node.stderr + other_node.stdout
+        # A lost metadata file: recover-metadata keeps the directory's cluster id.
+        (b.data_dir / "strata-metadata.json").unlink()
+        rebuilt = subprocess.run([str(strata_bin()), "recover-metadata", "--data-dir", str(b.data_dir)],
+                                 capture_output=True, text=True, timeout=60)
+        assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
+        assert "kept from meta.properties (%s)" % cluster_id in rebuilt.stdout, rebuilt.stdout
+        b.start()
+        assert _cluster_id(b.bootstrap) == cluster_id
+        code, _ = b.terminate()
+        assert code == 0
+        # Another cluster's directory.
+        text = (b.data_dir / "meta.properties").read_text().replace(cluster_id, "AAAAAAAAAAAAAAAAAAAAAA")
+        (b.data_dir / "meta.properties").write_text(text)
+        foreign = subprocess.run(b.command(), capture_output=True, text=True, timeout=60)
+        assert foreign.returncode != 0
+        assert "belongs to cluster \"AAAAAAAAAAAAAAAAAAAAAA\"" in foreign.stderr + foreign.stdout
+    finally:
+        b.kill()

@@ -18,7 +18,10 @@ pub fn run(config: &BrokerConfig) -> Result<(), String> {
         ));
     }
     let policy = PlacementPolicy { node: NodeId(config.node_id), shard_count: config.cores };
-    let recovered = recover::recover(data_dir, policy)?;
+    // The directory keeps its cluster: its meta.properties names it.
+    let identity = crate::metadata::meta_properties::read(data_dir)?;
+    let cluster_id = identity.as_ref().map(|meta| meta.cluster_id.as_str());
+    let recovered = recover::recover(data_dir, policy, cluster_id)?;
     if recovered.topics.is_empty() {
         return Err(format!("{} holds no partition directories to recover", data_dir.display()));
     }
@@ -32,9 +35,13 @@ pub fn run(config: &BrokerConfig) -> Result<(), String> {
             println!("  {topic}: {partitions} partitions ({missing:?} had no directory: empty)");
         }
     }
+    let cluster = match cluster_id {
+        Some(id) => format!("the cluster id is kept from meta.properties ({id})"),
+        None => "the cluster id is new".to_string(),
+    };
     println!(
         "topic configs are Kafka's defaults now (set overrides again with `strata topic \
-         alter-config`); the cluster id is new; __consumer_offsets is recreated at start"
+         alter-config`); {cluster}; __consumer_offsets is recreated at start"
     );
     Ok(())
 }

@@ -2,8 +2,10 @@
 //! write (`version=1`, `cluster.id`, `node.id`, `directory.id`; Java properties, `#`
 //! comments). Issue #15: a node refuses to start on a directory of another cluster or node,
 //! and a voter whose directory id changed (a wiped disk) must not vote as its old self
-//! (KIP-853). This module parses, renders and checks; wiring it into startup comes with the
-//! controller (ARCHITECTURE.md, "Cluster control plane").
+//! (KIP-853). `strata serve` reads it after taking the directory's lock (`server`): a
+//! directory without one gets one for the cluster it starts (and a lost metadata file is
+//! rebuilt under the file's cluster id, by startup and by `strata recover-metadata`); with
+//! one, `check` refuses another cluster or node id.
 
 use std::collections::BTreeMap;
 
@@ -79,6 +81,28 @@ impl MetaProperties {
         }
         Ok(())
     }
+}
+
+/// The data directory's `meta.properties`, if it has one (`Err` when it cannot be read or
+/// parsed: a directory whose identity is unknown is not served).
+pub fn read(data_dir: &std::path::Path) -> Result<Option<MetaProperties>, String> {
+    let path = data_dir.join(FILE);
+    match crate::durable_file::read(&path) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => String::from_utf8(bytes)
+            .map_err(|_| "not UTF-8".to_string())
+            .and_then(|text| MetaProperties::parse(&text))
+            .map(Some)
+            .map_err(|error| format!("{}: {error}", path.display())),
+        Err(error) => Err(format!("{}: {error}", path.display())),
+    }
+}
+
+/// Writes a new directory's `meta.properties` (durably, before the node serves).
+pub fn write(data_dir: &std::path::Path, meta: &MetaProperties) -> Result<(), String> {
+    let path = data_dir.join(FILE);
+    crate::durable_file::write(&path, meta.render().as_bytes())
+        .map_err(|error| format!("{}: {error}", path.display()))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! validating it (`decide`), partition placement (`placement`), the internal topics
 //! (`internal`), topic-config rules (`topic_config`), the image's file
 //! `strata-metadata.json` (`store`), the image a node starts from (`startup`) and the data
-//! directory's identity file `meta.properties` (`meta_properties`, not yet checked at startup).
+//! directory's identity file `meta.properties` (`meta_properties`).
 //! Invariants: an image is never mutated once published; a change is `decide` (validate, emit
 //! records) then `apply` (pure, no I/O) then persist then publish, in that order, so the
 //! controller's Raft log can later carry the same records and every broker apply them with the

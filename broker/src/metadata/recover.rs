@@ -82,11 +82,19 @@ pub struct Recovered {
     pub topics: Vec<(String, i32, Vec<i32>)>,
 }
 
-/// Rebuilds the metadata file's contents from the partition directories of `data_dir`.
-pub fn recover(data_dir: &Path, policy: PlacementPolicy) -> Result<Recovered, String> {
+/// Rebuilds the metadata file's contents from the partition directories of `data_dir`, under
+/// `cluster_id` (the directory's `meta.properties` one) or a new id.
+pub fn recover(
+    data_dir: &Path,
+    policy: PlacementPolicy,
+    cluster_id: Option<&str>,
+) -> Result<Recovered, String> {
     let found = partition_directories(data_dir)
         .map_err(|error| format!("{}: {error}", data_dir.display()))?;
     let mut image = store::new_cluster();
+    if let Some(id) = cluster_id {
+        image.cluster_id = id.to_string();
+    }
     let mut topics = Vec::new();
     for (name, indexes) in found.iter().filter(|(name, _)| !is_internal(name)) {
         let partitions = indexes.last().map_or(0, |last| last + 1);
@@ -134,7 +142,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("not-a-partition")).unwrap();
         std::fs::create_dir_all(dir.join("empty-0")).unwrap();
         let policy = PlacementPolicy { node: NodeId(0), shard_count: 2 };
-        let recovered = recover(&dir, policy).unwrap();
+        let recovered = recover(&dir, policy, None).unwrap();
         assert_eq!(
             recovered.topics,
             vec![("my-topic".to_string(), 1, vec![]), ("orders".to_string(), 3, vec![1])]

@@ -58,9 +58,10 @@ pub fn startup_image(
 }
 
 /// Fits an image to this node at startup: on a one-node cluster every partition is led by this
-/// node (its `node.id` may have been changed), and a partition placed on a shard this run does
-/// not have (fewer cores than before) gets its initial shard for today's count. Partitions on
-/// shards that still exist keep them. Returns the image and whether anything moved.
+/// node (an image written before `meta.properties` pinned the node id may name another), and
+/// a partition placed on a shard this run does not have (fewer cores than before) gets its
+/// initial shard for today's count. Partitions on shards that still exist keep them. Returns
+/// the image and whether anything moved.
 pub fn fit_to_node(mut image: MetadataImage, policy: PlacementPolicy) -> (MetadataImage, bool) {
     let mut moved = false;
     for topic in image.topics.values_mut() {

@@ -72,6 +72,11 @@ pub fn new_cluster() -> MetadataImage {
     }
 }
 
+/// A new random id in the cluster id's form (a `meta.properties` directory id).
+pub fn random_id() -> String {
+    short_id(uuid::Uuid::new_v4().as_bytes())
+}
+
 /// Kafka-style cluster id: base64url of 16 bytes, without padding (22 characters).
 fn short_id(bytes: &[u8; 16]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

@@ -138,11 +138,10 @@ fn load_image_with_identity(
 ) -> Result<(MetadataImage, bool), String> {
     use crate::metadata::meta_properties::{self, MetaProperties};
     let identity = meta_properties::read(&config.data_dir)?;
-    let had_metadata = config.data_dir.join(store::METADATA_FILE).exists();
-    let (mut image, mut persist) = load_image(config, policy)?;
+    let (mut image, mut persist, new_cluster) = load_image(config, policy)?;
     match identity {
         Some(meta) => {
-            if !had_metadata && image.cluster_id != meta.cluster_id {
+            if new_cluster && image.cluster_id != meta.cluster_id {
                 image.cluster_id = meta.cluster_id.clone();
                 persist = true;
             }
@@ -160,11 +159,12 @@ fn load_image_with_identity(
     Ok((image, persist))
 }
 
-/// The startup image from `strata-metadata.json` (see `metadata::startup_image`).
+/// The startup image from `strata-metadata.json` (see `metadata::startup_image`), whether it
+/// must be persisted, and whether it is a new cluster's (there was no file).
 fn load_image(
     config: &BrokerConfig,
     policy: PlacementPolicy,
-) -> Result<(MetadataImage, bool), String> {
+) -> Result<(MetadataImage, bool, bool), String> {
     let path = config.data_dir.join(store::METADATA_FILE);
     let stored = match std::fs::read(&path) {
         Ok(bytes) => Some(bytes),
@@ -175,8 +175,10 @@ fn load_image(
         }
         Err(error) => return Err(format!("{}: {error}", path.display())),
     };
-    startup_image(stored.as_deref(), policy, *uuid::Uuid::new_v4().as_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))
+    let (image, persist) =
+        startup_image(stored.as_deref(), policy, *uuid::Uuid::new_v4().as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((image, persist, stored.is_none()))
 }
 
 pub fn serve(config: BrokerConfig) -> Result<(), String> {

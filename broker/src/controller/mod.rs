@@ -1,7 +1,15 @@
 //! The cluster controller (issue #15; the plan is in ARCHITECTURE.md, "Cluster control plane").
-//! It will run openraft on its own thread; what exists so far is the Raft log's file format
-//! (`log_file`), with its recovery.
+//! openraft runs it on its own thread. Built so far: the Raft log's file format (`log_file`)
+//! with its recovery, openraft's storage over it (`log_store`: the log and the vote;
+//! `state_machine`: the metadata image and its snapshots) and the type configuration
+//! (`types`).
 //!
 //! Runs on: the controller thread, never a shard.
 
 pub mod log_file;
+pub mod log_store;
+pub mod state_machine;
+pub mod types;
+
+#[cfg(test)]
+mod storage_suite;

@@ -21,6 +21,7 @@ pub mod image;
 pub mod internal;
 pub mod meta_properties;
 pub mod placement;
+pub mod record_codec;
 pub mod records;
 pub mod recover;
 pub mod startup;

@@ -20,12 +20,35 @@ use wire::ids::{LeaderEpoch, NodeId};
 pub const METADATA_FILE: &str = "strata-metadata.json";
 pub const FORMAT: u32 = 2;
 
-#[derive(Serialize, Deserialize)]
-struct StoredPlacement {
+/// A partition's placement as stored (also in the controller's log records).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredPlacement {
     leader: i32,
     shard: u16,
     leader_epoch: i32,
     replicas: Vec<i32>,
+}
+
+impl From<&Placement> for StoredPlacement {
+    fn from(p: &Placement) -> Self {
+        StoredPlacement {
+            leader: p.leader.0,
+            shard: p.shard.0,
+            leader_epoch: p.leader_epoch.0,
+            replicas: p.replicas.iter().map(|node| node.0).collect(),
+        }
+    }
+}
+
+impl From<StoredPlacement> for Placement {
+    fn from(p: StoredPlacement) -> Self {
+        Placement {
+            leader: NodeId(p.leader),
+            shard: ShardId(p.shard),
+            leader_epoch: LeaderEpoch(p.leader_epoch),
+            replicas: p.replicas.into_iter().map(NodeId).collect(),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -99,16 +122,7 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
             .topics
             .iter()
             .map(|(name, topic)| {
-                let partitions = topic
-                    .partitions
-                    .iter()
-                    .map(|p| StoredPlacement {
-                        leader: p.leader.0,
-                        shard: p.shard.0,
-                        leader_epoch: p.leader_epoch.0,
-                        replicas: p.replicas.iter().map(|node| node.0).collect(),
-                    })
-                    .collect();
+                let partitions = topic.partitions.iter().map(StoredPlacement::from).collect();
                 let stored = StoredTopic {
                     name: topic.name.clone(),
                     topic_id: topic.topic_id,
@@ -140,15 +154,7 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
                 migrated = true;
                 (0..count.max(0)).map(|p| policy.initial(&name, p)).collect()
             }
-            StoredPartitions::Placed(list) => list
-                .into_iter()
-                .map(|p| Placement {
-                    leader: NodeId(p.leader),
-                    shard: ShardId(p.shard),
-                    leader_epoch: LeaderEpoch(p.leader_epoch),
-                    replicas: p.replicas.into_iter().map(NodeId).collect(),
-                })
-                .collect(),
+            StoredPartitions::Placed(list) => list.into_iter().map(Placement::from).collect(),
         };
         let image_topic = TopicImage {
             name: topic.name,

@@ -8,8 +8,13 @@
 
 pub mod log_file;
 pub mod log_store;
+pub mod network;
+pub mod protocol;
+pub mod quorum;
 pub mod state_machine;
 pub mod types;
 
+#[cfg(test)]
+mod quorum_tests;
 #[cfg(test)]
 mod storage_suite;

@@ -14,7 +14,7 @@
 //! Runs on: the controller thread; `ImageCell` is read from shard 0.
 
 use super::types::StoredMembership;
-use super::types::{Applied, Entry, LogId, Snapshot, SnapshotMeta, StorageError, Strata};
+use super::types::{Applied, Entry, LogId, Refused, Snapshot, SnapshotMeta, StorageError, Strata};
 use crate::metadata::{apply_all, store, MetadataImage, PlacementPolicy};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, StorageIOError};
@@ -201,9 +201,15 @@ impl RaftStateMachine<Strata> for StateMachine {
             match entry.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(proposal) => {
-                    match apply_all(&inner.image, &proposal.records) {
-                        Ok(next) => inner.image = Arc::new(next),
-                        Err(error) => refused = Some(error.to_string()),
+                    let actual = inner.image.version;
+                    match proposal.expected_version {
+                        Some(expected) if expected != actual => {
+                            refused = Some(Refused::Stale { expected, actual });
+                        }
+                        _ => match apply_all(&inner.image, &proposal.records) {
+                            Ok(next) => inner.image = Arc::new(next),
+                            Err(error) => refused = Some(Refused::Invalid(error.to_string())),
+                        },
                     }
                 }
                 EntryPayload::Membership(membership) => {

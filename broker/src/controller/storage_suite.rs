@@ -45,7 +45,10 @@ fn entry(term: u64, index: u64, topic: &str) -> super::types::Entry {
     let records = vec![MetadataRecord::Topic { name: topic.into(), topic_id: [index as u8; 16] }];
     openraft::Entry {
         log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(term, 1), index),
-        payload: openraft::EntryPayload::Normal(super::types::Proposal { records }),
+        payload: openraft::EntryPayload::Normal(super::types::Proposal {
+            expected_version: None,
+            records,
+        }),
     }
 }
 

@@ -1,0 +1,113 @@
+//! The controller protocol: what controllers and brokers send each other over the CONTROLLER
+//! listener (ARCHITECTURE.md, "Cluster control plane").
+//!
+//! Frame: `[len u32 LE][payload]`, payload = serde_json of a `Request` or a `Response` (a
+//! tagged enum: the tag is the message kind), one response per request, in order, on each
+//! connection. A length over `FRAME_BYTES_MAX` or a payload that does not decode closes the
+//! connection with a logged reason; nothing read from a socket is trusted further than that.
+//! Invariant: message kinds are only ever added, so a newer node can still talk to an older
+//! one about what both know.
+//! Runs on: the controller thread (tokio).
+
+use super::types::{Applied, NodeId, Proposal, Strata};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The largest frame either side accepts (the controller log's entry limit).
+pub const FRAME_BYTES_MAX: usize = super::log_file::FRAME_BYTES_MAX;
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    AppendEntries(AppendEntriesRequest<Strata>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<Strata>),
+    /// A metadata change a broker decided, for the leader to commit. `forwarded` is set by a
+    /// controller that passed it on, so it is not passed on again.
+    Propose {
+        proposal: Proposal,
+        forwarded: bool,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
+    Proposed(Result<Committed, ProposeError>),
+}
+
+/// A proposal committed and applied on the leader: at which log index, and with what outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committed {
+    pub index: u64,
+    pub applied: Applied,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ProposeError {
+    /// No leader is known, or the one asked is not it any more: try again.
+    #[error("no controller leader is known: {0}")]
+    NoLeader(String),
+    /// The quorum did not commit it in time (it may still commit).
+    #[error("the controller quorum did not commit the change in time: {0}")]
+    Timeout(String),
+    #[error("the controller failed: {0}")]
+    Failed(String),
+}
+
+/// Reads one frame and decodes it; `Ok(None)` at a clean end of stream.
+pub async fn read<T, R>(reader: &mut R) -> io::Result<Option<T>>
+where
+    T: DeserializeOwned,
+    R: tokio::io::AsyncRead + Unpin,
+{
+    let mut header = [0u8; 4];
+    match reader.read_exact(&mut header).await {
+        Ok(_) => {}
+        Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) => return Err(error),
+    }
+    let length = u32::from_le_bytes(header) as usize;
+    if length > FRAME_BYTES_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a {length} byte controller frame is over the {FRAME_BYTES_MAX} byte limit"),
+        ));
+    }
+    let mut payload = vec![0; length];
+    reader.read_exact(&mut payload).await?;
+    serde_json::from_slice(&payload)
+        .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("a controller frame: {e}")))
+}
+
+/// Encodes and writes one frame.
+pub async fn write<T, W>(writer: &mut W, message: &T) -> io::Result<()>
+where
+    T: Serialize,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let payload = serde_json::to_vec(message).map_err(io::Error::other)?;
+    if payload.len() > FRAME_BYTES_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a {} byte controller message is over the frame limit", payload.len()),
+        ));
+    }
+    let mut frame = Vec::with_capacity(4 + payload.len());
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&payload);
+    writer.write_all(&frame).await?;
+    writer.flush().await
+}

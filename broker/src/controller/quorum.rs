@@ -1,0 +1,329 @@
+//! The controller thread: openraft on a current-thread tokio runtime of its own, its
+//! CONTROLLER listener, and the channel shard 0 proposes through (ARCHITECTURE.md, "Cluster
+//! control plane").
+//!
+//! Owns: the `Raft` handle, the listener's connections, and `ControllerHandle` (what the rest
+//! of the broker holds: the command channel, the applied image, the known leader).
+//! Startup: storage is opened and the listener bound before `start` returns, so a bad data
+//! directory or a taken port is an error at startup, not a silent thread. A voter whose log
+//! is empty initializes the quorum with every voter (each voter does; openraft accepts the
+//! first and refuses the rest as already initialized, which is the same membership).
+//! Durability rule: a proposal is answered `Committed` only after a majority of voters synced
+//! it (openraft's commit) and the leader applied it.
+//! Runs on: its own OS thread, never a shard. No glommio type comes here.
+
+use super::log_store::LogStore;
+use super::network::{Network, Peer};
+use super::protocol::{self, Committed, ProposeError, Request, Response};
+use super::state_machine::{ImageCell, StateMachine};
+use super::types::{NodeId, Proposal, Raft};
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::BasicNode;
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How long a proposal may wait for a leader and a commit before the broker answers its
+/// client with a timeout.
+pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Raft timing: heartbeats every 250 ms, an election after 1-2 s without one (Kafka's
+/// `controller.quorum.election.timeout.ms` is 1 s).
+const HEARTBEAT_MS: u64 = 250;
+const ELECTION_MIN_MS: u64 = 1_000;
+const ELECTION_MAX_MS: u64 = 2_000;
+
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    pub node_id: NodeId,
+    /// Every voter's id and controller address (`controller.quorum.voters`).
+    pub voters: BTreeMap<NodeId, String>,
+    /// Where this node's controller listens.
+    pub listen: SocketAddr,
+    /// `<data_dir>/__cluster_metadata`.
+    pub dir: PathBuf,
+}
+
+enum Command {
+    Propose(Proposal, futures_channel::oneshot::Sender<Result<Committed, ProposeError>>),
+}
+
+/// What the controller thread shows the broker.
+#[derive(Debug, Default)]
+pub struct QuorumStatus {
+    /// The leader's node id plus one, 0 when none is known.
+    leader: AtomicU64,
+}
+
+impl QuorumStatus {
+    pub fn leader(&self) -> Option<NodeId> {
+        self.leader.load(Ordering::Relaxed).checked_sub(1)
+    }
+}
+
+/// The broker's side of the controller thread. Dropping it stops the thread.
+pub struct ControllerHandle {
+    commands: async_channel::Sender<Command>,
+    pub images: Arc<ImageCell>,
+    pub status: Arc<QuorumStatus>,
+    pub listen: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControllerHandle {
+    /// Commits `proposal` through the quorum (forwarded to the leader if this node is not it).
+    pub async fn propose(&self, proposal: Proposal) -> Result<Committed, ProposeError> {
+        let (reply, answer) = futures_channel::oneshot::channel();
+        self.commands
+            .send(Command::Propose(proposal, reply))
+            .await
+            .map_err(|_| ProposeError::Failed("the controller thread has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| ProposeError::Failed("the controller thread has stopped".into()))?
+    }
+
+    /// Stops the controller thread and waits for it.
+    pub fn stop(mut self) {
+        self.stop_thread();
+    }
+
+    fn stop_thread(&mut self) {
+        self.commands.close();
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("the controller thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for ControllerHandle {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+fn raft_config() -> io::Result<openraft::Config> {
+    openraft::Config {
+        cluster_name: "strata".into(),
+        heartbeat_interval: HEARTBEAT_MS,
+        election_timeout_min: ELECTION_MIN_MS,
+        election_timeout_max: ELECTION_MAX_MS,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+}
+
+/// Starts the controller thread: storage opened, listener bound, Raft running, before it
+/// returns.
+pub fn start(config: QuorumConfig) -> io::Result<ControllerHandle> {
+    let images = Arc::new(ImageCell::default());
+    let status = Arc::new(QuorumStatus::default());
+    let log = LogStore::open(&config.dir)?;
+    let machine = StateMachine::open(&config.dir, images.clone())?;
+    let (commands, receiver) = async_channel::bounded(1024);
+    let (started, on_start) = std::sync::mpsc::channel::<io::Result<SocketAddr>>();
+    let thread_status = status.clone();
+    let thread = std::thread::Builder::new().name("controller".into()).spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                let _ = started.send(Err(error));
+                return;
+            }
+        };
+        runtime.block_on(run(config, log, machine, receiver, thread_status, started));
+    })?;
+    let listen = match on_start.recv() {
+        Ok(Ok(listen)) => listen,
+        Ok(Err(error)) => {
+            let _ = thread.join();
+            return Err(error);
+        }
+        Err(_) => {
+            let _ = thread.join();
+            return Err(io::Error::other("the controller thread ended while starting"));
+        }
+    };
+    Ok(ControllerHandle { commands, images, status, listen, thread: Some(thread) })
+}
+
+async fn run(
+    config: QuorumConfig,
+    log: LogStore,
+    machine: StateMachine,
+    commands: async_channel::Receiver<Command>,
+    status: Arc<QuorumStatus>,
+    started: std::sync::mpsc::Sender<io::Result<SocketAddr>>,
+) {
+    let listener = match TcpListener::bind(config.listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            let message = format!("controller listener {}: {error}", config.listen);
+            let _ = started.send(Err(io::Error::new(error.kind(), message)));
+            return;
+        }
+    };
+    let listen = listener.local_addr().unwrap_or(config.listen);
+    let raft = match raft_config() {
+        Ok(raft_config) => {
+            Raft::new(config.node_id, Arc::new(raft_config), Network, log, machine).await
+        }
+        Err(error) => {
+            let _ = started.send(Err(error));
+            return;
+        }
+    };
+    let raft = match raft {
+        Ok(raft) => raft,
+        Err(error) => {
+            let _ = started.send(Err(io::Error::other(format!("starting Raft: {error}"))));
+            return;
+        }
+    };
+    if config.voters.contains_key(&config.node_id) {
+        let members: BTreeMap<NodeId, BasicNode> =
+            config.voters.iter().map(|(id, address)| (*id, BasicNode::new(address))).collect();
+        match raft.initialize(members).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+            Err(error) => {
+                let _ = started.send(Err(io::Error::other(format!("initializing: {error}"))));
+                return;
+            }
+        }
+    }
+    let _ = started.send(Ok(listen));
+    tracing::info!(node = config.node_id, %listen, "controller started");
+    let accepting = tokio::spawn(accept(listener, raft.clone()));
+    let watching = tokio::spawn(watch_leader(raft.clone(), status));
+    while let Ok(command) = commands.recv().await {
+        match command {
+            Command::Propose(proposal, reply) => {
+                let raft = raft.clone();
+                tokio::spawn(async move {
+                    let _ = reply.send(propose(&raft, proposal, false).await);
+                });
+            }
+        }
+    }
+    accepting.abort();
+    watching.abort();
+    if let Err(error) = raft.shutdown().await {
+        tracing::warn!(%error, "stopping Raft");
+    }
+    tracing::info!(node = config.node_id, "controller stopped");
+}
+
+async fn watch_leader(raft: Raft, status: Arc<QuorumStatus>) {
+    let mut metrics = raft.metrics();
+    loop {
+        let leader = metrics.borrow().current_leader;
+        status.leader.store(leader.map_or(0, |id| id + 1), Ordering::Relaxed);
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn accept(listener: TcpListener, raft: Raft) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                tokio::spawn(serve(stream, peer, raft.clone()));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accepting a controller connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Answers one connection's requests in order, until it closes or sends what is not a request.
+async fn serve(mut stream: TcpStream, peer: SocketAddr, raft: Raft) {
+    let _ = stream.set_nodelay(true);
+    loop {
+        let request = match protocol::read::<Request, _>(&mut stream).await {
+            Ok(Some(request)) => request,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%peer, %error, "closing a controller connection");
+                return;
+            }
+        };
+        let response = match request {
+            Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
+            Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
+            Request::InstallSnapshot(rpc) => {
+                Response::InstallSnapshot(raft.install_snapshot(rpc).await)
+            }
+            Request::Propose { proposal, forwarded } => {
+                Response::Proposed(propose(&raft, proposal, forwarded).await)
+            }
+        };
+        if let Err(error) = protocol::write(&mut stream, &response).await {
+            tracing::debug!(%peer, %error, "a controller connection closed while answering");
+            return;
+        }
+    }
+}
+
+/// Commits `proposal`: on this node if it leads, else on the leader it names (once: a
+/// `forwarded` proposal is not passed on again), retrying while no leader is known, for up to
+/// `PROPOSE_TIMEOUT`.
+pub async fn propose(
+    raft: &Raft,
+    proposal: Proposal,
+    forwarded: bool,
+) -> Result<Committed, ProposeError> {
+    let deadline = Instant::now() + PROPOSE_TIMEOUT;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        // A leader cut off from the quorum keeps its entry pending: bounded by the deadline
+        // (the entry may still commit later, as with any timed-out Kafka request).
+        let written = tokio::time::timeout(remaining, raft.client_write(proposal.clone())).await;
+        let leader = match written {
+            Err(_) => break,
+            Ok(Ok(written)) => {
+                return Ok(Committed { index: written.log_id.index, applied: written.data });
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                forward.leader_node
+            }
+            Ok(Err(error)) => return Err(ProposeError::Failed(error.to_string())),
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match leader {
+            Some(_) if forwarded => {
+                return Err(ProposeError::NoLeader("this controller is not the leader".into()));
+            }
+            Some(node) => {
+                let request = Request::Propose { proposal: proposal.clone(), forwarded: true };
+                match Peer::new(node.addr.clone()).call(&request, remaining).await {
+                    Ok(Response::Proposed(Err(ProposeError::NoLeader(_)))) | Err(_) => {}
+                    Ok(Response::Proposed(answer)) => return answer,
+                    Ok(other) => {
+                        return Err(ProposeError::Failed(format!(
+                            "the leader answered out of turn: {other:?}"
+                        )))
+                    }
+                }
+            }
+            None => {}
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(ProposeError::Timeout(format!(
+        "no leader committed it within {} s",
+        PROPOSE_TIMEOUT.as_secs()
+    )))
+}

@@ -1,0 +1,144 @@
+//! Three controller threads on loopback ports, talking the controller protocol over real TCP:
+//! a leader is elected, a proposal sent to any node commits on all, the quorum survives the
+//! loss of one voter, and a restarted voter catches up from its own log and the leader.
+
+use super::quorum::{self, ControllerHandle, QuorumConfig};
+use super::types::{Proposal, Refused};
+use crate::metadata::MetadataRecord;
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn free_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address")
+}
+
+struct Cluster {
+    base: PathBuf,
+    voters: BTreeMap<u64, String>,
+    nodes: BTreeMap<u64, ControllerHandle>,
+}
+
+impl Cluster {
+    fn new(name: &str, count: u64) -> Cluster {
+        let base =
+            std::env::temp_dir().join(format!("strata-quorum-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let voters = (1..=count).map(|id| (id, free_port().to_string())).collect();
+        let mut cluster = Cluster { base, voters, nodes: BTreeMap::new() };
+        for id in 1..=count {
+            cluster.start(id);
+        }
+        cluster
+    }
+
+    fn start(&mut self, id: u64) {
+        let config = QuorumConfig {
+            node_id: id,
+            voters: self.voters.clone(),
+            listen: self.voters[&id].parse().expect("address"),
+            dir: self.base.join(format!("node-{id}")),
+        };
+        self.nodes.insert(id, quorum::start(config).expect("controller starts"));
+    }
+
+    fn stop(&mut self, id: u64) {
+        if let Some(node) = self.nodes.remove(&id) {
+            node.stop();
+        }
+    }
+
+    /// The leader every running node agrees on, within `timeout`.
+    fn leader(&self, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen: Vec<Option<u64>> = self.nodes.values().map(|n| n.status.leader()).collect();
+            if let Some(Some(leader)) = seen.first() {
+                if seen.iter().all(|s| *s == Some(*leader)) && self.nodes.contains_key(leader) {
+                    return *leader;
+                }
+            }
+            assert!(Instant::now() < deadline, "no agreed leader within {timeout:?}: {seen:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until every running node's image has `topic`.
+    fn all_have(&self, topic: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.nodes.values().all(|n| n.images.latest().0.topic(topic).is_some()) {
+            assert!(Instant::now() < deadline, "not every node applied {topic}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let ids: Vec<u64> = self.nodes.keys().copied().collect();
+        for id in ids {
+            self.stop(id);
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+fn create(name: &str, index: u8, expected_version: Option<u64>) -> Proposal {
+    Proposal {
+        expected_version,
+        records: vec![MetadataRecord::Topic { name: name.into(), topic_id: [index; 16] }],
+    }
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    futures_lite::future::block_on(future)
+}
+
+#[test]
+fn three_voters_elect_commit_everywhere_survive_one_loss_and_a_restart_catches_up() {
+    let mut cluster = Cluster::new("three", 3);
+    let leader = cluster.leader(Duration::from_secs(15));
+    let follower = *cluster.nodes.keys().find(|id| **id != leader).expect("a follower");
+
+    // Sent to a follower: forwarded to the leader, committed, applied on every node.
+    let committed = block_on(cluster.nodes[&follower].propose(create("a", 1, None)))
+        .expect("commits through a follower");
+    assert_eq!(committed.applied.refused, None);
+    cluster.all_have("a", Duration::from_secs(5));
+
+    // A decision made on an old image is refused as stale, on every node alike.
+    let stale = block_on(cluster.nodes[&leader].propose(create("b", 2, Some(0))))
+        .expect("the entry commits");
+    assert!(matches!(stale.applied.refused, Some(Refused::Stale { expected: 0, .. })));
+
+    // The leader goes; the other two elect one of themselves and keep committing.
+    cluster.stop(leader);
+    let next = cluster.leader(Duration::from_secs(15));
+    assert_ne!(next, leader);
+    block_on(cluster.nodes[&next].propose(create("c", 3, None)))
+        .expect("commits with two of three");
+    cluster.all_have("c", Duration::from_secs(5));
+
+    // The old leader comes back from its own directory and catches up.
+    cluster.start(leader);
+    cluster.all_have("c", Duration::from_secs(15));
+    let image = cluster.nodes[&leader].images.latest().0;
+    assert!(image.topic("a").is_some() && image.topic("b").is_none());
+}
+
+#[test]
+fn one_voter_alone_cannot_commit() {
+    let mut cluster = Cluster::new("minority", 3);
+    let leader = cluster.leader(Duration::from_secs(15));
+    let others: Vec<u64> = cluster.nodes.keys().copied().filter(|id| *id != leader).collect();
+    for id in others {
+        cluster.stop(id);
+    }
+    let started = Instant::now();
+    let outcome = block_on(cluster.nodes[&leader].propose(create("lost", 9, None)));
+    assert!(outcome.is_err(), "a minority committed: {outcome:?}");
+    assert!(started.elapsed() >= Duration::from_secs(5), "it gave up too early");
+    assert!(cluster.nodes[&leader].images.latest().0.topic("lost").is_none());
+}

@@ -78,6 +78,13 @@ pub enum BrokerError {
     /// A metadata change could not be persisted or published to every shard.
     #[error("metadata change failed: {0}")]
     MetadataUnavailable(String),
+    /// The controller quorum has no leader this broker can reach (clients refresh their
+    /// metadata and retry).
+    #[error("no controller: {0}")]
+    NoController(String),
+    /// The quorum did not commit a change in time; it may still commit.
+    #[error("{0}")]
+    QuorumTimeout(String),
 }
 
 /// What the group coordinator answers instead of a success (Kafka's classic group protocol).
@@ -112,6 +119,9 @@ pub enum GroupError {
     /// The group's `__consumer_offsets` partition is not open on its coordinator.
     #[error("the coordinator is not available")]
     CoordinatorNotAvailable,
+    /// Another broker leads the group's `__consumer_offsets` partition.
+    #[error("this broker is not the group's coordinator")]
+    NotCoordinator,
     /// Writing the group's record failed (the message names the storage error).
     #[error("storing the group failed: {0}")]
     StoreFailed(String),
@@ -171,6 +181,8 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
         BrokerError::Group(group) => group_error(group),
         BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,
+        BrokerError::NoController(_) => ResponseError::NotController,
+        BrokerError::QuorumTimeout(_) => ResponseError::RequestTimedOut,
         BrokerError::ResourceLimit(_) => ResponseError::PolicyViolation,
     };
     kafka.code()
@@ -210,6 +222,7 @@ fn group_error(error: &GroupError) -> ResponseError {
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
         GroupError::StoreFailed(_) => ResponseError::KafkaStorageError,
     }
 }

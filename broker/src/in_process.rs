@@ -67,6 +67,7 @@ impl InProcess {
             storage: storage.clone(),
             mesh: Mesh::single(),
             clock: clock.clone(),
+            cluster: None,
         };
         let node = Node::build(parts).await.expect("node");
         node.start(image, persist, None).await.expect("start");

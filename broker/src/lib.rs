@@ -7,8 +7,10 @@
 //! `handlers` (one per Kafka API) → `node` (routing by placement) → `services`
 //! (partitions, metadata, groups, producer ids, stats) → `mesh` (typed cross-core calls) and
 //! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`, `request_context`, `shutdown`.
-//! `controller` (the cluster controller of issue #15, so far its Raft log file) and
-//! `durable_file` (whole-file replacement with std, off the shards) use none of them.
+//! `cluster_join` (a cluster node's startup) sits beside `server`; `controller` (the Raft
+//! quorum's thread, issue #15) uses only `metadata` (records, apply, the image's format) and
+//! `durable_file` (whole-file replacement with std, off the shards); the metadata service
+//! holds a `controller::quorum::ControllerHandle` to propose through.
 //! Invariant: only `error::error_code` produces Kafka error codes.
 
 pub mod admin;
@@ -17,6 +19,7 @@ pub mod api;
 pub mod authorization;
 pub mod cli;
 pub mod clock;
+pub mod cluster_join;
 pub mod config;
 pub mod controller;
 pub mod durable_file;

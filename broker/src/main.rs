@@ -87,9 +87,15 @@ enum Command {
     RecoverMetadata(Box<ServeArgs>),
 }
 
-/// Logs to stderr at `level`, unless RUST_LOG gives a filter.
+/// Logs to stderr at `level`, unless RUST_LOG gives a filter. openraft logs every vote and
+/// election at info, so below debug it logs only its warnings.
 fn init_logging(level: &str) {
     use std::io::IsTerminal;
+    let filter = match level {
+        "error" | "warn" | "info" => format!("{level},openraft=warn"),
+        _ => level.to_string(),
+    };
+    let level = filter.as_str();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

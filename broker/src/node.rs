@@ -11,6 +11,7 @@
 
 use crate::clock::Clock;
 use crate::config::BrokerConfig;
+use crate::controller::quorum::ControllerHandle;
 use crate::error::{BrokerError, GroupError, Result};
 use crate::mesh::{Mesh, MeshReceivers};
 use crate::metadata::decide::MetadataChange;
@@ -38,12 +39,23 @@ use wire::ids::{NodeId, Offset, TopicPartition};
 /// How often the maintenance task runs interval flushes (retention runs on its own interval).
 pub const MAINTENANCE_INTERVAL_MS: u64 = 1000;
 
+/// Where clients reach a broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    pub node: NodeId,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
 /// What a node is built from.
 pub struct NodeParts<S: Storage> {
     pub config: Arc<BrokerConfig>,
     pub storage: S,
     pub mesh: Mesh,
     pub clock: Clock,
+    /// The controller quorum, when this node is part of a cluster.
+    pub cluster: Option<Arc<ControllerHandle>>,
 }
 
 pub struct Node<S: Storage> {
@@ -51,6 +63,8 @@ pub struct Node<S: Storage> {
     pub clock: Clock,
     pub stats: Rc<ShardStats>,
     pub mesh: Rc<Mesh>,
+    /// The controller quorum, in a cluster.
+    pub cluster: Option<Arc<ControllerHandle>>,
     view: Rc<MetadataView>,
     partitions: Rc<PartitionService<S>>,
     groups: Rc<GroupService<S>>,
@@ -67,7 +81,7 @@ fn unexpected(service: &str) -> BrokerError {
 impl<S: Storage> Node<S> {
     /// Builds this shard's services and registers them on its mesh (producer ids on shard 0).
     pub async fn build(parts: NodeParts<S>) -> Result<Rc<Self>, String> {
-        let NodeParts { config, storage, mesh, clock } = parts;
+        let NodeParts { config, storage, mesh, clock, cluster } = parts;
         let mesh = Rc::new(mesh);
         let stats = Rc::new(ShardStats::default());
         let node = NodeId(config.node_id);
@@ -99,6 +113,7 @@ impl<S: Storage> Node<S> {
             mesh.clone(),
             config.data_dir.clone(),
             policy,
+            cluster.clone(),
         ));
         mesh.register(partitions.clone());
         mesh.register(Rc::new(PartitionWaits::new(partitions.clone())));
@@ -119,6 +134,7 @@ impl<S: Storage> Node<S> {
             clock,
             stats,
             mesh,
+            cluster,
             view,
             partitions,
             groups,
@@ -140,6 +156,11 @@ impl<S: Storage> Node<S> {
             self.metadata.persist(&image).await?;
         }
         self.metadata.adopt_local(image).await.map_err(|e| format!("shard {shard}: {e}"))?;
+        if self.mesh.id() == METADATA_SHARD && self.cluster.is_some() {
+            // The startup image was the controller's newest when the shards started; the
+            // follower publishes whatever was applied since, and every image after.
+            shard::runtime::spawn(self.metadata.clone().follow(None)).detach();
+        }
         let replayed = self
             .groups
             .replay()
@@ -226,8 +247,48 @@ impl<S: Storage> Node<S> {
     /// The shard coordinating `group` (the owner of its `__consumer_offsets` partition).
     pub fn group_coordinator(&self, group: &str) -> Result<ShardId> {
         let partition = TopicPartition::new(OFFSETS_TOPIC, partition_for_group(group));
-        self.partition_owner(&partition)
-            .map_err(|_| BrokerError::Group(GroupError::CoordinatorNotAvailable))
+        self.partition_owner(&partition).map_err(|error| match error {
+            BrokerError::NotLeader(_) => BrokerError::Group(GroupError::NotCoordinator),
+            _ => BrokerError::Group(GroupError::CoordinatorNotAvailable),
+        })
+    }
+
+    /// The brokers clients may use: in a cluster the unfenced registered ones, else this one.
+    pub fn brokers(&self) -> Vec<BrokerEndpoint> {
+        if self.cluster.is_some() {
+            return self
+                .metadata()
+                .live_brokers()
+                .map(|broker| BrokerEndpoint {
+                    node: broker.node,
+                    host: broker.host.clone(),
+                    port: i32::from(broker.port),
+                    rack: broker.rack.clone(),
+                })
+                .collect();
+        }
+        vec![BrokerEndpoint {
+            node: self.node_id(),
+            host: self.config.advertise_host.clone(),
+            port: self.config.advertise_port,
+            rack: self.config.cluster.rack.clone(),
+        }]
+    }
+
+    /// A live broker's endpoint.
+    pub fn broker(&self, node: NodeId) -> Option<BrokerEndpoint> {
+        self.brokers().into_iter().find(|broker| broker.node == node)
+    }
+
+    /// The active controller's node id as clients see it: the quorum's leader (-1 while there
+    /// is none), or this node when it is a single node.
+    pub fn controller_id(&self) -> i32 {
+        match &self.cluster {
+            Some(cluster) => {
+                cluster.status.leader().and_then(|leader| i32::try_from(leader).ok()).unwrap_or(-1)
+            }
+            None => self.config.node_id,
+        }
     }
 
     /// A request for `partition`'s owner.

@@ -202,7 +202,13 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     }
     let policy =
         PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
-    let (image, persist) = load_image_with_identity(&config, policy)?;
+    let (image, persist, cluster) = if config.cluster.voters.is_empty() {
+        let (image, persist) = load_image_with_identity(&config, policy)?;
+        (image, persist, None)
+    } else {
+        let (handle, image) = crate::cluster_join::join(&config, runtime_config.cores)?;
+        (image, false, Some(handle))
+    };
     let (files_limit, files_hard) = crate::metadata::file_budget::raise_open_files_limit();
     crate::metadata::file_budget::check_start(image.partition_count() as u64, files_limit)?;
     tracing::info!(files_limit, files_hard, "open-files budget");
@@ -222,6 +228,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     let config = Arc::new(config);
     let results = runtime::run_shards(&runtime_config, move |context| {
         let startup = Startup {
+            cluster: cluster.clone(),
             config: config.clone(),
             meshes: meshes.clone(),
             image: image.clone(),
@@ -243,6 +250,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
 /// What every shard starts from.
 struct Startup {
     config: Arc<BrokerConfig>,
+    cluster: Option<Arc<crate::controller::quorum::ControllerHandle>>,
     meshes: MeshHandles,
     image: MetadataImage,
     persist: bool,
@@ -330,7 +338,7 @@ fn admission(
 }
 
 async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), String> {
-    let Startup { config, meshes, image, persist, limits, bound, progress } = startup;
+    let Startup { config, cluster, meshes, image, persist, limits, bound, progress } = startup;
     let id = context.shard_id;
     progress.step(id, 1);
     let storage: DmaStorage = runtime::open_storage(&config.data_dir)
@@ -340,7 +348,13 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     let (mesh, receivers) = Mesh::join(id, context.shard_count, &meshes).await?;
     tracing::debug!(shard = id.0, "joined the shard meshes");
     progress.step(id, 3);
-    let parts = NodeParts { config: config.clone(), storage, mesh, clock: Clock::system() };
+    let parts = NodeParts {
+        config: config.clone(),
+        storage,
+        mesh,
+        clock: Clock::system(),
+        cluster: cluster.clone(),
+    };
     let node = Node::build(parts).await?;
     progress.step(id, 4);
     node.start(image, persist, Some(receivers)).await?;

@@ -23,13 +23,19 @@ pub async fn handle<S: Storage>(
         response.endpoint_type = 1;
     }
     response.cluster_id = str_bytes(&node.metadata().cluster_id);
-    response.controller_id = BrokerId(node.config.node_id);
-    let mut broker = DescribeClusterBroker::default();
-    broker.broker_id = BrokerId(node.config.node_id);
-    broker.host = str_bytes(&node.config.advertise_host);
-    broker.port = node.config.advertise_port;
-    broker.rack = node.config.cluster.rack.as_deref().map(str_bytes);
-    response.brokers = vec![broker];
+    response.controller_id = BrokerId(node.controller_id());
+    response.brokers = node
+        .brokers()
+        .into_iter()
+        .map(|endpoint| {
+            let mut broker = DescribeClusterBroker::default();
+            broker.broker_id = BrokerId(endpoint.node.0);
+            broker.host = str_bytes(&endpoint.host);
+            broker.port = endpoint.port;
+            broker.rack = endpoint.rack.as_deref().map(str_bytes);
+            broker
+        })
+        .collect();
     response.cluster_authorized_operations = authorized(
         request.include_cluster_authorized_operations,
         authorization::CLUSTER_OPERATIONS,

@@ -1,25 +1,64 @@
-//! FindCoordinator (key 10): every group is coordinated by this node (its shard is chosen
-//! internally from the group's `__consumer_offsets` partition). Transactional ids are answered
-//! the same way; InitProducerId then refuses them (transactions are not implemented yet).
-//! v4+ batches keys (KIP-699).
+//! FindCoordinator (key 10): a group's coordinator is the broker that leads its
+//! `__consumer_offsets` partition (its shard there is chosen from the same placement). In a
+//! cluster, the first request that finds `__consumer_offsets` missing creates it through the
+//! controller (as Kafka does) and is answered COORDINATOR_NOT_AVAILABLE if it still cannot
+//! name one; clients retry. Transactional ids are answered with this node; InitProducerId
+//! then refuses them (transactions are not implemented yet). v4+ batches keys (KIP-699).
 
 use super::str_bytes;
-use crate::error::NONE;
-use crate::node::Node;
+use crate::error::{error_code, BrokerError, GroupError, NONE};
+use crate::metadata::decide::MetadataChange;
+use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
+use crate::node::{BrokerEndpoint, Node};
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use shard::io::Storage;
+use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
+
+/// Kafka's `CoordinatorType.GROUP`.
+const GROUP: i8 = 0;
+
+fn not_available() -> i16 {
+    error_code(&BrokerError::Group(GroupError::CoordinatorNotAvailable))
+}
+
+/// The coordinator of `key`, or the error code to answer.
+fn coordinator<S: Storage>(
+    node: &Node<S>,
+    key_type: i8,
+    key: &str,
+) -> std::result::Result<BrokerEndpoint, i16> {
+    if key_type != GROUP || node.cluster.is_none() {
+        return node
+            .broker(node.node_id())
+            .or_else(|| node.brokers().into_iter().next())
+            .ok_or_else(not_available);
+    }
+    let image = node.metadata();
+    let partition = TopicPartition::new(OFFSETS_TOPIC, partition_for_group(key));
+    let leader = image.placement(&partition).ok_or_else(not_available)?.leader;
+    node.broker(leader).ok_or_else(not_available)
+}
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let config = &node.config;
+    if node.cluster.is_some() && node.metadata().topic(OFFSETS_TOPIC).is_none() {
+        let create = MetadataChange::CreateTopics(vec![crate::metadata::startup::offsets_topic()]);
+        for result in node.change_metadata(create).await {
+            match result {
+                Ok(()) | Err(BrokerError::TopicAlreadyExists(_)) => {}
+                Err(error) => tracing::warn!(%error, "creating {OFFSETS_TOPIC}"),
+            }
+        }
+    }
     let mut response = FindCoordinatorResponse::default();
+    let answer = |key: &str| coordinator(node, request.key_type, key);
     if context.api_version >= 4 {
         response.coordinators = request
             .coordinator_keys
@@ -27,18 +66,36 @@ pub async fn handle<S: Storage>(
             .map(|key| {
                 let mut coordinator = Coordinator::default();
                 coordinator.key = key.clone();
-                coordinator.node_id = BrokerId(config.node_id);
-                coordinator.host = str_bytes(&config.advertise_host);
-                coordinator.port = config.advertise_port;
-                coordinator.error_code = NONE;
+                match answer(key.as_str()) {
+                    Ok(endpoint) => {
+                        coordinator.node_id = BrokerId(endpoint.node.0);
+                        coordinator.host = str_bytes(&endpoint.host);
+                        coordinator.port = endpoint.port;
+                        coordinator.error_code = NONE;
+                    }
+                    Err(code) => {
+                        coordinator.node_id = BrokerId(-1);
+                        coordinator.port = -1;
+                        coordinator.error_code = code;
+                    }
+                }
                 coordinator
             })
             .collect();
     } else {
-        response.error_code = NONE;
-        response.node_id = BrokerId(config.node_id);
-        response.host = str_bytes(&config.advertise_host);
-        response.port = config.advertise_port;
+        match answer(request.key.as_str()) {
+            Ok(endpoint) => {
+                response.error_code = NONE;
+                response.node_id = BrokerId(endpoint.node.0);
+                response.host = str_bytes(&endpoint.host);
+                response.port = endpoint.port;
+            }
+            Err(code) => {
+                response.error_code = code;
+                response.node_id = BrokerId(-1);
+                response.port = -1;
+            }
+        }
     }
     response
 }

@@ -76,19 +76,24 @@ pub async fn handle<S: Storage>(
         None => HashMap::new(),
     };
     let image = node.metadata();
-    let config = &node.config;
     let mut response = MetadataResponse::default();
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = BrokerId(config.node_id);
-    broker.host = str_bytes(&config.advertise_host);
-    broker.port = config.advertise_port;
-    broker.rack = config.cluster.rack.as_deref().map(str_bytes);
-    response.brokers = vec![broker];
+    response.brokers = node
+        .brokers()
+        .into_iter()
+        .map(|endpoint| {
+            let mut broker = MetadataResponseBroker::default();
+            broker.node_id = BrokerId(endpoint.node.0);
+            broker.host = str_bytes(&endpoint.host);
+            broker.port = endpoint.port;
+            broker.rack = endpoint.rack.as_deref().map(str_bytes);
+            broker
+        })
+        .collect();
     if version >= 2 {
         response.cluster_id = Some(str_bytes(&image.cluster_id));
     }
     if version >= 1 {
-        response.controller_id = BrokerId(config.node_id);
+        response.controller_id = BrokerId(node.controller_id());
     }
     if (8..=10).contains(&version) {
         response.cluster_authorized_operations = authorized(

@@ -6,7 +6,7 @@
 //! ids, a second topic with a taken name or id) is an `ApplyError`: `decide` never emits one,
 //! so it means a bug or a damaged log, and the image is left as it was.
 
-use super::image::{MetadataImage, TopicImage};
+use super::image::{BrokerImage, MetadataImage, TopicImage};
 use super::records::MetadataRecord;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,6 +19,8 @@ pub enum ApplyError {
     UnknownTopic(String),
     #[error("partition {partition} of {topic} does not follow its {count} partitions")]
     PartitionGap { topic: String, partition: i32, count: i32 },
+    #[error("the cluster id is already {0}")]
+    ClusterIdSet(String),
 }
 
 /// The image after `record`.
@@ -75,6 +77,17 @@ pub fn apply(
             if configs.is_empty() {
                 image.broker_configs.remove(resource);
             }
+        }
+        MetadataRecord::ClusterId { cluster_id } => {
+            if !image.cluster_id.is_empty() && image.cluster_id != *cluster_id {
+                return Err(ApplyError::ClusterIdSet(image.cluster_id.clone()));
+            }
+            image.cluster_id = cluster_id.clone();
+        }
+        MetadataRecord::RegisterBroker { broker } => {
+            image
+                .brokers
+                .insert(broker.node, BrokerImage { registration: broker.clone(), fenced: false });
         }
         MetadataRecord::RemoveTopic { topic_id } => {
             let name = image

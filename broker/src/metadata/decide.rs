@@ -3,8 +3,8 @@
 //! the records that carry it out, or the error the client gets; nothing is applied here.
 //! Randomness (new topic ids) comes in as an argument, so decisions are reproducible in tests.
 
-use super::image::{MetadataImage, TopicId};
-use super::placement::PlacementPolicy;
+use super::image::{BrokerRegistration, MetadataImage, TopicId};
+use super::placement::{Placement, PlacementPolicy};
 use super::records::MetadataRecord;
 use super::topic_config::{
     default_config, is_list_config, validate_topic_configs, validate_topic_name,
@@ -12,8 +12,9 @@ use super::topic_config::{
 };
 use crate::error::{BrokerError, Result};
 use std::collections::BTreeMap;
-use wire::ids::PartitionId;
+use wire::ids::{LeaderEpoch, PartitionId};
 
+#[derive(Debug, Clone)]
 pub struct CreateTopic {
     pub name: String,
     pub partitions: i32,
@@ -21,6 +22,7 @@ pub struct CreateTopic {
     pub validate_only: bool,
 }
 
+#[derive(Debug, Clone)]
 pub enum ConfigEdit {
     /// AlterConfigs: the overrides become exactly these.
     Replace(BTreeMap<String, String>),
@@ -30,6 +32,7 @@ pub enum ConfigEdit {
 }
 
 /// A change to the topic table, decided item by item by the metadata service.
+#[derive(Debug, Clone)]
 pub enum MetadataChange {
     CreateTopics(Vec<CreateTopic>),
     DeleteTopics(Vec<String>),
@@ -120,7 +123,7 @@ pub fn create_topic(
     records.extend((0..create.partitions).map(|partition| MetadataRecord::Partition {
         topic_id,
         partition: PartitionId(partition),
-        placement: policy.initial(&create.name, partition),
+        placement: place(policy, image, &create.name, partition),
     }));
     records.extend(create.configs.iter().map(|(key, value)| MetadataRecord::TopicConfig {
         topic: create.name.clone(),
@@ -128,6 +131,35 @@ pub fn create_topic(
         value: Some(value.clone()),
     }));
     Ok(records)
+}
+
+/// Where a new partition of `topic` goes in `image`: with no registered brokers (a single
+/// node), `initial`; in a cluster, on the live brokers in turn, from a start the topic's
+/// name chooses (so one topic's leaders cover every broker, and topics do not all start on
+/// the lowest id), on a shard of the leader's chosen as `initial` chooses on this node.
+pub fn place(
+    policy: PlacementPolicy,
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+) -> Placement {
+    let brokers: Vec<&BrokerRegistration> = image.live_brokers().collect();
+    if brokers.is_empty() {
+        return policy.initial(topic, partition);
+    }
+    let start = crate::metadata::internal::java_string_hash(topic).unsigned_abs() as usize;
+    let turn = start.wrapping_add(usize::try_from(partition).unwrap_or(0)) % brokers.len();
+    let leader = brokers[turn];
+    Placement {
+        leader: leader.node,
+        shard: shard::runtime::shard_of(
+            topic,
+            partition,
+            usize::from(leader.shards).clamp(1, shard::runtime::SHARDS_MAX),
+        ),
+        leader_epoch: LeaderEpoch(0),
+        replicas: vec![leader.node],
+    }
 }
 
 /// Internal topics (`__consumer_offsets`) hold every group's offsets and are placed by a fixed
@@ -171,7 +203,7 @@ pub fn create_partitions(
         .map(|partition| MetadataRecord::Partition {
             topic_id: topic.topic_id,
             partition: PartitionId(partition),
-            placement: policy.initial(name, partition),
+            placement: place(policy, image, name, partition),
         })
         .collect())
 }

@@ -5,7 +5,7 @@
 
 use super::placement::Placement;
 use std::collections::BTreeMap;
-use wire::ids::TopicPartition;
+use wire::ids::{NodeId, TopicPartition};
 
 /// A topic id (KIP-516), 16 bytes as on the wire.
 pub type TopicId = [u8; 16];
@@ -39,6 +39,15 @@ pub struct MetadataImage {
     /// Dynamic broker configs (AlterConfigs on the BROKER resource): resource ("" for the
     /// cluster-wide default, else a node id) → key → value.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Registered brokers (a cluster with a controller quorum; empty for a single node, which
+    /// serves as its own only broker).
+    pub brokers: BTreeMap<NodeId, BrokerImage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerImage {
+    pub registration: BrokerRegistration,
+    pub fenced: bool,
 }
 
 impl MetadataImage {
@@ -55,7 +64,25 @@ impl MetadataImage {
         self.topics.get(&partition.topic)?.placement(partition.partition.0)
     }
 
+    /// The unfenced registered brokers, by id.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.brokers.values().filter(|broker| !broker.fenced).map(|broker| &broker.registration)
+    }
+
     pub fn partition_count(&self) -> usize {
         self.topics.values().map(|topic| topic.partitions.len()).sum()
     }
+}
+
+/// What a broker registers: where clients reach it, its rack, and its shard count (a
+/// partition placed on it gets one of its shards).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub node: wire::ids::NodeId,
+    /// A random id per process start (Kafka's incarnation id).
+    pub incarnation: [u8; 16],
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+    pub shards: u16,
 }

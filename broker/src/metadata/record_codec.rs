@@ -10,10 +10,42 @@
 //! stops with the error rather than skip a record (a skipped record would fork the image).
 
 use super::image::TopicId;
-use super::records::MetadataRecord;
-use super::store::StoredPlacement;
+use super::placement::Placement;
+use super::records::{BrokerRegistration, MetadataRecord};
 use serde::{Deserialize, Serialize};
-use wire::ids::PartitionId;
+use shard::runtime::ShardId;
+use wire::ids::{LeaderEpoch, NodeId, PartitionId};
+
+/// A partition's placement as stored (also in the controller's log records).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredPlacement {
+    leader: i32,
+    shard: u16,
+    leader_epoch: i32,
+    replicas: Vec<i32>,
+}
+
+impl From<&Placement> for StoredPlacement {
+    fn from(p: &Placement) -> Self {
+        StoredPlacement {
+            leader: p.leader.0,
+            shard: p.shard.0,
+            leader_epoch: p.leader_epoch.0,
+            replicas: p.replicas.iter().map(|node| node.0).collect(),
+        }
+    }
+}
+
+impl From<StoredPlacement> for Placement {
+    fn from(p: StoredPlacement) -> Self {
+        Placement {
+            leader: NodeId(p.leader),
+            shard: ShardId(p.shard),
+            leader_epoch: LeaderEpoch(p.leader_epoch),
+            replicas: p.replicas.into_iter().map(NodeId).collect(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -23,6 +55,50 @@ pub(crate) enum StoredRecord {
     TopicConfig { topic: String, key: String, value: Option<String> },
     RemoveTopic { topic_id: TopicId },
     BrokerConfig { resource: String, key: String, value: Option<String> },
+    ClusterId { cluster_id: String },
+    RegisterBroker { broker: StoredBroker },
+}
+
+/// A broker registration as stored (also in `strata-metadata.json`'s snapshots).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoredBroker {
+    node: i32,
+    incarnation: [u8; 16],
+    host: String,
+    port: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rack: Option<String>,
+    shards: u16,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    fenced: bool,
+}
+
+impl StoredBroker {
+    pub(crate) fn from_registration(broker: &BrokerRegistration, fenced: bool) -> StoredBroker {
+        StoredBroker {
+            node: broker.node.0,
+            incarnation: broker.incarnation,
+            host: broker.host.clone(),
+            port: broker.port,
+            rack: broker.rack.clone(),
+            shards: broker.shards,
+            fenced,
+        }
+    }
+
+    /// The registration, and whether the broker is fenced.
+    pub(crate) fn into_registration(self) -> (BrokerRegistration, bool) {
+        let registration = BrokerRegistration {
+            node: NodeId(self.node),
+            incarnation: self.incarnation,
+            host: self.host,
+            port: self.port,
+            rack: self.rack,
+            shards: self.shards,
+        };
+        (registration, self.fenced)
+    }
 }
 
 impl From<&MetadataRecord> for StoredRecord {
@@ -43,6 +119,10 @@ impl From<&MetadataRecord> for StoredRecord {
             MetadataRecord::BrokerConfig { resource, key, value } => {
                 StoredRecord::BrokerConfig { resource, key, value }
             }
+            MetadataRecord::ClusterId { cluster_id } => StoredRecord::ClusterId { cluster_id },
+            MetadataRecord::RegisterBroker { broker } => StoredRecord::RegisterBroker {
+                broker: StoredBroker::from_registration(&broker, false),
+            },
         }
     }
 }
@@ -64,6 +144,10 @@ impl From<StoredRecord> for MetadataRecord {
             StoredRecord::RemoveTopic { topic_id } => MetadataRecord::RemoveTopic { topic_id },
             StoredRecord::BrokerConfig { resource, key, value } => {
                 MetadataRecord::BrokerConfig { resource, key, value }
+            }
+            StoredRecord::ClusterId { cluster_id } => MetadataRecord::ClusterId { cluster_id },
+            StoredRecord::RegisterBroker { broker } => {
+                MetadataRecord::RegisterBroker { broker: broker.into_registration().0 }
             }
         }
     }
@@ -90,7 +174,6 @@ impl From<StoredRecords> for Vec<MetadataRecord> {
 mod tests {
     use super::*;
     use crate::metadata::placement::PlacementPolicy;
-    use wire::ids::NodeId;
 
     #[test]
     fn every_record_round_trips_and_an_unknown_type_is_refused() {
@@ -110,12 +193,23 @@ mod tests {
             MetadataRecord::TopicConfig { topic: "t".into(), key: "x".into(), value: None },
             MetadataRecord::RemoveTopic { topic_id: [7; 16] },
             MetadataRecord::BrokerConfig { resource: "".into(), key: "k".into(), value: None },
+            MetadataRecord::ClusterId { cluster_id: "c".into() },
+            MetadataRecord::RegisterBroker {
+                broker: BrokerRegistration {
+                    node: NodeId(3),
+                    incarnation: [9; 16],
+                    host: "127.0.0.1".into(),
+                    port: 9092,
+                    rack: Some("r1".into()),
+                    shards: 2,
+                },
+            },
         ];
         let json = serde_json::to_string(&StoredRecords::from(records.clone())).expect("encode");
         let back: StoredRecords = serde_json::from_str(&json).expect("decode");
         assert_eq!(Vec::<MetadataRecord>::from(back), records);
-        let unknown = r#"[{"type": "fence_broker", "broker": 1}]"#;
+        let unknown = r#"[{"type": "fence_broker_v9", "broker": 1}]"#;
         let error = serde_json::from_str::<StoredRecords>(unknown).unwrap_err().to_string();
-        assert!(error.contains("fence_broker"), "{error}");
+        assert!(error.contains("fence_broker_v9"), "{error}");
     }
 }

@@ -5,6 +5,7 @@
 //! blocks, ACLs and SCRAM credentials as new variants.
 //! References: KIP-631 "The Quorum-based Kafka Controller", section "Record Formats".
 
+pub use super::image::BrokerRegistration;
 use super::image::TopicId;
 use super::placement::Placement;
 use wire::ids::PartitionId;
@@ -22,4 +23,10 @@ pub enum MetadataRecord {
     /// A dynamic broker config (KIP-631's ConfigRecord for the BROKER resource) set (`Some`) or
     /// removed (`None`): `resource` is a node id, or empty for the cluster-wide default.
     BrokerConfig { resource: String, key: String, value: Option<String> },
+    /// The cluster's id, set once by the first node to bootstrap a quorum (KIP-631 has it
+    /// from `kafka-storage format`; strata's nodes agree on it through the log instead).
+    ClusterId { cluster_id: String },
+    /// A broker's registration (KIP-631's RegisterBrokerRecord): replaces an earlier one of
+    /// the same node, and leaves it unfenced.
+    RegisterBroker { broker: BrokerRegistration },
 }

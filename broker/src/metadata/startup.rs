@@ -19,19 +19,25 @@ pub fn missing_internal_topics(
     if image.topic(OFFSETS_TOPIC).is_some() {
         return Vec::new();
     }
+    // The definition is valid by construction; a failure here is a bug.
+    create_topic(image, &offsets_topic(), policy, topic_id)
+        .unwrap_or_else(|error| panic!("the offsets topic definition is invalid: {error}"))
+}
+
+/// `__consumer_offsets` as created: at a single node's first start, and in a cluster by the
+/// first FindCoordinator that finds it missing (as Kafka does), placed across the brokers
+/// registered then.
+pub fn offsets_topic() -> CreateTopic {
     let mut configs = BTreeMap::new();
     // Offsets are kept until deleted (the coordinator expires and compacts them itself).
     configs.insert("retention.ms".to_string(), "-1".to_string());
     configs.insert("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string());
-    let create = CreateTopic {
+    CreateTopic {
         name: OFFSETS_TOPIC.to_string(),
         partitions: OFFSETS_TOPIC_PARTITIONS,
         configs,
         validate_only: false,
-    };
-    // The definition above is valid by construction; a failure here is a bug.
-    create_topic(image, &create, policy, topic_id)
-        .unwrap_or_else(|error| panic!("the offsets topic definition is invalid: {error}"))
+    }
 }
 
 /// The image a node starts from: the stored file's (format 1 is migrated) or, without one, a

@@ -12,44 +12,12 @@
 
 use super::image::{MetadataImage, TopicImage};
 use super::placement::{Placement, PlacementPolicy};
+use super::record_codec::StoredPlacement;
 use serde::{Deserialize, Serialize};
-use shard::runtime::ShardId;
 use std::collections::BTreeMap;
-use wire::ids::{LeaderEpoch, NodeId};
 
 pub const METADATA_FILE: &str = "strata-metadata.json";
 pub const FORMAT: u32 = 2;
-
-/// A partition's placement as stored (also in the controller's log records).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct StoredPlacement {
-    leader: i32,
-    shard: u16,
-    leader_epoch: i32,
-    replicas: Vec<i32>,
-}
-
-impl From<&Placement> for StoredPlacement {
-    fn from(p: &Placement) -> Self {
-        StoredPlacement {
-            leader: p.leader.0,
-            shard: p.shard.0,
-            leader_epoch: p.leader_epoch.0,
-            replicas: p.replicas.iter().map(|node| node.0).collect(),
-        }
-    }
-}
-
-impl From<StoredPlacement> for Placement {
-    fn from(p: StoredPlacement) -> Self {
-        Placement {
-            leader: NodeId(p.leader),
-            shard: ShardId(p.shard),
-            leader_epoch: LeaderEpoch(p.leader_epoch),
-            replicas: p.replicas.into_iter().map(NodeId).collect(),
-        }
-    }
-}
 
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
@@ -78,6 +46,10 @@ struct StoredImage {
     /// Dynamic broker configs (added within format 2: a file without them has none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Registered brokers (added within format 2: a cluster's snapshots; a single node has
+    /// none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    brokers: Vec<super::record_codec::StoredBroker>,
 }
 
 fn format_one() -> u32 {
@@ -92,6 +64,7 @@ pub fn new_cluster() -> MetadataImage {
         cluster_id: short_id(id.as_bytes()),
         topics: BTreeMap::new(),
         broker_configs: BTreeMap::new(),
+        brokers: BTreeMap::new(),
     }
 }
 
@@ -118,6 +91,13 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
         version: image.version,
         cluster_id: image.cluster_id.clone(),
         broker_configs: image.broker_configs.clone(),
+        brokers: image
+            .brokers
+            .values()
+            .map(|b| {
+                super::record_codec::StoredBroker::from_registration(&b.registration, b.fenced)
+            })
+            .collect(),
         topics: image
             .topics
             .iter()
@@ -169,6 +149,14 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
         version: stored.version,
         topics,
         broker_configs: stored.broker_configs,
+        brokers: stored
+            .brokers
+            .into_iter()
+            .map(|stored| {
+                let (registration, fenced) = stored.into_registration();
+                (registration.node, super::image::BrokerImage { registration, fenced })
+            })
+            .collect(),
     };
     Ok((image, migrated))
 }
@@ -177,7 +165,7 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
 mod tests {
     use super::*;
 
-    const POLICY: PlacementPolicy = PlacementPolicy { node: NodeId(0), shard_count: 2 };
+    const POLICY: PlacementPolicy = PlacementPolicy { node: wire::ids::NodeId(0), shard_count: 2 };
 
     #[test]
     fn images_round_trip_through_json() {

@@ -10,6 +10,9 @@
 //! Invariant: shards see images in version order; changes are serialized by a lock on shard 0.
 //! Runs on: every shard (view, Release, Adopt); shard 0 (Change).
 
+use crate::controller::protocol::ProposeError;
+use crate::controller::quorum::ControllerHandle;
+use crate::controller::types::{Proposal, Refused};
 use crate::error::{BrokerError, Result};
 use crate::mesh::{Mesh, Service};
 use crate::metadata::decide::{self, MetadataChange};
@@ -18,9 +21,11 @@ use crate::services::partitions::PartitionService;
 use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use shard::runtime::ShardId;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The shard that decides and persists metadata changes.
 pub const METADATA_SHARD: ShardId = ShardId(0);
@@ -78,6 +83,12 @@ pub enum MetadataResponse {
 
 pub struct MetadataService<S: Storage> {
     shard: ShardId,
+    /// The controller quorum, in a cluster (shard 0 proposes through it); `None` for a single
+    /// node, which decides and persists here.
+    cluster: Option<Arc<ControllerHandle>>,
+    /// The last controller log index whose image every shard has (cluster, shard 0).
+    published: Cell<Option<u64>>,
+    published_changed: event_listener::Event,
     view: Rc<MetadataView>,
     partitions: Rc<PartitionService<S>>,
     mesh: Rc<Mesh>,
@@ -95,9 +106,13 @@ impl<S: Storage> MetadataService<S> {
         mesh: Rc<Mesh>,
         data_dir: PathBuf,
         policy: PlacementPolicy,
+        cluster: Option<Arc<ControllerHandle>>,
     ) -> Self {
         MetadataService {
             shard: mesh.id(),
+            cluster,
+            published: Cell::new(None),
+            published_changed: event_listener::Event::new(),
             storage: partitions.storage().clone(),
             view,
             partitions,
@@ -126,8 +141,131 @@ impl<S: Storage> MetadataService<S> {
 
     async fn change(&self, change: MetadataChange) -> Vec<Result<()>> {
         assert_eq!(self.shard, METADATA_SHARD, "metadata changes are decided on shard 0");
+        if let Some(cluster) = self.cluster.clone() {
+            return self.change_through_quorum(&cluster, change).await;
+        }
         let _guard = self.lock.lock().await;
-        let mut pending = Pending { working: (*self.view.current()).clone(), records: Vec::new() };
+        let (results, pending) = self.decide(MetadataImage::clone(&self.view.current()), change);
+        let Pending { working, records } = pending;
+        if records.is_empty() {
+            return results;
+        }
+        if let Err(error) = self.publish(working).await {
+            tracing::error!(%error, "publishing topic metadata failed");
+            return results
+                .into_iter()
+                .map(|result| result.and(Err(BrokerError::MetadataUnavailable(error.clone()))))
+                .collect();
+        }
+        results
+    }
+
+    /// A change in a cluster: decided here against the newest image this node applied, then
+    /// proposed to the quorum on the condition that the image has not moved on
+    /// (`Proposal::expected_version`). Another broker's change committed first makes it
+    /// stale: decided again on the newer image, up to `PROPOSE_ATTEMPTS` times. Answered once
+    /// every shard here has the image that holds it, so a Metadata request after it sees it.
+    async fn change_through_quorum(
+        &self,
+        cluster: &ControllerHandle,
+        change: MetadataChange,
+    ) -> Vec<Result<()>> {
+        let mut last_stale = String::new();
+        for _ in 0..PROPOSE_ATTEMPTS {
+            let (base, applied) = cluster.images.latest();
+            let (results, pending) = self.decide(MetadataImage::clone(&base), change.clone());
+            if pending.records.is_empty() {
+                return results;
+            }
+            let proposal =
+                Proposal { expected_version: Some(base.version), records: pending.records };
+            match cluster.propose(proposal).await {
+                Ok(committed) => match committed.applied.refused {
+                    None => {
+                        return match self.wait_published(committed.index).await {
+                            Ok(()) => results,
+                            Err(why) => {
+                                fail_all(results, || BrokerError::QuorumTimeout(why.clone()))
+                            }
+                        };
+                    }
+                    Some(Refused::Stale { expected, actual }) => {
+                        last_stale = format!("decided on version {expected}, found {actual}");
+                        let seen = applied.map(|id| id.index);
+                        let newer = cluster.images.next_after(seen);
+                        let _ = futures_lite::future::or(
+                            async {
+                                newer.await;
+                            },
+                            shard::runtime::sleep(Duration::from_millis(500)),
+                        )
+                        .await;
+                    }
+                    Some(Refused::Invalid(error)) => {
+                        tracing::error!(%error, "the quorum refused a decided change");
+                        return fail_all(results, || {
+                            BrokerError::MetadataUnavailable(error.clone())
+                        });
+                    }
+                },
+                Err(ProposeError::NoLeader(why)) => {
+                    return fail_all(results, || BrokerError::NoController(why.clone()))
+                }
+                Err(ProposeError::Timeout(why)) => {
+                    return fail_all(results, || BrokerError::QuorumTimeout(why.clone()))
+                }
+                Err(ProposeError::Failed(why)) => {
+                    return fail_all(results, || BrokerError::MetadataUnavailable(why.clone()))
+                }
+            }
+        }
+        let why = format!("other changes kept committing first ({last_stale}); try again");
+        (0..change_items(&change)).map(|_| Err(BrokerError::QuorumTimeout(why.clone()))).collect()
+    }
+
+    /// Waits until every shard here has the image of controller log index `index`.
+    async fn wait_published(&self, index: u64) -> std::result::Result<(), String> {
+        let deadline = std::time::Instant::now() + PUBLISH_WAIT;
+        loop {
+            let listener = self.published_changed.listen();
+            if self.published.get().is_some_and(|published| published >= index) {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "committed at index {index}, but not yet applied on this broker"
+                ));
+            }
+            futures_lite::future::or(listener, shard::runtime::sleep(left)).await;
+        }
+    }
+
+    /// Shard 0 in a cluster, for the life of the node: hands every image the controller
+    /// applies to every shard (release, then adopt), in order, skipping to the newest when
+    /// several arrive at once.
+    pub async fn follow(self: Rc<Self>, mut seen: Option<u64>) {
+        let Some(cluster) = self.cluster.clone() else { return };
+        self.mark_published(seen);
+        loop {
+            let (image, applied) = cluster.images.next_after(seen).await;
+            if let Err(error) = self.hand_to_shards(MetadataImage::clone(&image)).await {
+                tracing::error!(%error, "publishing the cluster's metadata to the shards failed");
+            }
+            seen = applied.map(|id| id.index);
+            self.mark_published(seen);
+        }
+    }
+
+    fn mark_published(&self, index: Option<u64>) {
+        self.published.set(index);
+        self.published_changed.notify(usize::MAX);
+    }
+
+    /// Decides every item of `change` against `base`: a result per item, and the records of
+    /// those that passed with the image they lead to.
+    fn decide(&self, base: MetadataImage, change: MetadataChange) -> (Vec<Result<()>>, Pending) {
+        let mut pending = Pending { working: base, records: Vec::new() };
         let results: Vec<Result<()>> = match change {
             MetadataChange::CreateTopics(creates) => creates
                 .into_iter()
@@ -183,18 +321,7 @@ impl<S: Storage> MetadataService<S> {
                 })
                 .collect(),
         };
-        let Pending { working, records } = pending;
-        if records.is_empty() {
-            return results;
-        }
-        if let Err(error) = self.publish(working).await {
-            tracing::error!(%error, "publishing topic metadata failed");
-            return results
-                .into_iter()
-                .map(|result| result.and(Err(BrokerError::MetadataUnavailable(error.clone()))))
-                .collect();
-        }
-        results
+        (results, pending)
     }
 
     /// Makes `image` the cluster's: persisted, and handed to every shard in two steps (release,
@@ -273,6 +400,27 @@ impl<S: Storage> MetadataService<S> {
                 MetadataResponse::Applied(adopted)
             }
         }
+    }
+}
+
+/// How many times a change is decided again after another committed first.
+const PROPOSE_ATTEMPTS: usize = 5;
+/// How long a committed change may take to reach this broker's shards.
+const PUBLISH_WAIT: Duration = Duration::from_secs(10);
+
+/// Every item that passed fails with `error()`; those that failed keep their own error.
+fn fail_all(results: Vec<Result<()>>, error: impl Fn() -> BrokerError) -> Vec<Result<()>> {
+    results.into_iter().map(|result| result.and_then(|()| Err(error()))).collect()
+}
+
+/// The number of items (answers) in `change`.
+fn change_items(change: &MetadataChange) -> usize {
+    match change {
+        MetadataChange::CreateTopics(items) => items.len(),
+        MetadataChange::DeleteTopics(items) => items.len(),
+        MetadataChange::CreatePartitions(items) => items.len(),
+        MetadataChange::AlterConfigs(items) => items.len(),
+        MetadataChange::AlterBrokerConfigs(_, items) => items.len(),
     }
 }
 

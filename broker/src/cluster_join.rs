@@ -1,0 +1,164 @@
+//! Joining the cluster at startup (a node with `controller.quorum.voters`): start the
+//! controller thread, agree on the cluster id through the quorum, check the data directory's
+//! identity against it, and register this broker, before any shard serves.
+//!
+//! The cluster id: the first node to find the quorum's image without one proposes its own
+//! (`meta.properties`' if its directory has one, else a new random id) on the condition that
+//! the image is still empty; the first such proposal to commit wins and every other is
+//! refused as stale, so all nodes end up with one id. A directory whose `meta.properties`
+//! names another cluster is refused.
+//! Runs on: the main thread, before the shards start (it blocks on the controller thread).
+
+use crate::config::BrokerConfig;
+use crate::controller::protocol::ProposeError;
+use crate::controller::quorum::{self, ControllerHandle, QuorumConfig};
+use crate::controller::types::{Proposal, Refused};
+use crate::metadata::meta_properties::{self, MetaProperties};
+use crate::metadata::records::BrokerRegistration;
+use crate::metadata::{store, MetadataImage, MetadataRecord};
+use std::net::ToSocketAddrs;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wire::ids::NodeId;
+
+/// The controller log's directory under the data directory.
+pub const METADATA_DIR: &str = "__cluster_metadata";
+/// How often a node still waiting for the quorum says so.
+const WAITING_REPORT_SECS: u64 = 10;
+
+/// Starts the controller and joins the cluster; the image to start the shards from.
+pub fn join(
+    config: &BrokerConfig,
+    shards: usize,
+) -> Result<(Arc<ControllerHandle>, MetadataImage), String> {
+    let cluster = &config.cluster;
+    let (host, port) = cluster
+        .controller_address()
+        .ok_or("this build runs a controller on every node of a quorum (issue #15)")?;
+    let listen = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("controller listener {host}:{port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("controller listener {host}:{port}: no address"))?;
+    let voters = cluster
+        .voters
+        .iter()
+        .map(|voter| (voter.id as u64, format!("{}:{}", voter.host, voter.port)))
+        .collect();
+    let quorum_config = QuorumConfig {
+        node_id: config.node_id as u64,
+        voters,
+        listen,
+        dir: config.data_dir.join(METADATA_DIR),
+    };
+    let identity = meta_properties::read(&config.data_dir)?;
+    let handle = Arc::new(
+        quorum::start(quorum_config).map_err(|e| format!("starting the controller: {e}"))?,
+    );
+    tracing::info!(
+        node = config.node_id,
+        controller = %handle.listen,
+        voters = cluster.voters.len(),
+        "controller started; joining the quorum"
+    );
+    let proposed_id = identity.as_ref().map_or_else(store::random_id, |m| m.cluster_id.clone());
+    let image = settle(&handle, "the cluster id", |image| {
+        if !image.cluster_id.is_empty() {
+            return None;
+        }
+        Some(Proposal {
+            expected_version: Some(image.version),
+            records: vec![MetadataRecord::ClusterId { cluster_id: proposed_id.clone() }],
+        })
+    })?;
+    match identity {
+        Some(meta) => meta.check(&image.cluster_id, config.node_id)?,
+        None => meta_properties::write(
+            &config.data_dir,
+            &MetaProperties {
+                cluster_id: image.cluster_id.clone(),
+                node_id: config.node_id,
+                directory_id: store::random_id(),
+            },
+        )?,
+    }
+    let registration = BrokerRegistration {
+        node: NodeId(config.node_id),
+        incarnation: *uuid::Uuid::new_v4().as_bytes(),
+        host: config.advertise_host.clone(),
+        port: u16::try_from(config.advertise_port)
+            .map_err(|_| format!("advertised port {} is not a port", config.advertise_port))?,
+        rack: cluster.rack.clone(),
+        shards: u16::try_from(shards).unwrap_or(u16::MAX),
+    };
+    let mut registered = false;
+    let image = settle(&handle, "registering this broker", |image| {
+        let current = image.brokers.get(&registration.node);
+        if registered && current.is_some_and(|b| b.registration == registration) {
+            return None;
+        }
+        registered = true;
+        Some(Proposal {
+            expected_version: None,
+            records: vec![MetadataRecord::RegisterBroker { broker: registration.clone() }],
+        })
+    })?;
+    tracing::info!(
+        cluster_id = %image.cluster_id,
+        brokers = image.brokers.len(),
+        leader = ?handle.status.leader(),
+        "joined the cluster"
+    );
+    Ok((handle, image))
+}
+
+/// Proposes what `next` asks for until it asks for nothing (the image holds what it wants),
+/// waiting for the quorum as long as it takes (other voters may start later), until shutdown
+/// is requested; the image then.
+fn settle(
+    handle: &ControllerHandle,
+    what: &str,
+    mut next: impl FnMut(&MetadataImage) -> Option<Proposal>,
+) -> Result<MetadataImage, String> {
+    let started = Instant::now();
+    let mut reported = Instant::now();
+    loop {
+        if crate::shutdown::requested() {
+            return Err(format!("shutdown requested while waiting for {what}"));
+        }
+        let (image, _) = handle.images.latest();
+        let Some(proposal) = next(&image) else {
+            return Ok(MetadataImage::clone(&image));
+        };
+        match futures_lite::future::block_on(handle.propose(proposal)) {
+            Ok(committed) => match committed.applied.refused {
+                None | Some(Refused::Stale { .. }) => {
+                    wait_applied(handle, committed.index);
+                }
+                Some(Refused::Invalid(error)) => {
+                    return Err(format!("the quorum refused {what}: {error}"));
+                }
+            },
+            Err(ProposeError::Failed(error)) => return Err(format!("{what}: {error}")),
+            Err(error) => {
+                if reported.elapsed() >= Duration::from_secs(WAITING_REPORT_SECS) {
+                    tracing::warn!(
+                        seconds = started.elapsed().as_secs(),
+                        %error,
+                        "still waiting for the controller quorum ({what})"
+                    );
+                    reported = Instant::now();
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Waits (briefly) until this node's state machine applied `index`.
+fn wait_applied(handle: &ControllerHandle, index: u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while handle.images.latest().1.map(|id| id.index) < Some(index) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -117,6 +117,12 @@ class Broker:
         return False
 
     def start(self, timeout=READY_TIMEOUT_S):
+        return self.launch().wait_ready(timeout)
+
+    def launch(self):
+        """Starts the process without waiting for it to be ready (see `wait_ready`). Call it
+        from the thread that outlives the broker: the broker gets SIGKILL when the thread that
+        started it ends (`setpriv --pdeathsig`)."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         if not self.binary.is_file():
             raise BrokerStartError(
@@ -138,6 +144,12 @@ class Broker:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          cwd=str(self.workdir))
         _live_brokers.add(self)
+        self._launch_offsets = offsets
+        return self
+
+    def wait_ready(self, timeout=READY_TIMEOUT_S):
+        """Waits until the launched broker logged 'ready' and accepts connections."""
+        offsets = self._launch_offsets
         deadline = time.monotonic() + timeout
         while True:
             if self._ready_since(offsets):

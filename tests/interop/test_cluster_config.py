@@ -58,8 +58,6 @@ def refused(tmp_path, *sets):
 
 def test_what_this_build_cannot_run_is_refused_naming_the_key_and_the_issue(tmp_path):
     for sets, expected in [
-        (("controller.quorum.voters=0@127.0.0.1:19093,1@127.0.0.1:29093,2@127.0.0.1:39093",),
-         "controller quorum is being built (issue #15)"),
         (("process.roles=broker", "controller.quorum.voters=1@127.0.0.1:19093"),
          "broker,controller only (issue #15)"),
         (("listener.security.protocol.map=PLAINTEXT:SSL",), "PLAINTEXT only (TLS and SASL: issue #18)"),

@@ -1,0 +1,178 @@
+"""A three-node strata cluster on loopback ports (issue #15): every node broker,controller
+and a voter of the Raft controller quorum. Clients see every broker and the controller,
+partitions are led across the brokers, the quorum survives the loss of its leader, and a
+metadata change the quorum acknowledged survives kill -9 of every node."""
+
+import re
+import subprocess
+import threading
+import time
+
+import kafka
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import wire
+from cluster import Cluster, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path).start()
+    yield c
+    c.stop()
+
+
+def metadata_from(node, topics=None):
+    """Metadata v1 asked of this one node (not of a broker a client might prefer)."""
+    return wire.parse_metadata_v1_response(wire.roundtrip(node.port, wire.metadata_v1_request(1, topics)))
+
+
+def controller_of(node):
+    return metadata_from(node)["controller"]
+
+
+def leaders(node, topic):
+    for t in metadata_from(node, [topic])["topics"]:
+        if t["name"] == topic and t["error"] == 0:
+            return {p["partition"]: p["leader"] for p in t["partitions"]}
+    return None
+
+
+def create(bootstrap, name, partitions, timeout=30):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout)
+
+
+def test_three_nodes_serve_every_client_with_leaders_and_a_group_across_brokers(cluster):
+    nodes = cluster.nodes
+    first = nodes[1].bootstrap
+    # confluent-kafka (librdkafka): three brokers and one controller among them.
+    md = AdminClient({"bootstrap.servers": first}).list_topics(timeout=15)
+    assert sorted(md.brokers) == [1, 2, 3]
+    assert md.controller_id in (1, 2, 3)
+    assert {(b.host, b.port) for b in md.brokers.values()} == {("127.0.0.1", n.port) for n in nodes.values()}
+    # kafka-python: the same, through DescribeCluster.
+    admin = kafka.KafkaAdminClient(bootstrap_servers=nodes[2].bootstrap)
+    try:
+        described = admin.describe_cluster()
+    finally:
+        admin.close()
+    assert sorted(b["node_id"] for b in described["brokers"]) == [1, 2, 3]
+    assert described["controller_id"] == md.controller_id
+    # kcat: three brokers, one of them marked the controller.
+    listing = subprocess.run(["kcat", "-L", "-b", nodes[3].bootstrap, "-m", "10"],
+                             capture_output=True, text=True, timeout=30).stdout
+    assert re.search(r"\b3 brokers:", listing), listing
+    assert len(re.findall(r"\(controller\)", listing)) == 1, listing
+
+    # A 12-partition RF=1 topic has leaders on all three brokers, as every node reports.
+    topic = "spread"
+    create(first, topic, 12)
+    for node in nodes.values():
+        wait_for(lambda: leaders(node, topic) and len(leaders(node, topic)) == 12, 10,
+                 "node %d reports the topic" % node.node_id)
+    placed = leaders(nodes[3], topic)
+    assert set(placed.values()) == {1, 2, 3}, placed
+    assert all(leaders(n, topic) == placed for n in nodes.values())
+
+    # One bootstrap address each: a producer and a consumer group see every message.
+    count = 3000
+    producer = Producer({"bootstrap.servers": first, "linger.ms": 5})
+    failures = []
+    for i in range(count):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i,
+                         on_delivery=lambda err, m: err and failures.append(err))
+        producer.poll(0)
+    assert producer.flush(30) == 0 and not failures, failures
+    group = "cluster-group"
+    consumer = Consumer({"bootstrap.servers": nodes[2].bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    seen = set()
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(seen) < count and time.monotonic() < deadline:
+            m = consumer.poll(1.0)
+            if m is not None and not m.error():
+                seen.add(m.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert seen == {b"v%d" % i for i in range(count)}
+    # The group's coordinator is one broker; its partitions are led by all three.
+    admin = AdminClient({"bootstrap.servers": first})
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    coordinator = described.coordinator.id
+    assert coordinator in (1, 2, 3)
+    assert set(placed.values()) - {coordinator}, "some partitions are led elsewhere"
+    # Its committed offsets are served by that coordinator, from any bootstrap address.
+    other = AdminClient({"bootstrap.servers": nodes[3].bootstrap})
+    committed = other.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
+    assert sum(tp.offset for tp in committed.topic_partitions) == count
+
+
+def test_a_killed_controller_is_replaced_within_10s_and_catches_up_when_restarted(cluster):
+    nodes = cluster.nodes
+    leader = wait_for(lambda: controller_of(nodes[1]) if controller_of(nodes[1]) > 0 else None, 15,
+                      "a controller")
+    survivors = [n for i, n in nodes.items() if i != leader]
+    cluster.kill(leader)
+    killed_at = time.monotonic()
+    new_leader = wait_for(
+        lambda: all(controller_of(n) not in (-1, leader) for n in survivors) and controller_of(survivors[0]),
+        15, "a new controller")
+    elapsed = time.monotonic() - killed_at
+    assert new_leader != leader and elapsed < 10, (new_leader, elapsed)
+    # CreateTopics sent to a surviving broker (not necessarily the new controller) succeeds.
+    create(survivors[-1].bootstrap, "after-failover", 3)
+    for node in survivors:
+        wait_for(lambda: leaders(node, "after-failover"), 10, "the topic on node %d" % node.node_id)
+    # The killed node, restarted, catches up and serves the new topic's metadata.
+    nodes[leader].start(timeout=60)
+    wait_for(lambda: leaders(nodes[leader], "after-failover"), 20, "the restarted node has the topic")
+    assert sorted(b[0] for b in metadata_from(nodes[leader])["brokers"]) == [1, 2, 3]
+
+
+def test_acknowledged_topics_survive_kill_9_of_every_node_and_none_is_half_created(cluster):
+    nodes = cluster.nodes
+    acknowledged = []
+    attempted = []
+    stop = threading.Event()
+
+    def burst():
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 3000})
+        for i in range(50):
+            if stop.is_set():
+                return
+            name = "burst-%02d" % i
+            attempted.append(name)
+            try:
+                admin.create_topics([NewTopic(name, 6, 1)], request_timeout=5)[name].result(6)
+                acknowledged.append(name)
+            except Exception:  # noqa: BLE001 - the nodes are being killed
+                pass
+
+    creator = threading.Thread(target=burst)
+    creator.start()
+    wait_for(lambda: len(acknowledged) >= 10, 60, "ten acknowledged creations")
+    for node in nodes.values():
+        node.proc.kill()  # all three at once, mid-burst
+    for node in nodes.values():
+        node.kill()
+    stop.set()
+    creator.join(60)
+    assert len(acknowledged) >= 10
+    cluster.start(timeout=60)
+    for node in nodes.values():
+        def burst_topics():
+            topics = metadata_from(node)["topics"]
+            return {t["name"]: t for t in topics if t["name"].startswith("burst-")}
+        found = wait_for(lambda: set(acknowledged) <= set(burst_topics()) and burst_topics(), 20,
+                         "node %d has every acknowledged topic" % node.node_id)
+        for name, topic in found.items():
+            assert topic["error"] == 0 and len(topic["partitions"]) == 6, (node.node_id, name, topic)
+            assert name in attempted

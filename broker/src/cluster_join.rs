@@ -45,11 +45,15 @@ pub fn join(
         .iter()
         .map(|voter| (voter.id as u64, format!("{}:{}", voter.host, voter.port)))
         .collect();
+    let incarnation = *uuid::Uuid::new_v4().as_bytes();
     let quorum_config = QuorumConfig {
         node_id: config.node_id as u64,
         voters,
         listen,
         dir: config.data_dir.join(METADATA_DIR),
+        broker: Some((NodeId(config.node_id), incarnation)),
+        heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
+        session_timeout: Duration::from_millis(config.session_timeout_ms),
     };
     let identity = meta_properties::read(&config.data_dir)?;
     let handle = Arc::new(
@@ -84,7 +88,7 @@ pub fn join(
     }
     let registration = BrokerRegistration {
         node: NodeId(config.node_id),
-        incarnation: *uuid::Uuid::new_v4().as_bytes(),
+        incarnation,
         host: config.advertise_host.clone(),
         port: u16::try_from(config.advertise_port)
             .map_err(|_| format!("advertised port {} is not a port", config.advertise_port))?,

@@ -69,6 +69,9 @@ pub enum BrokerError {
     /// here either).
     #[error("this node does not lead {0}")]
     NotLeader(String),
+    /// The partition has no leader now (its only in-sync replica is fenced).
+    #[error("{0} has no leader now")]
+    LeaderNotAvailable(String),
     #[error(transparent)]
     Group(#[from] GroupError),
     /// A change the broker's resources (the open-files limit) cannot hold (Kafka: a policy
@@ -179,6 +182,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnsupportedVersion(..) => ResponseError::UnsupportedVersion,
         BrokerError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
+        BrokerError::LeaderNotAvailable(_) => ResponseError::LeaderNotAvailable,
         BrokerError::Group(group) => group_error(group),
         BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,
         BrokerError::NoController(_) => ResponseError::NotController,

@@ -185,7 +185,8 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     config.cluster.check_runnable()?;
     install_signal_handling()?;
     crate::metadata::topic_config::set_broker_topic_defaults(config.topic_defaults.clone());
-    let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };
+    let runtime_config =
+        RuntimeConfig { cores: config.cores, pin: config.pin_cpus, ..RuntimeConfig::all_cores() };
     let preflight = runtime::preflight(runtime_config.cores, runtime_config.io_memory_bytes)
         .map_err(|e| e.to_string())?;
     for warning in &preflight.warnings {

@@ -176,3 +176,53 @@ def test_acknowledged_topics_survive_kill_9_of_every_node_and_none_is_half_creat
         for name, topic in found.items():
             assert topic["error"] == 0 and len(topic["partitions"]) == 6, (node.node_id, name, topic)
             assert name in attempted
+
+
+def broker_ids(node):
+    return sorted(b[0] for b in metadata_from(node)["brokers"])
+
+
+def partitions_of(node, topic):
+    for t in metadata_from(node, [topic])["topics"]:
+        if t["name"] == topic:
+            return {p["partition"]: (p["leader"], p["error"]) for p in t["partitions"]}
+    return {}
+
+
+def test_a_stopped_broker_is_fenced_leaves_metadata_and_is_unfenced_when_it_continues(tmp_path):
+    """SIGSTOP a broker past broker.session.timeout.ms (3 s here): it is fenced, leaves
+    Metadata, and its partitions have no leader (error 5, LEADER_NOT_AVAILABLE: RF=1); after
+    SIGCONT it is unfenced and leads them again. When the stopped node is the active
+    controller, the other two also elect a new one."""
+    c = Cluster(tmp_path, extra=["--set", "broker.session.timeout.ms=3000",
+                                 "--set", "broker.heartbeat.interval.ms=300"]).start()
+    try:
+        nodes = c.nodes
+        create(nodes[1].bootstrap, "fencing", 6)
+        for node in nodes.values():
+            wait_for(lambda: len(partitions_of(node, "fencing")) == 6, 10, "the topic everywhere")
+        victim = 3
+        led = sorted(p for p, (leader, _) in partitions_of(nodes[1], "fencing").items() if leader == victim)
+        assert led, "the victim leads some partitions"
+        others = [nodes[1], nodes[2]]
+        nodes[victim].stop_process()
+        stopped = time.monotonic()
+        wait_for(lambda: all(broker_ids(n) == [1, 2] for n in others), 30, "the stopped broker fenced")
+        assert time.monotonic() - stopped >= 3.0, "fenced before its session timed out"
+        for node in others:
+            now = partitions_of(node, "fencing")
+            assert all(now[p] == (-1, 5) for p in led), now
+            assert controller_of(node) in (1, 2)
+        nodes[victim].continue_process()
+        wait_for(lambda: all(broker_ids(n) == [1, 2, 3] for n in nodes.values()), 30, "unfenced again")
+        wait_for(lambda: all(partitions_of(nodes[1], "fencing")[p] == (victim, 0) for p in led), 15,
+                 "the partitions led by it again")
+        # And they take writes: every partition, through one bootstrap address.
+        producer = Producer({"bootstrap.servers": nodes[1].bootstrap})
+        failures = []
+        for p in range(6):
+            producer.produce("fencing", value=b"after", partition=p,
+                             on_delivery=lambda err, m: err and failures.append(err))
+        assert producer.flush(30) == 0 and not failures, failures
+    finally:
+        c.stop()

@@ -38,6 +38,11 @@ pub struct BrokerConfig {
     pub retention_check_interval_ms: i64,
     /// Kafka's `group.initial.rebalance.delay.ms`.
     pub initial_rebalance_delay_ms: u64,
+    /// `broker.heartbeat.interval.ms` and `broker.session.timeout.ms` (a cluster's).
+    pub heartbeat_interval_ms: u64,
+    pub session_timeout_ms: u64,
+    /// `cpu.pinning`.
+    pub pin_cpus: bool,
     /// Kafka's `offsets.retention.minutes`, in milliseconds: committed offsets of groups
     /// without members expire this long after their last commit.
     pub offsets_retention_ms: u64,
@@ -125,6 +130,9 @@ impl BrokerConfig {
             cache_bytes: integer("log.cache.bytes")? as usize,
             retention_check_interval_ms: integer("log.retention.check.interval.ms")?,
             initial_rebalance_delay_ms: integer("group.initial.rebalance.delay.ms")? as u64,
+            heartbeat_interval_ms: integer("broker.heartbeat.interval.ms")? as u64,
+            session_timeout_ms: integer("broker.session.timeout.ms")? as u64,
+            pin_cpus: settings.get("cpu.pinning").trim() == "true",
             offsets_retention_ms,
             offsets_compact_bytes: integer("offsets.compact.bytes")? as u64,
             topic_defaults,

@@ -6,9 +6,11 @@
 //!
 //! Runs on: the controller thread, never a shard.
 
+pub mod liveness;
 pub mod log_file;
 pub mod log_store;
 pub mod network;
+pub mod proposer;
 pub mod protocol;
 pub mod quorum;
 pub mod state_machine;

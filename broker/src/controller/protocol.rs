@@ -34,6 +34,11 @@ pub enum Request {
         proposal: Proposal,
         forwarded: bool,
     },
+    /// A broker is alive (every `broker.heartbeat.interval.ms`), sent to the leader.
+    Heartbeat {
+        node: i32,
+        incarnation: [u8; 16],
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -45,6 +50,9 @@ pub enum Response {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
     Proposed(Result<Committed, ProposeError>),
+    /// `false`: this controller is not the leader (the broker asks again after its next
+    /// interval, of the leader it then knows).
+    Heartbeat(bool),
 }
 
 /// A proposal committed and applied on the leader: at which log index, and with what outcome.

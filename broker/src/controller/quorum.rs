@@ -12,12 +12,14 @@
 //! it (openraft's commit) and the leader applied it.
 //! Runs on: its own OS thread, never a shard. No glommio type comes here.
 
+use super::liveness::{self, Liveness};
 use super::log_store::LogStore;
-use super::network::{Network, Peer};
+use super::network::Network;
+use super::proposer::propose;
 use super::protocol::{self, Committed, ProposeError, Request, Response};
 use super::state_machine::{ImageCell, StateMachine};
 use super::types::{NodeId, Proposal, Raft};
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::error::{InitializeError, RaftError};
 use openraft::BasicNode;
 use std::collections::BTreeMap;
 use std::io;
@@ -25,12 +27,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
-/// How long a proposal may wait for a leader and a commit before the broker answers its
-/// client with a timeout.
-pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Raft timing: heartbeats every 250 ms, an election after 1-2 s without one (Kafka's
 /// `controller.quorum.election.timeout.ms` is 1 s).
 const HEARTBEAT_MS: u64 = 250;
@@ -46,6 +45,11 @@ pub struct QuorumConfig {
     pub listen: SocketAddr,
     /// `<data_dir>/__cluster_metadata`.
     pub dir: PathBuf,
+    /// This node's broker (id, incarnation), heartbeating every `heartbeat_interval`; a
+    /// broker silent for `session_timeout` is fenced by the leader.
+    pub broker: Option<(wire::ids::NodeId, [u8; 16])>,
+    pub heartbeat_interval: Duration,
+    pub session_timeout: Duration,
 }
 
 enum Command {
@@ -130,6 +134,7 @@ pub fn start(config: QuorumConfig) -> io::Result<ControllerHandle> {
     let (commands, receiver) = async_channel::bounded(1024);
     let (started, on_start) = std::sync::mpsc::channel::<io::Result<SocketAddr>>();
     let thread_status = status.clone();
+    let thread_images = images.clone();
     let thread = std::thread::Builder::new().name("controller".into()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(runtime) => runtime,
@@ -138,7 +143,15 @@ pub fn start(config: QuorumConfig) -> io::Result<ControllerHandle> {
                 return;
             }
         };
-        runtime.block_on(run(config, log, machine, receiver, thread_status, started));
+        runtime.block_on(run(
+            config,
+            log,
+            machine,
+            receiver,
+            thread_status,
+            thread_images,
+            started,
+        ));
     })?;
     let listen = match on_start.recv() {
         Ok(Ok(listen)) => listen,
@@ -160,6 +173,7 @@ async fn run(
     machine: StateMachine,
     commands: async_channel::Receiver<Command>,
     status: Arc<QuorumStatus>,
+    images: Arc<ImageCell>,
     started: std::sync::mpsc::Sender<io::Result<SocketAddr>>,
 ) {
     let listener = match TcpListener::bind(config.listen).await {
@@ -200,8 +214,27 @@ async fn run(
     }
     let _ = started.send(Ok(listen));
     tracing::info!(node = config.node_id, %listen, "controller started");
-    let accepting = tokio::spawn(accept(listener, raft.clone()));
-    let watching = tokio::spawn(watch_leader(raft.clone(), status));
+    let liveness = Arc::new(Liveness::default());
+    let mut tasks = vec![
+        tokio::spawn(accept(listener, raft.clone(), liveness.clone())),
+        tokio::spawn(watch_leader(raft.clone(), status)),
+        tokio::spawn(liveness::watch(
+            raft.clone(),
+            config.node_id,
+            images,
+            liveness.clone(),
+            config.session_timeout,
+        )),
+    ];
+    if let Some(broker) = config.broker {
+        tasks.push(tokio::spawn(liveness::heartbeat(
+            raft.clone(),
+            config.node_id,
+            broker,
+            liveness,
+            config.heartbeat_interval,
+        )));
+    }
     while let Ok(command) = commands.recv().await {
         match command {
             Command::Propose(proposal, reply) => {
@@ -212,8 +245,9 @@ async fn run(
             }
         }
     }
-    accepting.abort();
-    watching.abort();
+    for task in tasks {
+        task.abort();
+    }
     if let Err(error) = raft.shutdown().await {
         tracing::warn!(%error, "stopping Raft");
     }
@@ -231,11 +265,11 @@ async fn watch_leader(raft: Raft, status: Arc<QuorumStatus>) {
     }
 }
 
-async fn accept(listener: TcpListener, raft: Raft) {
+async fn accept(listener: TcpListener, raft: Raft, liveness: Arc<Liveness>) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                tokio::spawn(serve(stream, peer, raft.clone()));
+                tokio::spawn(serve(stream, peer, raft.clone(), liveness.clone()));
             }
             Err(error) => {
                 tracing::warn!(%error, "accepting a controller connection");
@@ -246,7 +280,7 @@ async fn accept(listener: TcpListener, raft: Raft) {
 }
 
 /// Answers one connection's requests in order, until it closes or sends what is not a request.
-async fn serve(mut stream: TcpStream, peer: SocketAddr, raft: Raft) {
+async fn serve(mut stream: TcpStream, peer: SocketAddr, raft: Raft, liveness: Arc<Liveness>) {
     let _ = stream.set_nodelay(true);
     loop {
         let request = match protocol::read::<Request, _>(&mut stream).await {
@@ -266,64 +300,17 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, raft: Raft) {
             Request::Propose { proposal, forwarded } => {
                 Response::Proposed(propose(&raft, proposal, forwarded).await)
             }
+            Request::Heartbeat { node, incarnation } => {
+                let leads = raft.metrics().borrow().state.is_leader();
+                if leads {
+                    liveness.heartbeat(node, incarnation);
+                }
+                Response::Heartbeat(leads)
+            }
         };
         if let Err(error) = protocol::write(&mut stream, &response).await {
             tracing::debug!(%peer, %error, "a controller connection closed while answering");
             return;
         }
     }
-}
-
-/// Commits `proposal`: on this node if it leads, else on the leader it names (once: a
-/// `forwarded` proposal is not passed on again), retrying while no leader is known, for up to
-/// `PROPOSE_TIMEOUT`.
-pub async fn propose(
-    raft: &Raft,
-    proposal: Proposal,
-    forwarded: bool,
-) -> Result<Committed, ProposeError> {
-    let deadline = Instant::now() + PROPOSE_TIMEOUT;
-    loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        // A leader cut off from the quorum keeps its entry pending: bounded by the deadline
-        // (the entry may still commit later, as with any timed-out Kafka request).
-        let written = tokio::time::timeout(remaining, raft.client_write(proposal.clone())).await;
-        let leader = match written {
-            Err(_) => break,
-            Ok(Ok(written)) => {
-                return Ok(Committed { index: written.log_id.index, applied: written.data });
-            }
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
-                forward.leader_node
-            }
-            Ok(Err(error)) => return Err(ProposeError::Failed(error.to_string())),
-        };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        match leader {
-            Some(_) if forwarded => {
-                return Err(ProposeError::NoLeader("this controller is not the leader".into()));
-            }
-            Some(node) => {
-                let request = Request::Propose { proposal: proposal.clone(), forwarded: true };
-                match Peer::new(node.addr.clone()).call(&request, remaining).await {
-                    Ok(Response::Proposed(Err(ProposeError::NoLeader(_)))) | Err(_) => {}
-                    Ok(Response::Proposed(answer)) => return answer,
-                    Ok(other) => {
-                        return Err(ProposeError::Failed(format!(
-                            "the leader answered out of turn: {other:?}"
-                        )))
-                    }
-                }
-            }
-            None => {}
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(ProposeError::Timeout(format!(
-        "no leader committed it within {} s",
-        PROPOSE_TIMEOUT.as_secs()
-    )))
 }

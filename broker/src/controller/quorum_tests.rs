@@ -40,6 +40,9 @@ impl Cluster {
             voters: self.voters.clone(),
             listen: self.voters[&id].parse().expect("address"),
             dir: self.base.join(format!("node-{id}")),
+            broker: None,
+            heartbeat_interval: Duration::from_secs(2),
+            session_timeout: Duration::from_secs(9),
         };
         self.nodes.insert(id, quorum::start(config).expect("controller starts"));
     }

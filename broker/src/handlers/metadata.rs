@@ -5,6 +5,7 @@
 use super::str_bytes;
 use crate::authorization::{self, authorized};
 use crate::error::{error_code, BrokerError};
+use crate::metadata::decide::NO_LEADER;
 use crate::metadata::decide::{CreateTopic, MetadataChange};
 use crate::metadata::internal::is_internal;
 use crate::metadata::validate_topic_name;
@@ -125,6 +126,11 @@ pub async fn handle<S: Storage>(
                         let mut partition = MetadataResponsePartition::default();
                         partition.partition_index = index as i32;
                         partition.leader_id = BrokerId(placement.leader.0);
+                        if placement.leader == NO_LEADER {
+                            // Its only in-sync replica is fenced: clients wait and ask again.
+                            partition.error_code =
+                                error_code(&BrokerError::LeaderNotAvailable(name.clone()));
+                        }
                         if version >= 7 {
                             partition.leader_epoch = placement.leader_epoch.0;
                         }

@@ -21,6 +21,10 @@ pub enum ApplyError {
     PartitionGap { topic: String, partition: i32, count: i32 },
     #[error("the cluster id is already {0}")]
     ClusterIdSet(String),
+    #[error("no broker {0} is registered")]
+    UnknownBroker(i32),
+    #[error("{0} has no partition {1}")]
+    UnknownPartition(String, i32),
 }
 
 /// The image after `record`.
@@ -85,9 +89,28 @@ pub fn apply(
             image.cluster_id = cluster_id.clone();
         }
         MetadataRecord::RegisterBroker { broker } => {
-            image
-                .brokers
-                .insert(broker.node, BrokerImage { registration: broker.clone(), fenced: false });
+            // A new broker serves at once; a fenced one registering again (a restart) stays
+            // fenced until its heartbeats unfence it, which also gives its partitions back.
+            let fenced = image.brokers.get(&broker.node).is_some_and(|known| known.fenced);
+            image.brokers.insert(broker.node, BrokerImage { registration: broker.clone(), fenced });
+        }
+        MetadataRecord::FenceBroker { node } | MetadataRecord::UnfenceBroker { node } => {
+            let broker = image.brokers.get_mut(node).ok_or(ApplyError::UnknownBroker(node.0))?;
+            broker.fenced = matches!(record, MetadataRecord::FenceBroker { .. });
+        }
+        MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+            let topic = image
+                .topics
+                .values_mut()
+                .find(|topic| topic.topic_id == *topic_id)
+                .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
+            let name = topic.name.clone();
+            let placement = usize::try_from(partition.0)
+                .ok()
+                .and_then(|index| topic.partitions.get_mut(index))
+                .ok_or(ApplyError::UnknownPartition(name, partition.0))?;
+            placement.leader = *leader;
+            placement.leader_epoch = *leader_epoch;
         }
         MetadataRecord::RemoveTopic { topic_id } => {
             let name = image

@@ -12,7 +12,7 @@ use super::topic_config::{
 };
 use crate::error::{BrokerError, Result};
 use std::collections::BTreeMap;
-use wire::ids::{LeaderEpoch, PartitionId};
+use wire::ids::{LeaderEpoch, NodeId, PartitionId};
 
 #[derive(Debug, Clone)]
 pub struct CreateTopic {
@@ -160,6 +160,58 @@ pub fn place(
         leader_epoch: LeaderEpoch(0),
         replicas: vec![leader.node],
     }
+}
+
+/// No leader (Kafka's -1): the partition's only in-sync replica is fenced.
+pub const NO_LEADER: NodeId = NodeId(-1);
+
+/// Fences `node` (its heartbeats stopped): it is marked fenced, and every partition it leads
+/// gets a new leader from its in-sync replicas, in the leader epoch after. Until replication
+/// (issue #16) a partition's only in-sync replica is its leader, so the partition is left
+/// without one (-1) until the broker is back, as Kafka does with no other in-sync replica;
+/// `unclean.leader.election.enable` would pick an out-of-sync replica, and there is none
+/// with data yet either. Nothing when the broker is unknown or fenced already.
+pub fn fence_broker(image: &MetadataImage, node: NodeId) -> Vec<MetadataRecord> {
+    if image.brokers.get(&node).is_none_or(|broker| broker.fenced) {
+        return Vec::new();
+    }
+    let mut records = vec![MetadataRecord::FenceBroker { node }];
+    for topic in image.topics.values() {
+        for (index, placement) in topic.partitions.iter().enumerate() {
+            if placement.leader == node {
+                records.push(MetadataRecord::PartitionChange {
+                    topic_id: topic.topic_id,
+                    partition: PartitionId(i32::try_from(index).unwrap_or(i32::MAX)),
+                    leader: NO_LEADER,
+                    leader_epoch: LeaderEpoch(placement.leader_epoch.0.saturating_add(1)),
+                });
+            }
+        }
+    }
+    records
+}
+
+/// Unfences `node` (its heartbeats are back): it is marked live, and every leaderless
+/// partition whose in-sync replica it is (its first replica, until replication) is led by it
+/// again, in the next leader epoch. Nothing when the broker is unknown or live already.
+pub fn unfence_broker(image: &MetadataImage, node: NodeId) -> Vec<MetadataRecord> {
+    if image.brokers.get(&node).is_none_or(|broker| !broker.fenced) {
+        return Vec::new();
+    }
+    let mut records = vec![MetadataRecord::UnfenceBroker { node }];
+    for topic in image.topics.values() {
+        for (index, placement) in topic.partitions.iter().enumerate() {
+            if placement.leader == NO_LEADER && placement.replicas.first() == Some(&node) {
+                records.push(MetadataRecord::PartitionChange {
+                    topic_id: topic.topic_id,
+                    partition: PartitionId(i32::try_from(index).unwrap_or(i32::MAX)),
+                    leader: node,
+                    leader_epoch: LeaderEpoch(placement.leader_epoch.0.saturating_add(1)),
+                });
+            }
+        }
+    }
+    records
 }
 
 /// Internal topics (`__consumer_offsets`) hold every group's offsets and are placed by a fixed

@@ -57,6 +57,9 @@ pub(crate) enum StoredRecord {
     BrokerConfig { resource: String, key: String, value: Option<String> },
     ClusterId { cluster_id: String },
     RegisterBroker { broker: StoredBroker },
+    FenceBroker { node: i32 },
+    UnfenceBroker { node: i32 },
+    PartitionChange { topic_id: TopicId, partition: i32, leader: i32, leader_epoch: i32 },
 }
 
 /// A broker registration as stored (also in `strata-metadata.json`'s snapshots).
@@ -123,6 +126,16 @@ impl From<&MetadataRecord> for StoredRecord {
             MetadataRecord::RegisterBroker { broker } => StoredRecord::RegisterBroker {
                 broker: StoredBroker::from_registration(&broker, false),
             },
+            MetadataRecord::FenceBroker { node } => StoredRecord::FenceBroker { node: node.0 },
+            MetadataRecord::UnfenceBroker { node } => StoredRecord::UnfenceBroker { node: node.0 },
+            MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+                StoredRecord::PartitionChange {
+                    topic_id,
+                    partition: partition.0,
+                    leader: leader.0,
+                    leader_epoch: leader_epoch.0,
+                }
+            }
         }
     }
 }
@@ -148,6 +161,20 @@ impl From<StoredRecord> for MetadataRecord {
             StoredRecord::ClusterId { cluster_id } => MetadataRecord::ClusterId { cluster_id },
             StoredRecord::RegisterBroker { broker } => {
                 MetadataRecord::RegisterBroker { broker: broker.into_registration().0 }
+            }
+            StoredRecord::FenceBroker { node } => {
+                MetadataRecord::FenceBroker { node: NodeId(node) }
+            }
+            StoredRecord::UnfenceBroker { node } => {
+                MetadataRecord::UnfenceBroker { node: NodeId(node) }
+            }
+            StoredRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+                MetadataRecord::PartitionChange {
+                    topic_id,
+                    partition: PartitionId(partition),
+                    leader: NodeId(leader),
+                    leader_epoch: LeaderEpoch(leader_epoch),
+                }
             }
         }
     }
@@ -194,6 +221,14 @@ mod tests {
             MetadataRecord::RemoveTopic { topic_id: [7; 16] },
             MetadataRecord::BrokerConfig { resource: "".into(), key: "k".into(), value: None },
             MetadataRecord::ClusterId { cluster_id: "c".into() },
+            MetadataRecord::FenceBroker { node: NodeId(3) },
+            MetadataRecord::UnfenceBroker { node: NodeId(3) },
+            MetadataRecord::PartitionChange {
+                topic_id: [7; 16],
+                partition: PartitionId(0),
+                leader: NodeId(-1),
+                leader_epoch: LeaderEpoch(4),
+            },
             MetadataRecord::RegisterBroker {
                 broker: BrokerRegistration {
                     node: NodeId(3),

@@ -8,7 +8,7 @@
 pub use super::image::BrokerRegistration;
 use super::image::TopicId;
 use super::placement::Placement;
-use wire::ids::PartitionId;
+use wire::ids::{LeaderEpoch, NodeId, PartitionId};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -29,4 +29,16 @@ pub enum MetadataRecord {
     /// A broker's registration (KIP-631's RegisterBrokerRecord): replaces an earlier one of
     /// the same node, and leaves it unfenced.
     RegisterBroker { broker: BrokerRegistration },
+    /// A broker missed its heartbeats (KIP-631's FenceBrokerRecord): it leaves Metadata and
+    /// leads nothing until unfenced.
+    FenceBroker { node: NodeId },
+    /// A fenced broker's heartbeats came back (UnfenceBrokerRecord).
+    UnfenceBroker { node: NodeId },
+    /// A partition's new leader and leader epoch (PartitionChangeRecord); -1 is no leader.
+    PartitionChange {
+        topic_id: TopicId,
+        partition: PartitionId,
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+    },
 }

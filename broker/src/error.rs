@@ -69,6 +69,12 @@ pub enum BrokerError {
     /// here either).
     #[error("this node does not lead {0}")]
     NotLeader(String),
+    /// The client's leader epoch for the partition is older than the partition's.
+    #[error("the leader epoch of {0} is newer than the one sent")]
+    FencedLeaderEpoch(String),
+    /// The client's leader epoch is newer than this broker knows.
+    #[error("the leader epoch sent for {0} is newer than this broker knows")]
+    UnknownLeaderEpoch(String),
     /// The partition has no leader now (its only in-sync replica is fenced).
     #[error("{0} has no leader now")]
     LeaderNotAvailable(String),
@@ -183,6 +189,8 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
         BrokerError::LeaderNotAvailable(_) => ResponseError::LeaderNotAvailable,
+        BrokerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
+        BrokerError::UnknownLeaderEpoch(_) => ResponseError::UnknownLeaderEpoch,
         BrokerError::Group(group) => group_error(group),
         BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,
         BrokerError::NoController(_) => ResponseError::NotController,

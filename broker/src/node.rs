@@ -253,6 +253,25 @@ impl<S: Storage> Node<S> {
         })
     }
 
+    /// Checks the leader epoch a client sent with a request for `partition` (Fetch v9+,
+    /// ListOffsets v4+; -1 is none) against the partition's: older is FENCED_LEADER_EPOCH (the
+    /// client's metadata is stale), newer is UNKNOWN_LEADER_EPOCH (this broker's is), as Kafka's
+    /// `Partition.checkCurrentLeaderEpoch`, and checked before leadership as there.
+    pub fn check_leader_epoch(&self, partition: &TopicPartition, epoch: i32) -> Result<()> {
+        if epoch < 0 {
+            return Ok(());
+        }
+        let image = self.metadata();
+        let Some(placement) = image.placement(partition) else { return Ok(()) };
+        match epoch.cmp(&placement.leader_epoch.0) {
+            std::cmp::Ordering::Less => Err(BrokerError::FencedLeaderEpoch(partition.to_string())),
+            std::cmp::Ordering::Greater => {
+                Err(BrokerError::UnknownLeaderEpoch(partition.to_string()))
+            }
+            std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
+
     /// The brokers clients may use: in a cluster the unfenced registered ones, else this one.
     pub fn brokers(&self) -> Vec<BrokerEndpoint> {
         if self.cluster.is_some() {

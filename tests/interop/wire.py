@@ -162,6 +162,38 @@ def fetch_v4_request(correlation_id, topic, partition, offset, max_wait_ms=100, 
     return frame(request_header_v1(FETCH, 4, correlation_id) + body)
 
 
+def fetch_v9_request(correlation_id, topic, partition, offset, current_leader_epoch=-1,
+                     max_wait_ms=100, partition_max_bytes=1024 * 1024):
+    """Fetch v9 (KIP-320: the partition carries the leader epoch the client knows)."""
+    partitions = [i32(partition) + i32(current_leader_epoch) + i64(offset) + i64(-1)
+                  + i32(partition_max_bytes)]
+    topics = [string(topic) + array(partitions)]
+    body = (i32(-1) + i32(max_wait_ms) + i32(1) + i32(16 * 1024 * 1024) + i8(0)
+            + i32(0) + i32(-1) + array(topics) + array([]))
+    return frame(request_header_v1(FETCH, 9, correlation_id) + body)
+
+
+def parse_fetch_v9_errors(body):
+    """Fetch v9 answer -> {(topic, partition): error_code}"""
+    r = Reader(body)
+    r.i32()  # throttle_time_ms
+    r.i16()  # error_code
+    r.i32()  # session_id
+    out = {}
+
+    def partition(r):
+        p, err = r.i32(), r.i16()
+        r.i64(), r.i64(), r.i64()  # high watermark, last stable offset, log start offset
+        r.array(lambda r: (r.i64(), r.i64()))  # aborted transactions
+        r.bytes_()
+        return p, err
+
+    for name, parts in r.array(lambda r: (r.string(), r.array(partition))):
+        for p, err in parts:
+            out[(name, p)] = err
+    return out
+
+
 # --- record batch v2 --------------------------------------------------------
 def encode_record(offset_delta, timestamp_delta, key, value, headers=()):
     body = bytearray()

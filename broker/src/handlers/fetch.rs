@@ -32,6 +32,8 @@ struct Wanted {
     partition: TopicPartition,
     offset: i64,
     partition_max_bytes: usize,
+    /// The leader epoch the client knows (v9+; -1: none, not checked).
+    current_leader_epoch: i32,
 }
 
 /// The partitions a fetch asks for, each once: a partition listed again is one partition, as
@@ -47,6 +49,7 @@ fn wanted_partitions(request: &FetchRequest) -> Vec<Wanted> {
                 partition: TopicPartition::new(topic.topic.0.to_string(), partition.partition),
                 offset: partition.fetch_offset,
                 partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
+                current_leader_epoch: partition.current_leader_epoch,
             })
         })
         .filter(|wanted| seen.insert(wanted.partition.clone()))
@@ -63,6 +66,7 @@ async fn read_one<S: Storage>(
         offset: Offset(wanted.offset),
         max_bytes,
     };
+    node.check_leader_epoch(&wanted.partition, wanted.current_leader_epoch)?;
     match node.partition_call(&wanted.partition, request).await? {
         PartitionResponse::Read(result) => result,
         _ => Err(unexpected()),

@@ -52,7 +52,10 @@ pub async fn handle<S: Storage>(
             let outcome = if context.api_version < newest_for {
                 Err(BrokerError::UnsupportedVersion("ListOffsets", context.api_version))
             } else {
-                list_offset(node, key, partition.timestamp).await
+                match node.check_leader_epoch(&key, partition.current_leader_epoch) {
+                    Ok(()) => list_offset(node, key, partition.timestamp).await,
+                    Err(error) => Err(error),
+                }
             };
             let mut entry = ListOffsetsPartitionResponse::default();
             entry.partition_index = index;

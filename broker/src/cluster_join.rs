@@ -11,7 +11,7 @@
 
 use crate::config::BrokerConfig;
 use crate::controller::protocol::ProposeError;
-use crate::controller::quorum::{self, ControllerHandle, QuorumConfig};
+use crate::controller::quorum::{self, ControllerHandle, Identity, QuorumConfig};
 use crate::controller::types::{Proposal, Refused};
 use crate::metadata::meta_properties::{self, MetaProperties};
 use crate::metadata::records::BrokerRegistration;
@@ -46,6 +46,9 @@ pub fn join(
         .map(|voter| (voter.id as u64, format!("{}:{}", voter.host, voter.port)))
         .collect();
     let incarnation = *uuid::Uuid::new_v4().as_bytes();
+    let identity = meta_properties::read(&config.data_dir)?;
+    // A new directory gets its id now: the quorum learns it with the registration.
+    let directory_id = identity.as_ref().map_or_else(store::random_id, |m| m.directory_id.clone());
     let quorum_config = QuorumConfig {
         node_id: config.node_id as u64,
         voters,
@@ -54,8 +57,11 @@ pub fn join(
         broker: Some((NodeId(config.node_id), incarnation)),
         heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
         session_timeout: Duration::from_millis(config.session_timeout_ms),
+        identity: Identity {
+            cluster_id: identity.as_ref().map(|m| m.cluster_id.clone()),
+            directory_id: directory_id.clone(),
+        },
     };
-    let identity = meta_properties::read(&config.data_dir)?;
     let handle = Arc::new(
         quorum::start(quorum_config).map_err(|e| format!("starting the controller: {e}"))?,
     );
@@ -82,13 +88,14 @@ pub fn join(
             &MetaProperties {
                 cluster_id: image.cluster_id.clone(),
                 node_id: config.node_id,
-                directory_id: store::random_id(),
+                directory_id: directory_id.clone(),
             },
         )?,
     }
     let registration = BrokerRegistration {
         node: NodeId(config.node_id),
         incarnation,
+        directory_id,
         host: config.advertise_host.clone(),
         port: u16::try_from(config.advertise_port)
             .map_err(|_| format!("advertised port {} is not a port", config.advertise_port))?,

@@ -279,3 +279,42 @@ def test_a_broker_that_does_not_lead_a_partition_says_so_and_clients_find_the_le
     finally:
         consumer.close()
     assert values == [b"by hand"] + [b"client %d" % i for i in range(20)]
+
+
+def refused_start(node, text):
+    """Starts `node` expecting it to refuse: it exits before 'ready', saying `text`."""
+    from conftest import BrokerStartError
+    with pytest.raises(BrokerStartError) as refused:
+        node.start(timeout=40)
+    message = str(refused.value)
+    assert "exited with code" in message and text in message, message
+    return message
+
+
+def test_another_clusters_data_directory_is_refused_and_does_not_vote(tmp_path):
+    import shutil
+    a = Cluster(tmp_path / "a").start()
+    b = Cluster(tmp_path / "b").start()
+    try:
+        a.nodes[1].terminate()
+        b.nodes[1].terminate()
+        shutil.rmtree(b.nodes[1].data_dir)
+        shutil.copytree(a.nodes[1].data_dir, b.nodes[1].data_dir)
+        refused_start(b.nodes[1], "this data directory belongs to cluster")
+        # Cluster b goes on with its other two voters, unaffected.
+        create(b.nodes[2].bootstrap, "b-still-works", 1)
+        assert broker_ids(b.nodes[3]) == [2, 3] or broker_ids(b.nodes[3]) == [1, 2, 3]
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_voter_whose_data_directory_was_wiped_is_refused_and_does_not_vote(cluster):
+    import shutil
+    node = cluster.nodes[2]
+    node.terminate()
+    shutil.rmtree(node.data_dir)
+    node.data_dir.mkdir()
+    refused_start(node, "was wiped or replaced")
+    assert not (node.data_dir / "__cluster_metadata" / "raft-state.json").exists(), "it voted"
+    create(cluster.nodes[1].bootstrap, "after-a-wipe", 1)

@@ -39,6 +39,11 @@ pub enum Request {
         node: i32,
         incarnation: [u8; 16],
     },
+    /// Which cluster the asked node is in, and the data directory it knows `node` by: a
+    /// starting voter asks before it votes (`quorum::check_identity`).
+    Identify {
+        node: i32,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -53,6 +58,12 @@ pub enum Response {
     /// `false`: this controller is not the leader (the broker asks again after its next
     /// interval, of the leader it then knows).
     Heartbeat(bool),
+    /// The cluster id ("" when none yet) and the directory id registered for the node asked
+    /// about, if any.
+    Identity {
+        cluster_id: String,
+        directory_id: Option<String>,
+    },
 }
 
 /// A proposal committed and applied on the leader: at which log index, and with what outcome.

@@ -14,7 +14,7 @@
 
 use super::liveness::{self, Liveness};
 use super::log_store::LogStore;
-use super::network::Network;
+use super::network::{Network, Peer};
 use super::proposer::propose;
 use super::protocol::{self, Committed, ProposeError, Request, Response};
 use super::state_machine::{ImageCell, StateMachine};
@@ -50,6 +50,16 @@ pub struct QuorumConfig {
     pub broker: Option<(wire::ids::NodeId, [u8; 16])>,
     pub heartbeat_interval: Duration,
     pub session_timeout: Duration,
+    /// This node's data directory, as its `meta.properties` says (checked against the quorum
+    /// before this node votes).
+    pub identity: Identity,
+}
+
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// `None` for a directory without `meta.properties` (new, or wiped).
+    pub cluster_id: Option<String>,
+    pub directory_id: String,
 }
 
 enum Command {
@@ -185,6 +195,20 @@ async fn run(
         }
     };
     let listen = listener.local_addr().unwrap_or(config.listen);
+    let liveness = Arc::new(Liveness::default());
+    let (raft_ready, raft_waiting) = tokio::sync::watch::channel::<Option<Raft>>(None);
+    let answering = Answering {
+        raft: raft_waiting,
+        liveness: liveness.clone(),
+        images: images.clone(),
+        identity: config.identity.clone(),
+    };
+    let accepting = tokio::spawn(accept(listener, answering));
+    if let Err(error) = check_identity(&config).await {
+        accepting.abort();
+        let _ = started.send(Err(error));
+        return;
+    }
     let raft = match raft_config() {
         Ok(raft_config) => {
             Raft::new(config.node_id, Arc::new(raft_config), Network, log, machine).await
@@ -214,9 +238,9 @@ async fn run(
     }
     let _ = started.send(Ok(listen));
     tracing::info!(node = config.node_id, %listen, "controller started");
-    let liveness = Arc::new(Liveness::default());
+    let _ = raft_ready.send(Some(raft.clone()));
     let mut tasks = vec![
-        tokio::spawn(accept(listener, raft.clone(), liveness.clone())),
+        accepting,
         tokio::spawn(watch_leader(raft.clone(), status)),
         tokio::spawn(liveness::watch(
             raft.clone(),
@@ -265,11 +289,29 @@ async fn watch_leader(raft: Raft, status: Arc<QuorumStatus>) {
     }
 }
 
-async fn accept(listener: TcpListener, raft: Raft, liveness: Arc<Liveness>) {
+/// What the listener's connections answer with: Raft (once it runs), the leader's liveness
+/// record, the applied image and this node's identity.
+#[derive(Clone)]
+struct Answering {
+    raft: tokio::sync::watch::Receiver<Option<Raft>>,
+    liveness: Arc<Liveness>,
+    images: Arc<ImageCell>,
+    identity: Identity,
+}
+
+impl Answering {
+    /// Raft, once this node has passed its identity check and started it.
+    async fn raft(&mut self) -> Option<Raft> {
+        let ready = self.raft.wait_for(Option::is_some).await.ok()?;
+        ready.clone()
+    }
+}
+
+async fn accept(listener: TcpListener, answering: Answering) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                tokio::spawn(serve(stream, peer, raft.clone(), liveness.clone()));
+                tokio::spawn(serve(stream, peer, answering.clone()));
             }
             Err(error) => {
                 tracing::warn!(%error, "accepting a controller connection");
@@ -280,7 +322,7 @@ async fn accept(listener: TcpListener, raft: Raft, liveness: Arc<Liveness>) {
 }
 
 /// Answers one connection's requests in order, until it closes or sends what is not a request.
-async fn serve(mut stream: TcpStream, peer: SocketAddr, raft: Raft, liveness: Arc<Liveness>) {
+async fn serve(mut stream: TcpStream, peer: SocketAddr, mut answering: Answering) {
     let _ = stream.set_nodelay(true);
     loop {
         let request = match protocol::read::<Request, _>(&mut stream).await {
@@ -291,6 +333,27 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, raft: Raft, liveness: Ar
                 return;
             }
         };
+        if let Request::Identify { node } = request {
+            let (image, _) = answering.images.latest();
+            // Before its log is applied again, a restarting node knows its cluster from its
+            // directory.
+            let cluster_id = match (&image.cluster_id, &answering.identity.cluster_id) {
+                (id, _) if !id.is_empty() => id.clone(),
+                (_, Some(own)) => own.clone(),
+                _ => String::new(),
+            };
+            let directory_id = image
+                .brokers
+                .get(&wire::ids::NodeId(node))
+                .map(|broker| broker.registration.directory_id.clone());
+            let response = Response::Identity { cluster_id, directory_id };
+            if protocol::write(&mut stream, &response).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let Some(raft) = answering.raft().await else { return };
+        let liveness = &answering.liveness;
         let response = match request {
             Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
             Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
@@ -307,10 +370,90 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, raft: Raft, liveness: Ar
                 }
                 Response::Heartbeat(leads)
             }
+            Request::Identify { .. } => continue,
         };
         if let Err(error) = protocol::write(&mut stream, &response).await {
             tracing::debug!(%peer, %error, "a controller connection closed while answering");
             return;
         }
     }
+}
+
+/// How often a voter still waiting to check its identity says so.
+const IDENTITY_REPORT_SECS: u64 = 10;
+
+/// Before this node votes: asks the other voters which cluster they are in and which data
+/// directory they know this node by, and refuses to start when this directory belongs to
+/// another cluster, or is not the one the quorum registered for this node (a wiped or
+/// replaced voter directory: voting as its old self with an empty log could elect a leader
+/// that lost committed entries; KIP-853's guard). Waits until a voter that knows the cluster
+/// answers, or, for a cluster not formed yet, until a majority (with this node) answered.
+async fn check_identity(config: &QuorumConfig) -> io::Result<()> {
+    let peers: Vec<(NodeId, String)> = config
+        .voters
+        .iter()
+        .filter(|(id, _)| **id != config.node_id)
+        .map(|(id, address)| (*id, address.clone()))
+        .collect();
+    let majority = config.voters.len() / 2 + 1;
+    let me = i32::try_from(config.node_id).unwrap_or(i32::MAX);
+    let started = std::time::Instant::now();
+    let mut reported = std::time::Instant::now();
+    while !peers.is_empty() {
+        let mut answered = 1;
+        let mut formed = false;
+        for (id, address) in &peers {
+            let request = Request::Identify { node: me };
+            let Ok(Response::Identity { cluster_id, directory_id }) =
+                Peer::new(address.clone()).call(&request, Duration::from_secs(1)).await
+            else {
+                continue;
+            };
+            answered += 1;
+            if cluster_id.is_empty() {
+                continue;
+            }
+            formed = true;
+            if let Some(own) = &config.identity.cluster_id {
+                if *own != cluster_id {
+                    return Err(refused(format!(
+                        "this data directory belongs to cluster {own}, but voter {id} is in \
+                         cluster {cluster_id}: it is another cluster's directory (or the \
+                         voters name another cluster); not starting, and not voting"
+                    )));
+                }
+            }
+            if let Some(known) = directory_id {
+                if known != config.identity.directory_id {
+                    return Err(refused(format!(
+                        "the quorum knows node {} by data directory {known}, but this one is {} \
+                         ({}): the voter's directory was wiped or replaced, and a voter must not \
+                         vote as its old self with an empty log (Raft safety, KIP-853); restore \
+                         its directory, or give the node a new node.id",
+                        config.node_id,
+                        config.identity.directory_id,
+                        if config.identity.cluster_id.is_some() { "replaced" } else { "new" },
+                    )));
+                }
+            }
+        }
+        if formed || answered >= majority {
+            return Ok(());
+        }
+        if reported.elapsed() >= Duration::from_secs(IDENTITY_REPORT_SECS) {
+            tracing::warn!(
+                seconds = started.elapsed().as_secs(),
+                answered,
+                voters = config.voters.len(),
+                "waiting for other voters before voting (identity check)"
+            );
+            reported = std::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(())
+}
+
+fn refused(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
 }

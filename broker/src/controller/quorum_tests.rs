@@ -28,14 +28,27 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&base);
         let voters = (1..=count).map(|id| (id, free_port().to_string())).collect();
         let mut cluster = Cluster { base, voters, nodes: BTreeMap::new() };
-        for id in 1..=count {
-            cluster.start(id);
-        }
+        // Together: a voter starts once a majority answers its identity check.
+        let started: Vec<(u64, ControllerHandle)> = std::thread::scope(|scope| {
+            let starting: Vec<_> = (1..=count)
+                .map(|id| {
+                    let config = cluster.config(id);
+                    scope.spawn(move || (id, quorum::start(config).expect("controller starts")))
+                })
+                .collect();
+            starting.into_iter().map(|t| t.join().expect("start thread")).collect()
+        });
+        cluster.nodes.extend(started);
         cluster
     }
 
     fn start(&mut self, id: u64) {
-        let config = QuorumConfig {
+        let config = self.config(id);
+        self.nodes.insert(id, quorum::start(config).expect("controller starts"));
+    }
+
+    fn config(&self, id: u64) -> QuorumConfig {
+        QuorumConfig {
             node_id: id,
             voters: self.voters.clone(),
             listen: self.voters[&id].parse().expect("address"),
@@ -43,8 +56,8 @@ impl Cluster {
             broker: None,
             heartbeat_interval: Duration::from_secs(2),
             session_timeout: Duration::from_secs(9),
-        };
-        self.nodes.insert(id, quorum::start(config).expect("controller starts"));
+            identity: super::quorum::Identity { cluster_id: None, directory_id: format!("d{id}") },
+        }
     }
 
     fn stop(&mut self, id: u64) {

@@ -81,6 +81,9 @@ pub struct BrokerRegistration {
     pub node: wire::ids::NodeId,
     /// A random id per process start (Kafka's incarnation id).
     pub incarnation: [u8; 16],
+    /// Its data directory's `directory.id` (`meta.properties`): a voter whose directory
+    /// differs from the one registered was wiped or replaced (KIP-853's guard).
+    pub directory_id: String,
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,

@@ -68,6 +68,7 @@ pub(crate) enum StoredRecord {
 pub(crate) struct StoredBroker {
     node: i32,
     incarnation: [u8; 16],
+    directory_id: String,
     host: String,
     port: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +83,7 @@ impl StoredBroker {
         StoredBroker {
             node: broker.node.0,
             incarnation: broker.incarnation,
+            directory_id: broker.directory_id.clone(),
             host: broker.host.clone(),
             port: broker.port,
             rack: broker.rack.clone(),
@@ -95,6 +97,7 @@ impl StoredBroker {
         let registration = BrokerRegistration {
             node: NodeId(self.node),
             incarnation: self.incarnation,
+            directory_id: self.directory_id,
             host: self.host,
             port: self.port,
             rack: self.rack,
@@ -233,6 +236,7 @@ mod tests {
                 broker: BrokerRegistration {
                     node: NodeId(3),
                     incarnation: [9; 16],
+                    directory_id: "d".into(),
                     host: "127.0.0.1".into(),
                     port: 9092,
                     rack: Some("r1".into()),

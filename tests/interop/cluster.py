@@ -8,6 +8,21 @@ import time
 from conftest import Broker, BrokerStartError, _live_brokers, free_port, strata_bin
 
 
+def _bindable(port):
+    """No socket on this machine is in LISTEN state on `port` (/proc/net/tcp{,6}), which is
+    what a restart needs (connections of the dead process may linger in FIN_WAIT)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return False
+    return True
+
+
 class ClusterNode(Broker):
     def __init__(self, binary, workdir, node_id, cluster):
         super().__init__(binary, workdir)
@@ -21,6 +36,21 @@ class ClusterNode(Broker):
         cmd[cmd.index("--cores") + 1] = "1"
         cmd[cmd.index("--node-id") + 1] = str(self.node_id)
         return cmd + ["--set", "controller.quorum.voters=" + self.cluster.voters()] + self.cluster.extra
+
+    def wait_released(self, timeout=30.0):
+        """After a kill -9, waits (bounded) until nothing listens on this node's ports: the
+        kernel can hold a dead process's io_uring sockets open for a few seconds."""
+        deadline = time.monotonic() + timeout
+        ports = (self.port, self.admin_port, self.controller_port)
+        while time.monotonic() < deadline:
+            if all(_bindable(port) for port in ports):
+                return
+            time.sleep(0.1)
+        raise AssertionError("ports %r still held %.0f s after the kill" % (ports, timeout))
+
+    def restart_after_kill(self, timeout=60.0):
+        self.wait_released()
+        return self.start(timeout=timeout)
 
     def stop_process(self):
         """SIGSTOP: the process is frozen (no heartbeats, no answers) but keeps its sockets."""
@@ -48,6 +78,9 @@ class Cluster:
         """Starts the given nodes (all by default) at once (none is ready before a quorum is),
         then waits for each."""
         ids = list(ids or self.nodes)
+        for i in ids:
+            if self.nodes[i].starts:
+                self.nodes[i].wait_released()
         for i in ids:
             self.nodes[i].launch()
         try:

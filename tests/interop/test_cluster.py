@@ -132,7 +132,7 @@ def test_a_killed_controller_is_replaced_within_10s_and_catches_up_when_restarte
     for node in survivors:
         wait_for(lambda: leaders(node, "after-failover"), 10, "the topic on node %d" % node.node_id)
     # The killed node, restarted, catches up and serves the new topic's metadata.
-    nodes[leader].start(timeout=60)
+    nodes[leader].restart_after_kill()
     wait_for(lambda: leaders(nodes[leader], "after-failover"), 20, "the restarted node has the topic")
     assert sorted(b[0] for b in metadata_from(nodes[leader])["brokers"]) == [1, 2, 3]
 
@@ -284,6 +284,7 @@ def test_a_broker_that_does_not_lead_a_partition_says_so_and_clients_find_the_le
 def refused_start(node, text):
     """Starts `node` expecting it to refuse: it exits before 'ready', saying `text`."""
     from conftest import BrokerStartError
+    node.wait_released()
     with pytest.raises(BrokerStartError) as refused:
         node.start(timeout=40)
     message = str(refused.value)
@@ -318,3 +319,26 @@ def test_a_voter_whose_data_directory_was_wiped_is_refused_and_does_not_vote(clu
     refused_start(node, "was wiped or replaced")
     assert not (node.data_dir / "__cluster_metadata" / "raft-state.json").exists(), "it voted"
     create(cluster.nodes[1].bootstrap, "after-a-wipe", 1)
+
+
+def test_replication_factors_and_manual_assignments_across_brokers(cluster):
+    """CreateTopics and CreatePartitions with replica assignments naming other brokers are
+    led where assigned; a replication factor up to the broker count is placed on that many
+    brokers, with only the leader in sync until replication (issue #16); more is refused."""
+    from confluent_kafka.admin import NewPartitions
+    nodes = cluster.nodes
+    admin = AdminClient({"bootstrap.servers": nodes[1].bootstrap})
+    admin.create_topics([NewTopic("assigned", 3, replica_assignment=[[2], [3], [1]])])["assigned"].result(30)
+    wait_for(lambda: leaders(nodes[1], "assigned") == {0: 2, 1: 3, 2: 1}, 10, "assigned leaders")
+    admin.create_partitions([NewPartitions("assigned", 4, replica_assignment=[[3]])])["assigned"].result(30)
+    wait_for(lambda: leaders(nodes[2], "assigned") == {0: 2, 1: 3, 2: 1, 3: 3}, 10, "the new partition")
+    admin.create_topics([NewTopic("two-replicas", 3, 2)])["two-replicas"].result(30)
+    topic = wait_for(lambda: [t for t in metadata_from(nodes[3], ["two-replicas"])["topics"]
+                              if t["error"] == 0 and len(t["partitions"]) == 3], 10, "the topic")[0]
+    for p in topic["partitions"]:
+        assert len(p["replicas"]) == 2 and len(set(p["replicas"])) == 2, p
+        assert p["leader"] in p["replicas"] and p["isr"] == [p["leader"]], p
+    too_many = admin.create_topics([NewTopic("four-replicas", 1, 4)])["four-replicas"]
+    with pytest.raises(Exception) as refused:
+        too_many.result(30)
+    assert "INVALID_REPLICATION_FACTOR" in str(refused.value) or "replication factor" in str(refused.value)

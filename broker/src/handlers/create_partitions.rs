@@ -20,7 +20,7 @@ pub async fn handle<S: Storage>(
 ) -> CreatePartitionsResponse {
     let image = node.metadata();
     let mut early = Vec::new();
-    let mut changes: Vec<(String, i32, bool)> = Vec::new();
+    let mut changes: Vec<(String, i32, bool, Vec<Vec<i32>>)> = Vec::new();
     for topic in &request.topics {
         let name = topic.name.0.to_string();
         let duplicate = request.topics.iter().filter(|other| other.name == topic.name).count() > 1;
@@ -40,8 +40,10 @@ pub async fn handle<S: Storage>(
                         .enumerate()
                         .map(|(i, a)| (i as i32, a.broker_ids.iter().map(|id| id.0).collect()))
                         .collect();
-                    // The topic's replication factor: one replica per partition on one node.
-                    validate_assignments(&assignments, &[node.config.node_id], Some(1))
+                    // The topic's replication factor, on the brokers registered.
+                    let factor = existing.partitions.first().map_or(1, |p| p.replicas.len());
+                    let registered = super::create_topics::registered_ids(node);
+                    validate_assignments(&assignments, &registered, Some(factor))
                 }
             }
             _ => Ok(()),
@@ -49,7 +51,13 @@ pub async fn handle<S: Storage>(
         match checked {
             Ok(()) => {
                 early.push(None);
-                changes.push((name, topic.count, request.validate_only));
+                let assignments = topic
+                    .assignments
+                    .iter()
+                    .flatten()
+                    .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
+                    .collect();
+                changes.push((name, topic.count, request.validate_only, assignments));
             }
             Err(error) => early.push(Some(error)),
         }

@@ -28,13 +28,19 @@ fn resolved_partitions<S: Storage>(node: &Node<S>, topic: &CreatableTopic) -> i3
     }
 }
 
-/// The partition count of a topic created with a manual replica assignment, checked as Kafka
-/// does: the counts left to it (-1), then the assignments (partitions 0..n, brokers this
-/// cluster has registered: this node until the cluster exists).
+/// The brokers a manual assignment may name: the live registered ones (this node alone when
+/// it is a single node).
+pub(crate) fn registered_ids<S: Storage>(node: &Node<S>) -> Vec<i32> {
+    node.brokers().iter().map(|broker| broker.node.0).collect()
+}
+
+/// A topic created with a manual replica assignment, checked as Kafka does: the counts left
+/// to it (-1), then the assignments (partitions 0..n, brokers this cluster has registered);
+/// its partition count and each partition's replicas in partition order.
 fn manual_partitions<S: Storage>(
     node: &Node<S>,
     topic: &CreatableTopic,
-) -> Result<i32, BrokerError> {
+) -> Result<(i32, Vec<Vec<i32>>), BrokerError> {
     if topic.replication_factor != -1 {
         return Err(BrokerError::InvalidRequest(
             "A manual partition assignment was specified, but replication factor was not set \
@@ -53,16 +59,17 @@ fn manual_partitions<S: Storage>(
         .iter()
         .map(|a| (a.partition_index, a.broker_ids.iter().map(|id| id.0).collect()))
         .collect();
-    validate_assignments(&assignments, &[node.config.node_id], None)?;
+    validate_assignments(&assignments, &registered_ids(node), None)?;
     let count = assignments.len() as i32;
-    let mut ids: Vec<i32> = assignments.iter().map(|(partition, _)| *partition).collect();
-    ids.sort_unstable();
+    let mut sorted = assignments;
+    sorted.sort_unstable_by_key(|(partition, _)| *partition);
+    let ids: Vec<i32> = sorted.iter().map(|(partition, _)| *partition).collect();
     if ids != (0..count).collect::<Vec<_>>() {
         return Err(BrokerError::InvalidReplicaAssignment(
             "partitions should be a consecutive 0-based integer sequence".into(),
         ));
     }
-    Ok(count)
+    Ok((count, sorted.into_iter().map(|(_, replicas)| replicas).collect()))
 }
 
 fn requested_configs(topic: &CreatableTopic) -> BTreeMap<String, String> {
@@ -105,26 +112,33 @@ pub async fn handle<S: Storage>(
         let checked = if duplicate {
             Err(BrokerError::InvalidRequest("Duplicate topic name.".into()))
         } else if topic.assignments.is_empty() {
-            // A single node holds one replica of everything: factor 1, or -1 for the default.
-            if topic.replication_factor != -1 && topic.replication_factor != 1 {
+            // -1 is the default (1); a single node holds one replica of everything, and a
+            // cluster as many as it has live brokers (checked when decided).
+            let factor = i32::from(topic.replication_factor);
+            if factor == 0 || factor < -1 || (node.cluster.is_none() && factor > 1) {
                 Err(BrokerError::InvalidReplicationFactor(format!(
-                    "Unable to replicate the partition {} time(s): the cluster has 1 broker",
-                    topic.replication_factor
+                    "Unable to replicate the partition {factor} time(s): the cluster has {}",
+                    match node.brokers().len() {
+                        1 => "1 broker".to_string(),
+                        n => format!("{n} brokers"),
+                    }
                 )))
             } else {
-                Ok(partitions)
+                Ok((partitions, factor.max(1), Vec::new()))
             }
         } else {
-            manual_partitions(node, topic)
+            manual_partitions(node, topic).map(|(count, assigned)| (count, 1, assigned))
         };
         match checked {
-            Ok(partitions) => {
+            Ok((partitions, replication_factor, assignments)) => {
                 early.push(None);
                 creates.push(CreateTopic {
                     name,
                     partitions,
                     configs,
                     validate_only: request.validate_only,
+                    replication_factor,
+                    assignments,
                 });
             }
             Err(error) => early.push(Some(error)),
@@ -160,7 +174,8 @@ pub async fn handle<S: Storage>(
                     result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
                 }
                 result.num_partitions = meta.partition_count();
-                result.replication_factor = 1;
+                result.replication_factor =
+                    meta.partitions.first().map_or(1, |p| p.replicas.len() as i16);
                 result.configs = Some(described_configs(meta));
             } else if request.validate_only && version >= 5 {
                 // The topic it would be (Kafka's controller draws an id it never records).

@@ -47,6 +47,7 @@ async fn auto_create<S: Storage>(
             partitions: node.config.num_partitions,
             configs: Default::default(),
             validate_only: false,
+            ..Default::default()
         })
         .collect();
     let results = node.change_metadata(MetadataChange::CreateTopics(creates)).await;
@@ -136,7 +137,13 @@ pub async fn handle<S: Storage>(
                         }
                         let replicas: Vec<BrokerId> =
                             placement.replicas.iter().map(|node| BrokerId(node.0)).collect();
-                        partition.isr_nodes = replicas.clone();
+                        // Until replication (issue #16) only the leader is in sync; a
+                        // leaderless partition keeps its last in-sync replica, as Kafka does.
+                        partition.isr_nodes = if placement.leader == NO_LEADER {
+                            replicas.iter().take(1).copied().collect()
+                        } else {
+                            vec![BrokerId(placement.leader.0)]
+                        };
                         partition.replica_nodes = replicas;
                         partition
                     })

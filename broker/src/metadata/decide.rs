@@ -14,12 +14,17 @@ use crate::error::{BrokerError, Result};
 use std::collections::BTreeMap;
 use wire::ids::{LeaderEpoch, NodeId, PartitionId};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CreateTopic {
     pub name: String,
     pub partitions: i32,
     pub configs: BTreeMap<String, String>,
     pub validate_only: bool,
+    /// Replicas per partition (0 or less: 1), placed on that many live brokers.
+    pub replication_factor: i32,
+    /// A manual assignment (checked by `validate_assignments`): partition `i`'s replicas,
+    /// the first its leader. Empty: placed automatically.
+    pub assignments: Vec<Vec<i32>>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,7 +42,8 @@ pub enum MetadataChange {
     CreateTopics(Vec<CreateTopic>),
     DeleteTopics(Vec<String>),
     /// (topic, new partition count, validate only).
-    CreatePartitions(Vec<(String, i32, bool)>),
+    /// (topic, new partition count, validate only, the new partitions' manual assignments).
+    CreatePartitions(Vec<(String, i32, bool, Vec<Vec<i32>>)>),
     /// (topic, edit, validate only).
     AlterConfigs(Vec<(String, ConfigEdit, bool)>),
     /// The node that received it, and (BROKER resource name: a node id or "" for the cluster
@@ -119,11 +125,22 @@ pub fn create_topic(
         return Err(partition_count_error(create.partitions));
     }
     validate_topic_configs(&create.configs)?;
+    let factor = create.replication_factor.max(1);
+    let brokers = image.live_brokers().count();
+    if create.assignments.is_empty() && factor > 1 && factor as usize > brokers {
+        return Err(BrokerError::InvalidReplicationFactor(format!(
+            "Unable to replicate the partition {factor} time(s): The target replication factor \
+             of {factor} cannot be reached because only {brokers} broker(s) are registered."
+        )));
+    }
     let mut records = vec![MetadataRecord::Topic { name: create.name.clone(), topic_id }];
     records.extend((0..create.partitions).map(|partition| MetadataRecord::Partition {
         topic_id,
         partition: PartitionId(partition),
-        placement: place(policy, image, &create.name, partition),
+        placement: match usize::try_from(partition).ok().and_then(|i| create.assignments.get(i)) {
+            Some(replicas) => assigned(policy, image, &create.name, partition, replicas),
+            None => place(policy, image, &create.name, partition, factor),
+        },
     }));
     records.extend(create.configs.iter().map(|(key, value)| MetadataRecord::TopicConfig {
         topic: create.name.clone(),
@@ -142,6 +159,7 @@ pub fn place(
     image: &MetadataImage,
     topic: &str,
     partition: i32,
+    factor: i32,
 ) -> Placement {
     let brokers: Vec<&BrokerRegistration> = image.live_brokers().collect();
     if brokers.is_empty() {
@@ -158,7 +176,36 @@ pub fn place(
             usize::from(leader.shards).clamp(1, shard::runtime::SHARDS_MAX),
         ),
         leader_epoch: LeaderEpoch(0),
-        replicas: vec![leader.node],
+        // The next brokers in turn hold the other replicas (followers: issue #16).
+        replicas: (0..factor.max(1) as usize)
+            .map(|k| brokers[(turn + k) % brokers.len()].node)
+            .take(brokers.len())
+            .collect(),
+    }
+}
+
+/// A manually assigned partition: led by its first replica, on a shard of that broker's.
+fn assigned(
+    policy: PlacementPolicy,
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    replicas: &[i32],
+) -> Placement {
+    let leader = NodeId(replicas.first().copied().unwrap_or(policy.node.0));
+    let shards = match image.brokers.get(&leader) {
+        Some(broker) => usize::from(broker.registration.shards),
+        None => policy.shard_count,
+    };
+    Placement {
+        leader,
+        shard: shard::runtime::shard_of(
+            topic,
+            partition,
+            shards.clamp(1, shard::runtime::SHARDS_MAX),
+        ),
+        leader_epoch: LeaderEpoch(0),
+        replicas: replicas.iter().copied().map(NodeId).collect(),
     }
 }
 
@@ -240,6 +287,7 @@ pub fn create_partitions(
     name: &str,
     count: i32,
     policy: PlacementPolicy,
+    assignments: &[Vec<i32>],
 ) -> Result<Vec<MetadataRecord>> {
     refuse_internal(name, "given more partitions")?;
     let topic =
@@ -251,11 +299,19 @@ pub fn create_partitions(
              {PARTITIONS_PER_TOPIC_MAX})"
         )));
     }
+    // New partitions get the topic's replication factor (its first partition's).
+    let factor = topic.partitions.first().map_or(1, |p| p.replicas.len().max(1)) as i32;
     Ok((current..count)
-        .map(|partition| MetadataRecord::Partition {
-            topic_id: topic.topic_id,
-            partition: PartitionId(partition),
-            placement: place(policy, image, name, partition),
+        .map(|partition| {
+            let manual = usize::try_from(partition - current).ok().and_then(|i| assignments.get(i));
+            MetadataRecord::Partition {
+                topic_id: topic.topic_id,
+                partition: PartitionId(partition),
+                placement: match manual {
+                    Some(replicas) => assigned(policy, image, name, partition, replicas),
+                    None => place(policy, image, name, partition, factor),
+                },
+            }
         })
         .collect())
 }
@@ -472,6 +528,7 @@ mod tests {
             partitions,
             configs: BTreeMap::new(),
             validate_only: false,
+            ..Default::default()
         }
     }
 
@@ -528,8 +585,9 @@ mod tests {
     fn partitions_only_grow_and_configs_edit_by_difference() {
         let records = create_topic(&MetadataImage::default(), &create("t", 2), POLICY, [1; 16]);
         let image = apply_all(&MetadataImage::default(), &records.unwrap()).unwrap();
-        assert!(create_partitions(&image, "t", 2, POLICY).is_err());
-        let grown = apply_all(&image, &create_partitions(&image, "t", 5, POLICY).unwrap()).unwrap();
+        assert!(create_partitions(&image, "t", 2, POLICY, &[]).is_err());
+        let grown =
+            apply_all(&image, &create_partitions(&image, "t", 5, POLICY, &[]).unwrap()).unwrap();
         assert_eq!(grown.topic("t").unwrap().partition_count(), 5);
         let set = ConfigEdit::Incremental(vec![("retention.ms".into(), 0, Some("5".into()))]);
         let edited = apply_all(&grown, &alter_configs(&grown, "t", &set).unwrap()).unwrap();

@@ -27,7 +27,8 @@ pub enum MetadataRecord {
     /// from `kafka-storage format`; strata's nodes agree on it through the log instead).
     ClusterId { cluster_id: String },
     /// A broker's registration (KIP-631's RegisterBrokerRecord): replaces an earlier one of
-    /// the same node, and leaves it unfenced.
+    /// the same node; a new broker is unfenced, a fenced one stays fenced until its
+    /// heartbeats unfence it.
     RegisterBroker { broker: BrokerRegistration },
     /// A broker missed its heartbeats (KIP-631's FenceBrokerRecord): it leaves Metadata and
     /// leads nothing until unfenced.

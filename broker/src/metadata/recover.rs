@@ -105,6 +105,7 @@ pub fn recover(
             partitions,
             configs: BTreeMap::new(),
             validate_only: false,
+            ..Default::default()
         };
         let records = create_topic(&image, &create, policy, *uuid::Uuid::new_v4().as_bytes())
             .map_err(|error| format!("topic {name}: {error}"))?;

@@ -37,6 +37,7 @@ pub fn offsets_topic() -> CreateTopic {
         partitions: OFFSETS_TOPIC_PARTITIONS,
         configs,
         validate_only: false,
+        ..Default::default()
     }
 }
 

@@ -288,13 +288,19 @@ impl<S: Storage> MetadataService<S> {
                 .collect(),
             MetadataChange::CreatePartitions(changes) => changes
                 .into_iter()
-                .map(|(name, count, validate_only)| {
+                .map(|(name, count, validate_only, assignments)| {
                     let current =
                         pending.working.topic(&name).map_or(0, |topic| topic.partitions.len());
                     let after = (pending.working.partition_count() - current) as u64
                         + u64::from(count.max(0).unsigned_abs());
                     let outcome = fits_open_files(after).and_then(|()| {
-                        decide::create_partitions(&pending.working, &name, count, self.policy)
+                        decide::create_partitions(
+                            &pending.working,
+                            &name,
+                            count,
+                            self.policy,
+                            &assignments,
+                        )
                     });
                     pending.take(outcome, validate_only)
                 })

@@ -1,0 +1,1026 @@
+//! Seeded randomized test of the one state transition of cluster metadata
+//! (`broker::metadata::apply` and `apply_all`) and of the broker fencing decisions
+//! (`decide::fence_broker`, `decide::unfence_broker`), against a plain model written here with
+//! ordinary maps and vectors; the model never calls strata's `apply`.
+//!
+//! What it proves, for every seed:
+//! - a record the model accepts is applied: `apply` returns `Ok`, and the image equals the
+//!   model (topics by name and id, every partition's leader, shard, leader epoch and replicas,
+//!   topic configs, broker configs, brokers with their fenced flags, the cluster id) with
+//!   `version` one higher;
+//! - a record the model refuses (a partition of an unknown topic id, a partition index that
+//!   skips ahead, repeats or is negative, a taken topic name or id, a config or removal of an
+//!   unknown topic, a second different cluster id, fencing or unfencing an unregistered broker,
+//!   a change of an unknown partition) is refused with the error the model names, and the image
+//!   the test keeps still equals the model;
+//! - `apply_all` is atomic: a batch with one refused record in it fails with that record's
+//!   error, and a batch of accepted records gives the image that applying them one by one gives;
+//! - fencing a live broker gives records that, applied, mark it fenced and leave every
+//!   partition it led without a leader (-1) one leader epoch later; unfencing a fenced broker
+//!   gives leadership back to it on every leaderless partition whose first replica it is, one
+//!   epoch later; neither decides anything for an unregistered broker or one already in the
+//!   state asked for.
+//!
+//! Replay: a failure names its seed and step and the last few steps. `SEED=<n> cargo test -p
+//! broker --test metadata_apply_model` replays that one seed, and `SEEDS=<count>` runs seeds
+//! `0..count` (default `SEEDS_DEFAULT`, `STEPS_PER_SEED` steps each). A run of 50 seeds or
+//! more also checks that the workload still reaches every situation listed in `COVERAGE`.
+//!
+//! A second test, `the_comparison_tells_every_field_apart`, shows the checks can fail: an image
+//! one field away from the model (a `version` not bumped, a leader epoch not set, ...) is told
+//! apart from it.
+//!
+//! Where the documents leave room, the model takes `apply`'s documented side: a broker that
+//! registers again while fenced stays fenced (apply.rs says so and why; records.rs says a
+//! registration "leaves it unfenced"); a record that changes nothing (the same cluster id
+//! again, fencing a fenced broker, removing an absent config) is still applied and counted in
+//! `version`; a `PartitionChange` may name any leader and any epoch, as `apply` checks only
+//! that the partition exists (`decide` is where leaders are chosen).
+
+use broker::metadata::decide::{fence_broker, unfence_broker, NO_LEADER};
+use broker::metadata::image::{BrokerRegistration, TopicId};
+use broker::metadata::{apply, apply_all, ApplyError, MetadataImage, MetadataRecord, Placement};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use shard::runtime::ShardId;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::panic::AssertUnwindSafe;
+use wire::ids::{LeaderEpoch, NodeId, PartitionId};
+
+const STEPS_PER_SEED: usize = 200;
+const SEEDS_DEFAULT: u64 = 300;
+/// Steps shown in a failure message, most recent last.
+const TRACE_STEPS_MAX: usize = 12;
+/// Attempts to draw a record the model judges as wanted before using a fallback.
+const DRAWS_MAX: usize = 200;
+/// The leader a partition has when it has none, as the model spells it (Kafka's -1).
+const MODEL_NO_LEADER: i32 = -1;
+
+const TOPIC_NAMES: [&str; 6] = ["orders", "payments", "clicks", "audit", "logs", "events"];
+/// Topic records take ids `topic_id(1..=TOPIC_IDS)`; `topic_id(TOPIC_IDS + 1)` is never a
+/// topic's, so a record naming it is always of an unknown topic.
+const TOPIC_IDS: u8 = 9;
+const TOPIC_CONFIG_KEYS: [&str; 3] = ["retention.ms", "cleanup.policy", "segment.bytes"];
+const CONFIG_VALUES: [&str; 4] = ["1", "1000", "compact", "delete"];
+const BROKER_CONFIG_RESOURCES: [&str; 4] = ["", "0", "1", "2"];
+const BROKER_CONFIG_KEYS: [&str; 3] = ["log.retention.ms", "num.io.threads", "my.custom"];
+const CLUSTER_IDS: [&str; 3] = ["alpha", "beta", ""];
+/// Brokers `0..BROKER_NODES` may register; broker `BROKER_NODES` never does.
+const BROKER_NODES: i32 = 5;
+
+/// Every situation a default run must reach, so that a change to the generator cannot quietly
+/// stop testing one of them.
+const COVERAGE: &[&str] = &[
+    "Topic: applied",
+    "Partition: applied",
+    "TopicConfig: applied",
+    "RemoveTopic: applied",
+    "BrokerConfig: applied",
+    "ClusterId: applied",
+    "RegisterBroker: applied",
+    "RegisterBroker: a fenced broker registers again",
+    "FenceBroker: applied",
+    "UnfenceBroker: applied",
+    "PartitionChange: applied",
+    "Topic: name taken",
+    "Topic: id taken",
+    "Partition: unknown topic id",
+    "Partition: index skips ahead",
+    "Partition: index already taken",
+    "Partition: negative index",
+    "TopicConfig: unknown topic",
+    "RemoveTopic: unknown topic id",
+    "ClusterId: a different id is set",
+    "FenceBroker: unregistered broker",
+    "UnfenceBroker: unregistered broker",
+    "PartitionChange: unknown topic id",
+    "PartitionChange: index past the end",
+    "PartitionChange: negative index",
+    "fence decision: moves leadership",
+    "fence decision: broker led nothing",
+    "fence decision: unregistered broker",
+    "fence decision: broker already in that state",
+    "unfence decision: moves leadership",
+    "unfence decision: broker led nothing",
+    "unfence decision: unregistered broker",
+    "unfence decision: broker already in that state",
+    "batch: refused as a whole",
+    "batch: equals one record at a time",
+];
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ModelPartition {
+    leader: i32,
+    shard: u16,
+    leader_epoch: i32,
+    replicas: Vec<i32>,
+}
+
+impl ModelPartition {
+    fn observed(placement: &Placement) -> Self {
+        ModelPartition {
+            leader: placement.leader.0,
+            shard: placement.shard.0,
+            leader_epoch: placement.leader_epoch.0,
+            replicas: placement.replicas.iter().map(|node| node.0).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ModelTopic {
+    name: String,
+    partitions: Vec<ModelPartition>,
+    configs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+struct ModelBroker {
+    registration: BrokerRegistration,
+    fenced: bool,
+}
+
+/// What the image should be. Topics are keyed by id here (the image keys them by name), so
+/// the two do not share a lookup.
+#[derive(Debug, Clone, Default)]
+struct Model {
+    /// Records applied so far.
+    version: u64,
+    cluster_id: String,
+    topics: BTreeMap<TopicId, ModelTopic>,
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    brokers: BTreeMap<i32, ModelBroker>,
+}
+
+/// Why the model refuses a record: the error `apply` must return, and the situation's name.
+#[derive(Debug)]
+struct Refusal {
+    error: ApplyError,
+    why: &'static str,
+}
+
+fn refuse(error: ApplyError, why: &'static str) -> Result<(), Refusal> {
+    Err(Refusal { error, why })
+}
+
+impl Model {
+    fn id_of(&self, name: &str) -> Option<TopicId> {
+        self.topics.iter().find(|(_, topic)| topic.name == name).map(|(id, _)| *id)
+    }
+
+    fn partition_count(&self, topic_id: &TopicId) -> i32 {
+        self.topics.get(topic_id).map_or(0, |topic| topic.partitions.len() as i32)
+    }
+
+    /// Whether `record` fits the model, and if not, why.
+    fn verdict(&self, record: &MetadataRecord) -> Result<(), Refusal> {
+        match record {
+            MetadataRecord::Topic { name, topic_id } => {
+                if self.id_of(name).is_some() {
+                    return refuse(ApplyError::TopicExists(name.clone()), "Topic: name taken");
+                }
+                if self.topics.contains_key(topic_id) {
+                    return refuse(ApplyError::TopicExists(name.clone()), "Topic: id taken");
+                }
+            }
+            MetadataRecord::Partition { topic_id, partition, .. } => {
+                let Some(topic) = self.topics.get(topic_id) else {
+                    return refuse(
+                        ApplyError::UnknownTopicId(*topic_id),
+                        "Partition: unknown topic id",
+                    );
+                };
+                let count = topic.partitions.len() as i32;
+                let why = match partition.0 {
+                    index if index < 0 => "Partition: negative index",
+                    index if index < count => "Partition: index already taken",
+                    index if index > count => "Partition: index skips ahead",
+                    _ => return Ok(()),
+                };
+                let error = ApplyError::PartitionGap {
+                    topic: topic.name.clone(),
+                    partition: partition.0,
+                    count,
+                };
+                return refuse(error, why);
+            }
+            MetadataRecord::TopicConfig { topic, .. } => {
+                if self.id_of(topic).is_none() {
+                    return refuse(
+                        ApplyError::UnknownTopic(topic.clone()),
+                        "TopicConfig: unknown topic",
+                    );
+                }
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                if !self.topics.contains_key(topic_id) {
+                    return refuse(
+                        ApplyError::UnknownTopicId(*topic_id),
+                        "RemoveTopic: unknown topic id",
+                    );
+                }
+            }
+            MetadataRecord::ClusterId { cluster_id } => {
+                if !self.cluster_id.is_empty() && self.cluster_id != *cluster_id {
+                    return refuse(
+                        ApplyError::ClusterIdSet(self.cluster_id.clone()),
+                        "ClusterId: a different id is set",
+                    );
+                }
+            }
+            MetadataRecord::FenceBroker { node } | MetadataRecord::UnfenceBroker { node } => {
+                if !self.brokers.contains_key(&node.0) {
+                    let why = match record {
+                        MetadataRecord::FenceBroker { .. } => "FenceBroker: unregistered broker",
+                        _ => "UnfenceBroker: unregistered broker",
+                    };
+                    return refuse(ApplyError::UnknownBroker(node.0), why);
+                }
+            }
+            MetadataRecord::PartitionChange { topic_id, partition, .. } => {
+                let Some(topic) = self.topics.get(topic_id) else {
+                    return refuse(
+                        ApplyError::UnknownTopicId(*topic_id),
+                        "PartitionChange: unknown topic id",
+                    );
+                };
+                let error = ApplyError::UnknownPartition(topic.name.clone(), partition.0);
+                if partition.0 < 0 {
+                    return refuse(error, "PartitionChange: negative index");
+                }
+                if partition.0 as usize >= topic.partitions.len() {
+                    return refuse(error, "PartitionChange: index past the end");
+                }
+            }
+            MetadataRecord::BrokerConfig { .. } | MetadataRecord::RegisterBroker { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// The model after `record`, which `verdict` accepted.
+    fn apply(&mut self, record: &MetadataRecord) {
+        match record {
+            MetadataRecord::Topic { name, topic_id } => {
+                let topic = ModelTopic {
+                    name: name.clone(),
+                    partitions: Vec::new(),
+                    configs: BTreeMap::new(),
+                };
+                self.topics.insert(*topic_id, topic);
+            }
+            MetadataRecord::Partition { topic_id, placement, .. } => {
+                let topic = self.topics.get_mut(topic_id).expect("verdict: the topic exists");
+                topic.partitions.push(ModelPartition::observed(placement));
+            }
+            MetadataRecord::TopicConfig { topic, key, value } => {
+                let topic_id = self.id_of(topic).expect("verdict: the topic exists");
+                let configs = &mut self.topics.get_mut(&topic_id).expect("just found").configs;
+                match value {
+                    Some(value) => configs.insert(key.clone(), value.clone()),
+                    None => configs.remove(key),
+                };
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                self.topics.remove(topic_id);
+            }
+            MetadataRecord::BrokerConfig { resource, key, value } => match value {
+                Some(value) => {
+                    let configs = self.broker_configs.entry(resource.clone()).or_default();
+                    configs.insert(key.clone(), value.clone());
+                }
+                None => {
+                    if let Some(configs) = self.broker_configs.get_mut(resource) {
+                        configs.remove(key);
+                        if configs.is_empty() {
+                            self.broker_configs.remove(resource);
+                        }
+                    }
+                }
+            },
+            MetadataRecord::ClusterId { cluster_id } => self.cluster_id = cluster_id.clone(),
+            MetadataRecord::RegisterBroker { broker } => {
+                let fenced = self.brokers.get(&broker.node.0).is_some_and(|known| known.fenced);
+                self.brokers
+                    .insert(broker.node.0, ModelBroker { registration: broker.clone(), fenced });
+            }
+            MetadataRecord::FenceBroker { node } => {
+                self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = true;
+            }
+            MetadataRecord::UnfenceBroker { node } => {
+                self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = false;
+            }
+            MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+                let topic = self.topics.get_mut(topic_id).expect("verdict: the topic exists");
+                let placement = &mut topic.partitions[partition.0 as usize];
+                placement.leader = leader.0;
+                placement.leader_epoch = leader_epoch.0;
+            }
+        }
+        self.version += 1;
+    }
+
+    /// The model after fencing the live broker `node`: its partitions are left without a leader
+    /// in the next epoch. Returns how many partitions changed (one record each).
+    fn fence(&mut self, node: i32) -> usize {
+        self.brokers.get_mut(&node).expect("a registered broker").fenced = true;
+        let mut changed = 0;
+        for partition in self.topics.values_mut().flat_map(|topic| topic.partitions.iter_mut()) {
+            if partition.leader == node {
+                partition.leader = MODEL_NO_LEADER;
+                partition.leader_epoch += 1;
+                changed += 1;
+            }
+        }
+        self.version += 1 + changed as u64;
+        changed
+    }
+
+    /// The model after unfencing the fenced broker `node`: it leads again every leaderless
+    /// partition whose first replica it is, in the next epoch. Returns how many changed.
+    fn unfence(&mut self, node: i32) -> usize {
+        self.brokers.get_mut(&node).expect("a registered broker").fenced = false;
+        let mut changed = 0;
+        for partition in self.topics.values_mut().flat_map(|topic| topic.partitions.iter_mut()) {
+            if partition.leader == MODEL_NO_LEADER && partition.replicas.first() == Some(&node) {
+                partition.leader = node;
+                partition.leader_epoch += 1;
+                changed += 1;
+            }
+        }
+        self.version += 1 + changed as u64;
+        changed
+    }
+}
+
+/// The first way `image` differs from `model`, if any.
+fn compare(model: &Model, image: &MetadataImage) -> Result<(), String> {
+    if image.version != model.version {
+        return Err(format!(
+            "the image's version is {}, but the model counts {} applied records",
+            image.version, model.version
+        ));
+    }
+    if image.cluster_id != model.cluster_id {
+        return Err(format!(
+            "the cluster id is {:?}, the model's {:?}",
+            image.cluster_id, model.cluster_id
+        ));
+    }
+    if image.broker_configs != model.broker_configs {
+        return Err(format!(
+            "the broker configs are {:?}, the model's {:?}",
+            image.broker_configs, model.broker_configs
+        ));
+    }
+    compare_brokers(model, image)?;
+    compare_topics(model, image)
+}
+
+fn compare_brokers(model: &Model, image: &MetadataImage) -> Result<(), String> {
+    let registered: Vec<i32> = image.brokers.keys().map(|node| node.0).collect();
+    let expected: Vec<i32> = model.brokers.keys().copied().collect();
+    if registered != expected {
+        return Err(format!("the registered brokers are {registered:?}, the model's {expected:?}"));
+    }
+    for (node, broker) in &model.brokers {
+        let held = &image.brokers[&NodeId(*node)];
+        if held.registration != broker.registration {
+            return Err(format!(
+                "broker {node}'s registration is {:?}, the model's {:?}",
+                held.registration, broker.registration
+            ));
+        }
+        if held.fenced != broker.fenced {
+            return Err(format!(
+                "broker {node} is fenced: {}, in the model: {}",
+                held.fenced, broker.fenced
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn compare_topics(model: &Model, image: &MetadataImage) -> Result<(), String> {
+    for (key, topic) in &image.topics {
+        if *key != topic.name {
+            return Err(format!("the topic keyed {key:?} is named {:?}", topic.name));
+        }
+    }
+    let names: BTreeSet<&str> = image.topics.keys().map(String::as_str).collect();
+    let expected: BTreeSet<&str> = model.topics.values().map(|topic| topic.name.as_str()).collect();
+    if names != expected {
+        return Err(format!("the topics are {names:?}, the model's {expected:?}"));
+    }
+    for (topic_id, topic) in &model.topics {
+        let name = &topic.name;
+        let held = &image.topics[name];
+        if held.topic_id != *topic_id {
+            return Err(format!("{name}'s id is {:?}, the model's {topic_id:?}", held.topic_id));
+        }
+        if held.configs != topic.configs {
+            return Err(format!(
+                "{name}'s configs are {:?}, the model's {:?}",
+                held.configs, topic.configs
+            ));
+        }
+        let partitions: Vec<ModelPartition> =
+            held.partitions.iter().map(ModelPartition::observed).collect();
+        if partitions.len() != topic.partitions.len() {
+            return Err(format!(
+                "{name} has {} partitions, the model {}",
+                partitions.len(),
+                topic.partitions.len()
+            ));
+        }
+        let mut pairs = partitions.iter().zip(&topic.partitions).enumerate();
+        if let Some((index, (held, expected))) =
+            pairs.find(|(_, (held, expected))| held != expected)
+        {
+            return Err(format!("{name}-{index} is {held:?}, in the model {expected:?}"));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random records, valid and not
+
+fn topic_id(number: u8) -> TopicId {
+    let mut id = [0; 16];
+    id[0] = number;
+    id[15] = number.wrapping_mul(31);
+    id
+}
+
+/// A registered broker most of the time, else any node id (possibly unregistered).
+fn random_node(rng: &mut StdRng, model: &Model) -> i32 {
+    let registered: Vec<i32> = model.brokers.keys().copied().collect();
+    match registered.choose(rng) {
+        Some(node) if rng.gen_bool(0.7) => *node,
+        _ => rng.gen_range(0..=BROKER_NODES),
+    }
+}
+
+/// A known topic's id with `known_probability`, else an id that may or may not be known.
+fn random_topic_id(rng: &mut StdRng, model: &Model, known_probability: f64) -> TopicId {
+    let known: Vec<TopicId> = model.topics.keys().copied().collect();
+    match known.choose(rng) {
+        Some(topic_id) if rng.gen_bool(known_probability) => *topic_id,
+        _ => topic_id(rng.gen_range(1..=TOPIC_IDS + 1)),
+    }
+}
+
+fn random_topic_name(rng: &mut StdRng, model: &Model) -> String {
+    let known: Vec<&str> = model.topics.values().map(|topic| topic.name.as_str()).collect();
+    match known.choose(rng) {
+        Some(name) if rng.gen_bool(0.8) => name.to_string(),
+        _ => TOPIC_NAMES.choose(rng).expect("names").to_string(),
+    }
+}
+
+fn random_placement(rng: &mut StdRng, model: &Model) -> Placement {
+    let replica_count = match rng.gen_range(0..20) {
+        0 => 0,
+        1..=12 => 1,
+        13..=17 => 2,
+        _ => 3,
+    };
+    let mut replicas = Vec::new();
+    for _ in 0..10 {
+        let node = random_node(rng, model);
+        if replicas.len() < replica_count && !replicas.contains(&node) {
+            replicas.push(node);
+        }
+    }
+    let leader = match replicas.first() {
+        Some(first) if rng.gen_bool(0.85) => *first,
+        _ if rng.gen_bool(0.3) => MODEL_NO_LEADER,
+        _ => random_node(rng, model),
+    };
+    Placement {
+        leader: NodeId(leader),
+        shard: ShardId(rng.gen_range(0..4)),
+        leader_epoch: LeaderEpoch(rng.gen_range(0..5)),
+        replicas: replicas.into_iter().map(NodeId).collect(),
+    }
+}
+
+fn random_registration(rng: &mut StdRng) -> BrokerRegistration {
+    let node = rng.gen_range(0..BROKER_NODES);
+    BrokerRegistration {
+        node: NodeId(node),
+        incarnation: rng.gen(),
+        directory_id: format!("directory-{}", rng.gen_range(0..3)),
+        host: format!("broker-{node}.strata"),
+        port: rng.gen_range(9092..9096),
+        rack: ["a", "b"].choose(rng).filter(|_| rng.gen_bool(0.5)).map(|rack| rack.to_string()),
+        shards: rng.gen_range(1..=8),
+    }
+}
+
+fn random_topic(rng: &mut StdRng, model: &Model) -> MetadataRecord {
+    let free_names: Vec<&str> =
+        TOPIC_NAMES.iter().copied().filter(|name| model.id_of(name).is_none()).collect();
+    let free_ids: Vec<TopicId> =
+        (1..=TOPIC_IDS).map(topic_id).filter(|id| !model.topics.contains_key(id)).collect();
+    let name = match free_names.choose(rng) {
+        Some(name) if rng.gen_bool(0.75) => name,
+        _ => TOPIC_NAMES.choose(rng).expect("names"),
+    };
+    let topic_id = match free_ids.choose(rng) {
+        Some(topic_id) if rng.gen_bool(0.75) => *topic_id,
+        _ => topic_id(rng.gen_range(1..=TOPIC_IDS)),
+    };
+    MetadataRecord::Topic { name: name.to_string(), topic_id }
+}
+
+fn random_partition(rng: &mut StdRng, model: &Model) -> MetadataRecord {
+    let topic_id = random_topic_id(rng, model, 0.85);
+    let count = model.partition_count(&topic_id);
+    let partition = match rng.gen_range(0..10) {
+        0 => count + rng.gen_range(1..=3),
+        1 if count > 0 => rng.gen_range(0..count),
+        2 => -rng.gen_range(1..=2),
+        _ => count,
+    };
+    let placement = random_placement(rng, model);
+    MetadataRecord::Partition { topic_id, partition: PartitionId(partition), placement }
+}
+
+fn random_value(rng: &mut StdRng, set_probability: f64) -> Option<String> {
+    let value = CONFIG_VALUES.choose(rng).expect("values").to_string();
+    Some(value).filter(|_| rng.gen_bool(set_probability))
+}
+
+fn random_partition_change(rng: &mut StdRng, model: &Model) -> MetadataRecord {
+    let topic_id = random_topic_id(rng, model, 0.85);
+    let count = model.partition_count(&topic_id);
+    let partition = match rng.gen_range(0..10) {
+        0 => count,
+        1 => -1,
+        2 => count + 5,
+        _ if count > 0 => rng.gen_range(0..count),
+        _ => 0,
+    };
+    let leader = if rng.gen_bool(0.25) { MODEL_NO_LEADER } else { random_node(rng, model) };
+    let current_epoch = model
+        .topics
+        .get(&topic_id)
+        .and_then(|topic| topic.partitions.get(usize::try_from(partition).ok()?))
+        .map(|placement| placement.leader_epoch);
+    let leader_epoch = match current_epoch {
+        Some(epoch) if rng.gen_bool(0.7) => epoch + 1,
+        _ => rng.gen_range(0..20),
+    };
+    MetadataRecord::PartitionChange {
+        topic_id,
+        partition: PartitionId(partition),
+        leader: NodeId(leader),
+        leader_epoch: LeaderEpoch(leader_epoch),
+    }
+}
+
+/// Any record, drawn near the model's state so that both verdicts are common.
+fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
+    match rng.gen_range(0..100) {
+        0..=11 => random_topic(rng, model),
+        12..=31 => random_partition(rng, model),
+        32..=41 => MetadataRecord::TopicConfig {
+            topic: random_topic_name(rng, model),
+            key: TOPIC_CONFIG_KEYS.choose(rng).expect("keys").to_string(),
+            value: random_value(rng, 0.7),
+        },
+        42..=46 => MetadataRecord::RemoveTopic { topic_id: random_topic_id(rng, model, 0.7) },
+        47..=54 => MetadataRecord::BrokerConfig {
+            resource: BROKER_CONFIG_RESOURCES.choose(rng).expect("resources").to_string(),
+            key: BROKER_CONFIG_KEYS.choose(rng).expect("keys").to_string(),
+            value: random_value(rng, 0.6),
+        },
+        55..=58 => MetadataRecord::ClusterId {
+            cluster_id: CLUSTER_IDS.choose(rng).expect("ids").to_string(),
+        },
+        59..=68 => MetadataRecord::RegisterBroker { broker: random_registration(rng) },
+        69..=76 => MetadataRecord::FenceBroker { node: NodeId(random_node(rng, model)) },
+        77..=84 => MetadataRecord::UnfenceBroker { node: NodeId(random_node(rng, model)) },
+        _ => random_partition_change(rng, model),
+    }
+}
+
+/// A record the model accepts (`valid`) or refuses, with the model's verdict.
+fn judged_record(
+    rng: &mut StdRng,
+    model: &Model,
+    valid: bool,
+) -> (MetadataRecord, Result<(), Refusal>) {
+    for _ in 0..DRAWS_MAX {
+        let record = random_record(rng, model);
+        let verdict = model.verdict(&record);
+        if verdict.is_ok() == valid {
+            return (record, verdict);
+        }
+    }
+    // A broker config is always accepted; broker BROKER_NODES never registers.
+    let record = if valid {
+        MetadataRecord::BrokerConfig {
+            resource: String::new(),
+            key: "my.custom".into(),
+            value: Some("1".into()),
+        }
+    } else {
+        MetadataRecord::FenceBroker { node: NodeId(BROKER_NODES) }
+    };
+    let verdict = model.verdict(&record);
+    (record, verdict)
+}
+
+fn kind(record: &MetadataRecord) -> &'static str {
+    match record {
+        MetadataRecord::Topic { .. } => "Topic: applied",
+        MetadataRecord::Partition { .. } => "Partition: applied",
+        MetadataRecord::TopicConfig { .. } => "TopicConfig: applied",
+        MetadataRecord::RemoveTopic { .. } => "RemoveTopic: applied",
+        MetadataRecord::BrokerConfig { .. } => "BrokerConfig: applied",
+        MetadataRecord::ClusterId { .. } => "ClusterId: applied",
+        MetadataRecord::RegisterBroker { .. } => "RegisterBroker: applied",
+        MetadataRecord::FenceBroker { .. } => "FenceBroker: applied",
+        MetadataRecord::UnfenceBroker { .. } => "UnfenceBroker: applied",
+        MetadataRecord::PartitionChange { .. } => "PartitionChange: applied",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One seeded run
+
+struct Run {
+    rng: StdRng,
+    image: MetadataImage,
+    model: Model,
+    step: usize,
+    trace: VecDeque<String>,
+    coverage: BTreeMap<&'static str, u64>,
+}
+
+impl Run {
+    fn new(seed: u64) -> Self {
+        Run {
+            rng: StdRng::seed_from_u64(seed),
+            image: MetadataImage::default(),
+            model: Model::default(),
+            step: 0,
+            trace: VecDeque::new(),
+            coverage: BTreeMap::new(),
+        }
+    }
+
+    fn note(&mut self, what: String) {
+        if self.trace.len() == TRACE_STEPS_MAX {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(format!("step {}: {what}", self.step));
+    }
+
+    fn cover(&mut self, situation: &'static str) {
+        *self.coverage.entry(situation).or_default() += 1;
+    }
+
+    fn fail(&self, what: String) -> ! {
+        let trace: Vec<&str> = self.trace.iter().map(String::as_str).collect();
+        panic!("{what}\nlast steps, oldest first:\n  {}", trace.join("\n  "));
+    }
+
+    fn step_once(&mut self) {
+        match self.rng.gen_range(0..100) {
+            0..=69 => self.apply_one_record(),
+            70..=79 => self.fence_or_unfence_decision(true),
+            80..=89 => self.fence_or_unfence_decision(false),
+            90..=94 => self.batch_with_a_refused_record(),
+            _ => self.batch_of_accepted_records(),
+        }
+        if let Err(difference) = compare(&self.model, &self.image) {
+            self.fail(format!("after the step, {difference}"));
+        }
+    }
+
+    fn apply_one_record(&mut self) {
+        let record = random_record(&mut self.rng, &self.model);
+        let verdict = self.model.verdict(&record);
+        self.note(format!("apply {record:?}; the model: {verdict:?}"));
+        let reregisters_fenced = matches!(&record, MetadataRecord::RegisterBroker { broker }
+            if self.model.brokers.get(&broker.node.0).is_some_and(|known| known.fenced));
+        match (verdict, apply(self.image.clone(), &record)) {
+            (Ok(()), Ok(next)) => {
+                self.model.apply(&record);
+                if let Err(difference) = compare(&self.model, &next) {
+                    self.fail(format!("after applying {record:?}, {difference}"));
+                }
+                self.image = next;
+                self.cover(kind(&record));
+                if reregisters_fenced {
+                    self.cover("RegisterBroker: a fenced broker registers again");
+                }
+            }
+            (Ok(()), Err(error)) => {
+                self.fail(format!("the model accepts {record:?}, but apply refused it: {error}"))
+            }
+            (Err(refusal), Ok(_)) => self.fail(format!(
+                "the model refuses {record:?} ({}), but apply accepted it",
+                refusal.why
+            )),
+            (Err(refusal), Err(error)) => {
+                if error != refusal.error {
+                    self.fail(format!(
+                        "apply refused {record:?} with {error:?}; the model expected {:?}",
+                        refusal.error
+                    ));
+                }
+                self.cover(refusal.why);
+            }
+        }
+    }
+
+    /// A broker the decision would act on, most of the time, else any node id.
+    fn broker_to_decide_on(&mut self, fence: bool) -> i32 {
+        let candidates: Vec<i32> = self
+            .model
+            .brokers
+            .iter()
+            .filter(|(_, broker)| broker.fenced != fence)
+            .map(|(node, _)| *node)
+            .collect();
+        match candidates.choose(&mut self.rng) {
+            Some(node) if self.rng.gen_bool(0.7) => *node,
+            _ => self.rng.gen_range(0..=BROKER_NODES),
+        }
+    }
+
+    fn fence_or_unfence_decision(&mut self, fence: bool) {
+        let node = self.broker_to_decide_on(fence);
+        let (decision, decide): (&str, Decision) =
+            if fence { ("fence", fence_broker) } else { ("unfence", unfence_broker) };
+        let records = decide(&self.image, NodeId(node));
+        self.note(format!("{decision} broker {node}: {records:?}"));
+        let situation = match self.model.brokers.get(&node).map(|broker| broker.fenced) {
+            None => Some(if fence {
+                "fence decision: unregistered broker"
+            } else {
+                "unfence decision: unregistered broker"
+            }),
+            Some(fenced) if fenced == fence => Some(if fence {
+                "fence decision: broker already in that state"
+            } else {
+                "unfence decision: broker already in that state"
+            }),
+            Some(_) => None,
+        };
+        if let Some(situation) = situation {
+            if !records.is_empty() {
+                self.fail(format!("{decision} of broker {node} ({situation}) decided {records:?}"));
+            }
+            self.cover(situation);
+            return;
+        }
+        let mut expected = self.model.clone();
+        let changed = if fence { expected.fence(node) } else { expected.unfence(node) };
+        if records.len() != 1 + changed {
+            self.fail(format!(
+                "{decision} of broker {node} decided {} records, the model {} (the broker and \
+                 {changed} partitions): {records:?}",
+                records.len(),
+                1 + changed
+            ));
+        }
+        let next = match apply_all(&self.image, &records) {
+            Ok(next) => next,
+            Err(error) => self.fail(format!("{decision} of broker {node} does not apply: {error}")),
+        };
+        if let Err(difference) = compare(&expected, &next) {
+            self.fail(format!("after the {decision} of broker {node}, {difference}"));
+        }
+        self.image = next;
+        self.model = expected;
+        self.cover(match (fence, changed > 0) {
+            (true, true) => "fence decision: moves leadership",
+            (true, false) => "fence decision: broker led nothing",
+            (false, true) => "unfence decision: moves leadership",
+            (false, false) => "unfence decision: broker led nothing",
+        });
+    }
+
+    fn batch_with_a_refused_record(&mut self) {
+        let mut scratch = self.model.clone();
+        let mut batch = Vec::new();
+        for _ in 0..self.rng.gen_range(0..5) {
+            let (record, _) = judged_record(&mut self.rng, &scratch, true);
+            scratch.apply(&record);
+            batch.push(record);
+        }
+        let (refused, verdict) = judged_record(&mut self.rng, &scratch, false);
+        let refusal = verdict.expect_err("judged_record gives a refused record");
+        batch.push(refused);
+        // What follows the refused record does not matter: the batch stops there.
+        for _ in 0..self.rng.gen_range(0..4) {
+            batch.push(random_record(&mut self.rng, &scratch));
+        }
+        self.note(format!("apply_all {batch:?}; the model expects {:?}", refusal.error));
+        let before = self.image.clone();
+        match apply_all(&self.image, &batch) {
+            Ok(_) => self.fail(format!(
+                "apply_all accepted a batch with a refused record ({})",
+                refusal.why
+            )),
+            Err(error) if error != refusal.error => self.fail(format!(
+                "apply_all refused the batch with {error:?}; the model expected {:?}",
+                refusal.error
+            )),
+            Err(_) => {}
+        }
+        if self.image != before {
+            self.fail("a refused apply_all changed the image it was given".to_string());
+        }
+        self.cover("batch: refused as a whole");
+    }
+
+    fn batch_of_accepted_records(&mut self) {
+        let mut scratch = self.model.clone();
+        let mut batch = Vec::new();
+        for _ in 0..self.rng.gen_range(1..=8) {
+            let (record, _) = judged_record(&mut self.rng, &scratch, true);
+            scratch.apply(&record);
+            batch.push(record);
+        }
+        self.note(format!("apply_all {batch:?}"));
+        let batched = match apply_all(&self.image, &batch) {
+            Ok(next) => next,
+            Err(error) => {
+                self.fail(format!("apply_all refused a batch the model accepts: {error}"))
+            }
+        };
+        let one_at_a_time = batch.iter().try_fold(self.image.clone(), apply);
+        let one_at_a_time = match one_at_a_time {
+            Ok(next) => next,
+            Err(error) => self.fail(format!("apply refused a record the model accepts: {error}")),
+        };
+        if batched != one_at_a_time {
+            let difference = compare(&scratch, &batched).err().unwrap_or_default();
+            self.fail(format!(
+                "apply_all gives another image than one record at a time: {difference}"
+            ));
+        }
+        if let Err(difference) = compare(&scratch, &batched) {
+            self.fail(format!("after apply_all, {difference}"));
+        }
+        self.image = batched;
+        self.model = scratch;
+        self.cover("batch: equals one record at a time");
+    }
+}
+
+/// `decide::fence_broker` or `decide::unfence_broker`.
+type Decision = fn(&MetadataImage, NodeId) -> Vec<MetadataRecord>;
+
+/// A change to one field of an image, named.
+type ImageChange = (&'static str, fn(&mut MetadataImage));
+
+fn run_seed(seed: u64, step: &Cell<usize>) -> BTreeMap<&'static str, u64> {
+    let mut run = Run::new(seed);
+    for number in 1..=STEPS_PER_SEED {
+        step.set(number);
+        run.step = number;
+        run.step_once();
+    }
+    run.coverage
+}
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("SEED") {
+        Ok(seed) => vec![seed.parse().expect("SEED must be an integer")],
+        Err(_) => {
+            let count = std::env::var("SEEDS")
+                .ok()
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(SEEDS_DEFAULT);
+            (0..count).collect()
+        }
+    }
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
+        .unwrap_or_default()
+}
+
+#[test]
+fn randomized_records_change_the_image_exactly_as_the_model_says() {
+    assert_eq!(NO_LEADER, NodeId(MODEL_NO_LEADER), "no leader is Kafka's -1");
+    let seeds = seeds();
+    let mut coverage: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for &seed in &seeds {
+        let step = Cell::new(0);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| run_seed(seed, &step))) {
+            Ok(run) => {
+                for (situation, count) in run {
+                    *coverage.entry(situation).or_default() += count;
+                }
+            }
+            Err(panic) => panic!(
+                "seed {seed}, step {}: {}\nreplay with: SEED={seed} cargo test -p broker --test \
+                 metadata_apply_model",
+                step.get(),
+                panic_message(panic)
+            ),
+        }
+    }
+    eprintln!("{} seeds, {STEPS_PER_SEED} steps each: {coverage:?}", seeds.len());
+    if seeds.len() >= 50 {
+        for situation in COVERAGE {
+            assert!(
+                coverage.get(situation).is_some_and(|count| *count > 0),
+                "no seed reached `{situation}`: the workload lost coverage"
+            );
+        }
+    }
+}
+
+fn first_partition(image: &mut MetadataImage) -> &mut Placement {
+    let topic = image.topics.values_mut().next().expect("a topic");
+    topic.partitions.first_mut().expect("a partition")
+}
+
+/// The checks above are only as good as `compare`: each field it covers, changed in an image
+/// that otherwise equals the model, must be told apart. (This is what catches an `apply` that
+/// forgot to bump `version`, or to set a leader epoch.)
+#[test]
+fn the_comparison_tells_every_field_apart() {
+    let mut model = Model::default();
+    let records = [
+        MetadataRecord::ClusterId { cluster_id: "alpha".into() },
+        MetadataRecord::RegisterBroker {
+            broker: BrokerRegistration {
+                node: NodeId(1),
+                incarnation: [3; 16],
+                directory_id: "directory-0".into(),
+                host: "broker-1.strata".into(),
+                port: 9092,
+                rack: None,
+                shards: 2,
+            },
+        },
+        MetadataRecord::Topic { name: "orders".into(), topic_id: topic_id(1) },
+        MetadataRecord::Partition {
+            topic_id: topic_id(1),
+            partition: PartitionId(0),
+            placement: Placement {
+                leader: NodeId(1),
+                shard: ShardId(1),
+                leader_epoch: LeaderEpoch(0),
+                replicas: vec![NodeId(1)],
+            },
+        },
+        MetadataRecord::TopicConfig {
+            topic: "orders".into(),
+            key: "retention.ms".into(),
+            value: Some("1000".into()),
+        },
+        MetadataRecord::BrokerConfig {
+            resource: String::new(),
+            key: "num.io.threads".into(),
+            value: Some("8".into()),
+        },
+    ];
+    for record in &records {
+        assert!(model.verdict(record).is_ok(), "{record:?}");
+        model.apply(record);
+    }
+    let image = apply_all(&MetadataImage::default(), &records).expect("valid records");
+    assert_eq!(compare(&model, &image), Ok(()));
+    let changes: [ImageChange; 11] = [
+        ("version not bumped", |image| image.version -= 1),
+        ("cluster id", |image| image.cluster_id = "beta".into()),
+        ("broker config", |image| image.broker_configs.clear()),
+        ("fenced flag", |image| image.brokers.values_mut().for_each(|broker| broker.fenced = true)),
+        ("registration", |image| {
+            image.brokers.values_mut().for_each(|broker| broker.registration.port = 1)
+        }),
+        ("topic id", |image| {
+            image.topics.values_mut().for_each(|topic| topic.topic_id = topic_id(2))
+        }),
+        ("topic config", |image| image.topics.values_mut().for_each(|topic| topic.configs.clear())),
+        ("leader", |image| first_partition(image).leader = NO_LEADER),
+        ("leader epoch", |image| first_partition(image).leader_epoch = LeaderEpoch(1)),
+        ("replicas", |image| first_partition(image).replicas.clear()),
+        ("shard", |image| first_partition(image).shard = ShardId(0)),
+    ];
+    for (what, change) in changes {
+        let mut changed = image.clone();
+        change(&mut changed);
+        assert!(compare(&model, &changed).is_err(), "a changed {what} went unnoticed");
+    }
+}

@@ -308,7 +308,7 @@ start_broker() {
     "${cmd[@]}" </dev/null >>"$LOGS/strata.log" 2>&1 &
     BROKER_PID=$!
     deadline=$((SECONDS + 30))
-    until tail -c +"$((mark + 1))" "$LOGS/strata.log" | grep -qw ready; do
+    until tail -c +"$((mark + 1))" "$LOGS/strata.log" | grep -w ready >/dev/null; do
         if ! kill -0 "$BROKER_PID" 2>/dev/null; then
             tail -20 "$LOGS/strata.log" >&2
             die "strata exited before logging 'ready' ($LOGS/strata.log)"
@@ -357,11 +357,13 @@ first_failure() { # the first "### Test "NAME (SUBTEST)" failed at FILE:LINE:FN(
 # The sub-test lines of log $1 for sub-tests matching $2 ("[ FUNC:LINE: what ]" at the start,
 # "[ FUNC:LINE: what: PASS (1.23s) ]" or "...: SKIP: reason ]" at the end).
 sub_test_lines() { sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -F "[ " | grep -F -- "$2"; }
-# Whether a sub-test matching $2 ended with $3 (PASS or SKIP).
+# Whether a sub-test matching $2 ended with $3 (PASS or SKIP). Not `grep -q`: it stops reading
+# at the first match, and under pipefail the SIGPIPE of the greps before it (a log with many
+# matching lines) would fail the pipeline although a line matched.
 sub_tests_ended() {
     case $3 in
-    PASS) sub_test_lines "$1" "$2" | grep -qE ': PASS \([0-9.]+s\) \]$' ;;
-    *) sub_test_lines "$1" "$2" | grep -qE ': SKIP: .* \]$' ;;
+    PASS) sub_test_lines "$1" "$2" | grep -E ': PASS \([0-9.]+s\) \]$' >/dev/null ;;
+    *) sub_test_lines "$1" "$2" | grep -E ': SKIP: .* \]$' >/dev/null ;;
     esac
 }
 

@@ -32,6 +32,14 @@ pub fn join(
     shards: usize,
 ) -> Result<(Arc<ControllerHandle>, MetadataImage), String> {
     let cluster = &config.cluster;
+    let bits = crate::services::producer_ids::NODE_BITS;
+    if !(0..1 << bits).contains(&config.node_id) {
+        return Err(format!(
+            "node.id {}: a cluster node's id must be below {} (its producer ids carry it)",
+            config.node_id,
+            1 << bits
+        ));
+    }
     let (host, port) = cluster
         .controller_address()
         .ok_or("this build runs a controller on every node of a quorum (issue #15)")?;

@@ -126,7 +126,10 @@ impl<S: Storage> Node<S> {
             mesh.clone(),
         )));
         if mesh.id() == METADATA_SHARD {
-            let producer_ids = ProducerIdService::load(storage, &config.data_dir).await?;
+            let mut producer_ids = ProducerIdService::load(storage, &config.data_dir).await?;
+            if cluster.is_some() {
+                producer_ids = producer_ids.for_node(config.node_id)?;
+            }
             mesh.register(Rc::new(producer_ids));
         }
         Ok(Rc::new(Node {

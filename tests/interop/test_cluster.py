@@ -342,3 +342,25 @@ def test_replication_factors_and_manual_assignments_across_brokers(cluster):
     with pytest.raises(Exception) as refused:
         too_many.result(30)
     assert "INVALID_REPLICATION_FACTOR" in str(refused.value) or "replication factor" in str(refused.value)
+
+
+def init_producer_id(port, correlation_id):
+    """InitProducerId v1 by hand (no transactional id) -> (error, producer id, epoch)."""
+    body = wire.string(None) + wire.i32(60000)
+    request = wire.frame(wire.request_header_v1(22, 1, correlation_id) + body)
+    r = wire.Reader(wire.roundtrip(port, request))
+    r.i32()  # throttle_time_ms
+    return r.i16(), r.i64(), r.i16()
+
+
+def test_producer_ids_are_unique_across_brokers(cluster):
+    """Every broker hands out producer ids (InitProducerId goes to any broker): two brokers
+    must never give the same id, or two idempotent producers would share sequence numbers on
+    a partition and one's batches could be taken for the other's duplicates."""
+    ids = []
+    for node in cluster.nodes.values():
+        for attempt in range(3):
+            error, producer_id, epoch = init_producer_id(node.port, attempt)
+            assert error == 0 and producer_id >= 0 and epoch == 0, (node.node_id, error)
+            ids.append(producer_id)
+    assert len(set(ids)) == len(ids), ids

@@ -12,6 +12,13 @@
 //! current epoch gets the same id with the epoch plus one, and must restart its sequences at 0
 //! (the partitions fence the old epoch). An id that was never given out, or an epoch about to
 //! overflow, gets a fresh id with epoch 0.
+//!
+//! In a cluster every broker hands out ids, so each broker's are its own: the id is the
+//! directory's counter shifted left by `NODE_BITS` with the broker's node id in the low bits
+//! (`ProducerIdService::for_node`), unique across brokers without asking the controller.
+//! (Kafka asks its controller for blocks, ProducerIdsRecord; strata may move to that with
+//! transactions, #17: ids of either scheme never collide with the other's as long as the
+//! node ids stay below 2^NODE_BITS, which a cluster node checks at startup.)
 
 use crate::error::{BrokerError, Result};
 use crate::mesh::Service;
@@ -22,6 +29,8 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+/// Low bits of a cluster broker's producer ids that hold its node id.
+pub const NODE_BITS: u32 = 20;
 pub const PRODUCER_ID_BLOCK_FILE: &str = "producer-id-block";
 
 /// InitProducerId without a transactional id: the producer's current id and epoch (-1, -1 for
@@ -40,6 +49,8 @@ pub struct ProducerIdService<S: Storage> {
     block_end: Cell<i64>,
     /// Serializes allocations (a block write is awaited).
     lock: async_lock::Mutex<()>,
+    /// In a cluster, this broker's node id (the ids' low bits).
+    node: Option<i64>,
 }
 
 impl<S: Storage> ProducerIdService<S> {
@@ -63,12 +74,45 @@ impl<S: Storage> ProducerIdService<S> {
             next: Cell::new(block_end),
             block_end: Cell::new(block_end),
             lock: async_lock::Mutex::new(()),
+            node: None,
         })
+    }
+
+    /// A cluster broker's ids: its counter's values with `node` in the low `NODE_BITS` bits.
+    pub fn for_node(mut self, node: i32) -> Result<Self, String> {
+        if !(0..1 << NODE_BITS).contains(&node) {
+            return Err(format!(
+                "node.id {node}: a cluster node's id must be below {} (its producer ids carry it)",
+                1 << NODE_BITS
+            ));
+        }
+        self.node = Some(i64::from(node));
+        Ok(self)
+    }
+
+    /// The id clients see for counter value `raw`.
+    fn visible(&self, raw: i64) -> i64 {
+        match self.node {
+            Some(node) => (raw << NODE_BITS) | node,
+            None => raw,
+        }
+    }
+
+    /// The counter value of an id this directory gave out, if it is one of its ids.
+    fn counter_of(&self, id: i64) -> Option<i64> {
+        if id < 0 {
+            return None;
+        }
+        match self.node {
+            Some(node) => (id & ((1 << NODE_BITS) - 1) == node).then_some(id >> NODE_BITS),
+            None => Some(id),
+        }
     }
 
     async fn init(&self, request: InitProducerId) -> Result<(i64, i16)> {
         let _guard = self.lock.lock().await;
-        let given_out = request.producer_id >= 0 && request.producer_id < self.next.get();
+        let given_out =
+            self.counter_of(request.producer_id).is_some_and(|raw| raw < self.next.get());
         if given_out && (0..i16::MAX - 1).contains(&request.epoch) {
             return Ok((request.producer_id, request.epoch + 1));
         }
@@ -86,7 +130,7 @@ impl<S: Storage> ProducerIdService<S> {
             tracing::debug!(block_end, "reserved a block of producer ids");
         }
         self.next.set(id + 1);
-        Ok((id, 0))
+        Ok((self.visible(id), 0))
     }
 }
 

@@ -5,6 +5,7 @@ at a time (kill -9, SIGSTOP, restart on the same data directory and ports)."""
 import signal
 import time
 
+from clients import wait_until
 from conftest import Broker, BrokerStartError, _live_brokers, free_port, strata_bin
 
 
@@ -106,14 +107,5 @@ class Cluster:
 
 
 def wait_for(predicate, timeout, message, interval=0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # noqa: BLE001 - retried until the deadline
-            last = e
-        time.sleep(interval)
-    raise AssertionError("%s: not within %.0f s (last error: %r)" % (message, timeout, last))
+    """`clients.wait_until` with the arguments in the order these tests read best."""
+    return wait_until(predicate, timeout=timeout, interval=interval, message=message)

@@ -223,18 +223,7 @@ pub fn fence_broker(image: &MetadataImage, node: NodeId) -> Vec<MetadataRecord> 
         return Vec::new();
     }
     let mut records = vec![MetadataRecord::FenceBroker { node }];
-    for topic in image.topics.values() {
-        for (index, placement) in topic.partitions.iter().enumerate() {
-            if placement.leader == node {
-                records.push(MetadataRecord::PartitionChange {
-                    topic_id: topic.topic_id,
-                    partition: PartitionId(i32::try_from(index).unwrap_or(i32::MAX)),
-                    leader: NO_LEADER,
-                    leader_epoch: LeaderEpoch(placement.leader_epoch.0.saturating_add(1)),
-                });
-            }
-        }
-    }
+    records.extend(leaders_changed(image, |p| p.leader == node, NO_LEADER));
     records
 }
 
@@ -246,13 +235,26 @@ pub fn unfence_broker(image: &MetadataImage, node: NodeId) -> Vec<MetadataRecord
         return Vec::new();
     }
     let mut records = vec![MetadataRecord::UnfenceBroker { node }];
+    let leaderless_of_node =
+        |p: &Placement| p.leader == NO_LEADER && p.replicas.first() == Some(&node);
+    records.extend(leaders_changed(image, leaderless_of_node, node));
+    records
+}
+
+/// A `PartitionChange` to `leader`, in the next leader epoch, for every partition `moves`.
+fn leaders_changed(
+    image: &MetadataImage,
+    moves: impl Fn(&Placement) -> bool,
+    leader: NodeId,
+) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
     for topic in image.topics.values() {
         for (index, placement) in topic.partitions.iter().enumerate() {
-            if placement.leader == NO_LEADER && placement.replicas.first() == Some(&node) {
+            if moves(placement) {
                 records.push(MetadataRecord::PartitionChange {
                     topic_id: topic.topic_id,
                     partition: PartitionId(i32::try_from(index).unwrap_or(i32::MAX)),
-                    leader: node,
+                    leader,
                     leader_epoch: LeaderEpoch(placement.leader_epoch.0.saturating_add(1)),
                 });
             }

@@ -151,9 +151,12 @@ pub fn create_topic(
 }
 
 /// Where a new partition of `topic` goes in `image`: with no registered brokers (a single
-/// node), `initial`; in a cluster, on the live brokers in turn, from a start the topic's
-/// name chooses (so one topic's leaders cover every broker, and topics do not all start on
-/// the lowest id), on a shard of the leader's chosen as `initial` chooses on this node.
+/// node), `initial`; in a cluster, led by the live brokers in turn (rack by rack, see
+/// `rack_alternated`) from a start the topic's name chooses (so one topic's leaders cover
+/// every broker, and topics do not all start on the lowest id), on a shard of the leader's
+/// chosen as `initial` chooses on this node. Followers are the next brokers in turn whose
+/// rack holds no replica of the partition yet, then any (rack-aware when `broker.rack` is
+/// set: a partition spans as many racks as its replication factor allows).
 pub fn place(
     policy: PlacementPolicy,
     image: &MetadataImage,
@@ -161,13 +164,26 @@ pub fn place(
     partition: i32,
     factor: i32,
 ) -> Placement {
-    let brokers: Vec<&BrokerRegistration> = image.live_brokers().collect();
+    let brokers = rack_alternated(image.live_brokers().collect());
     if brokers.is_empty() {
         return policy.initial(topic, partition);
     }
     let start = crate::metadata::internal::java_string_hash(topic).unsigned_abs() as usize;
     let turn = start.wrapping_add(usize::try_from(partition).unwrap_or(0)) % brokers.len();
     let leader = brokers[turn];
+    let wanted = usize::try_from(factor.max(1)).unwrap_or(1).min(brokers.len());
+    let in_turn = || (0..brokers.len()).map(|k| brokers[(turn + k) % brokers.len()]);
+    let mut replicas: Vec<&BrokerRegistration> = vec![leader];
+    for broker in in_turn() {
+        if replicas.len() < wanted && replicas.iter().all(|chosen| chosen.rack != broker.rack) {
+            replicas.push(broker);
+        }
+    }
+    for broker in in_turn() {
+        if replicas.len() < wanted && !replicas.iter().any(|chosen| chosen.node == broker.node) {
+            replicas.push(broker);
+        }
+    }
     Placement {
         leader: leader.node,
         shard: shard::runtime::shard_of(
@@ -176,12 +192,24 @@ pub fn place(
             usize::from(leader.shards).clamp(1, shard::runtime::SHARDS_MAX),
         ),
         leader_epoch: LeaderEpoch(0),
-        // The next brokers in turn hold the other replicas (followers: issue #16).
-        replicas: (0..factor.max(1) as usize)
-            .map(|k| brokers[(turn + k) % brokers.len()].node)
-            .take(brokers.len())
-            .collect(),
+        // Followers copy the leader in issue #16.
+        replicas: replicas.iter().map(|broker| broker.node).collect(),
     }
+}
+
+/// The brokers ordered rack by rack (Kafka's rack-alternated list): the first broker of each
+/// rack in rack order, then the second of each, and so on; brokers without a rack count as
+/// one rack. With no racks set this is the brokers by id.
+fn rack_alternated(brokers: Vec<&BrokerRegistration>) -> Vec<&BrokerRegistration> {
+    let mut racks: BTreeMap<Option<&str>, Vec<&BrokerRegistration>> = BTreeMap::new();
+    for broker in brokers {
+        racks.entry(broker.rack.as_deref()).or_default().push(broker);
+    }
+    let deepest = racks.values().map(Vec::len).max().unwrap_or(0);
+    (0..deepest)
+        .flat_map(|depth| racks.values().filter_map(move |rack| rack.get(depth)))
+        .copied()
+        .collect()
 }
 
 /// A manually assigned partition: led by its first replica, on a shard of that broker's.
@@ -531,6 +559,62 @@ mod tests {
             configs: BTreeMap::new(),
             validate_only: false,
             ..Default::default()
+        }
+    }
+
+    /// An image with brokers 1.. registered on the given racks.
+    fn brokers_on_racks(racks: &[Option<&str>]) -> MetadataImage {
+        let records: Vec<MetadataRecord> = racks
+            .iter()
+            .enumerate()
+            .map(|(index, rack)| MetadataRecord::RegisterBroker {
+                broker: BrokerRegistration {
+                    node: NodeId(index as i32 + 1),
+                    incarnation: [index as u8; 16],
+                    directory_id: format!("dir-{index}"),
+                    host: "127.0.0.1".into(),
+                    port: 9000 + index as u16,
+                    rack: rack.map(String::from),
+                    shards: 2,
+                },
+            })
+            .collect();
+        apply_all(&MetadataImage::default(), &records).unwrap()
+    }
+
+    #[test]
+    fn placement_spreads_leaders_evenly_and_replicas_over_racks() {
+        let rack_of =
+            |image: &MetadataImage, node: &NodeId| image.brokers[node].registration.rack.clone();
+        let cases: [(&[Option<&str>], i32); 5] = [
+            (&[Some("a"), Some("a"), Some("b"), Some("b"), Some("c"), Some("c")], 3),
+            (&[Some("a"), Some("a"), Some("b"), Some("b"), Some("c"), Some("c")], 2),
+            (&[Some("a"), Some("a"), Some("a"), Some("b")], 2),
+            (&[Some("a"), None, Some("b"), None], 3),
+            (&[None, None, None], 2),
+        ];
+        for (racks, factor) in cases {
+            let image = brokers_on_racks(racks);
+            let rack_count = racks.iter().collect::<std::collections::BTreeSet<_>>().len();
+            let partitions = racks.len() as i32 * 4;
+            let mut leads = BTreeMap::new();
+            for partition in 0..partitions {
+                let placement = place(POLICY, &image, "orders", partition, factor);
+                assert_eq!(placement.replicas.len(), factor as usize, "{racks:?}");
+                assert_eq!(placement.replicas[0], placement.leader);
+                let distinct: std::collections::BTreeSet<_> = placement.replicas.iter().collect();
+                assert_eq!(distinct.len(), factor as usize, "no broker twice: {placement:?}");
+                let spanned: std::collections::BTreeSet<_> =
+                    placement.replicas.iter().map(|node| rack_of(&image, node)).collect();
+                assert_eq!(
+                    spanned.len(),
+                    (factor as usize).min(rack_count),
+                    "{racks:?} RF={factor}: {placement:?} spans every rack it can"
+                );
+                *leads.entry(placement.leader).or_insert(0) += 1;
+            }
+            assert_eq!(leads.len(), racks.len(), "every broker leads: {leads:?}");
+            assert!(leads.values().all(|count| *count == 4), "evenly: {leads:?}");
         }
     }
 

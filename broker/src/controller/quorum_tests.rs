@@ -1,6 +1,6 @@
-//! Three controller threads on loopback ports, talking the controller protocol over real TCP:
+//! Three or five controller threads on loopback ports, talking the controller protocol over TCP:
 //! a leader is elected, a proposal sent to any node commits on all, the quorum survives the
-//! loss of one voter, and a restarted voter catches up from its own log and the leader.
+//! loss of one voter of three and two of five (not three), and a restarted voter catches up.
 
 use super::quorum::{self, ControllerHandle, QuorumConfig};
 use super::types::{Proposal, Refused};
@@ -157,4 +157,26 @@ fn one_voter_alone_cannot_commit() {
     assert!(outcome.is_err(), "a minority committed: {outcome:?}");
     assert!(started.elapsed() >= Duration::from_secs(5), "it gave up too early");
     assert!(cluster.nodes[&leader].images.latest().0.topic("lost").is_none());
+}
+
+#[test]
+fn five_voters_survive_the_loss_of_two_and_not_of_three() {
+    let mut cluster = Cluster::new("five", 5);
+    let leader = cluster.leader(Duration::from_secs(20));
+    // Two go, the leader among them: the other three elect one and commit.
+    let other = *cluster.nodes.keys().find(|id| **id != leader).expect("another voter");
+    cluster.stop(leader);
+    cluster.stop(other);
+    let next = cluster.leader(Duration::from_secs(20));
+    assert!(next != leader && next != other);
+    let survivor = *cluster.nodes.keys().find(|id| **id != next).expect("a follower");
+    block_on(cluster.nodes[&survivor].propose(create("three-of-five", 1, None)))
+        .expect("commits with three of five");
+    cluster.all_have("three-of-five", Duration::from_secs(5));
+
+    // A third goes: two of five are no majority, nothing commits.
+    cluster.stop(survivor);
+    let outcome = block_on(cluster.nodes[&next].propose(create("two-of-five", 2, None)));
+    assert!(outcome.is_err(), "two of five committed: {outcome:?}");
+    assert!(cluster.nodes.values().all(|n| n.images.latest().0.topic("two-of-five").is_none()));
 }

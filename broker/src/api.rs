@@ -75,6 +75,7 @@ api_registry! {
     OffsetDelete => offset_delete,
     DescribeCluster => describe_cluster,
     DescribeProducers => describe_producers,
+    DescribeQuorum => describe_quorum,
 }
 
 /// Whether `version` of `api_key` is served.

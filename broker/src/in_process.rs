@@ -129,5 +129,6 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         OffsetDelete,
         DescribeCluster,
         DescribeProducers,
+        DescribeQuorum,
     )
 }

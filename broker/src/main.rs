@@ -38,6 +38,11 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
+    /// A cluster: its status, or a local one on loopback ports for trying it.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Produce records read from stdin, one per line.
     Produce {
         topic: String,
@@ -138,6 +143,12 @@ fn main() {
                 cli::topic::alter_config(&bootstrap, &topic, &set, &delete)
             }
         },
+        Command::Cluster { command } => match command {
+            ClusterCommand::Status { bootstrap } => cli::cluster::status(&bootstrap),
+            ClusterCommand::Local { nodes, data_dir, base_port } => {
+                cli::cluster::local(nodes, &data_dir, base_port)
+            }
+        },
         Command::Group { command, bootstrap } => match command {
             GroupCommand::List => cli::group::list(&bootstrap),
             GroupCommand::Describe { group } => cli::group::describe(&bootstrap, &group),
@@ -204,6 +215,27 @@ fn main() {
         eprintln!("strata: {message}");
         std::process::exit(1);
     }
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Brokers (live or fenced), the controller leader, and each voter's log end and lag.
+    Status {
+        #[arg(long, short = 'b', default_value = "localhost:9092")]
+        bootstrap: String,
+    },
+    /// Run a cluster of N nodes on loopback ports (node i: Kafka at BASE+100*(i-1), its
+    /// controller one port above, /metrics ten above), each `broker,controller`; prints the
+    /// bootstrap servers once all are ready. Ctrl-C stops all of them.
+    Local {
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        /// Each node's data directory is DIR/node-N, its log DIR/node-N.log.
+        #[arg(long)]
+        data_dir: PathBuf,
+        #[arg(long, default_value_t = 9092)]
+        base_port: u16,
+    },
 }
 
 #[derive(Subcommand)]

@@ -379,8 +379,11 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     }
     let admission = admission(&config, &node, limits, context.shard_count);
     let accept = crate::net::listener::accept_loop(node.clone(), &listener, admission);
+    if id == ShardId(0) {
+        runtime::spawn(controlled_shutdown(node.clone())).detach();
+    }
     let shutdown = async {
-        while !crate::shutdown::requested() {
+        while !crate::shutdown::stopping() {
             runtime::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
         }
     };
@@ -389,6 +392,40 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     drain(&node, context.shard_count).await;
     node.close().await;
     Ok(())
+}
+
+/// Shard 0, once a shutdown signal arrived: a cluster broker asks the controller to fence it
+/// (its leaderships move away while it still answers, so clients find the new leaders
+/// rather than a dead socket) and waits until its shards have that image, then every shard
+/// stops. Bounded by `CONTROLLED_SHUTDOWN_TIMEOUT`; past it the broker stops anyway and its
+/// session timeout fences it.
+async fn controlled_shutdown(node: Rc<Node<DmaStorage>>) {
+    while !crate::shutdown::requested() {
+        runtime::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
+    }
+    if let Some(cluster) = node.cluster.clone() {
+        let started = std::time::Instant::now();
+        match cluster.controlled_shutdown().await {
+            Ok(_) => {
+                let me = node.node_id();
+                let deadline = started + crate::controller::quorum::CONTROLLED_SHUTDOWN_TIMEOUT;
+                while node.metadata().brokers.get(&me).is_some_and(|broker| !broker.fenced)
+                    && std::time::Instant::now() < deadline
+                {
+                    runtime::sleep(Duration::from_millis(10)).await;
+                }
+                tracing::info!(
+                    millis = started.elapsed().as_millis() as u64,
+                    "controlled shutdown: this broker is fenced and leads nothing"
+                );
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                "controlled shutdown: the controller did not fence this broker; stopping anyway"
+            ),
+        }
+    }
+    crate::shutdown::begin_stopping();
 }
 
 /// Longest a shutdown waits for requests in progress before closing the partitions.

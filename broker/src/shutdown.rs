@@ -1,19 +1,35 @@
-//! The process-wide shutdown flag: set once by the signal thread on the first SIGTERM/SIGINT,
-//! polled by every shard's accept loop and by connections between requests (not a hot path).
-//! One of the two cross-shard atomics (with the drain counter in `server`).
+//! The process-wide shutdown flags, in two steps: the signal thread sets `requested` on the
+//! first SIGTERM/SIGINT; shard 0 then runs the controlled shutdown (a cluster broker has the
+//! controller move its leaderships away, bounded; a single node has nothing to move) and sets
+//! `stopping`, which every shard's accept loop and every connection between requests poll
+//! (not a hot path). Until then the broker keeps serving, as Kafka's does while its
+//! controlled shutdown runs. Two of the cross-shard atomics (with the drain counter in
+//! `server`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
-/// How often shards look at the flag.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+/// How often shards look at the flags.
 pub const SHUTDOWN_POLL_MS: u64 = 50;
 
-/// Asks every shard to stop; returns whether a shutdown had already been asked for.
+/// Records that a shutdown signal arrived; returns whether one had already.
 pub fn request() -> bool {
     SHUTDOWN.swap(true, Ordering::SeqCst)
 }
 
-/// Whether a shutdown signal arrived (connections stop reading new requests).
+/// Whether a shutdown signal arrived (startup gives up; shard 0 begins the controlled
+/// shutdown).
 pub fn requested() -> bool {
     SHUTDOWN.load(Ordering::SeqCst)
+}
+
+/// The controlled shutdown is over: shards stop accepting and connections stop reading.
+pub fn begin_stopping() {
+    STOPPING.store(true, Ordering::SeqCst);
+}
+
+/// Whether the shards are stopping (connections answer what they read and take no more).
+pub fn stopping() -> bool {
+    STOPPING.load(Ordering::SeqCst)
 }

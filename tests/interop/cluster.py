@@ -95,11 +95,16 @@ class Cluster:
     def kill(self, node_id):
         return self.nodes[node_id].kill()
 
-    def stop(self):
+    def stop(self, grace=15.0):
+        """SIGTERM to every running node at once (each runs its controlled shutdown while a
+        quorum is still up), then waits for each, SIGKILL after `grace` seconds."""
+        running = [node for node in self.nodes.values() if node.running()]
+        for node in running:
+            node.continue_process()
+            node.proc.send_signal(signal.SIGTERM)
+        for node in running:
+            node.terminate(grace)
         for node in self.nodes.values():
-            if node.running():
-                node.continue_process()
-                node.terminate()
             _live_brokers.discard(node)
 
     def log_tails(self):

@@ -1,8 +1,9 @@
 //! The operator CLI in the spirit of Redpanda's rpk: `strata topic ...`, `strata produce`,
-//! `strata consume`. Each command talks to a running broker over the Kafka protocol, except
+//! `strata consume`, `strata cluster status|local`. Each command talks to a running broker over the Kafka protocol, except
 //! `doctor` and `recover-metadata`, which work on this host and its data directory.
 
 mod client;
+pub mod cluster;
 pub mod consume;
 pub mod doctor;
 pub mod group;

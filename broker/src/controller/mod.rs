@@ -1,8 +1,10 @@
 //! The cluster controller (issue #15; the plan is in ARCHITECTURE.md, "Cluster control plane").
-//! openraft runs it on its own thread. Built so far: the Raft log's file format (`log_file`)
-//! with its recovery, openraft's storage over it (`log_store`: the log and the vote;
-//! `state_machine`: the metadata image and its snapshots) and the type configuration
-//! (`types`).
+//! openraft runs it on its own thread: the Raft log's file format (`log_file`) with its
+//! recovery, openraft's storage over it (`log_store`: the log and the vote; `state_machine`:
+//! the metadata image and its snapshots), the type configuration (`types`), the controller
+//! protocol and openraft's network over it (`protocol`, `network`), committing from any node
+//! (`proposer`), heartbeats, fencing and controlled shutdown (`liveness`), the quorum's state
+//! (`status`), and the thread itself (`quorum`).
 //!
 //! Runs on: the controller thread, never a shard.
 
@@ -14,6 +16,7 @@ pub mod proposer;
 pub mod protocol;
 pub mod quorum;
 pub mod state_machine;
+pub mod status;
 pub mod types;
 
 #[cfg(test)]

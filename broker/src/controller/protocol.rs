@@ -44,6 +44,15 @@ pub enum Request {
     Identify {
         node: i32,
     },
+    /// Controlled shutdown (KIP-631's `wantShutDown` heartbeat): the broker is stopping; the
+    /// leader stops counting its heartbeats and fences it, moving its leaderships away,
+    /// before it goes.
+    ControlledShutdown {
+        node: i32,
+        incarnation: [u8; 16],
+    },
+    /// The quorum's state, as its leader knows it (DescribeQuorum).
+    DescribeQuorum,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -64,6 +73,32 @@ pub enum Response {
         cluster_id: String,
         directory_id: Option<String>,
     },
+    /// The log index of the entry that fenced the broker (`None`: it was fenced already).
+    ShutDown(Result<Option<u64>, ProposeError>),
+    /// `None`: the asked controller is not the leader.
+    Quorum(Option<QuorumState>),
+}
+
+/// The quorum as its leader sees it (KIP-595's DescribeQuorum): log indexes stand for Kafka's
+/// offsets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumState {
+    pub leader: NodeId,
+    pub term: u64,
+    /// The committed index (Kafka's high watermark of the metadata log).
+    pub committed: Option<u64>,
+    pub voters: Vec<ReplicaState>,
+    /// Learners (brokers that do not vote).
+    pub observers: Vec<ReplicaState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaState {
+    pub node: NodeId,
+    /// The last index the leader knows this replica has (its own last index for the leader).
+    pub log_end: Option<u64>,
+    /// Milliseconds since the leader last heard from it (0 for the leader; `None` unknown).
+    pub since_contact_ms: Option<u64>,
 }
 
 /// A proposal committed and applied on the leader: at which log index, and with what outcome.

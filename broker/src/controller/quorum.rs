@@ -16,7 +16,7 @@ use super::liveness::{self, Liveness};
 use super::log_store::LogStore;
 use super::network::{Network, Peer};
 use super::proposer::propose;
-use super::protocol::{self, Committed, ProposeError, Request, Response};
+use super::protocol::{self, Committed, ProposeError, QuorumState, Request, Response};
 use super::state_machine::{ImageCell, StateMachine};
 use super::types::{NodeId, Proposal, Raft};
 use openraft::error::{InitializeError, RaftError};
@@ -64,7 +64,15 @@ pub struct Identity {
 
 enum Command {
     Propose(Proposal, futures_channel::oneshot::Sender<Result<Committed, ProposeError>>),
+    /// Stop heartbeating and have this node's broker fenced; answered with the fencing
+    /// entry's index once this node applied it.
+    ControlledShutdown(futures_channel::oneshot::Sender<Result<Option<u64>, ProposeError>>),
+    DescribeQuorum(futures_channel::oneshot::Sender<Option<QuorumState>>),
 }
+
+/// The longest a controlled shutdown waits for the controller before the broker stops anyway
+/// (a broker that cannot reach a quorum is fenced by its session timeout instead).
+pub const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the controller thread shows the broker.
 #[derive(Debug, Default)]
@@ -99,6 +107,27 @@ impl ControllerHandle {
         answer
             .await
             .map_err(|_| ProposeError::Failed("the controller thread has stopped".into()))?
+    }
+
+    /// Controlled shutdown: this node's broker stops heartbeating and is fenced, its
+    /// leaderships moved away, within `CONTROLLED_SHUTDOWN_TIMEOUT`. Answered once this node
+    /// applied the fencing entry.
+    pub async fn controlled_shutdown(&self) -> Result<Option<u64>, ProposeError> {
+        let (reply, answer) = futures_channel::oneshot::channel();
+        self.commands
+            .send(Command::ControlledShutdown(reply))
+            .await
+            .map_err(|_| ProposeError::Failed("the controller thread has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| ProposeError::Failed("the controller thread has stopped".into()))?
+    }
+
+    /// The quorum's state from its leader; `None` when no leader answers.
+    pub async fn describe_quorum(&self) -> Option<QuorumState> {
+        let (reply, answer) = futures_channel::oneshot::channel();
+        self.commands.send(Command::DescribeQuorum(reply)).await.ok()?;
+        answer.await.ok().flatten()
     }
 
     /// Stops the controller thread and waits for it.
@@ -239,26 +268,26 @@ async fn run(
     let _ = started.send(Ok(listen));
     tracing::info!(node = config.node_id, %listen, "controller started");
     let _ = raft_ready.send(Some(raft.clone()));
-    let mut tasks = vec![
+    let tasks = vec![
         accepting,
         tokio::spawn(watch_leader(raft.clone(), status)),
         tokio::spawn(liveness::watch(
             raft.clone(),
             config.node_id,
-            images,
+            images.clone(),
             liveness.clone(),
             config.session_timeout,
         )),
     ];
-    if let Some(broker) = config.broker {
-        tasks.push(tokio::spawn(liveness::heartbeat(
+    let heartbeating = config.broker.map(|broker| {
+        tokio::spawn(liveness::heartbeat(
             raft.clone(),
             config.node_id,
             broker,
-            liveness,
+            liveness.clone(),
             config.heartbeat_interval,
-        )));
-    }
+        ))
+    });
     while let Ok(command) = commands.recv().await {
         match command {
             Command::Propose(proposal, reply) => {
@@ -267,7 +296,39 @@ async fn run(
                     let _ = reply.send(propose(&raft, proposal, false).await);
                 });
             }
+            Command::ControlledShutdown(reply) => {
+                if let Some(task) = &heartbeating {
+                    task.abort();
+                }
+                let Some(broker) = config.broker else {
+                    let _ = reply.send(Ok(None));
+                    continue;
+                };
+                let (raft, images, liveness) = (raft.clone(), images.clone(), liveness.clone());
+                let me = config.node_id;
+                tokio::spawn(async move {
+                    let deadline = std::time::Instant::now() + CONTROLLED_SHUTDOWN_TIMEOUT;
+                    let outcome = liveness::controlled_shutdown(
+                        &raft, me, broker, &images, &liveness, deadline,
+                    )
+                    .await;
+                    if let Ok(Some(index)) = outcome {
+                        let applied = images.next_after(Some(index.saturating_sub(1)));
+                        let _ = tokio::time::timeout_at(deadline.into(), applied).await;
+                    }
+                    let _ = reply.send(outcome);
+                });
+            }
+            Command::DescribeQuorum(reply) => {
+                let (raft, liveness) = (raft.clone(), liveness.clone());
+                tokio::spawn(async move {
+                    let _ = reply.send(super::status::describe(&raft, &liveness).await);
+                });
+            }
         }
+    }
+    if let Some(task) = heartbeating {
+        task.abort();
     }
     for task in tasks {
         task.abort();
@@ -370,6 +431,14 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, mut answering: Answering
                 }
                 Response::Heartbeat(leads)
             }
+            Request::ControlledShutdown { node, incarnation } => {
+                let images = &answering.images;
+                let node = wire::ids::NodeId(node);
+                let fenced =
+                    liveness::fence_for_shutdown(&raft, images, liveness, node, incarnation);
+                Response::ShutDown(fenced.await)
+            }
+            Request::DescribeQuorum => Response::Quorum(super::status::local(&raft, liveness)),
             Request::Identify { .. } => continue,
         };
         if let Err(error) = protocol::write(&mut stream, &response).await {

@@ -1,5 +1,6 @@
-//! DescribeCluster (key 60, KIP-700): this node, the cluster id, this node as controller, and
-//! (when asked) the cluster operations the principal may perform.
+//! DescribeCluster (key 60, KIP-700): the live brokers (a single node: itself), the cluster
+//! id, the active controller, and (when asked) the cluster operations the principal may
+//! perform. v2 (KIP-1073) lists fenced brokers too when asked, marked `is_fenced`.
 
 use super::str_bytes;
 use crate::authorization::{self, authorized};
@@ -10,7 +11,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use shard::io::Storage;
 
-pub const VERSIONS: (i16, i16) = (0, 1);
+pub const VERSIONS: (i16, i16) = (0, 2);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
@@ -36,6 +37,20 @@ pub async fn handle<S: Storage>(
             broker
         })
         .collect();
+    if context.api_version >= 2 && request.include_fenced_brokers {
+        let image = node.metadata();
+        for broker in image.brokers.values().filter(|broker| broker.fenced) {
+            let registration = &broker.registration;
+            let mut fenced = DescribeClusterBroker::default();
+            fenced.broker_id = BrokerId(registration.node.0);
+            fenced.host = str_bytes(&registration.host);
+            fenced.port = i32::from(registration.port);
+            fenced.rack = registration.rack.as_deref().map(str_bytes);
+            fenced.is_fenced = true;
+            response.brokers.push(fenced);
+        }
+        response.brokers.sort_by_key(|broker| broker.broker_id.0);
+    }
     response.cluster_authorized_operations = authorized(
         request.include_cluster_authorized_operations,
         authorization::CLUSTER_OPERATIONS,

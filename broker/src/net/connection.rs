@@ -358,7 +358,7 @@ async fn read_requests<S: Storage>(
                     && pipeline.running_bytes.get() < PIPELINED_BYTES_MAX
             })
             .await;
-        if crate::shutdown::requested() {
+        if crate::shutdown::stopping() {
             return Ending::Shutdown; // answers everything it read; takes no new requests
         }
         let mut prefix = [0u8; FRAME_PREFIX_BYTES];

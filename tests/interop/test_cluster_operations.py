@@ -1,0 +1,192 @@
+"""Operating a strata cluster (issue #15): controlled shutdown on SIGTERM moves a broker's
+leaderships away before it stops (not a session timeout later), `strata cluster status`
+shows brokers live or fenced, the controller leader and each voter's lag (DescribeCluster v2
+and DescribeQuorum v2), and `strata cluster local` runs a 3-node cluster that clients use
+and Ctrl-C stops."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import wire
+from cluster import Cluster, _bindable, wait_for
+from conftest import strata_bin
+
+pytestmark = pytest.mark.timeout(300)
+
+SESSION_MS = 30000
+
+
+def metadata_from(node, topics=None):
+    return wire.parse_metadata_v1_response(wire.roundtrip(node.port, wire.metadata_v1_request(1, topics)))
+
+
+def broker_ids(node):
+    return sorted(b[0] for b in metadata_from(node)["brokers"])
+
+
+def partitions_of(node, topic):
+    for t in metadata_from(node, [topic])["topics"]:
+        if t["name"] == topic:
+            return {p["partition"]: (p["leader"], p["error"]) for p in t["partitions"]}
+    return {}
+
+
+def create(bootstrap, name, partitions, timeout=30):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout)
+
+
+def cluster_status(node):
+    out = subprocess.run([str(strata_bin()), "cluster", "status", "-b", node.bootstrap],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    brokers, voters, leader = {}, {}, None
+    section = None
+    for line in out.stdout.splitlines():
+        if line.startswith("BROKER"):
+            section = "brokers"
+        elif line.startswith("VOTER"):
+            section = "voters"
+        elif line.startswith("controller leader"):
+            leader = int(line.split()[2])
+        elif section == "brokers" and line.strip():
+            fields = line.split()
+            brokers[int(fields[0])] = (fields[3], "(controller)" in line)
+        elif section == "voters" and line.strip():
+            fields = line.split()
+            voters[int(fields[0])] = {"role": fields[1], "end": int(fields[2]),
+                                      "lag": int(fields[3]) if fields[3] != "?" else None}
+    return {"brokers": brokers, "voters": voters, "leader": leader, "text": out.stdout}
+
+
+def test_sigterm_moves_leadership_away_first_and_status_shows_the_broker_fenced(tmp_path):
+    """broker.session.timeout.ms is 30 s here: a broker seen fenced within 3 s of its SIGTERM
+    was fenced by its controlled shutdown, not by silence."""
+    c = Cluster(tmp_path, extra=["--set", "broker.session.timeout.ms=%d" % SESSION_MS,
+                                 "--set", "broker.heartbeat.interval.ms=300"]).start()
+    try:
+        nodes = c.nodes
+        create(nodes[1].bootstrap, "moving", 6)
+        for node in nodes.values():
+            wait_for(lambda: len(partitions_of(node, "moving")) == 6, 10, "the topic everywhere")
+        status = cluster_status(nodes[1])
+        assert sorted(status["brokers"]) == [1, 2, 3], status["text"]
+        assert all(state == "live" for state, _ in status["brokers"].values()), status["text"]
+        controller = status["leader"]
+        assert [i for i, (_, c_) in status["brokers"].items() if c_] == [controller], status["text"]
+        assert sorted(status["voters"]) == [1, 2, 3] and status["voters"][controller]["role"] == "leader"
+
+        victim = next(i for i in (1, 2, 3) if i != controller)
+        led = sorted(p for p, (leader, _) in partitions_of(nodes[1], "moving").items() if leader == victim)
+        assert led, "the victim leads some partitions"
+        others = [n for i, n in nodes.items() if i != victim]
+        signalled = time.monotonic()
+        code, clean = nodes[victim].terminate(grace=10)
+        assert clean and code == 0, (code, nodes[victim].stderr_tail())
+        wait_for(lambda: all(victim not in broker_ids(n) for n in others), 3, "fenced by its shutdown")
+        assert time.monotonic() - signalled < SESSION_MS / 1000 / 2
+        assert "controlled shutdown: this broker is fenced" in nodes[victim].stderr_tail(200)
+        for node in others:
+            now = partitions_of(node, "moving")
+            assert all(now[p] == (-1, 5) for p in led), now
+
+        # Status through a survivor: the victim fenced; commits after it went leave it behind.
+        create(others[0].bootstrap, "while-away", 3)
+        status = cluster_status(others[0])
+        assert status["brokers"][victim][0] == "fenced", status["text"]
+        assert status["voters"][victim]["lag"] > 0, status["text"]
+
+        # Back: it registers a new incarnation, heartbeats, is unfenced and leads again.
+        nodes[victim].restart_after_kill()
+        wait_for(lambda: all(broker_ids(n) == [1, 2, 3] for n in nodes.values()), 20, "unfenced again")
+        wait_for(lambda: all(partitions_of(nodes[1], "moving")[p] == (victim, 0) for p in led), 15,
+                 "its partitions led by it again")
+        wait_for(lambda: cluster_status(nodes[victim])["voters"][victim]["lag"] == 0, 15, "caught up")
+
+        # The active controller itself: fenced on its way out, and the others elect another.
+        signalled = time.monotonic()
+        code, clean = nodes[controller].terminate(grace=10)
+        assert clean and code == 0, (code, nodes[controller].stderr_tail())
+        rest = [n for i, n in nodes.items() if i != controller]
+        wait_for(lambda: all(controller not in broker_ids(n) for n in rest), 8, "the old controller fenced")
+        assert time.monotonic() - signalled < SESSION_MS / 1000 / 2
+        status = cluster_status(rest[0])
+        assert status["leader"] in [n.node_id for n in rest] and status["brokers"][controller][0] == "fenced"
+    finally:
+        c.stop()
+
+
+def _free_base_port():
+    """A base port whose nine ports `strata cluster local --nodes 3` uses are all free."""
+    for base in range(31000 + os.getpid() % 500 * 20, 60000, 1000):
+        ports = [base + 100 * i + k for i in range(3) for k in (0, 1, 10)]
+        if all(_bindable(p) for p in ports):
+            return base
+    raise AssertionError("no free ports")
+
+
+def _processes_with(text):
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = open("/proc/%s/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline and " serve " in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def test_cluster_local_runs_three_nodes_that_clients_use_and_ctrl_c_stops_them(tmp_path):
+    base = _free_base_port()
+    data = tmp_path / "local"
+    proc = subprocess.Popen([str(strata_bin()), "cluster", "local", "--nodes", "3",
+                             "--data-dir", str(data), "--base-port", str(base)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "ready" not in line and time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+        match = re.search(r"bootstrap servers: (\S+)", line)
+        assert match, (line, proc.poll())
+        bootstrap = match.group(1)
+        assert bootstrap == ",".join("127.0.0.1:%d" % (base + 100 * i) for i in range(3))
+        assert len(_processes_with(str(data))) == 3
+
+        create(bootstrap, "tried", 3)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(300):
+            producer.produce("tried", value=b"m%d" % i)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tryers",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["tried"])
+        seen = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 300 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                seen.add(message.value())
+        consumer.close()
+        assert seen == {b"m%d" % i for i in range(300)}
+
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=40) == 0, proc.stderr.read()
+        assert "every node stopped" in proc.stderr.read()
+        assert _processes_with(str(data)) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in _processes_with(str(data)):
+            os.kill(pid, signal.SIGKILL)

@@ -229,10 +229,92 @@ async fn metrics<S: Storage>(node: &Rc<Node<S>>) -> String {
         }
     }
     write_connection_counters(&mut out, &reports);
+    write_cluster(&mut out, node, &image);
     write_requests(&mut out, &reports);
     write_traffic(&mut out, &reports);
     write_offsets(&mut out, &reports);
     out
+}
+
+/// What `/metrics` says of the controller quorum and the brokers.
+struct ClusterView {
+    leader: i64,
+    leads: bool,
+    term: u64,
+    applied: i64,
+    voter_lag: std::collections::BTreeMap<u64, u64>,
+    live: usize,
+    fenced: usize,
+}
+
+/// The controller quorum and the brokers' states; a single node is a quorum of itself (it
+/// leads, term 0, its metadata version as the applied index, one live broker).
+fn cluster_view<S: Storage>(
+    node: &Rc<Node<S>>,
+    image: &crate::metadata::MetadataImage,
+) -> ClusterView {
+    let Some(cluster) = &node.cluster else {
+        let me = i64::from(node.node_id().0);
+        return ClusterView {
+            leader: me,
+            leads: true,
+            term: 0,
+            applied: i64::try_from(image.version).unwrap_or(i64::MAX),
+            voter_lag: [(u64::try_from(me).unwrap_or(0), 0)].into_iter().collect(),
+            live: 1,
+            fenced: 0,
+        };
+    };
+    let status = &cluster.status;
+    let fenced = image.brokers.values().filter(|broker| broker.fenced).count();
+    ClusterView {
+        leader: status.leader().and_then(|id| i64::try_from(id).ok()).unwrap_or(-1),
+        leads: status.leads(),
+        term: status.term(),
+        applied: status.applied_index().and_then(|i| i64::try_from(i).ok()).unwrap_or(-1),
+        voter_lag: status.voter_lag(),
+        live: image.brokers.len() - fenced,
+        fenced,
+    }
+}
+
+fn write_cluster<S: Storage>(
+    out: &mut String,
+    node: &Rc<Node<S>>,
+    image: &crate::metadata::MetadataImage,
+) {
+    use std::fmt::Write;
+    let view = cluster_view(node, image);
+    family(
+        out,
+        "strata_controller_leader",
+        "gauge",
+        "The controller leader's node id, -1 when none.",
+    );
+    let _ = writeln!(out, "strata_controller_leader {}", view.leader);
+    family(out, "strata_controller_is_leader", "gauge", "1 when this node's controller leads.");
+    let _ = writeln!(out, "strata_controller_is_leader {}", u8::from(view.leads));
+    family(out, "strata_controller_term", "gauge", "The controller quorum's Raft term.");
+    let _ = writeln!(out, "strata_controller_term {}", view.term);
+    family(
+        out,
+        "strata_controller_applied_index",
+        "gauge",
+        "The last metadata log index applied on this node (-1 before any).",
+    );
+    let _ = writeln!(out, "strata_controller_applied_index {}", view.applied);
+    family(
+        out,
+        "strata_controller_voter_lag",
+        "gauge",
+        "Metadata log entries each voter is behind the leader (exported by the leader only).",
+    );
+    for (voter, lag) in view.voter_lag {
+        let _ = writeln!(out, "strata_controller_voter_lag{{voter=\"{voter}\"}} {lag}");
+    }
+    family(out, "strata_cluster_brokers", "gauge", "Registered brokers by state (live, fenced).");
+    let _ = writeln!(out, "strata_cluster_brokers{{state=\"live\"}} {}", view.live);
+    let _ = writeln!(out, "strata_cluster_brokers{{state=\"fenced\"}} {}", view.fenced);
 }
 
 fn write_connection_counters(

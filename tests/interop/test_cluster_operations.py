@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -41,6 +42,12 @@ def partitions_of(node, topic):
 def create(bootstrap, name, partitions, timeout=30):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout)
+
+
+def metrics(node):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % node.admin_port, timeout=10) as r:
+        text = r.read().decode()
+    return dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def cluster_status(node):
@@ -102,6 +109,16 @@ def test_sigterm_moves_leadership_away_first_and_status_shows_the_broker_fenced(
         status = cluster_status(others[0])
         assert status["brokers"][victim][0] == "fenced", status["text"]
         assert status["voters"][victim]["lag"] > 0, status["text"]
+        # The same on /metrics: the leader exports the lag, every survivor one fenced broker.
+        leader_node = nodes[status["leader"]]
+        on_leader = metrics(leader_node)
+        assert on_leader["strata_controller_is_leader"] == "1"
+        assert int(on_leader['strata_controller_voter_lag{voter="%d"}' % victim]) > 0, on_leader
+        for node in others:
+            seen = metrics(node)
+            assert seen['strata_cluster_brokers{state="fenced"}'] == "1", seen
+            assert seen['strata_cluster_brokers{state="live"}'] == "2", seen
+            assert seen["strata_controller_leader"] == str(status["leader"])
 
         # Back: it registers a new incarnation, heartbeats, is unfenced and leads again.
         nodes[victim].restart_after_kill()

@@ -74,16 +74,41 @@ enum Command {
 /// (a broker that cannot reach a quorum is fenced by its session timeout instead).
 pub const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What the controller thread shows the broker.
+/// What the controller thread shows the broker (the leader for Metadata, the rest for
+/// `/metrics`), updated on every change of openraft's metrics.
 #[derive(Debug, Default)]
 pub struct QuorumStatus {
     /// The leader's node id plus one, 0 when none is known.
     leader: AtomicU64,
+    term: AtomicU64,
+    /// The last applied log index plus one, 0 before any.
+    applied: AtomicU64,
+    leads: std::sync::atomic::AtomicBool,
+    /// On the leader: how many entries each voter is behind (itself: 0).
+    voter_lag: std::sync::Mutex<BTreeMap<NodeId, u64>>,
 }
 
 impl QuorumStatus {
     pub fn leader(&self) -> Option<NodeId> {
         self.leader.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    pub fn term(&self) -> u64 {
+        self.term.load(Ordering::Relaxed)
+    }
+
+    pub fn applied_index(&self) -> Option<u64> {
+        self.applied.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Whether this node's controller leads the quorum.
+    pub fn leads(&self) -> bool {
+        self.leads.load(Ordering::Relaxed)
+    }
+
+    /// Entries each voter is behind (empty unless this node leads).
+    pub fn voter_lag(&self) -> BTreeMap<NodeId, u64> {
+        self.voter_lag.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 }
 
@@ -342,8 +367,29 @@ async fn run(
 async fn watch_leader(raft: Raft, status: Arc<QuorumStatus>) {
     let mut metrics = raft.metrics();
     loop {
-        let leader = metrics.borrow().current_leader;
-        status.leader.store(leader.map_or(0, |id| id + 1), Ordering::Relaxed);
+        {
+            let now = metrics.borrow();
+            status.leader.store(now.current_leader.map_or(0, |id| id + 1), Ordering::Relaxed);
+            status.term.store(now.current_term, Ordering::Relaxed);
+            let applied = now.last_applied.map_or(0, |id| id.index + 1);
+            status.applied.store(applied, Ordering::Relaxed);
+            let leads = now.state.is_leader() && now.current_leader == Some(now.id);
+            status.leads.store(leads, Ordering::Relaxed);
+            let end = now.last_log_index.unwrap_or(0);
+            let mut lag: BTreeMap<NodeId, u64> = match (&now.replication, leads) {
+                (Some(replication), true) => replication
+                    .iter()
+                    .map(|(node, matched)| {
+                        (*node, end.saturating_sub(matched.map_or(0, |id| id.index)))
+                    })
+                    .collect(),
+                _ => BTreeMap::new(),
+            };
+            if leads {
+                lag.insert(now.id, 0);
+            }
+            *status.voter_lag.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = lag;
+        }
         if metrics.changed().await.is_err() {
             return;
         }

@@ -264,6 +264,16 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             request.topics = vec![topic];
             RequestKind::DescribeProducers(request)
         }
+        ApiKey::DescribeQuorum => {
+            let mut partition = describe_quorum_request::PartitionData::default();
+            partition.partition_index = 0;
+            let mut topic = describe_quorum_request::TopicData::default();
+            topic.topic_name = name("__cluster_metadata");
+            topic.partitions = vec![partition];
+            let mut request = DescribeQuorumRequest::default();
+            request.topics = vec![topic];
+            RequestKind::DescribeQuorum(request)
+        }
         ApiKey::DescribeLogDirs => {
             let mut topic = describe_log_dirs_request::DescribableLogDirTopic::default();
             topic.topic = name("matrix");
@@ -312,6 +322,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             r.responses.iter().map(|t| t.error_code).collect()
         }
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
+        ResponseKind::DescribeQuorum(r) => std::iter::once(r.error_code)
+            .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            .collect(),
         ResponseKind::FindCoordinator(r) if r.coordinators.is_empty() => vec![r.error_code],
         ResponseKind::FindCoordinator(r) => r.coordinators.iter().map(|c| c.error_code).collect(),
         ResponseKind::OffsetCommit(r) => {

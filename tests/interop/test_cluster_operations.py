@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -17,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import wire
 from cluster import Cluster, _bindable, wait_for
-from conftest import strata_bin
+from conftest import free_port, strata_bin
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -207,3 +208,51 @@ def test_cluster_local_runs_three_nodes_that_clients_use_and_ctrl_c_stops_them(t
             proc.wait()
         for pid in _processes_with(str(data)):
             os.kill(pid, signal.SIGKILL)
+
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "cluster"
+
+
+def test_the_deploy_three_node_configs_form_a_cluster_with_their_racks(tmp_path):
+    """deploy/cluster/node-{1,2,3}.toml as they are, with only their addresses moved to this
+    machine (10.0.0.N and 0.0.0.0 to 127.0.0.N, the ports to free ones, log.dirs to a
+    scratch directory): three nodes start, form one cluster, and report their racks."""
+    ports = {name: [free_port() for _ in range(3)] for name in ("9092", "9093", "9644")}
+    procs = []
+    try:
+        for i in (1, 2, 3):
+            text = (DEPLOY / ("node-%d.toml" % i)).read_text()
+            text = text.replace("0.0.0.0", "127.0.0.%d" % i)
+            for n in (1, 2, 3):
+                for name, chosen in ports.items():
+                    text = text.replace("10.0.0.%d:%s" % (n, name), "127.0.0.%d:%d" % (n, chosen[n - 1]))
+                    text = text.replace("127.0.0.%d:%s" % (n, name), "127.0.0.%d:%d" % (n, chosen[n - 1]))
+            text = text.replace('"/var/lib/strata"', '"%s"' % (tmp_path / ("node-%d" % i)))
+            settings = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+            assert not any("10.0.0." in line or "/var/lib" in line for line in settings), settings
+            config = tmp_path / ("node-%d.toml" % i)
+            config.write_text(text)
+            log = open(tmp_path / ("node-%d.log" % i), "w")
+            procs.append(subprocess.Popen(
+                [str(strata_bin()), "serve", "--config", str(config), "--cores", "1",
+                 "--set", "cpu.pinning=false"], stdout=log, stderr=log))
+        first = "127.0.0.1:%d" % ports["9092"][0]
+
+        def status():
+            out = subprocess.run([str(strata_bin()), "cluster", "status", "-b", first],
+                                 capture_output=True, text=True, timeout=30)
+            return out.stdout if out.returncode == 0 and out.stdout.count(" live") == 3 else None
+
+        text = wait_for(status, 90, "the three deploy configs forming a cluster")
+        for i, rack in ((1, "rack-a"), (2, "rack-b"), (3, "rack-c")):
+            assert re.search(r"^%d\s+127\.0\.0\.%d:%d\s+%s\s+live" % (i, i, ports["9092"][i - 1], rack),
+                             text, re.M), text
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -242,7 +242,10 @@ def test_grafana_dashboard_queries_only_metrics_and_labels_the_broker_exports(
                  "strata_topic_messages_in_total", "strata_topic_bytes_in_total",
                  "strata_topic_messages_out_total", "strata_topic_bytes_out_total",
                  "strata_consumer_group_lag", "strata_connections_open",
-                 "strata_router_queue_depth", "strata_shard_partitions"):
+                 "strata_router_queue_depth", "strata_shard_partitions",
+                 "strata_controller_leader", "strata_controller_term",
+                 "strata_controller_applied_index", "strata_controller_voter_lag",
+                 "strata_cluster_brokers"):
         assert name in used, "the dashboard has no panel for %s" % name
 
 

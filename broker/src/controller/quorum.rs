@@ -544,7 +544,7 @@ async fn check_identity(config: &QuorumConfig) -> io::Result<()> {
                         "the quorum knows node {} by data directory {known}, but this one is {} \
                          ({}): the voter's directory was wiped or replaced, and a voter must not \
                          vote as its old self with an empty log (Raft safety, KIP-853); restore \
-                         its directory, or give the node a new node.id",
+                         its directory (replacing a voter is not built yet)",
                         config.node_id,
                         config.identity.directory_id,
                         if config.identity.cluster_id.is_some() { "replaced" } else { "new" },

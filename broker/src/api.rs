@@ -76,6 +76,7 @@ api_registry! {
     DescribeCluster => describe_cluster,
     DescribeProducers => describe_producers,
     DescribeQuorum => describe_quorum,
+    OffsetForLeaderEpoch => offset_for_leader_epoch,
 }
 
 /// Whether `version` of `api_key` is served.

@@ -130,5 +130,6 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         DescribeCluster,
         DescribeProducers,
         DescribeQuorum,
+        OffsetForLeaderEpoch,
     )
 }

@@ -274,6 +274,20 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             request.topics = vec![topic];
             RequestKind::DescribeQuorum(request)
         }
+        ApiKey::OffsetForLeaderEpoch => {
+            let mut partition =
+                offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+            partition.partition = 0;
+            partition.current_leader_epoch = -1;
+            partition.leader_epoch = 0;
+            let mut topic = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+            topic.topic = name("matrix");
+            topic.partitions = vec![partition];
+            let mut request = OffsetForLeaderEpochRequest::default();
+            request.replica_id = BrokerId(-1);
+            request.topics = vec![topic];
+            RequestKind::OffsetForLeaderEpoch(request)
+        }
         ApiKey::DescribeLogDirs => {
             let mut topic = describe_log_dirs_request::DescribableLogDirTopic::default();
             topic.topic = name("matrix");
@@ -322,6 +336,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             r.responses.iter().map(|t| t.error_code).collect()
         }
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
+        ResponseKind::OffsetForLeaderEpoch(r) => {
+            r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
         ResponseKind::DescribeQuorum(r) => std::iter::once(r.error_code)
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),

@@ -149,8 +149,64 @@ pub fn epoch_at(entries: &[EpochEntry], offset: i64) -> Option<i32> {
     entries.iter().rev().find(|entry| entry.start_offset <= offset).map(|entry| entry.epoch)
 }
 
+/// OffsetForLeaderEpoch's answer for `requested` (Kafka's `LeaderEpochFileCache.endOffsetFor`):
+/// (the largest epoch at most `requested`, the start offset of the first epoch after it), or
+/// (`requested`'s epoch, `log_end`) for the latest epoch, or (-1, -1) for an undefined or a
+/// future epoch. `current` is the partition's leader epoch now: when the log holds no batch
+/// of it yet it counts as starting at `log_end` (Kafka writes that entry when a replica
+/// becomes leader; strata writes it with the epoch's first batch).
+pub fn end_offset_for(
+    entries: &[EpochEntry],
+    requested: i32,
+    current: Option<i32>,
+    log_end: i64,
+) -> (i32, i64) {
+    const UNDEFINED: (i32, i64) = (-1, -1);
+    if requested < 0 {
+        return UNDEFINED;
+    }
+    let mut epochs: Vec<(i32, i64)> = entries.iter().map(|e| (e.epoch, e.start_offset)).collect();
+    if let Some(current) = current {
+        if epochs.last().is_none_or(|(latest, _)| *latest < current) {
+            epochs.push((current, log_end));
+        }
+    }
+    if epochs.last().is_some_and(|(latest, _)| *latest == requested) {
+        return (requested, log_end);
+    }
+    let Some(&(_, next_start)) = epochs.iter().find(|(epoch, _)| *epoch > requested) else {
+        return UNDEFINED;
+    };
+    match epochs.iter().rev().find(|(epoch, _)| *epoch <= requested) {
+        Some(&(floor, _)) => (floor, next_start),
+        None => (requested, next_start),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn end_offsets_for_epochs_follow_kafkas_leader_epoch_cache() {
+        use super::*;
+        let entries = [
+            EpochEntry { epoch: 1, start_offset: 0 },
+            EpochEntry { epoch: 3, start_offset: 10 },
+            EpochEntry { epoch: 5, start_offset: 25 },
+        ];
+        let answer = |requested, current| end_offset_for(&entries, requested, current, 40);
+        assert_eq!(answer(5, Some(5)), (5, 40), "the latest epoch ends at the log end");
+        assert_eq!(answer(3, Some(5)), (3, 25));
+        assert_eq!(answer(4, Some(5)), (3, 25), "a missing epoch: the one before it");
+        assert_eq!(answer(1, None), (1, 10));
+        assert_eq!(answer(0, None), (0, 0), "before the first epoch: its start");
+        assert_eq!(answer(6, Some(5)), (-1, -1), "a future epoch is undefined");
+        assert_eq!(answer(-1, Some(5)), (-1, -1));
+        assert_eq!(answer(7, Some(7)), (7, 40), "the current epoch with no batch yet");
+        assert_eq!(answer(5, Some(7)), (5, 40), "ends where the current one starts");
+        assert_eq!(end_offset_for(&[], 0, Some(0), 0), (0, 0), "an empty log");
+        assert_eq!(end_offset_for(&[], 0, None, 0), (-1, -1));
+    }
+
     #[test]
     fn the_clean_shutdown_marker_round_trips_and_reads_the_old_format() {
         use super::*;

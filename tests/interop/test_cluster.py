@@ -231,6 +231,20 @@ def test_a_stopped_broker_is_fenced_leaves_metadata_and_is_unfenced_when_it_cont
             producer.produce("fencing", value=b"after", partition=p,
                              on_delivery=lambda err, m: err and failures.append(err))
         assert producer.flush(30) == 0 and not failures, failures
+        # OffsetForLeaderEpoch checks the epoch the client knows as Fetch does, and says
+        # where an epoch ends: the one written at (epoch 2, the only batch of p at offset 0)
+        # ends at the log end; epoch 0 (no batch of it) ends where epoch 2 starts.
+        for current, expected in [(1, 74), (3, 75)]:
+            body = wire.roundtrip(nodes[victim].port, wire.offset_for_leader_epoch_v2_request(
+                8, "fencing", p, 2, current_leader_epoch=current))
+            assert wire.parse_offset_for_leader_epoch_v2(body)[("fencing", p)][0] == expected
+        for asked, answer in [(2, (0, 2, 1)), (0, (0, 0, 0)), (5, (0, -1, -1))]:
+            body = wire.roundtrip(nodes[victim].port, wire.offset_for_leader_epoch_v2_request(
+                9, "fencing", p, asked, current_leader_epoch=2))
+            assert wire.parse_offset_for_leader_epoch_v2(body)[("fencing", p)] == answer, asked
+        other = nodes[1 if victim != 1 else 2]
+        body = wire.roundtrip(other.port, wire.offset_for_leader_epoch_v2_request(10, "fencing", p, 2))
+        assert wire.parse_offset_for_leader_epoch_v2(body)[("fencing", p)][0] == 6
     finally:
         c.stop()
 

@@ -20,6 +20,7 @@ FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS = 18
+OFFSET_FOR_LEADER_EPOCH = 23
 
 # --- error codes ------------------------------------------------------------
 NONE = 0
@@ -171,6 +172,26 @@ def fetch_v9_request(correlation_id, topic, partition, offset, current_leader_ep
     body = (i32(-1) + i32(max_wait_ms) + i32(1) + i32(16 * 1024 * 1024) + i8(0)
             + i32(0) + i32(-1) + array(topics) + array([]))
     return frame(request_header_v1(FETCH, 9, correlation_id) + body)
+
+
+def offset_for_leader_epoch_v2_request(correlation_id, topic, partition, leader_epoch,
+                                       current_leader_epoch=-1):
+    """OffsetForLeaderEpoch v2 (KIP-320: with the epoch the client knows as the leader's)."""
+    partitions = [i32(partition) + i32(current_leader_epoch) + i32(leader_epoch)]
+    body = array([string(topic) + array(partitions)])
+    return frame(request_header_v1(OFFSET_FOR_LEADER_EPOCH, 2, correlation_id) + body)
+
+
+def parse_offset_for_leader_epoch_v2(body):
+    """OffsetForLeaderEpoch v2 answer -> {(topic, partition): (error, leader_epoch, end_offset)}"""
+    r = Reader(body)
+    r.i32()  # throttle_time_ms
+    out = {}
+    for name, parts in r.array(lambda r: (r.string(), r.array(
+            lambda r: (r.i16(), r.i32(), r.i32(), r.i64())))):
+        for err, p, epoch, end in parts:
+            out[(name, p)] = (err, epoch, end)
+    return out
 
 
 def parse_fetch_v9_errors(body):

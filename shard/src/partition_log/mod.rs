@@ -305,6 +305,13 @@ impl<S: Storage> PartitionLog<S> {
         self.syncs_completed.get()
     }
 
+    /// OffsetForLeaderEpoch: (epoch, end offset) for `requested`, with `current` the
+    /// partition's leader epoch now (`checkpoint::end_offset_for`).
+    pub fn end_offset_for_epoch(&self, requested: i32, current: Option<i32>) -> (i32, i64) {
+        let state = self.state.borrow();
+        crate::checkpoint::end_offset_for(&state.epochs, requested, current, state.log_end_offset)
+    }
+
     pub fn latest_epoch(&self) -> Option<i32> {
         self.state.borrow().epochs.last().map(|entry| entry.epoch)
     }

@@ -105,7 +105,10 @@ impl<S: Storage> GroupService<S> {
                 timestamp_delta: 0,
             });
         }
-        owned.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+        owned
+            .log
+            .append_with(BytesMut::from(&builder.build()[..]), owned.leader_epoch(), now, true)
+            .await?;
         Ok(())
     }
 
@@ -237,8 +240,10 @@ impl<S: Storage> GroupService<S> {
                     timestamp_delta: 0,
                 });
             }
-            let info =
-                owned.log.append_with(BytesMut::from(&builder.build()[..]), 0, now, true).await?;
+            let info = owned
+                .log
+                .append_with(BytesMut::from(&builder.build()[..]), owned.leader_epoch(), now, true)
+                .await?;
             if chunk_index == 0 {
                 first_base = info.base_offset;
             }

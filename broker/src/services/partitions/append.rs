@@ -300,7 +300,8 @@ impl<S: Storage> PartitionService<S> {
             let length = batch.len() as u64;
             // The log owns its copy: the request's buffer is released with the answer.
             let copy = stored_copy(batch, checked, log_append_time)?;
-            let info = owned.log.append_crc_verified(copy, 0, now, false).await?;
+            let info =
+                owned.log.append_crc_verified(copy, owned.leader_epoch(), now, false).await?;
             base_offset.get_or_insert(info.base_offset);
             durable_target = Some(info.last_offset + 1);
             if info.duplicate {

@@ -70,43 +70,47 @@ impl<S: Storage> PartitionService<S> {
                 if !self.placed_here(image, &key) {
                     continue;
                 }
+                let epoch = image.placement(&key).map_or(0, |placement| placement.leader_epoch.0);
                 match self.local(&key) {
-                    Some(existing) if existing.log.config() != config => {
-                        existing.log.set_config(config.clone()).map_err(|e| e.to_string())?;
+                    Some(existing) => {
+                        existing.leader_epoch.set(epoch);
+                        if existing.log.config() != config {
+                            existing.log.set_config(config.clone()).map_err(|e| e.to_string())?;
+                        }
                     }
-                    Some(_) => {}
-                    None => to_open.push((key, config.clone())),
+                    None => to_open.push((key, config.clone(), epoch)),
                 }
             }
         }
         // Opens are independent and mostly wait on small reads, so several run at once (with
         // thousands of partitions a sequential start takes many seconds).
-        let mut opening = futures_util::stream::iter(to_open.into_iter().map(|(key, config)| {
-            let dir = self.data_dir.join(key.to_string());
-            let options = OpenOptions {
-                sync_latency_us: self.sync_latency_us.clone(),
-                config,
-                cache: self.cache.clone(),
-                now_ms: now,
-            };
-            let storage = self.storage.clone();
-            async move {
-                PartitionLog::open(storage, &dir, options)
-                    .await
-                    .map(|log| (key, log))
-                    .map_err(|e| format!("opening {}: {e}", dir.display()))
-            }
-        }))
-        .buffer_unordered(OPEN_CONCURRENCY_MAX);
+        let mut opening =
+            futures_util::stream::iter(to_open.into_iter().map(|(key, config, epoch)| {
+                let dir = self.data_dir.join(key.to_string());
+                let options = OpenOptions {
+                    sync_latency_us: self.sync_latency_us.clone(),
+                    config,
+                    cache: self.cache.clone(),
+                    now_ms: now,
+                };
+                let storage = self.storage.clone();
+                async move {
+                    PartitionLog::open(storage, &dir, options)
+                        .await
+                        .map(|log| (key, log, epoch))
+                        .map_err(|e| format!("opening {}: {e}", dir.display()))
+                }
+            }))
+            .buffer_unordered(OPEN_CONCURRENCY_MAX);
         let (mut clean, mut recovered) = (0usize, 0usize);
         while let Some(opened) = opening.next().await {
-            let (key, log) = opened?;
+            let (key, log, epoch) = opened?;
             if log.opened_clean {
                 clean += 1;
             } else {
                 recovered += 1;
             }
-            self.partitions.borrow_mut().insert(key, Rc::new(Partition::new(log)));
+            self.partitions.borrow_mut().insert(key, Rc::new(Partition::new(log, epoch)));
         }
         if clean + recovered > 0 {
             // `recovered` counts logs that had no clean-shutdown marker (or are new) and were
@@ -170,7 +174,9 @@ impl<S: Storage> PartitionService<S> {
                     tracing::info!(partition = %key, log_end = log.log_end_offset(), "offline partition back online");
                     self.repairs.borrow_mut().remove(&key);
                     self.stats.partition_recovered();
-                    self.partitions.borrow_mut().insert(key, Rc::new(Partition::new(log)));
+                    self.partitions
+                        .borrow_mut()
+                        .insert(key, Rc::new(Partition::new(log, partition.leader_epoch())));
                     partition.notify_appended();
                 }
                 Err(error) => {

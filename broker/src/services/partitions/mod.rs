@@ -45,11 +45,25 @@ pub struct Partition<S: Storage> {
     appended: event_listener::Event,
     /// Appends go in the order they reached this shard (`order`).
     order: Rc<order::AppendOrder>,
+    /// The partition's leader epoch in the newest image this shard adopted: stamped on every
+    /// batch appended (Kafka's partitionLeaderEpoch) and recorded in the leader-epoch
+    /// checkpoint when it changes.
+    leader_epoch: std::cell::Cell<i32>,
 }
 
 impl<S: Storage> Partition<S> {
-    fn new(log: PartitionLog<S>) -> Self {
-        Partition { log, appended: event_listener::Event::new(), order: Rc::default() }
+    fn new(log: PartitionLog<S>, leader_epoch: i32) -> Self {
+        Partition {
+            log,
+            appended: event_listener::Event::new(),
+            order: Rc::default(),
+            leader_epoch: std::cell::Cell::new(leader_epoch),
+        }
+    }
+
+    /// The leader epoch appends are stamped with.
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.get()
     }
 
     pub fn notify_appended(&self) {
@@ -74,6 +88,13 @@ pub enum PartitionRequest {
         partition: TopicPartition,
         timestamp: i64,
     },
+    /// OffsetForLeaderEpoch: where `requested` ends, `current` being the partition's leader
+    /// epoch in the metadata.
+    EpochEndOffset {
+        partition: TopicPartition,
+        requested: i32,
+        current: i32,
+    },
     /// Moves the log start to `offset` (-1: the high watermark).
     DeleteRecords {
         partition: TopicPartition,
@@ -96,6 +117,8 @@ pub enum PartitionResponse {
     Read(Result<ReadResult>),
     /// (offset, timestamp), or `None` when no record is at or after the timestamp.
     ListOffset(Result<Option<(Offset, i64)>>),
+    /// (epoch, end offset); (-1, -1) for an undefined epoch.
+    EpochEndOffset(Result<(i32, i64)>),
     /// The new log start.
     DeleteRecords(Result<Offset>),
     Producers(Result<Vec<ProducerSummary>>),
@@ -202,6 +225,11 @@ impl<S: Storage> PartitionService<S> {
             }
             PartitionRequest::ListOffset { partition, timestamp } => {
                 PartitionResponse::ListOffset(self.list_offset(&partition, timestamp).await)
+            }
+            PartitionRequest::EpochEndOffset { partition, requested, current } => {
+                PartitionResponse::EpochEndOffset(self.owned(&partition).map(|owned| {
+                    owned.log.end_offset_for_epoch(requested, Some(current).filter(|c| *c >= 0))
+                }))
             }
             PartitionRequest::DeleteRecords { partition, offset } => {
                 PartitionResponse::DeleteRecords(self.delete_records(&partition, offset).await)

@@ -22,7 +22,7 @@ async fn list_offset<S: Storage>(
     node: &Node<S>,
     partition: TopicPartition,
     timestamp: i64,
-) -> Result<Option<(Offset, i64)>> {
+) -> Result<Option<(Offset, i64, i32)>> {
     let request = PartitionRequest::ListOffset { partition: partition.clone(), timestamp };
     match node.partition_call(&partition, request).await? {
         PartitionResponse::ListOffset(result) => result,
@@ -62,12 +62,12 @@ pub async fn handle<S: Storage>(
             entry.offset = -1;
             entry.timestamp = -1;
             match outcome {
-                Ok(Some((offset, timestamp))) => {
+                Ok(Some((offset, timestamp, epoch))) => {
                     entry.error_code = NONE;
                     entry.offset = offset.0;
                     entry.timestamp = timestamp;
                     if context.api_version >= 4 {
-                        entry.leader_epoch = 0;
+                        entry.leader_epoch = epoch;
                     }
                 }
                 Ok(None) => entry.error_code = NONE,

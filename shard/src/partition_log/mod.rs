@@ -312,6 +312,11 @@ impl<S: Storage> PartitionLog<S> {
         crate::checkpoint::end_offset_for(&state.epochs, requested, current, state.log_end_offset)
     }
 
+    /// The leader epoch of the batch holding `offset`, from the leader-epoch checkpoint.
+    pub fn epoch_at(&self, offset: i64) -> Option<i32> {
+        crate::checkpoint::epoch_at(&self.state.borrow().epochs, offset)
+    }
+
     pub fn latest_epoch(&self) -> Option<i32> {
         self.state.borrow().epochs.last().map(|entry| entry.epoch)
     }

@@ -115,8 +115,9 @@ pub type ProducerSummary = (i64, i16, i32, i64);
 pub enum PartitionResponse {
     Append(Vec<Result<AppendResult>>),
     Read(Result<ReadResult>),
-    /// (offset, timestamp), or `None` when no record is at or after the timestamp.
-    ListOffset(Result<Option<(Offset, i64)>>),
+    /// (offset, timestamp, leader epoch), or `None` when no record is at or after the
+    /// timestamp.
+    ListOffset(Result<Option<(Offset, i64, i32)>>),
     /// (epoch, end offset); (-1, -1) for an undefined epoch.
     EpochEndOffset(Result<(i32, i64)>),
     /// The new log start.

@@ -48,35 +48,53 @@ impl<S: Storage> PartitionService<S> {
         })
     }
 
+    /// The offset, its timestamp and its leader epoch (ListOffsets v4+ answers the epoch, and
+    /// a client validates the offset against it with OffsetForLeaderEpoch).
     pub(super) async fn list_offset(
         &self,
         partition: &TopicPartition,
         timestamp: i64,
-    ) -> Result<Option<(Offset, i64)>> {
+    ) -> Result<Option<(Offset, i64, i32)>> {
         let owned = self.owned(partition)?;
-        match timestamp {
+        let found = match timestamp {
             // EARLIEST, and EARLIEST_LOCAL (KIP-1005): with no tiered storage, the same.
-            -2 | -4 => Ok(Some((Offset(owned.log.log_start_offset()), -1))),
-            -1 => Ok(Some((Offset(owned.log.high_watermark()), -1))),
+            -2 | -4 => Some((Offset(owned.log.log_start_offset()), -1)),
+            -1 => Some((Offset(owned.log.high_watermark()), -1)),
             // MAX_TIMESTAMP (KIP-734): the first record with the largest timestamp.
-            -3 => Ok(Some(
+            -3 => Some(
                 owned
                     .log
                     .offset_of_max_timestamp()
                     .await?
                     .map_or((Offset(-1), -1), |found| (Offset(found.offset), found.timestamp)),
-            )),
+            ),
             // LATEST_TIERED (KIP-1005): nothing is tiered, so no offset (as Kafka answers
             // without remote storage).
-            -5 => Ok(Some((Offset(-1), -1))),
-            timestamp if timestamp >= 0 => Ok(owned
+            -5 => Some((Offset(-1), -1)),
+            timestamp if timestamp >= 0 => owned
                 .log
                 .offset_for_timestamp(timestamp)
                 .await?
-                .map(|found| (Offset(found.offset), found.timestamp))),
-            other => Err(BrokerError::InvalidRequest(format!(
-                "unsupported ListOffsets timestamp {other}"
-            ))),
-        }
+                .map(|found| (Offset(found.offset), found.timestamp)),
+            other => {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "unsupported ListOffsets timestamp {other}"
+                )))
+            }
+        };
+        Ok(found.map(|(offset, timestamp)| (offset, timestamp, epoch_of(&owned, offset))))
     }
+}
+
+/// The leader epoch of `offset` in `partition` as Kafka answers it: the epoch of the batch
+/// holding it; at or past the log end the current one (Kafka's cache has the current epoch
+/// from the moment the replica leads); -1 for no offset or one before every epoch.
+fn epoch_of<S: Storage>(partition: &super::Partition<S>, offset: Offset) -> i32 {
+    if offset.0 < 0 {
+        return -1;
+    }
+    if offset.0 >= partition.log.log_end_offset() {
+        return partition.log.latest_epoch().unwrap_or(-1).max(partition.leader_epoch());
+    }
+    partition.log.epoch_at(offset.0).unwrap_or(-1)
 }

@@ -77,6 +77,7 @@ api_registry! {
     DescribeProducers => describe_producers,
     DescribeQuorum => describe_quorum,
     OffsetForLeaderEpoch => offset_for_leader_epoch,
+    ElectLeaders => elect_leaders,
 }
 
 /// Whether `version` of `api_key` is served.

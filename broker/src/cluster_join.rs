@@ -65,6 +65,7 @@ pub fn join(
         broker: Some((NodeId(config.node_id), incarnation)),
         heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
         session_timeout: Duration::from_millis(config.session_timeout_ms),
+        rebalance_interval: config.leader_rebalance_interval_ms.map(Duration::from_millis),
         identity: Identity {
             cluster_id: identity.as_ref().map(|m| m.cluster_id.clone()),
             directory_id: directory_id.clone(),

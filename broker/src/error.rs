@@ -94,6 +94,15 @@ pub enum BrokerError {
     /// The quorum did not commit a change in time; it may still commit.
     #[error("{0}")]
     QuorumTimeout(String),
+    /// ElectLeaders: the partition already has the leader the election would give it.
+    #[error("leader election not needed for {0}")]
+    ElectionNotNeeded(String),
+    /// ElectLeaders (preferred): the first replica is not a live in-sync replica.
+    #[error("{0}")]
+    PreferredLeaderNotAvailable(String),
+    /// ElectLeaders (unclean): no replica is live.
+    #[error("{0}")]
+    EligibleLeadersNotAvailable(String),
 }
 
 /// What the group coordinator answers instead of a success (Kafka's classic group protocol).
@@ -196,6 +205,9 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::NoController(_) => ResponseError::NotController,
         BrokerError::QuorumTimeout(_) => ResponseError::RequestTimedOut,
         BrokerError::ResourceLimit(_) => ResponseError::PolicyViolation,
+        BrokerError::ElectionNotNeeded(_) => ResponseError::ElectionNotNeeded,
+        BrokerError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
+        BrokerError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
     };
     kafka.code()
 }

@@ -131,5 +131,6 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         DescribeProducers,
         DescribeQuorum,
         OffsetForLeaderEpoch,
+        ElectLeaders,
     )
 }

@@ -288,6 +288,15 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             request.topics = vec![topic];
             RequestKind::OffsetForLeaderEpoch(request)
         }
+        ApiKey::ElectLeaders => {
+            // Every partition (null): none needs an election on a single node, so the answer
+            // lists none and has no error.
+            let mut request = ElectLeadersRequest::default();
+            request.election_type = 0;
+            request.topic_partitions = None;
+            request.timeout_ms = 10_000;
+            RequestKind::ElectLeaders(request)
+        }
         ApiKey::DescribeLogDirs => {
             let mut topic = describe_log_dirs_request::DescribableLogDirTopic::default();
             topic.topic = name("matrix");
@@ -336,6 +345,13 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             r.responses.iter().map(|t| t.error_code).collect()
         }
         ResponseKind::DescribeCluster(r) => vec![r.error_code],
+        ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
+            .chain(
+                r.replica_election_results
+                    .iter()
+                    .flat_map(|t| t.partition_result.iter().map(|p| p.error_code)),
+            )
+            .collect(),
         ResponseKind::OffsetForLeaderEpoch(r) => {
             r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
         }

@@ -9,17 +9,23 @@
 //!   topic configs, broker configs, brokers with their fenced flags, the cluster id) with
 //!   `version` one higher;
 //! - a record the model refuses (a partition of an unknown topic id, a partition index that
-//!   skips ahead, repeats or is negative, a taken topic name or id, a config or removal of an
-//!   unknown topic, a second different cluster id, fencing or unfencing an unregistered broker,
-//!   a change of an unknown partition) is refused with the error the model names, and the image
-//!   the test keeps still equals the model;
+//!   skips ahead, repeats or is negative, a partition with no replicas, an ISR that is empty,
+//!   repeats a broker or names a non-replica, a leader outside the ISR, a taken topic name or
+//!   id, a config or removal of an unknown topic, a second different cluster id, fencing or
+//!   unfencing an unregistered broker, a change of an unknown partition or one whose leader
+//!   epoch goes back or stays for a new leader) is refused with the error the model names
+//!   (for an invalid partition state: the variant, topic and partition), and the image the
+//!   test keeps still equals the model;
 //! - `apply_all` is atomic: a batch with one refused record in it fails with that record's
 //!   error, and a batch of accepted records gives the image that applying them one by one gives;
-//! - fencing a live broker gives records that, applied, mark it fenced and leave every
-//!   partition it led without a leader (-1) one leader epoch later; unfencing a fenced broker
-//!   gives leadership back to it on every leaderless partition whose first replica it is, one
-//!   epoch later; neither decides anything for an unregistered broker or one already in the
-//!   state asked for.
+//! - fencing a live broker gives records that, applied, mark it fenced, take it out of every
+//!   ISR it is in (but the last member), and give every partition it led the next live ISR
+//!   member as leader, else (unclean election allowed by the topic) the first live replica as
+//!   the whole ISR, else no leader (-1), a leader epoch later when the leader changed;
+//!   unfencing a fenced broker gives leadership to it on every leaderless partition whose ISR
+//!   holds it (or, unclean election allowed, whose replicas do), one epoch later; every change
+//!   bumps the partition epoch and puts a new leader on its shard for the partition; neither
+//!   decides anything for an unregistered broker or one already in the state asked for.
 //!
 //! Replay: a failure names its seed and step and the last few steps. `SEED=<n> cargo test -p
 //! broker --test metadata_apply_model` replays that one seed, and `SEEDS=<count>` runs seeds
@@ -34,8 +40,8 @@
 //! registers again while fenced stays fenced (apply.rs says so and why; records.rs says a
 //! registration "leaves it unfenced"); a record that changes nothing (the same cluster id
 //! again, fencing a fenced broker, removing an absent config) is still applied and counted in
-//! `version`; a `PartitionChange` may name any leader and any epoch, as `apply` checks only
-//! that the partition exists (`decide` is where leaders are chosen).
+//! `version`; a `PartitionChange` may name any leader of the ISR, including a fenced or
+//! unregistered broker (liveness is `decide`'s concern, not `apply`'s).
 
 use broker::metadata::decide::{fence_broker, unfence_broker, NO_LEADER};
 use broker::metadata::image::{BrokerRegistration, TopicId};
@@ -62,8 +68,9 @@ const TOPIC_NAMES: [&str; 6] = ["orders", "payments", "clicks", "audit", "logs",
 /// Topic records take ids `topic_id(1..=TOPIC_IDS)`; `topic_id(TOPIC_IDS + 1)` is never a
 /// topic's, so a record naming it is always of an unknown topic.
 const TOPIC_IDS: u8 = 9;
-const TOPIC_CONFIG_KEYS: [&str; 3] = ["retention.ms", "cleanup.policy", "segment.bytes"];
-const CONFIG_VALUES: [&str; 4] = ["1", "1000", "compact", "delete"];
+const TOPIC_CONFIG_KEYS: [&str; 4] =
+    ["retention.ms", "cleanup.policy", "segment.bytes", "unclean.leader.election.enable"];
+const CONFIG_VALUES: [&str; 5] = ["1", "1000", "compact", "delete", "true"];
 const BROKER_CONFIG_RESOURCES: [&str; 4] = ["", "0", "1", "2"];
 const BROKER_CONFIG_KEYS: [&str; 3] = ["log.retention.ms", "num.io.threads", "my.custom"];
 const CLUSTER_IDS: [&str; 3] = ["alpha", "beta", ""];
@@ -90,6 +97,9 @@ const COVERAGE: &[&str] = &[
     "Partition: index skips ahead",
     "Partition: index already taken",
     "Partition: negative index",
+    "Partition: no replicas",
+    "Partition: bad ISR",
+    "Partition: leader outside the ISR",
     "TopicConfig: unknown topic",
     "RemoveTopic: unknown topic id",
     "ClusterId: a different id is set",
@@ -98,7 +108,13 @@ const COVERAGE: &[&str] = &[
     "PartitionChange: unknown topic id",
     "PartitionChange: index past the end",
     "PartitionChange: negative index",
+    "PartitionChange: leader epoch goes back",
+    "PartitionChange: bad ISR",
+    "PartitionChange: leader outside the ISR",
     "fence decision: moves leadership",
+    "fence decision: another in-sync replica leads",
+    "fence decision: an unclean election",
+    "unfence decision: an unclean election",
     "fence decision: broker led nothing",
     "fence decision: unregistered broker",
     "fence decision: broker already in that state",
@@ -119,6 +135,8 @@ struct ModelPartition {
     shard: u16,
     leader_epoch: i32,
     replicas: Vec<i32>,
+    isr: Vec<i32>,
+    partition_epoch: i32,
 }
 
 impl ModelPartition {
@@ -128,7 +146,49 @@ impl ModelPartition {
             shard: placement.shard.0,
             leader_epoch: placement.leader_epoch.0,
             replicas: placement.replicas.iter().map(|node| node.0).collect(),
+            isr: placement.isr.iter().map(|node| node.0).collect(),
+            partition_epoch: placement.partition_epoch,
         }
+    }
+}
+
+/// Why a partition's (leader, ISR, replicas) do not agree, if they do not: the situation's
+/// name after `what`'s prefix.
+fn partition_state_problem(leader: i32, isr: &[i32], replicas: &[i32]) -> Option<&'static str> {
+    let distinct: BTreeSet<i32> = isr.iter().copied().collect();
+    if replicas.is_empty() {
+        return Some("no replicas");
+    }
+    if isr.is_empty() || distinct.len() != isr.len() || !isr.iter().all(|n| replicas.contains(n)) {
+        return Some("bad ISR");
+    }
+    if leader != MODEL_NO_LEADER && !isr.contains(&leader) {
+        return Some("leader outside the ISR");
+    }
+    None
+}
+
+/// `why` as a situation name with its record kind's prefix (`COVERAGE` spells them out).
+fn situation(prefix: &'static str, why: &'static str) -> &'static str {
+    match (prefix, why) {
+        ("Partition", "no replicas") => "Partition: no replicas",
+        ("Partition", "bad ISR") => "Partition: bad ISR",
+        ("Partition", _) => "Partition: leader outside the ISR",
+        (_, "no replicas") => "PartitionChange: no replicas",
+        (_, "bad ISR") => "PartitionChange: bad ISR",
+        _ => "PartitionChange: leader outside the ISR",
+    }
+}
+
+/// Two refusals are the same: equal, or both an invalid partition state of one partition
+/// (the model names the situation, not `apply`'s wording).
+fn same_error(a: &ApplyError, b: &ApplyError) -> bool {
+    match (a, b) {
+        (
+            ApplyError::InvalidPartitionState(topic_a, partition_a, _),
+            ApplyError::InvalidPartitionState(topic_b, partition_b, _),
+        ) => topic_a == topic_b && partition_a == partition_b,
+        _ => a == b,
     }
 }
 
@@ -188,7 +248,7 @@ impl Model {
                     return refuse(ApplyError::TopicExists(name.clone()), "Topic: id taken");
                 }
             }
-            MetadataRecord::Partition { topic_id, partition, .. } => {
+            MetadataRecord::Partition { topic_id, partition, placement } => {
                 let Some(topic) = self.topics.get(topic_id) else {
                     return refuse(
                         ApplyError::UnknownTopicId(*topic_id),
@@ -200,7 +260,25 @@ impl Model {
                     index if index < 0 => "Partition: negative index",
                     index if index < count => "Partition: index already taken",
                     index if index > count => "Partition: index skips ahead",
-                    _ => return Ok(()),
+                    _ => {
+                        let observed = ModelPartition::observed(placement);
+                        let problem = partition_state_problem(
+                            observed.leader,
+                            &observed.isr,
+                            &observed.replicas,
+                        );
+                        return match problem {
+                            Some(why) => refuse(
+                                ApplyError::InvalidPartitionState(
+                                    topic.name.clone(),
+                                    partition.0,
+                                    String::new(),
+                                ),
+                                situation("Partition", why),
+                            ),
+                            None => Ok(()),
+                        };
+                    }
                 };
                 let error = ApplyError::PartitionGap {
                     topic: topic.name.clone(),
@@ -242,7 +320,7 @@ impl Model {
                     return refuse(ApplyError::UnknownBroker(node.0), why);
                 }
             }
-            MetadataRecord::PartitionChange { topic_id, partition, .. } => {
+            MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
                 let Some(topic) = self.topics.get(topic_id) else {
                     return refuse(
                         ApplyError::UnknownTopicId(*topic_id),
@@ -255,6 +333,24 @@ impl Model {
                 }
                 if partition.0 as usize >= topic.partitions.len() {
                     return refuse(error, "PartitionChange: index past the end");
+                }
+                let current = &topic.partitions[partition.0 as usize];
+                let invalid = ApplyError::InvalidPartitionState(
+                    topic.name.clone(),
+                    partition.0,
+                    String::new(),
+                );
+                if leader_epoch.0 < current.leader_epoch
+                    || (leader.0 != current.leader && leader_epoch.0 == current.leader_epoch)
+                {
+                    return refuse(invalid, "PartitionChange: leader epoch goes back");
+                }
+                let next_isr: Vec<i32> = match isr {
+                    Some(isr) => isr.iter().map(|node| node.0).collect(),
+                    None => current.isr.clone(),
+                };
+                if let Some(why) = partition_state_problem(leader.0, &next_isr, &current.replicas) {
+                    return refuse(invalid, situation("PartitionChange", why));
                 }
             }
             MetadataRecord::BrokerConfig { .. } | MetadataRecord::RegisterBroker { .. } => {}
@@ -314,47 +410,147 @@ impl Model {
             MetadataRecord::UnfenceBroker { node } => {
                 self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = false;
             }
-            MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+            MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
+                let shards = self.brokers.get(&leader.0).map(|b| b.registration.shards);
                 let topic = self.topics.get_mut(topic_id).expect("verdict: the topic exists");
+                let name = topic.name.clone();
                 let placement = &mut topic.partitions[partition.0 as usize];
+                if leader.0 != placement.leader {
+                    if let Some(shards) = shards {
+                        placement.shard = model_shard(&name, partition.0, shards);
+                    }
+                }
                 placement.leader = leader.0;
                 placement.leader_epoch = leader_epoch.0;
+                if let Some(isr) = isr {
+                    placement.isr = isr.iter().map(|node| node.0).collect();
+                }
+                placement.partition_epoch += 1;
             }
         }
         self.version += 1;
     }
 
-    /// The model after fencing the live broker `node`: its partitions are left without a leader
-    /// in the next epoch. Returns how many partitions changed (one record each).
-    fn fence(&mut self, node: i32) -> usize {
-        self.brokers.get_mut(&node).expect("a registered broker").fenced = true;
-        let mut changed = 0;
-        for partition in self.topics.values_mut().flat_map(|topic| topic.partitions.iter_mut()) {
-            if partition.leader == node {
-                partition.leader = MODEL_NO_LEADER;
-                partition.leader_epoch += 1;
-                changed += 1;
-            }
-        }
-        self.version += 1 + changed as u64;
-        changed
+    /// Whether a live (registered, unfenced) broker.
+    fn live(&self, node: i32) -> bool {
+        self.brokers.get(&node).is_some_and(|broker| !broker.fenced)
     }
 
-    /// The model after unfencing the fenced broker `node`: it leads again every leaderless
-    /// partition whose first replica it is, in the next epoch. Returns how many changed.
-    fn unfence(&mut self, node: i32) -> usize {
-        self.brokers.get_mut(&node).expect("a registered broker").fenced = false;
-        let mut changed = 0;
-        for partition in self.topics.values_mut().flat_map(|topic| topic.partitions.iter_mut()) {
-            if partition.leader == MODEL_NO_LEADER && partition.replicas.first() == Some(&node) {
-                partition.leader = node;
-                partition.leader_epoch += 1;
-                changed += 1;
+    /// Moves a partition to (`leader`, `isr`) as a decision does: a leader epoch later when
+    /// the leader changes (on its shard there), a partition epoch later always. Whether it
+    /// changed.
+    fn decided(
+        &self,
+        name: &str,
+        index: usize,
+        partition: &mut ModelPartition,
+        leader: i32,
+        isr: Vec<i32>,
+    ) -> bool {
+        if leader == partition.leader && isr == partition.isr {
+            return false;
+        }
+        if leader != partition.leader {
+            partition.leader_epoch += 1;
+            if let Some(broker) = self.brokers.get(&leader) {
+                partition.shard = model_shard(name, index as i32, broker.registration.shards);
             }
         }
-        self.version += 1 + changed as u64;
-        changed
+        partition.leader = leader;
+        partition.isr = isr;
+        partition.partition_epoch += 1;
+        true
     }
+
+    /// The model after fencing the live broker `node`. Returns how many partitions changed
+    /// (one record each) and whether another in-sync replica or an unclean election took
+    /// over one of them.
+    fn fence(&mut self, node: i32) -> (usize, bool, bool) {
+        self.brokers.get_mut(&node).expect("a registered broker").fenced = true;
+        let (mut changed, mut in_sync, mut unclean) = (0, false, false);
+        let mut topics = std::mem::take(&mut self.topics);
+        for topic in topics.values_mut() {
+            let unclean_allowed = topic_unclean(topic);
+            for (index, partition) in topic.partitions.iter_mut().enumerate() {
+                if partition.leader != node && !partition.isr.contains(&node) {
+                    continue;
+                }
+                let mut isr: Vec<i32> =
+                    partition.isr.iter().copied().filter(|n| *n != node).collect();
+                if isr.is_empty() {
+                    isr.push(node);
+                }
+                let mut leader = partition.leader;
+                if leader == node {
+                    leader = MODEL_NO_LEADER;
+                    if let Some(next) = isr.iter().copied().find(|n| *n != node && self.live(*n)) {
+                        leader = next;
+                        in_sync = true;
+                    } else if unclean_allowed {
+                        let candidate = partition
+                            .replicas
+                            .iter()
+                            .copied()
+                            .find(|n| *n != node && self.live(*n));
+                        if let Some(candidate) = candidate {
+                            leader = candidate;
+                            isr = vec![candidate];
+                            unclean = true;
+                        }
+                    }
+                }
+                if self.decided(&topic.name, index, partition, leader, isr) {
+                    changed += 1;
+                }
+            }
+        }
+        self.topics = topics;
+        self.version += 1 + changed as u64;
+        (changed, in_sync, unclean)
+    }
+
+    /// The model after unfencing the fenced broker `node`: it leads every leaderless
+    /// partition whose ISR holds it, or (unclean allowed) whose replicas do. Returns how many
+    /// changed, and whether an unclean election did.
+    fn unfence(&mut self, node: i32) -> (usize, bool, bool) {
+        self.brokers.get_mut(&node).expect("a registered broker").fenced = false;
+        let (mut changed, mut unclean) = (0, false);
+        let mut topics = std::mem::take(&mut self.topics);
+        for topic in topics.values_mut() {
+            let unclean_allowed = topic_unclean(topic);
+            for (index, partition) in topic.partitions.iter_mut().enumerate() {
+                if partition.leader != MODEL_NO_LEADER {
+                    continue;
+                }
+                let isr = if partition.isr.contains(&node) {
+                    partition.isr.clone()
+                } else if unclean_allowed && partition.replicas.contains(&node) {
+                    unclean = true;
+                    vec![node]
+                } else {
+                    continue;
+                };
+                if self.decided(&topic.name, index, partition, node, isr) {
+                    changed += 1;
+                }
+            }
+        }
+        self.topics = topics;
+        self.version += 1 + changed as u64;
+        (changed, false, unclean)
+    }
+}
+
+/// Whether the model's topic allows unclean leader election (its own config: the model sets
+/// no broker default for it).
+fn topic_unclean(topic: &ModelTopic) -> bool {
+    topic.configs.get("unclean.leader.election.enable").map(String::as_str) == Some("true")
+}
+
+/// The shard a broker with `shards` shards owns a partition on (the placement function).
+fn model_shard(topic: &str, partition: i32, shards: u16) -> u16 {
+    let shards = usize::from(shards).clamp(1, shard::runtime::SHARDS_MAX);
+    shard::runtime::shard_of(topic, partition, shards).0
 }
 
 /// The first way `image` differs from `model`, if any.
@@ -502,11 +698,31 @@ fn random_placement(rng: &mut StdRng, model: &Model) -> Placement {
         _ if rng.gen_bool(0.3) => MODEL_NO_LEADER,
         _ => random_node(rng, model),
     };
+    // Mostly a valid ISR: the leader (or, leaderless, the first replica) and maybe another
+    // replica; sometimes anything.
+    let mut isr: Vec<i32> = match leader {
+        MODEL_NO_LEADER => replicas.iter().take(1).copied().collect(),
+        leader => vec![leader],
+    };
+    if let Some(other) = replicas.iter().find(|node| !isr.contains(node)) {
+        if rng.gen_bool(0.4) {
+            isr.push(*other);
+        }
+    }
+    match rng.gen_range(0..12) {
+        0 => isr.clear(),
+        1 => isr.push(random_node(rng, model)),
+        // In sync, but not the leader.
+        2 => isr = replicas.iter().copied().filter(|node| *node != leader).take(1).collect(),
+        _ => {}
+    }
     Placement {
         leader: NodeId(leader),
         shard: ShardId(rng.gen_range(0..4)),
         leader_epoch: LeaderEpoch(rng.gen_range(0..5)),
         replicas: replicas.into_iter().map(NodeId).collect(),
+        isr: isr.into_iter().map(NodeId).collect(),
+        partition_epoch: rng.gen_range(0..3),
     }
 }
 
@@ -567,14 +783,41 @@ fn random_partition_change(rng: &mut StdRng, model: &Model) -> MetadataRecord {
         _ if count > 0 => rng.gen_range(0..count),
         _ => 0,
     };
-    let leader = if rng.gen_bool(0.25) { MODEL_NO_LEADER } else { random_node(rng, model) };
-    let current_epoch = model
+    let current = model
         .topics
         .get(&topic_id)
         .and_then(|topic| topic.partitions.get(usize::try_from(partition).ok()?))
-        .map(|placement| placement.leader_epoch);
-    let leader_epoch = match current_epoch {
-        Some(epoch) if rng.gen_bool(0.7) => epoch + 1,
+        .cloned();
+    // Mostly a member of the ISR (kept, or a new ISR of replicas holding it), sometimes any.
+    let (leader, isr) = match &current {
+        Some(current) if rng.gen_bool(0.8) => {
+            let isr = if rng.gen_bool(0.5) {
+                None
+            } else {
+                let mut isr: Vec<i32> =
+                    current.replicas.iter().copied().filter(|_| rng.gen_bool(0.6)).collect();
+                if isr.is_empty() {
+                    isr = current.replicas.iter().take(1).copied().collect();
+                }
+                Some(isr)
+            };
+            let members = isr.clone().unwrap_or_else(|| current.isr.clone());
+            let leader = match members.choose(rng) {
+                Some(member) if rng.gen_bool(0.8) => *member,
+                _ => MODEL_NO_LEADER,
+            };
+            (leader, isr)
+        }
+        _ => {
+            let leader = if rng.gen_bool(0.25) { MODEL_NO_LEADER } else { random_node(rng, model) };
+            let isr = rng.gen_bool(0.3).then(|| vec![random_node(rng, model)]);
+            (leader, isr)
+        }
+    };
+    let leader_epoch = match &current {
+        Some(current) if rng.gen_bool(0.8) => {
+            current.leader_epoch + i32::from(leader != current.leader || rng.gen_bool(0.3))
+        }
         _ => rng.gen_range(0..20),
     };
     MetadataRecord::PartitionChange {
@@ -582,6 +825,7 @@ fn random_partition_change(rng: &mut StdRng, model: &Model) -> MetadataRecord {
         partition: PartitionId(partition),
         leader: NodeId(leader),
         leader_epoch: LeaderEpoch(leader_epoch),
+        isr: isr.map(|isr| isr.into_iter().map(NodeId).collect()),
     }
 }
 
@@ -732,7 +976,7 @@ impl Run {
                 refusal.why
             )),
             (Err(refusal), Err(error)) => {
-                if error != refusal.error {
+                if !same_error(&error, &refusal.error) {
                     self.fail(format!(
                         "apply refused {record:?} with {error:?}; the model expected {:?}",
                         refusal.error
@@ -785,7 +1029,8 @@ impl Run {
             return;
         }
         let mut expected = self.model.clone();
-        let changed = if fence { expected.fence(node) } else { expected.unfence(node) };
+        let (changed, in_sync, unclean) =
+            if fence { expected.fence(node) } else { expected.unfence(node) };
         if records.len() != 1 + changed {
             self.fail(format!(
                 "{decision} of broker {node} decided {} records, the model {} (the broker and \
@@ -803,6 +1048,16 @@ impl Run {
         }
         self.image = next;
         self.model = expected;
+        if in_sync {
+            self.cover("fence decision: another in-sync replica leads");
+        }
+        if unclean {
+            self.cover(if fence {
+                "fence decision: an unclean election"
+            } else {
+                "unfence decision: an unclean election"
+            });
+        }
         self.cover(match (fence, changed > 0) {
             (true, true) => "fence decision: moves leadership",
             (true, false) => "fence decision: broker led nothing",
@@ -833,7 +1088,7 @@ impl Run {
                 "apply_all accepted a batch with a refused record ({})",
                 refusal.why
             )),
-            Err(error) if error != refusal.error => self.fail(format!(
+            Err(error) if !same_error(&error, &refusal.error) => self.fail(format!(
                 "apply_all refused the batch with {error:?}; the model expected {:?}",
                 refusal.error
             )),
@@ -982,6 +1237,8 @@ fn the_comparison_tells_every_field_apart() {
                 shard: ShardId(1),
                 leader_epoch: LeaderEpoch(0),
                 replicas: vec![NodeId(1)],
+                isr: vec![NodeId(1)],
+                partition_epoch: 0,
             },
         },
         MetadataRecord::TopicConfig {
@@ -1001,7 +1258,7 @@ fn the_comparison_tells_every_field_apart() {
     }
     let image = apply_all(&MetadataImage::default(), &records).expect("valid records");
     assert_eq!(compare(&model, &image), Ok(()));
-    let changes: [ImageChange; 11] = [
+    let changes: [ImageChange; 13] = [
         ("version not bumped", |image| image.version -= 1),
         ("cluster id", |image| image.cluster_id = "beta".into()),
         ("broker config", |image| image.broker_configs.clear()),
@@ -1017,6 +1274,8 @@ fn the_comparison_tells_every_field_apart() {
         ("leader epoch", |image| first_partition(image).leader_epoch = LeaderEpoch(1)),
         ("replicas", |image| first_partition(image).replicas.clear()),
         ("shard", |image| first_partition(image).shard = ShardId(0)),
+        ("isr", |image| first_partition(image).isr.push(NodeId(2))),
+        ("partition epoch", |image| first_partition(image).partition_epoch = 3),
     ];
     for (what, change) in changes {
         let mut changed = image.clone();

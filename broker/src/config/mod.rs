@@ -41,6 +41,9 @@ pub struct BrokerConfig {
     /// `broker.heartbeat.interval.ms` and `broker.session.timeout.ms` (a cluster's).
     pub heartbeat_interval_ms: u64,
     pub session_timeout_ms: u64,
+    /// `auto.leader.rebalance.enable` and `leader.imbalance.check.interval.seconds`: how
+    /// often the active controller runs preferred elections (`None`: never).
+    pub leader_rebalance_interval_ms: Option<u64>,
     /// `cpu.pinning`.
     pub pin_cpus: bool,
     /// Kafka's `offsets.retention.minutes`, in milliseconds: committed offsets of groups
@@ -132,6 +135,9 @@ impl BrokerConfig {
             initial_rebalance_delay_ms: integer("group.initial.rebalance.delay.ms")? as u64,
             heartbeat_interval_ms: integer("broker.heartbeat.interval.ms")? as u64,
             session_timeout_ms: integer("broker.session.timeout.ms")? as u64,
+            leader_rebalance_interval_ms: (settings.get("auto.leader.rebalance.enable").trim()
+                == "true")
+                .then_some(integer("leader.imbalance.check.interval.seconds")? as u64 * 1000),
             pin_cpus: settings.get("cpu.pinning").trim() == "true",
             offsets_retention_ms,
             offsets_compact_bytes: integer("offsets.compact.bytes")? as u64,

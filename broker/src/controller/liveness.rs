@@ -8,6 +8,8 @@
 //! incarnation it registered with, is unfenced (`unfence_broker`). A controller that has just
 //! become leader counts every broker as heard from at that moment, so a leader change never
 //! fences brokers that were heartbeating to the old leader.
+//! With `auto.leader.rebalance.enable`, the leader also runs preferred elections every
+//! `leader.imbalance.check.interval.seconds` (`metadata::elect::preferred_elections`).
 //! Controlled shutdown: a broker that got SIGTERM asks the leader to fence it at once
 //! (`controlled_shutdown`), so its partitions get new leaders before it goes, not a session
 //! timeout after; its later heartbeats from that incarnation are ignored, and it is unfenced
@@ -21,7 +23,7 @@ use super::proposer::propose;
 use super::protocol::{ProposeError, Request, Response};
 use super::state_machine::ImageCell;
 use super::types::{NodeId, Proposal, Raft};
-use crate::metadata::decide;
+use crate::metadata::{decide, elect};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -81,8 +83,10 @@ pub async fn watch(
     images: Arc<ImageCell>,
     liveness: Arc<Liveness>,
     session: Duration,
+    rebalance: Option<Duration>,
 ) {
     let mut leading_since: Option<Instant> = None;
+    let mut rebalanced = Instant::now();
     loop {
         tokio::time::sleep(CHECK_INTERVAL).await;
         if !is_leader(&raft, me) {
@@ -113,6 +117,22 @@ pub async fn watch(
                 if !decided.is_empty() {
                     break;
                 }
+            }
+        }
+        if decided.is_empty() {
+            // The automatic leader rebalance: back to the preferred replicas, every interval.
+            match rebalance {
+                Some(interval) if rebalanced.elapsed() >= interval => {
+                    rebalanced = Instant::now();
+                    decided = elect::preferred_elections(&image);
+                    if !decided.is_empty() {
+                        tracing::info!(
+                            partitions = decided.len(),
+                            "leader rebalance: preferred replicas lead again"
+                        );
+                    }
+                }
+                _ => {}
             }
         }
         if decided.is_empty() {

@@ -50,6 +50,8 @@ pub struct QuorumConfig {
     pub broker: Option<(wire::ids::NodeId, [u8; 16])>,
     pub heartbeat_interval: Duration,
     pub session_timeout: Duration,
+    /// How often the leader runs preferred elections (`auto.leader.rebalance.enable`).
+    pub rebalance_interval: Option<Duration>,
     /// This node's data directory, as its `meta.properties` says (checked against the quorum
     /// before this node votes).
     pub identity: Identity,
@@ -302,6 +304,7 @@ async fn run(
             images.clone(),
             liveness.clone(),
             config.session_timeout,
+            config.rebalance_interval,
         )),
     ];
     let heartbeating = config.broker.map(|broker| {

@@ -56,6 +56,7 @@ impl Cluster {
             broker: None,
             heartbeat_interval: Duration::from_secs(2),
             session_timeout: Duration::from_secs(9),
+            rebalance_interval: None,
             identity: super::quorum::Identity { cluster_id: None, directory_id: format!("d{id}") },
         }
     }

@@ -139,11 +139,19 @@ pub async fn handle<S: Storage>(
                             placement.replicas.iter().map(|node| BrokerId(node.0)).collect();
                         // Until replication (issue #16) only the leader is in sync; a
                         // leaderless partition keeps its last in-sync replica, as Kafka does.
-                        partition.isr_nodes = if placement.leader == NO_LEADER {
-                            replicas.iter().take(1).copied().collect()
-                        } else {
-                            vec![BrokerId(placement.leader.0)]
-                        };
+                        partition.isr_nodes =
+                            placement.isr.iter().map(|node| BrokerId(node.0)).collect();
+                        if version >= 5 && !image.brokers.is_empty() {
+                            // Replicas on fenced (or unregistered) brokers.
+                            partition.offline_replicas = placement
+                                .replicas
+                                .iter()
+                                .filter(|node| {
+                                    image.brokers.get(node).is_none_or(|broker| broker.fenced)
+                                })
+                                .map(|node| BrokerId(node.0))
+                                .collect();
+                        }
                         partition.replica_nodes = replicas;
                         partition
                     })

@@ -25,6 +25,32 @@ pub enum ApplyError {
     UnknownBroker(i32),
     #[error("{0} has no partition {1}")]
     UnknownPartition(String, i32),
+    #[error("partition {0}-{1}: {2}")]
+    InvalidPartitionState(String, i32, String),
+}
+
+/// A partition's leader, ISR and replicas agree: a non-empty ISR of distinct replicas, the
+/// leader -1 or one of the ISR.
+fn check_partition(
+    placement: &super::placement::Placement,
+    leader: wire::ids::NodeId,
+) -> Result<(), String> {
+    let mut isr = placement.isr.clone();
+    isr.sort_unstable();
+    isr.dedup();
+    if placement.replicas.is_empty() {
+        return Err("no replicas".into());
+    }
+    if isr.is_empty() || isr.len() != placement.isr.len() {
+        return Err(format!("the ISR {:?} is empty or names a broker twice", placement.isr));
+    }
+    if let Some(outside) = isr.iter().find(|node| !placement.replicas.contains(node)) {
+        return Err(format!("ISR member {} is not a replica", outside.0));
+    }
+    if leader.0 != -1 && !placement.isr.contains(&leader) {
+        return Err(format!("leader {} is not in the ISR {:?}", leader.0, placement.isr));
+    }
+    Ok(())
 }
 
 /// The image after `record`.
@@ -60,6 +86,9 @@ pub fn apply(
                     count: topic.partition_count(),
                 });
             }
+            check_partition(placement, placement.leader).map_err(|why| {
+                ApplyError::InvalidPartitionState(topic.name.clone(), partition.0, why)
+            })?;
             topic.partitions.push(placement.clone());
         }
         MetadataRecord::TopicConfig { topic, key, value } => {
@@ -98,7 +127,8 @@ pub fn apply(
             let broker = image.brokers.get_mut(node).ok_or(ApplyError::UnknownBroker(node.0))?;
             broker.fenced = matches!(record, MetadataRecord::FenceBroker { .. });
         }
-        MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+        MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
+            let brokers = &image.brokers;
             let topic = image
                 .topics
                 .values_mut()
@@ -108,9 +138,38 @@ pub fn apply(
             let placement = usize::try_from(partition.0)
                 .ok()
                 .and_then(|index| topic.partitions.get_mut(index))
-                .ok_or(ApplyError::UnknownPartition(name, partition.0))?;
-            placement.leader = *leader;
-            placement.leader_epoch = *leader_epoch;
+                .ok_or_else(|| ApplyError::UnknownPartition(name.clone(), partition.0))?;
+            let invalid =
+                |why: String| ApplyError::InvalidPartitionState(name.clone(), partition.0, why);
+            if *leader_epoch < placement.leader_epoch
+                || (*leader != placement.leader && *leader_epoch == placement.leader_epoch)
+            {
+                return Err(invalid(format!(
+                    "leader epoch {} after {} (it grows with every leader change)",
+                    leader_epoch.0, placement.leader_epoch.0
+                )));
+            }
+            let mut next = placement.clone();
+            next.leader = *leader;
+            next.leader_epoch = *leader_epoch;
+            if let Some(isr) = isr {
+                next.isr = isr.clone();
+            }
+            next.partition_epoch = placement.partition_epoch.saturating_add(1);
+            if *leader != placement.leader {
+                // A new leading broker owns the partition on its own shard (the one `place`
+                // would choose there); a leaderless partition keeps its last one.
+                if let Some(broker) = brokers.get(leader) {
+                    let shards = usize::from(broker.registration.shards);
+                    next.shard = shard::runtime::shard_of(
+                        &name,
+                        partition.0,
+                        shards.clamp(1, shard::runtime::SHARDS_MAX),
+                    );
+                }
+            }
+            check_partition(&next, *leader).map_err(invalid)?;
+            *placement = next;
         }
         MetadataRecord::RemoveTopic { topic_id } => {
             let name = image

@@ -49,6 +49,8 @@ pub enum MetadataChange {
     /// The node that received it, and (BROKER resource name: a node id or "" for the cluster
     /// default, edit, validate only).
     AlterBrokerConfigs(i32, Vec<(String, ConfigEdit, bool)>),
+    /// ElectLeaders: one election per (topic, partition).
+    ElectLeaders(super::elect::ElectionType, Vec<(String, i32)>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions
@@ -192,8 +194,10 @@ pub fn place(
             usize::from(leader.shards).clamp(1, shard::runtime::SHARDS_MAX),
         ),
         leader_epoch: LeaderEpoch(0),
-        // Followers copy the leader in issue #16.
+        // Followers copy the leader in issue #16; until then only the leader is in sync.
         replicas: replicas.iter().map(|broker| broker.node).collect(),
+        isr: vec![leader.node],
+        partition_epoch: 0,
     }
 }
 
@@ -234,62 +238,12 @@ fn assigned(
         ),
         leader_epoch: LeaderEpoch(0),
         replicas: replicas.iter().copied().map(NodeId).collect(),
+        isr: vec![leader],
+        partition_epoch: 0,
     }
 }
 
-/// No leader (Kafka's -1): the partition's only in-sync replica is fenced.
-pub const NO_LEADER: NodeId = NodeId(-1);
-
-/// Fences `node` (its heartbeats stopped): it is marked fenced, and every partition it leads
-/// gets a new leader from its in-sync replicas, in the leader epoch after. Until replication
-/// (issue #16) a partition's only in-sync replica is its leader, so the partition is left
-/// without one (-1) until the broker is back, as Kafka does with no other in-sync replica;
-/// `unclean.leader.election.enable` would pick an out-of-sync replica, and there is none
-/// with data yet either. Nothing when the broker is unknown or fenced already.
-pub fn fence_broker(image: &MetadataImage, node: NodeId) -> Vec<MetadataRecord> {
-    if image.brokers.get(&node).is_none_or(|broker| broker.fenced) {
-        return Vec::new();
-    }
-    let mut records = vec![MetadataRecord::FenceBroker { node }];
-    records.extend(leaders_changed(image, |p| p.leader == node, NO_LEADER));
-    records
-}
-
-/// Unfences `node` (its heartbeats are back): it is marked live, and every leaderless
-/// partition whose in-sync replica it is (its first replica, until replication) is led by it
-/// again, in the next leader epoch. Nothing when the broker is unknown or live already.
-pub fn unfence_broker(image: &MetadataImage, node: NodeId) -> Vec<MetadataRecord> {
-    if image.brokers.get(&node).is_none_or(|broker| !broker.fenced) {
-        return Vec::new();
-    }
-    let mut records = vec![MetadataRecord::UnfenceBroker { node }];
-    let leaderless_of_node =
-        |p: &Placement| p.leader == NO_LEADER && p.replicas.first() == Some(&node);
-    records.extend(leaders_changed(image, leaderless_of_node, node));
-    records
-}
-
-/// A `PartitionChange` to `leader`, in the next leader epoch, for every partition `moves`.
-fn leaders_changed(
-    image: &MetadataImage,
-    moves: impl Fn(&Placement) -> bool,
-    leader: NodeId,
-) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    for topic in image.topics.values() {
-        for (index, placement) in topic.partitions.iter().enumerate() {
-            if moves(placement) {
-                records.push(MetadataRecord::PartitionChange {
-                    topic_id: topic.topic_id,
-                    partition: PartitionId(i32::try_from(index).unwrap_or(i32::MAX)),
-                    leader,
-                    leader_epoch: LeaderEpoch(placement.leader_epoch.0.saturating_add(1)),
-                });
-            }
-        }
-    }
-    records
-}
+pub use super::elect::{fence_broker, unfence_broker, NO_LEADER};
 
 /// Internal topics (`__consumer_offsets`) hold every group's offsets and are placed by a fixed
 /// partition count: clients may not delete them, grow them, or change how long they keep data.

@@ -3,7 +3,8 @@
 //! Owns: the immutable `MetadataImage` every shard reads (`image`), the records that change it
 //! (`records`, modelled on KIP-631's metadata records), the pure function that applies one
 //! record to an image (`apply`), the decisions that turn an admin request into records after
-//! validating it (`decide`), partition placement (`placement`), the internal topics
+//! validating it (`decide`), leader elections (`elect`: fencing, unfencing, preferred and
+//! unclean elections), partition placement (`placement`), the internal topics
 //! (`internal`), topic-config rules (`topic_config`), the image's file
 //! `strata-metadata.json` (`store`), the image a node starts from (`startup`) and the data
 //! directory's identity file `meta.properties` (`meta_properties`).
@@ -16,6 +17,7 @@
 pub mod apply;
 pub mod broker_config;
 pub mod decide;
+pub mod elect;
 pub mod file_budget;
 pub mod image;
 pub mod internal;

@@ -19,6 +19,12 @@ pub struct Placement {
     pub shard: ShardId,
     pub leader_epoch: LeaderEpoch,
     pub replicas: Vec<NodeId>,
+    /// The in-sync replicas (KIP-631's PartitionRecord `isr`): never empty; a leaderless
+    /// partition keeps its last in-sync replica, as Kafka does. Until replication (issue #16)
+    /// it is the leader alone.
+    pub isr: Vec<NodeId>,
+    /// Bumped by every change of the partition's leader or ISR (Kafka's partition epoch).
+    pub partition_epoch: i32,
 }
 
 /// How new partitions are placed: on `node`, spread over its `shard_count` shards.
@@ -35,6 +41,8 @@ impl PlacementPolicy {
             shard: shard::runtime::shard_of(topic, partition, self.shard_count),
             leader_epoch: LeaderEpoch(0),
             replicas: vec![self.node],
+            isr: vec![self.node],
+            partition_epoch: 0,
         }
     }
 }

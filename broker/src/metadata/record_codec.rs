@@ -3,7 +3,9 @@
 //! image, so the in-memory records can change shape without changing the log's.
 //!
 //! Format: `{"type": "topic", "name": ..., "topic_id": [16 bytes]}`, `{"type": "partition",
-//! "topic_id", "partition", "placement": {"leader", "shard", "leader_epoch", "replicas"}}`,
+//! "topic_id", "partition", "placement": {"leader", "shard", "leader_epoch", "replicas",
+//! "isr", "partition_epoch"}}` (the last two added later: absent means the leader alone in
+//! sync, epoch 0), `{"type": "partition_change", ..., "isr"}` (absent: unchanged),
 //! `{"type": "topic_config", "topic", "key", "value"}`, `{"type": "remove_topic", "topic_id"}`,
 //! `{"type": "broker_config", "resource", "key", "value"}`; `value` null removes.
 //! Invariant: variants are only ever added. An unknown `type` fails to decode, and the node
@@ -23,6 +25,25 @@ pub(crate) struct StoredPlacement {
     shard: u16,
     leader_epoch: i32,
     replicas: Vec<i32>,
+    /// Absent in records and files written before it existed: the leader then (or, with no
+    /// leader, the first replica) was the only in-sync replica.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    isr: Vec<i32>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    partition_epoch: i32,
+}
+
+fn is_zero(value: &i32) -> bool {
+    *value == 0
+}
+
+/// The ISR of a placement stored before ISRs were: the leader, or the first replica.
+fn derived_isr(leader: i32, replicas: &[i32]) -> Vec<i32> {
+    if leader >= 0 {
+        vec![leader]
+    } else {
+        replicas.iter().take(1).copied().collect()
+    }
 }
 
 impl From<&Placement> for StoredPlacement {
@@ -32,17 +53,22 @@ impl From<&Placement> for StoredPlacement {
             shard: p.shard.0,
             leader_epoch: p.leader_epoch.0,
             replicas: p.replicas.iter().map(|node| node.0).collect(),
+            isr: p.isr.iter().map(|node| node.0).collect(),
+            partition_epoch: p.partition_epoch,
         }
     }
 }
 
 impl From<StoredPlacement> for Placement {
     fn from(p: StoredPlacement) -> Self {
+        let isr = if p.isr.is_empty() { derived_isr(p.leader, &p.replicas) } else { p.isr };
         Placement {
             leader: NodeId(p.leader),
             shard: ShardId(p.shard),
             leader_epoch: LeaderEpoch(p.leader_epoch),
             replicas: p.replicas.into_iter().map(NodeId).collect(),
+            isr: isr.into_iter().map(NodeId).collect(),
+            partition_epoch: p.partition_epoch,
         }
     }
 }
@@ -50,16 +76,49 @@ impl From<StoredPlacement> for Placement {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum StoredRecord {
-    Topic { name: String, topic_id: TopicId },
-    Partition { topic_id: TopicId, partition: i32, placement: StoredPlacement },
-    TopicConfig { topic: String, key: String, value: Option<String> },
-    RemoveTopic { topic_id: TopicId },
-    BrokerConfig { resource: String, key: String, value: Option<String> },
-    ClusterId { cluster_id: String },
-    RegisterBroker { broker: StoredBroker },
-    FenceBroker { node: i32 },
-    UnfenceBroker { node: i32 },
-    PartitionChange { topic_id: TopicId, partition: i32, leader: i32, leader_epoch: i32 },
+    Topic {
+        name: String,
+        topic_id: TopicId,
+    },
+    Partition {
+        topic_id: TopicId,
+        partition: i32,
+        placement: StoredPlacement,
+    },
+    TopicConfig {
+        topic: String,
+        key: String,
+        value: Option<String>,
+    },
+    RemoveTopic {
+        topic_id: TopicId,
+    },
+    BrokerConfig {
+        resource: String,
+        key: String,
+        value: Option<String>,
+    },
+    ClusterId {
+        cluster_id: String,
+    },
+    RegisterBroker {
+        broker: StoredBroker,
+    },
+    FenceBroker {
+        node: i32,
+    },
+    UnfenceBroker {
+        node: i32,
+    },
+    PartitionChange {
+        topic_id: TopicId,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        /// The new ISR; absent: unchanged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        isr: Option<Vec<i32>>,
+    },
 }
 
 /// A broker registration as stored (also in `strata-metadata.json`'s snapshots).
@@ -131,12 +190,13 @@ impl From<&MetadataRecord> for StoredRecord {
             },
             MetadataRecord::FenceBroker { node } => StoredRecord::FenceBroker { node: node.0 },
             MetadataRecord::UnfenceBroker { node } => StoredRecord::UnfenceBroker { node: node.0 },
-            MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+            MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
                 StoredRecord::PartitionChange {
                     topic_id,
                     partition: partition.0,
                     leader: leader.0,
                     leader_epoch: leader_epoch.0,
+                    isr: isr.map(|isr| isr.iter().map(|node| node.0).collect()),
                 }
             }
         }
@@ -171,12 +231,13 @@ impl From<StoredRecord> for MetadataRecord {
             StoredRecord::UnfenceBroker { node } => {
                 MetadataRecord::UnfenceBroker { node: NodeId(node) }
             }
-            StoredRecord::PartitionChange { topic_id, partition, leader, leader_epoch } => {
+            StoredRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
                 MetadataRecord::PartitionChange {
                     topic_id,
                     partition: PartitionId(partition),
                     leader: NodeId(leader),
                     leader_epoch: LeaderEpoch(leader_epoch),
+                    isr: isr.map(|isr| isr.into_iter().map(NodeId).collect()),
                 }
             }
         }
@@ -231,6 +292,14 @@ mod tests {
                 partition: PartitionId(0),
                 leader: NodeId(-1),
                 leader_epoch: LeaderEpoch(4),
+                isr: None,
+            },
+            MetadataRecord::PartitionChange {
+                topic_id: [7; 16],
+                partition: PartitionId(0),
+                leader: NodeId(2),
+                leader_epoch: LeaderEpoch(5),
+                isr: Some(vec![NodeId(2), NodeId(3)]),
             },
             MetadataRecord::RegisterBroker {
                 broker: BrokerRegistration {
@@ -247,6 +316,13 @@ mod tests {
         let json = serde_json::to_string(&StoredRecords::from(records.clone())).expect("encode");
         let back: StoredRecords = serde_json::from_str(&json).expect("decode");
         assert_eq!(Vec::<MetadataRecord>::from(back), records);
+        // Records written before ISRs were stored still read: the leader alone in sync.
+        let old = r#"[{"type": "partition", "topic_id": [7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7],
+            "partition": 0, "placement": {"leader": -1, "shard": 1, "leader_epoch": 2,
+            "replicas": [4, 5]}}]"#;
+        let old: Vec<MetadataRecord> = serde_json::from_str::<StoredRecords>(old).unwrap().into();
+        let MetadataRecord::Partition { placement, .. } = &old[0] else { panic!("{old:?}") };
+        assert_eq!((placement.isr.clone(), placement.partition_epoch), (vec![NodeId(4)], 0));
         let unknown = r#"[{"type": "fence_broker_v9", "broker": 1}]"#;
         let error = serde_json::from_str::<StoredRecords>(unknown).unwrap_err().to_string();
         assert!(error.contains("fence_broker_v9"), "{error}");

@@ -35,11 +35,15 @@ pub enum MetadataRecord {
     FenceBroker { node: NodeId },
     /// A fenced broker's heartbeats came back (UnfenceBrokerRecord).
     UnfenceBroker { node: NodeId },
-    /// A partition's new leader and leader epoch (PartitionChangeRecord); -1 is no leader.
+    /// A partition's new leader and leader epoch, and its new ISR when `isr` is set
+    /// (PartitionChangeRecord); -1 is no leader. Every change bumps the partition epoch.
+    /// The leader must be -1 or in the ISR, the ISR non-empty and of the partition's
+    /// replicas, and the leader epoch may not go back (grow it when the leader changes).
     PartitionChange {
         topic_id: TopicId,
         partition: PartitionId,
         leader: NodeId,
         leader_epoch: LeaderEpoch,
+        isr: Option<Vec<NodeId>>,
     },
 }

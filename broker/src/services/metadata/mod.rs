@@ -16,6 +16,7 @@ use crate::controller::types::{Proposal, Refused};
 use crate::error::{BrokerError, Result};
 use crate::mesh::{Mesh, Service};
 use crate::metadata::decide::{self, MetadataChange};
+use crate::metadata::elect;
 use crate::metadata::{apply_all, store, MetadataImage, MetadataRecord, PlacementPolicy};
 use crate::services::partitions::PartitionService;
 use futures_util::future::LocalBoxFuture;
@@ -312,6 +313,13 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, validate_only)
                 })
                 .collect(),
+            MetadataChange::ElectLeaders(kind, partitions) => partitions
+                .into_iter()
+                .map(|(topic, partition)| {
+                    let outcome = elect::elect(&pending.working, kind, &topic, partition);
+                    pending.take(outcome, false)
+                })
+                .collect(),
             MetadataChange::AlterBrokerConfigs(node, changes) => changes
                 .into_iter()
                 .map(|(resource, edit, validate_only)| {
@@ -427,6 +435,7 @@ fn change_items(change: &MetadataChange) -> usize {
         MetadataChange::CreatePartitions(items) => items.len(),
         MetadataChange::AlterConfigs(items) => items.len(),
         MetadataChange::AlterBrokerConfigs(_, items) => items.len(),
+        MetadataChange::ElectLeaders(_, items) => items.len(),
     }
 }
 

@@ -256,3 +256,85 @@ def test_the_deploy_three_node_configs_form_a_cluster_with_their_racks(tmp_path)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def partition_state(node, topic):
+    for t in metadata_from(node, [topic])["topics"]:
+        if t["name"] == topic:
+            return {p["partition"]: p for p in t["partitions"]}
+    return {}
+
+
+def test_elect_leaders_and_unclean_election_with_confluent_kafka(tmp_path):
+    """ElectLeaders (KIP-460) through confluent-kafka's AdminClient, and unclean leader
+    election: with RF=2 and replication not built (#16), a partition's ISR is its leader, so
+    when that broker goes the partition is leaderless until an UNCLEAN election (or the
+    topic's unclean.leader.election.enable) makes the other replica its leader and whole ISR."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka import ElectionType
+    c = Cluster(tmp_path, extra=["--set", "broker.session.timeout.ms=%d" % SESSION_MS,
+                                 "--set", "broker.heartbeat.interval.ms=300"]).start()
+    try:
+        nodes = c.nodes
+        bootstrap = nodes[1].bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        created = admin.create_topics([NewTopic("electing", 6, 2),
+                                       NewTopic("self-electing", 6, 2,
+                                                config={"unclean.leader.election.enable": "true"})])
+        for future in created.values():
+            future.result(30)
+        for name in ("electing", "self-electing"):
+            wait_for(lambda: len(partition_state(nodes[2], name)) == 6, 15, "the topics everywhere")
+        state = partition_state(nodes[1], "electing")
+        for p in state.values():
+            assert p["isr"] == [p["leader"]] == p["replicas"][:1] and len(p["replicas"]) == 2, p
+
+        # Every leader is preferred already.
+        everything = [TopicPartition("electing", p) for p in range(6)]
+        result = admin.elect_leaders(ElectionType.PREFERRED, everything).result(30)
+        codes = {tp.partition: (err.code() if err else 0) for tp, err in result.items()}
+        assert codes == {p: 84 for p in range(6)}, codes  # ELECTION_NOT_NEEDED
+
+        controller = cluster_status(nodes[1])["leader"]
+        victim = next(i for i in (1, 2, 3) if i != controller)
+        led = [p for p, s in state.items() if s["leader"] == victim]
+        auto_led = [p for p, s in partition_state(nodes[1], "self-electing").items()
+                    if s["leader"] == victim]
+        assert led and auto_led
+        code, clean = nodes[victim].terminate(grace=10)
+        assert clean and code == 0
+        others = [n for i, n in nodes.items() if i != victim]
+        wait_for(lambda: all(partition_state(n, "electing")[p]["leader"] == -1 for n in others for p in led),
+                 5, "its partitions leaderless (controlled shutdown, no other in-sync replica)")
+        # The topic that allows unclean elections got its other replica as leader by itself.
+        wait_for(lambda: all(partition_state(others[0], "self-electing")[p]["leader"] not in (-1, victim)
+                             for p in auto_led), 5, "unclean election on fencing")
+        for p in auto_led:
+            s = partition_state(others[0], "self-electing")[p]
+            assert s["isr"] == [s["leader"]] and s["leader"] in s["replicas"], s
+
+        # An unclean ElectLeaders gives the others a leader: the live replica, as the whole ISR.
+        target = [TopicPartition("electing", p) for p in led]
+        result = admin.elect_leaders(ElectionType.UNCLEAN, target).result(30)
+        assert all(err is None for err in result.values()), result
+        for p in led:
+            s = wait_for(lambda: (lambda s: s if s["leader"] not in (-1, victim) else None)(
+                partition_state(others[0], "electing")[p]), 5, "a new leader")
+            assert s["isr"] == [s["leader"]] and s["leader"] in s["replicas"] and s["error"] == 0, s
+        producer = Producer({"bootstrap.servers": others[0].bootstrap})
+        failures = []
+        for p in led:
+            producer.produce("electing", value=b"after an unclean election", partition=p,
+                             on_delivery=lambda err, m: err and failures.append(err))
+        assert producer.flush(30) == 0 and not failures, failures
+        # Already led: nothing to elect.
+        result = admin.elect_leaders(ElectionType.UNCLEAN, target).result(30)
+        assert all(err is not None and err.code() == 84 for err in result.values()), result
+
+        # The first replica back: not in sync (no replication yet), so no preferred election.
+        nodes[victim].restart_after_kill()
+        wait_for(lambda: all(victim in broker_ids(n) for n in nodes.values()), 20, "back")
+        result = admin.elect_leaders(ElectionType.PREFERRED, target).result(30)
+        assert all(err is not None and err.code() == 80 for err in result.values()), result
+    finally:
+        c.stop()

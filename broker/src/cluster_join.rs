@@ -1,6 +1,8 @@
 //! Joining the cluster at startup (a node with `controller.quorum.voters`): start the
-//! controller thread, agree on the cluster id through the quorum, check the data directory's
-//! identity against it, and register this broker, before any shard serves.
+//! controller thread (a broker-only node asks to be a Raft learner), agree on the cluster id
+//! through the quorum, check the data directory's identity against it, and register this
+//! broker, before any shard serves; or, for a controller-only node, register its directory
+//! and serve the quorum alone (`serve_controller`).
 //!
 //! The cluster id: the first node to find the quorum's image without one proposes its own
 //! (`meta.properties`' if its directory has one, else a new random id) on the condition that
@@ -26,11 +28,19 @@ pub const METADATA_DIR: &str = "__cluster_metadata";
 /// How often a node still waiting for the quorum says so.
 const WAITING_REPORT_SECS: u64 = 10;
 
-/// Starts the controller and joins the cluster; the image to start the shards from.
-pub fn join(
+/// A started controller thread and this data directory's identity.
+struct Started {
+    handle: Arc<ControllerHandle>,
+    identity: Option<MetaProperties>,
+    directory_id: String,
+}
+
+/// Checks the node id, starts the controller thread (heartbeating for `broker` if any), and
+/// for a node that does not vote, has the quorum add it as a learner.
+fn start_controller(
     config: &BrokerConfig,
-    shards: usize,
-) -> Result<(Arc<ControllerHandle>, MetadataImage), String> {
+    broker: Option<(NodeId, [u8; 16])>,
+) -> Result<Started, String> {
     let cluster = &config.cluster;
     let bits = crate::services::producer_ids::NODE_BITS;
     if !(0..1 << bits).contains(&config.node_id) {
@@ -42,7 +52,7 @@ pub fn join(
     }
     let (host, port) = cluster
         .controller_address()
-        .ok_or("this build runs a controller on every node of a quorum (issue #15)")?;
+        .ok_or("no controller listener: a broker-only node needs CONTROLLER://HOST:PORT")?;
     let listen = (host.as_str(), port)
         .to_socket_addrs()
         .map_err(|e| format!("controller listener {host}:{port}: {e}"))?
@@ -53,7 +63,6 @@ pub fn join(
         .iter()
         .map(|voter| (voter.id as u64, format!("{}:{}", voter.host, voter.port)))
         .collect();
-    let incarnation = *uuid::Uuid::new_v4().as_bytes();
     let identity = meta_properties::read(&config.data_dir)?;
     // A new directory gets its id now: the quorum learns it with the registration.
     let directory_id = identity.as_ref().map_or_else(store::random_id, |m| m.directory_id.clone());
@@ -62,7 +71,7 @@ pub fn join(
         voters,
         listen,
         dir: config.data_dir.join(METADATA_DIR),
-        broker: Some((NodeId(config.node_id), incarnation)),
+        broker,
         heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
         session_timeout: Duration::from_millis(config.session_timeout_ms),
         rebalance_interval: config.leader_rebalance_interval_ms.map(Duration::from_millis),
@@ -78,10 +87,50 @@ pub fn join(
         node = config.node_id,
         controller = %handle.listen,
         voters = cluster.voters.len(),
+        voter = cluster.is_voter(),
         "controller started; joining the quorum"
     );
+    if !cluster.is_voter() {
+        // The leader must reach this learner: its listener's host, or the advertised one
+        // when the listener is on every interface.
+        let reachable = if listen.ip().is_unspecified() { &config.advertise_host } else { &host };
+        learn(&handle, format!("{reachable}:{port}"))?;
+    }
+    Ok(Started { handle, identity, directory_id })
+}
+
+/// Has the quorum add this node as a learner, as long as it takes, until shutdown.
+fn learn(handle: &ControllerHandle, address: String) -> Result<(), String> {
+    let started = Instant::now();
+    let mut reported = Instant::now();
+    loop {
+        if crate::shutdown::requested() {
+            return Err("shutdown requested while joining the quorum as a learner".into());
+        }
+        match futures_lite::future::block_on(handle.join_as_learner(address.clone())) {
+            Ok(()) => {
+                tracing::info!(%address, "joined the controller quorum as a learner");
+                return Ok(());
+            }
+            Err(error) if reported.elapsed() >= Duration::from_secs(WAITING_REPORT_SECS) => {
+                tracing::warn!(
+                    seconds = started.elapsed().as_secs(),
+                    %error,
+                    "still waiting for the controller quorum to add this node as a learner"
+                );
+                reported = Instant::now();
+            }
+            Err(_) => {}
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Agrees on the cluster id through the quorum and checks or writes `meta.properties`.
+fn agree_on_cluster(config: &BrokerConfig, started: &Started) -> Result<MetadataImage, String> {
+    let identity = &started.identity;
     let proposed_id = identity.as_ref().map_or_else(store::random_id, |m| m.cluster_id.clone());
-    let image = settle(&handle, "the cluster id", |image| {
+    let image = settle(&started.handle, "the cluster id", |image| {
         if !image.cluster_id.is_empty() {
             return None;
         }
@@ -97,20 +146,33 @@ pub fn join(
             &MetaProperties {
                 cluster_id: image.cluster_id.clone(),
                 node_id: config.node_id,
-                directory_id: directory_id.clone(),
+                directory_id: started.directory_id.clone(),
             },
         )?,
     }
+    Ok(image)
+}
+
+/// Starts the controller and joins the cluster as a broker (a voter or a learner); the image
+/// to start the shards from.
+pub fn join(
+    config: &BrokerConfig,
+    shards: usize,
+) -> Result<(Arc<ControllerHandle>, MetadataImage), String> {
+    let incarnation = *uuid::Uuid::new_v4().as_bytes();
+    let started = start_controller(config, Some((NodeId(config.node_id), incarnation)))?;
+    agree_on_cluster(config, &started)?;
     let registration = BrokerRegistration {
         node: NodeId(config.node_id),
         incarnation,
-        directory_id,
+        directory_id: started.directory_id.clone(),
         host: config.advertise_host.clone(),
         port: u16::try_from(config.advertise_port)
             .map_err(|_| format!("advertised port {} is not a port", config.advertise_port))?,
-        rack: cluster.rack.clone(),
+        rack: config.cluster.rack.clone(),
         shards: u16::try_from(shards).unwrap_or(u16::MAX),
     };
+    let handle = started.handle;
     let mut registered = false;
     let image = settle(&handle, "registering this broker", |image| {
         let current = image.brokers.get(&registration.node);
@@ -130,6 +192,41 @@ pub fn join(
         "joined the cluster"
     );
     Ok((handle, image))
+}
+
+/// A controller-only node (`process.roles=controller`): a voter of the quorum and nothing
+/// else (no shards, no Kafka listener), until a shutdown signal. Its data directory is
+/// registered (`RegisterController`) so that the quorum knows it by it, as brokers are by
+/// their registration.
+pub fn serve_controller(config: &BrokerConfig) -> Result<(), String> {
+    let started = start_controller(config, None)?;
+    agree_on_cluster(config, &started)?;
+    let node = NodeId(config.node_id);
+    let directory_id = started.directory_id.clone();
+    let image = settle(&started.handle, "registering this controller", |image| {
+        if image.controllers.get(&node) == Some(&directory_id) {
+            return None;
+        }
+        Some(Proposal {
+            expected_version: None,
+            records: vec![MetadataRecord::RegisterController {
+                node,
+                directory_id: directory_id.clone(),
+            }],
+        })
+    })?;
+    tracing::info!(
+        cluster_id = %image.cluster_id,
+        controller = %started.handle.listen,
+        role = "controller",
+        "ready"
+    );
+    while !crate::shutdown::requested() {
+        std::thread::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS));
+    }
+    drop(started);
+    tracing::info!("clean shutdown complete");
+    Ok(())
 }
 
 /// Proposes what `next` asks for until it asks for nothing (the image holds what it wants),

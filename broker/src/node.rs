@@ -302,12 +302,24 @@ impl<S: Storage> Node<S> {
         self.brokers().into_iter().find(|broker| broker.node == node)
     }
 
-    /// The active controller's node id as clients see it: the quorum's leader (-1 while there
-    /// is none), or this node when it is a single node.
+    /// The active controller's node id as clients see it: the quorum's leader when it is a
+    /// live broker (-1 while there is no leader), else this broker, which passes admin
+    /// requests on through the quorum (as KRaft brokers name a broker: clients can only
+    /// reach brokers); this node when it is a single node.
     pub fn controller_id(&self) -> i32 {
         match &self.cluster {
             Some(cluster) => {
-                cluster.status.leader().and_then(|leader| i32::try_from(leader).ok()).unwrap_or(-1)
+                let Some(leader) = cluster.status.leader().and_then(|l| i32::try_from(l).ok())
+                else {
+                    return -1;
+                };
+                let image = self.metadata();
+                let live = image.brokers.get(&NodeId(leader)).is_some_and(|b| !b.fenced);
+                if live {
+                    leader
+                } else {
+                    self.config.node_id
+                }
             }
             None => self.config.node_id,
         }

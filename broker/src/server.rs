@@ -196,6 +196,9 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
     // Held for the life of the process: a second broker on this directory would corrupt it.
     let _lock = lock_data_dir(&config.data_dir)?;
+    if !config.cluster.roles.broker {
+        return crate::cluster_join::serve_controller(&config);
+    }
     // Every shard binds the Kafka port with SO_REUSEPORT, which would let a second broker on
     // this machine share it too: claim each port once, exclusively, first.
     for address in [config.listen, config.admin_listen] {

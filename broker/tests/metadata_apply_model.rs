@@ -90,6 +90,7 @@ const COVERAGE: &[&str] = &[
     "RegisterBroker: a fenced broker registers again",
     "FenceBroker: applied",
     "UnfenceBroker: applied",
+    "RegisterController: applied",
     "PartitionChange: applied",
     "Topic: name taken",
     "Topic: id taken",
@@ -215,6 +216,8 @@ struct Model {
     topics: BTreeMap<TopicId, ModelTopic>,
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     brokers: BTreeMap<i32, ModelBroker>,
+    /// Controller-only voters' directory ids.
+    controllers: BTreeMap<i32, String>,
 }
 
 /// Why the model refuses a record: the error `apply` must return, and the situation's name.
@@ -353,7 +356,9 @@ impl Model {
                     return refuse(invalid, situation("PartitionChange", why));
                 }
             }
-            MetadataRecord::BrokerConfig { .. } | MetadataRecord::RegisterBroker { .. } => {}
+            MetadataRecord::BrokerConfig { .. }
+            | MetadataRecord::RegisterBroker { .. }
+            | MetadataRecord::RegisterController { .. } => {}
         }
         Ok(())
     }
@@ -403,6 +408,9 @@ impl Model {
                 let fenced = self.brokers.get(&broker.node.0).is_some_and(|known| known.fenced);
                 self.brokers
                     .insert(broker.node.0, ModelBroker { registration: broker.clone(), fenced });
+            }
+            MetadataRecord::RegisterController { node, directory_id } => {
+                self.controllers.insert(node.0, directory_id.clone());
             }
             MetadataRecord::FenceBroker { node } => {
                 self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = true;
@@ -574,6 +582,14 @@ fn compare(model: &Model, image: &MetadataImage) -> Result<(), String> {
         ));
     }
     compare_brokers(model, image)?;
+    let controllers: BTreeMap<i32, String> =
+        image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect();
+    if controllers != model.controllers {
+        return Err(format!(
+            "the controllers are {controllers:?}, the model's {:?}",
+            model.controllers
+        ));
+    }
     compare_topics(model, image)
 }
 
@@ -850,7 +866,11 @@ fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
         },
         59..=68 => MetadataRecord::RegisterBroker { broker: random_registration(rng) },
         69..=76 => MetadataRecord::FenceBroker { node: NodeId(random_node(rng, model)) },
-        77..=84 => MetadataRecord::UnfenceBroker { node: NodeId(random_node(rng, model)) },
+        77..=82 => MetadataRecord::UnfenceBroker { node: NodeId(random_node(rng, model)) },
+        83..=84 => MetadataRecord::RegisterController {
+            node: NodeId(rng.gen_range(0..BROKER_NODES)),
+            directory_id: format!("controller-directory-{}", rng.gen_range(0..3)),
+        },
         _ => random_partition_change(rng, model),
     }
 }
@@ -893,6 +913,7 @@ fn kind(record: &MetadataRecord) -> &'static str {
         MetadataRecord::RegisterBroker { .. } => "RegisterBroker: applied",
         MetadataRecord::FenceBroker { .. } => "FenceBroker: applied",
         MetadataRecord::UnfenceBroker { .. } => "UnfenceBroker: applied",
+        MetadataRecord::RegisterController { .. } => "RegisterController: applied",
         MetadataRecord::PartitionChange { .. } => "PartitionChange: applied",
     }
 }
@@ -1258,7 +1279,7 @@ fn the_comparison_tells_every_field_apart() {
     }
     let image = apply_all(&MetadataImage::default(), &records).expect("valid records");
     assert_eq!(compare(&model, &image), Ok(()));
-    let changes: [ImageChange; 13] = [
+    let changes: [ImageChange; 14] = [
         ("version not bumped", |image| image.version -= 1),
         ("cluster id", |image| image.cluster_id = "beta".into()),
         ("broker config", |image| image.broker_configs.clear()),
@@ -1276,6 +1297,9 @@ fn the_comparison_tells_every_field_apart() {
         ("shard", |image| first_partition(image).shard = ShardId(0)),
         ("isr", |image| first_partition(image).isr.push(NodeId(2))),
         ("partition epoch", |image| first_partition(image).partition_epoch = 3),
+        ("controllers", |image| {
+            image.controllers.insert(NodeId(9), "directory-9".into());
+        }),
     ];
     for (what, change) in changes {
         let mut changed = image.clone();

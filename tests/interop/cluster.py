@@ -25,18 +25,40 @@ def _bindable(port):
 
 
 class ClusterNode(Broker):
-    def __init__(self, binary, workdir, node_id, cluster):
+    def __init__(self, binary, workdir, node_id, cluster, roles="broker,controller"):
         super().__init__(binary, workdir)
         self.node_id = node_id
         self.cluster = cluster
+        self.roles = roles
         self.controller_port = free_port()
+        self.kafka_port = self.port
+        if roles == "controller":
+            # No Kafka listener: readiness is checked on the controller's port.
+            self.port = self.controller_port
+
+    @property
+    def is_broker(self):
+        return "broker" in self.roles
+
+    @property
+    def is_voter(self):
+        return "controller" in self.roles
 
     def command(self):
         cmd = super().command()
         # One shard per node: three nodes share the machine's cores.
         cmd[cmd.index("--cores") + 1] = "1"
         cmd[cmd.index("--node-id") + 1] = str(self.node_id)
-        return cmd + ["--set", "controller.quorum.voters=" + self.cluster.voters()] + self.cluster.extra
+        listen = "127.0.0.1:%d" % self.kafka_port
+        if self.roles == "broker":
+            # A broker-only node is a Raft learner: the leader pushes the log to its
+            # CONTROLLER listener.
+            listen = "PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d" % (listen, self.controller_port)
+        cmd[cmd.index("--listen") + 1] = listen
+        cmd[cmd.index("--advertise") + 1] = "127.0.0.1:%d" % self.kafka_port
+        extra = ["--set", "process.roles=" + self.roles] if self.roles != "broker,controller" else []
+        return (cmd + ["--set", "controller.quorum.voters=" + self.cluster.voters()] + extra
+                + self.cluster.extra)
 
     def wait_released(self, timeout=30.0):
         """After a kill -9, waits (bounded) until nothing listens on this node's ports: the
@@ -62,18 +84,23 @@ class ClusterNode(Broker):
 
 
 class Cluster:
-    def __init__(self, workdir, size=3, extra=()):
+    def __init__(self, workdir, size=3, extra=(), roles=None):
+        """`roles`: node id -> process.roles (default: `size` nodes, all broker,controller)."""
         self.extra = list(extra)
         self.nodes = {}
-        for node_id in range(1, size + 1):
-            self.nodes[node_id] = ClusterNode(strata_bin(), workdir / ("node-%d" % node_id), node_id, self)
+        roles = roles or {i: "broker,controller" for i in range(1, size + 1)}
+        for node_id, role in sorted(roles.items()):
+            self.nodes[node_id] = ClusterNode(strata_bin(), workdir / ("node-%d" % node_id),
+                                              node_id, self, role)
 
     def voters(self):
-        return ",".join("%d@127.0.0.1:%d" % (n.node_id, n.controller_port) for n in self.nodes.values())
+        return ",".join("%d@127.0.0.1:%d" % (n.node_id, n.controller_port)
+                        for n in self.nodes.values() if n.is_voter)
 
     @property
     def bootstrap(self):
-        return ",".join(n.bootstrap for n in self.nodes.values() if n.running())
+        return ",".join("127.0.0.1:%d" % n.kafka_port for n in self.nodes.values()
+                        if n.running() and n.is_broker)
 
     def start(self, ids=None, timeout=60.0):
         """Starts the given nodes (all by default) at once (none is ready before a quorum is),

@@ -338,3 +338,76 @@ def test_elect_leaders_and_unclean_election_with_confluent_kafka(tmp_path):
         assert all(err is not None and err.code() == 80 for err in result.values()), result
     finally:
         c.stop()
+
+
+def test_controller_only_voters_and_broker_only_learners(tmp_path):
+    """process.roles=controller on three voters and process.roles=broker on two more: the
+    brokers are Raft learners (DescribeQuorum observers), clients see only them, and the
+    quorum's leader can be lost and a broker restarted without clients noticing more than a
+    retry."""
+    roles = {1: "controller", 2: "controller", 3: "controller", 4: "broker", 5: "broker"}
+    c = Cluster(tmp_path, roles=roles).start()
+    try:
+        nodes = c.nodes
+        brokers = [nodes[4], nodes[5]]
+        for node in brokers:
+            wait_for(lambda: broker_ids(node) == [4, 5], 20, "both brokers registered")
+            assert metadata_from(node)["controller"] in (4, 5), "clients are named a broker"
+        status = cluster_status(nodes[4])
+        assert sorted(status["brokers"]) == [4, 5], status["text"]
+        assert status["leader"] in (1, 2, 3), status["text"]
+        assert {v: r["role"] for v, r in status["voters"].items() if v in (4, 5)} == \
+            {4: "observer", 5: "observer"}, status["text"]
+        assert sorted(v for v, r in status["voters"].items() if r["role"] != "observer") == [1, 2, 3]
+
+        bootstrap = c.bootstrap
+        create(bootstrap, "split-roles", 6)
+        wait_for(lambda: set(l for l, _ in partitions_of(nodes[5], "split-roles").values()) == {4, 5},
+                 15, "leaders on both brokers")
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(200):
+            producer.produce("split-roles", value=b"r%d" % i)
+        assert producer.flush(30) == 0
+
+        # The quorum's leader (a controller-only node) dies: another is elected, and a
+        # metadata change through a broker still commits.
+        leader = status["leader"]
+        c.kill(leader)
+        wait_for(lambda: cluster_status(nodes[5])["leader"] not in (leader, None), 15, "a new leader")
+        create(nodes[5].bootstrap, "after-leader-loss", 2)
+        for node in brokers:
+            wait_for(lambda: len(partitions_of(node, "after-leader-loss")) == 2, 10, "the new topic")
+
+        # A broker-only node restarted from its directory rejoins as a learner and catches up.
+        c.kill(5)
+        nodes[leader].restart_after_kill()
+        nodes[5].restart_after_kill()
+        wait_for(lambda: broker_ids(nodes[4]) == [4, 5], 30, "broker 5 back")
+        wait_for(lambda: len(partitions_of(nodes[5], "after-leader-loss")) == 2, 15, "caught up")
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "split",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["split-roles"])
+        seen = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 200 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                seen.add(message.value())
+        consumer.close()
+        assert seen == {b"r%d" % i for i in range(200)}
+
+        # A controller-only voter whose directory was wiped is refused (the quorum knows it
+        # by its registered directory), and does not vote.
+        import shutil
+        from conftest import BrokerStartError
+        wiped = nodes[3] if leader != 3 else nodes[2]
+        wiped.terminate()
+        shutil.rmtree(wiped.data_dir)
+        wiped.data_dir.mkdir()
+        wiped.wait_released()
+        with pytest.raises(BrokerStartError) as refused:
+            wiped.start(timeout=40)
+        assert "was wiped or replaced" in str(refused.value), str(refused.value)
+        assert not (wiped.data_dir / "__cluster_metadata" / "raft-state.json").exists(), "it voted"
+    finally:
+        c.stop()

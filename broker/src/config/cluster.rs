@@ -4,8 +4,8 @@
 //!
 //! Parsed and cross-checked here as Kafka's `KafkaConfig` does, so a config that a cluster
 //! will need is settled before the controller exists. With no voters, a node is a one-node
-//! cluster of itself (today's single node). What this build cannot run yet (a quorum, a
-//! broker-only or controller-only node, TLS or SASL listeners) is refused at startup by
+//! cluster of itself (today's single node). What this build cannot run yet (TLS or SASL
+//! listeners, several client listeners) is refused at startup by
 //! `ClusterConfig::check_runnable`, naming the issue that brings it, never ignored.
 
 use std::collections::BTreeMap;
@@ -249,11 +249,11 @@ impl ClusterConfig {
     }
 
     /// Where this node's controller listens: its first controller listener in `listeners`,
-    /// else its own address in `controller.quorum.voters` (so a three-line config is enough).
+    /// else, for a voter, its own address in `controller.quorum.voters` (so a three-line
+    /// config is enough). A broker-only node's controller thread is a Raft learner that the
+    /// leader pushes the metadata log to, so it needs a controller listener in `listeners`
+    /// (strata's deviation: Kafka's brokers pull and list none).
     pub fn controller_address(&self) -> Option<(String, u16)> {
-        if !self.roles.controller {
-            return None;
-        }
         let first = self.controller_listener_names.first()?;
         if let Some(listener) = self.listeners.iter().find(|l| &l.name == first) {
             return Some((listener.host.clone(), listener.port));
@@ -262,18 +262,25 @@ impl ClusterConfig {
         Some((me.host.clone(), me.port))
     }
 
-    /// What this build can run: one node that is its own one-node cluster, serving one
-    /// PLAINTEXT client listener. Anything else is refused with the issue that builds it.
+    /// Whether this node votes in the controller quorum (a controller with voters).
+    pub fn is_voter(&self) -> bool {
+        self.roles.controller && self.voters.iter().any(|v| v.id == self.node_id)
+    }
+
+    /// What this build can run: a voter (`broker,controller` or `controller`), or a
+    /// broker-only node with a controller listener to be pushed the metadata log on, serving
+    /// one PLAINTEXT client listener. Anything else is refused with the issue that builds it.
     pub fn check_runnable(&self) -> Result<(), String> {
-        if !(self.roles.broker && self.roles.controller) {
-            return Err("process.roles: this build runs broker,controller only (issue #15)".into());
-        }
-        if !self.voters.is_empty() && !self.voters.iter().any(|v| v.id == self.node_id) {
+        if !self.roles.controller && self.controller_address().is_none() {
+            let name = self.controller_listener_names.first().map_or("CONTROLLER", String::as_str);
             return Err(format!(
-                "node.id {} is not in controller.quorum.voters: this build runs every node of a \
-                 cluster as broker,controller, a voter (broker-only nodes: issue #15)",
-                self.node_id
+                "listeners: a broker-only node needs a {name}://HOST:PORT listener: its controller \
+                 thread is a Raft learner the quorum's leader sends the metadata log to (Kafka's \
+                 brokers fetch it instead and list none)"
             ));
+        }
+        if !self.roles.broker {
+            return Ok(());
         }
         let client: Vec<&Listener> = self.client_listeners().collect();
         if client.len() != 1 {
@@ -415,5 +422,24 @@ mod tests {
             ClusterConfig::from_keys(&keys(0, "broker,controller", "", "h:9092,SSL://h:9093"))
                 .expect("valid");
         assert!(two.check_runnable().expect_err("two").contains("one client listener"));
+    }
+
+    #[test]
+    fn broker_only_and_controller_only_nodes_are_runnable_the_broker_with_a_controller_listener() {
+        let voters = "1@h:1,2@h:2,3@h:3";
+        let controller =
+            ClusterConfig::from_keys(&keys(1, "controller", voters, "CONTROLLER://h:1"))
+                .expect("valid");
+        assert!(controller.is_voter());
+        controller.check_runnable().expect("a controller-only voter");
+        let bare = ClusterConfig::from_keys(&keys(4, "broker", voters, "h:9092")).expect("valid");
+        assert!(!bare.is_voter());
+        let error = bare.check_runnable().expect_err("no controller listener");
+        assert!(error.contains("CONTROLLER://HOST:PORT"), "{error}");
+        let broker =
+            ClusterConfig::from_keys(&keys(4, "broker", voters, "h:9092,CONTROLLER://h:4"))
+                .expect("valid");
+        assert_eq!(broker.controller_address(), Some(("h".into(), 4)));
+        broker.check_runnable().expect("a broker-only learner");
     }
 }

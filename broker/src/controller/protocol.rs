@@ -53,6 +53,12 @@ pub enum Request {
     },
     /// The quorum's state, as its leader knows it (DescribeQuorum).
     DescribeQuorum,
+    /// A broker-only node asks to be a Raft learner (sent to every voter in turn; the leader
+    /// adds it, the others answer that they do not lead), reachable at `address`.
+    AddLearner {
+        node: NodeId,
+        address: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -77,6 +83,8 @@ pub enum Response {
     ShutDown(Result<Option<u64>, ProposeError>),
     /// `None`: the asked controller is not the leader.
     Quorum(Option<QuorumState>),
+    /// Whether the learner was added (or already was a member); the error otherwise.
+    LearnerAdded(Result<(), String>),
 }
 
 /// The quorum as its leader sees it (KIP-595's DescribeQuorum): log indexes stand for Kafka's

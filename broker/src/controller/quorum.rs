@@ -70,6 +70,8 @@ enum Command {
     /// entry's index once this node applied it.
     ControlledShutdown(futures_channel::oneshot::Sender<Result<Option<u64>, ProposeError>>),
     DescribeQuorum(futures_channel::oneshot::Sender<Option<QuorumState>>),
+    /// Asks the voters to add this node as a learner reachable at the address.
+    JoinAsLearner(String, futures_channel::oneshot::Sender<Result<(), String>>),
 }
 
 /// The longest a controlled shutdown waits for the controller before the broker stops anyway
@@ -148,6 +150,17 @@ impl ControllerHandle {
         answer
             .await
             .map_err(|_| ProposeError::Failed("the controller thread has stopped".into()))?
+    }
+
+    /// A node that does not vote (broker-only) asks the quorum's leader to add it as a
+    /// learner, reachable at `address`, so the metadata log is replicated to it.
+    pub async fn join_as_learner(&self, address: String) -> Result<(), String> {
+        let (reply, answer) = futures_channel::oneshot::channel();
+        self.commands
+            .send(Command::JoinAsLearner(address, reply))
+            .await
+            .map_err(|_| "the controller thread has stopped".to_string())?;
+        answer.await.map_err(|_| "the controller thread has stopped".to_string())?
     }
 
     /// The quorum's state from its leader; `None` when no leader answers.
@@ -347,6 +360,13 @@ async fn run(
                     let _ = reply.send(outcome);
                 });
             }
+            Command::JoinAsLearner(address, reply) => {
+                let voters: Vec<String> = config.voters.values().cloned().collect();
+                let node = config.node_id;
+                tokio::spawn(async move {
+                    let _ = reply.send(ask_to_learn(&voters, node, address).await);
+                });
+            }
             Command::DescribeQuorum(reply) => {
                 let (raft, liveness) = (raft.clone(), liveness.clone());
                 tokio::spawn(async move {
@@ -452,10 +472,12 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, mut answering: Answering
                 (_, Some(own)) => own.clone(),
                 _ => String::new(),
             };
+            let id = wire::ids::NodeId(node);
             let directory_id = image
                 .brokers
-                .get(&wire::ids::NodeId(node))
-                .map(|broker| broker.registration.directory_id.clone());
+                .get(&id)
+                .map(|broker| broker.registration.directory_id.clone())
+                .or_else(|| image.controllers.get(&id).cloned());
             let response = Response::Identity { cluster_id, directory_id };
             if protocol::write(&mut stream, &response).await.is_err() {
                 return;
@@ -488,6 +510,16 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, mut answering: Answering
                 Response::ShutDown(fenced.await)
             }
             Request::DescribeQuorum => Response::Quorum(super::status::local(&raft, liveness)),
+            Request::AddLearner { node, address } => {
+                let added = raft.add_learner(node, BasicNode::new(address.clone()), false).await;
+                match added {
+                    Ok(_) => {
+                        tracing::info!(node, %address, "added a learner (a broker-only node)");
+                        Response::LearnerAdded(Ok(()))
+                    }
+                    Err(error) => Response::LearnerAdded(Err(error.to_string())),
+                }
+            }
             Request::Identify { .. } => continue,
         };
         if let Err(error) = protocol::write(&mut stream, &response).await {
@@ -495,6 +527,21 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, mut answering: Answering
             return;
         }
     }
+}
+
+/// Asks each voter in turn to add `node` (at `address`) as a learner; the leader does.
+async fn ask_to_learn(voters: &[String], node: NodeId, address: String) -> Result<(), String> {
+    let mut last = String::from("no voter answered");
+    for voter in voters {
+        let request = Request::AddLearner { node, address: address.clone() };
+        match Peer::new(voter.clone()).call(&request, Duration::from_secs(5)).await {
+            Ok(Response::LearnerAdded(Ok(()))) => return Ok(()),
+            Ok(Response::LearnerAdded(Err(error))) => last = format!("voter {voter}: {error}"),
+            Ok(other) => last = format!("voter {voter} answered out of turn: {other:?}"),
+            Err(error) => last = format!("voter {voter}: {error}"),
+        }
+    }
+    Err(last)
 }
 
 /// How often a voter still waiting to check its identity says so.
@@ -517,8 +564,9 @@ async fn check_identity(config: &QuorumConfig) -> io::Result<()> {
     let me = i32::try_from(config.node_id).unwrap_or(i32::MAX);
     let started = std::time::Instant::now();
     let mut reported = std::time::Instant::now();
+    let voter = config.voters.contains_key(&config.node_id);
     while !peers.is_empty() {
-        let mut answered = 1;
+        let mut answered = usize::from(voter);
         let mut formed = false;
         for (id, address) in &peers {
             let request = Request::Identify { node: me };
@@ -541,7 +589,8 @@ async fn check_identity(config: &QuorumConfig) -> io::Result<()> {
                     )));
                 }
             }
-            if let Some(known) = directory_id {
+            // The wiped-voter guard is for voters; a learner's directory may be new.
+            if let Some(known) = directory_id.filter(|_| voter) {
                 if known != config.identity.directory_id {
                     return Err(refused(format!(
                         "the quorum knows node {} by data directory {known}, but this one is {} \

@@ -123,6 +123,9 @@ pub fn apply(
             let fenced = image.brokers.get(&broker.node).is_some_and(|known| known.fenced);
             image.brokers.insert(broker.node, BrokerImage { registration: broker.clone(), fenced });
         }
+        MetadataRecord::RegisterController { node, directory_id } => {
+            image.controllers.insert(*node, directory_id.clone());
+        }
         MetadataRecord::FenceBroker { node } | MetadataRecord::UnfenceBroker { node } => {
             let broker = image.brokers.get_mut(node).ok_or(ApplyError::UnknownBroker(node.0))?;
             broker.fenced = matches!(record, MetadataRecord::FenceBroker { .. });

@@ -42,6 +42,9 @@ pub struct MetadataImage {
     /// Registered brokers (a cluster with a controller quorum; empty for a single node, which
     /// serves as its own only broker).
     pub brokers: BTreeMap<NodeId, BrokerImage>,
+    /// Controller-only voters' data directory ids (`RegisterController`): what a voter that
+    /// is not also a broker is known by, for the wiped-voter guard.
+    pub controllers: BTreeMap<NodeId, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

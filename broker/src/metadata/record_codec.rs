@@ -110,6 +110,10 @@ pub(crate) enum StoredRecord {
     UnfenceBroker {
         node: i32,
     },
+    RegisterController {
+        node: i32,
+        directory_id: String,
+    },
     PartitionChange {
         topic_id: TopicId,
         partition: i32,
@@ -190,6 +194,9 @@ impl From<&MetadataRecord> for StoredRecord {
             },
             MetadataRecord::FenceBroker { node } => StoredRecord::FenceBroker { node: node.0 },
             MetadataRecord::UnfenceBroker { node } => StoredRecord::UnfenceBroker { node: node.0 },
+            MetadataRecord::RegisterController { node, directory_id } => {
+                StoredRecord::RegisterController { node: node.0, directory_id }
+            }
             MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
                 StoredRecord::PartitionChange {
                     topic_id,
@@ -230,6 +237,9 @@ impl From<StoredRecord> for MetadataRecord {
             }
             StoredRecord::UnfenceBroker { node } => {
                 MetadataRecord::UnfenceBroker { node: NodeId(node) }
+            }
+            StoredRecord::RegisterController { node, directory_id } => {
+                MetadataRecord::RegisterController { node: NodeId(node), directory_id }
             }
             StoredRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
                 MetadataRecord::PartitionChange {
@@ -287,6 +297,7 @@ mod tests {
             MetadataRecord::ClusterId { cluster_id: "c".into() },
             MetadataRecord::FenceBroker { node: NodeId(3) },
             MetadataRecord::UnfenceBroker { node: NodeId(3) },
+            MetadataRecord::RegisterController { node: NodeId(1), directory_id: "dir".into() },
             MetadataRecord::PartitionChange {
                 topic_id: [7; 16],
                 partition: PartitionId(0),

@@ -35,6 +35,10 @@ pub enum MetadataRecord {
     FenceBroker { node: NodeId },
     /// A fenced broker's heartbeats came back (UnfenceBrokerRecord).
     UnfenceBroker { node: NodeId },
+    /// A controller-only voter's data directory (KIP-919's RegisterControllerRecord):
+    /// replaces an earlier one of the same node. A voter that is also a broker is known by its
+    /// broker registration.
+    RegisterController { node: NodeId, directory_id: String },
     /// A partition's new leader and leader epoch, and its new ISR when `isr` is set
     /// (PartitionChangeRecord); -1 is no leader. Every change bumps the partition epoch.
     /// The leader must be -1 or in the ISR, the ISR non-empty and of the partition's

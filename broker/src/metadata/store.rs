@@ -50,6 +50,9 @@ struct StoredImage {
     /// none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     brokers: Vec<super::record_codec::StoredBroker>,
+    /// Controller-only voters' directory ids (added within format 2).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    controllers: BTreeMap<i32, String>,
 }
 
 fn format_one() -> u32 {
@@ -65,6 +68,7 @@ pub fn new_cluster() -> MetadataImage {
         topics: BTreeMap::new(),
         broker_configs: BTreeMap::new(),
         brokers: BTreeMap::new(),
+        controllers: BTreeMap::new(),
     }
 }
 
@@ -98,6 +102,7 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
                 super::record_codec::StoredBroker::from_registration(&b.registration, b.fenced)
             })
             .collect(),
+        controllers: image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect(),
         topics: image
             .topics
             .iter()
@@ -156,6 +161,11 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
                 let (registration, fenced) = stored.into_registration();
                 (registration.node, super::image::BrokerImage { registration, fenced })
             })
+            .collect(),
+        controllers: stored
+            .controllers
+            .into_iter()
+            .map(|(node, dir)| (wire::ids::NodeId(node), dir))
             .collect(),
     };
     Ok((image, migrated))

@@ -247,6 +247,19 @@ def test_the_deploy_three_node_configs_form_a_cluster_with_their_racks(tmp_path)
         for i, rack in ((1, "rack-a"), (2, "rack-b"), (3, "rack-c")):
             assert re.search(r"^%d\s+127\.0\.0\.%d:%d\s+%s\s+live" % (i, i, ports["9092"][i - 1], rack),
                              text, re.M), text
+        # strata topic describe asks each partition's leader for its offsets and size.
+        create(first, "described", 6)
+        producer = Producer({"bootstrap.servers": first})
+        for i in range(60):
+            producer.produce("described", value=b"d%d" % i, partition=i % 6)
+        assert producer.flush(30) == 0
+        out = subprocess.run([str(strata_bin()), "topic", "describe", "described", "-b", first],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        rows = [line.split() for line in out.stdout.splitlines() if re.match(r"^\s+\d+\s+\d+\s", line)]
+        assert len(rows) == 6, out.stdout
+        assert {int(r[1]) for r in rows} == {1, 2, 3}, out.stdout
+        assert all(int(r[3]) == 10 and int(r[4]) > 0 for r in rows), out.stdout
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)

@@ -9,6 +9,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
 
 fn name(value: &str) -> TopicName {
     TopicName(StrBytes::from_string(value.to_string()))
@@ -88,42 +89,93 @@ pub fn list(bootstrap: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// (log start, log end) offsets of each partition of `topic`.
+/// Each partition's leader (-1 for none) and the endpoints of the brokers, from Metadata.
+fn leaders(client: &mut Client, topic: &str) -> Result<(Vec<i32>, BTreeMap<i32, String>), String> {
+    let response = metadata(client, Some(vec![topic]))?;
+    let endpoints = response
+        .brokers
+        .iter()
+        .map(|broker| (broker.node_id.0, format!("{}:{}", broker.host.as_str(), broker.port)))
+        .collect();
+    let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
+    check(meta.error_code, None, &format!("describing {topic}"))?;
+    let mut partitions = meta.partitions;
+    partitions.sort_by_key(|p| p.partition_index);
+    Ok((partitions.iter().map(|p| p.leader_id.0).collect(), endpoints))
+}
+
+/// Runs `ask` once per leading broker of `topic` with the partitions it leads (connected to
+/// it: in a cluster only a partition's leader answers for it); leaderless partitions are
+/// left out.
+fn per_leader<T>(
+    client: &mut Client,
+    topic: &str,
+    partitions: i32,
+    mut ask: impl FnMut(&mut Client, &[i32]) -> Result<Vec<(i32, T)>, String>,
+) -> Result<BTreeMap<i32, T>, String> {
+    let (leaders, endpoints) = leaders(client, topic)?;
+    let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for (index, leader) in leaders.iter().enumerate().take(partitions.max(0) as usize) {
+        if *leader >= 0 {
+            by_leader.entry(*leader).or_default().push(index as i32);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (leader, indexes) in by_leader {
+        let endpoint = endpoints
+            .get(&leader)
+            .ok_or_else(|| format!("broker {leader} leads {topic} but is not in Metadata"))?;
+        let mut leader_client = Client::connect(endpoint)?;
+        out.extend(ask(&mut leader_client, &indexes)?);
+    }
+    Ok(out)
+}
+
+/// (log start, log end) offsets of each partition of `topic`, asked of each partition's
+/// leader; (-1, -1) for a partition without one.
 pub fn offsets(
     client: &mut Client,
     topic: &str,
     partitions: i32,
 ) -> Result<Vec<(i64, i64)>, String> {
-    let mut out = Vec::new();
-    for timestamp in [-2i64, -1] {
-        let mut request = ListOffsetsRequest::default();
-        request.replica_id = BrokerId(-1);
-        let mut entry = ListOffsetsTopic::default();
-        entry.name = name(topic);
-        entry.partitions = (0..partitions)
-            .map(|index| {
-                let mut partition = ListOffsetsPartition::default();
-                partition.partition_index = index;
-                partition.timestamp = timestamp;
-                partition
-            })
-            .collect();
-        request.topics = vec![entry];
-        match client.call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(request))? {
-            ResponseKind::ListOffsets(response) => {
-                let offsets: Vec<i64> = response
-                    .topics
-                    .into_iter()
-                    .flat_map(|t| t.partitions)
-                    .map(|p| check(p.error_code, None, "listing offsets").map(|()| p.offset))
-                    .collect::<Result<_, _>>()?;
-                out.push(offsets);
-            }
-            _ => return Err("unexpected response".into()),
-        }
+    let found = per_leader(client, topic, partitions, |leader, indexes| {
+        let starts = list_offsets(leader, topic, indexes, -2)?;
+        let ends = list_offsets(leader, topic, indexes, -1)?;
+        Ok(indexes.iter().copied().zip(starts.into_iter().zip(ends)).collect())
+    })?;
+    Ok((0..partitions).map(|p| found.get(&p).copied().unwrap_or((-1, -1))).collect())
+}
+
+/// ListOffsets at `timestamp` for `indexes` of `topic`, in their order.
+fn list_offsets(
+    client: &mut Client,
+    topic: &str,
+    indexes: &[i32],
+    timestamp: i64,
+) -> Result<Vec<i64>, String> {
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = BrokerId(-1);
+    let mut entry = ListOffsetsTopic::default();
+    entry.name = name(topic);
+    entry.partitions = indexes
+        .iter()
+        .map(|index| {
+            let mut partition = ListOffsetsPartition::default();
+            partition.partition_index = *index;
+            partition.timestamp = timestamp;
+            partition
+        })
+        .collect();
+    request.topics = vec![entry];
+    match client.call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(request))? {
+        ResponseKind::ListOffsets(response) => response
+            .topics
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .map(|p| check(p.error_code, None, "listing offsets").map(|()| p.offset))
+            .collect(),
+        _ => Err("unexpected response".into()),
     }
-    let (starts, ends) = (&out[0], &out[1]);
-    Ok(starts.iter().zip(ends).map(|(s, e)| (*s, *e)).collect())
 }
 
 /// Bytes on disk of each partition (DescribeLogDirs); -1 where the broker did not say.
@@ -159,14 +211,19 @@ pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
     check(meta.error_code, None, &format!("describing {topic}"))?;
     let partitions = meta.partitions.len() as i32;
     println!("topic {topic}  id {}  partitions {partitions}", meta.topic_id);
-    let sizes = partition_sizes(&mut client, topic, partitions)?;
+    let (leaders, _) = leaders(&mut client, topic)?;
+    let sizes = per_leader(&mut client, topic, partitions, |leader, indexes| {
+        let sizes = partition_sizes(leader, topic, partitions)?;
+        Ok(indexes.iter().map(|i| (*i, sizes.get(*i as usize).copied().unwrap_or(-1))).collect())
+    })?;
     println!(
         "{:>9} {:>7} {:>16} {:>16} {:>14}",
         "PARTITION", "LEADER", "LOG-START-OFFSET", "HIGH-WATERMARK", "SIZE-BYTES"
     );
     for (index, (start, end)) in offsets(&mut client, topic, partitions)?.into_iter().enumerate() {
-        let size = sizes.get(index).copied().unwrap_or(-1);
-        println!("{index:>9} {:>7} {start:>16} {end:>16} {size:>14}", 0);
+        let size = sizes.get(&(index as i32)).copied().unwrap_or(-1);
+        let leader = leaders.get(index).copied().unwrap_or(-1);
+        println!("{index:>9} {leader:>7} {start:>16} {end:>16} {size:>14}");
     }
     let mut resource =
         kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();

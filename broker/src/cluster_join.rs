@@ -35,21 +35,13 @@ struct Started {
     directory_id: String,
 }
 
-/// Checks the node id, starts the controller thread (heartbeating for `broker` if any), and
+/// Starts the controller thread (heartbeating for `broker` if any), and
 /// for a node that does not vote, has the quorum add it as a learner.
 fn start_controller(
     config: &BrokerConfig,
     broker: Option<(NodeId, [u8; 16])>,
 ) -> Result<Started, String> {
     let cluster = &config.cluster;
-    let bits = crate::services::producer_ids::NODE_BITS;
-    if !(0..1 << bits).contains(&config.node_id) {
-        return Err(format!(
-            "node.id {}: a cluster node's id must be below {} (its producer ids carry it)",
-            config.node_id,
-            1 << bits
-        ));
-    }
     let (host, port) = cluster
         .controller_address()
         .ok_or("no controller listener: a broker-only node needs CONTROLLER://HOST:PORT")?;

@@ -127,8 +127,8 @@ impl<S: Storage> Node<S> {
         )));
         if mesh.id() == METADATA_SHARD {
             let mut producer_ids = ProducerIdService::load(storage, &config.data_dir).await?;
-            if cluster.is_some() {
-                producer_ids = producer_ids.for_node(config.node_id)?;
+            if let Some(cluster) = &cluster {
+                producer_ids = producer_ids.in_cluster(config.node_id, cluster.clone());
             }
             mesh.register(Rc::new(producer_ids));
         }

@@ -12,7 +12,8 @@
 //!   skips ahead, repeats or is negative, a partition with no replicas, an ISR that is empty,
 //!   repeats a broker or names a non-replica, a leader outside the ISR, a taken topic name or
 //!   id, a config or removal of an unknown topic, a second different cluster id, fencing or
-//!   unfencing an unregistered broker, a change of an unknown partition or one whose leader
+//!   unfencing an unregistered broker, a producer-id block that does not move past the last
+//!   one, a change of an unknown partition or one whose leader
 //!   epoch goes back or stays for a new leader) is refused with the error the model names
 //!   (for an invalid partition state: the variant, topic and partition), and the image the
 //!   test keeps still equals the model;
@@ -91,6 +92,8 @@ const COVERAGE: &[&str] = &[
     "FenceBroker: applied",
     "UnfenceBroker: applied",
     "RegisterController: applied",
+    "ProducerIds: applied",
+    "ProducerIds: not past the last block",
     "PartitionChange: applied",
     "Topic: name taken",
     "Topic: id taken",
@@ -218,6 +221,8 @@ struct Model {
     brokers: BTreeMap<i32, ModelBroker>,
     /// Controller-only voters' directory ids.
     controllers: BTreeMap<i32, String>,
+    /// The first producer id not yet given to a broker.
+    next_producer_id: i64,
 }
 
 /// Why the model refuses a record: the error `apply` must return, and the situation's name.
@@ -356,6 +361,14 @@ impl Model {
                     return refuse(invalid, situation("PartitionChange", why));
                 }
             }
+            MetadataRecord::ProducerIds { next, .. } => {
+                if *next <= self.next_producer_id {
+                    return refuse(
+                        ApplyError::ProducerIdsBehind(*next, self.next_producer_id),
+                        "ProducerIds: not past the last block",
+                    );
+                }
+            }
             MetadataRecord::BrokerConfig { .. }
             | MetadataRecord::RegisterBroker { .. }
             | MetadataRecord::RegisterController { .. } => {}
@@ -412,6 +425,7 @@ impl Model {
             MetadataRecord::RegisterController { node, directory_id } => {
                 self.controllers.insert(node.0, directory_id.clone());
             }
+            MetadataRecord::ProducerIds { next, .. } => self.next_producer_id = *next,
             MetadataRecord::FenceBroker { node } => {
                 self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = true;
             }
@@ -582,6 +596,12 @@ fn compare(model: &Model, image: &MetadataImage) -> Result<(), String> {
         ));
     }
     compare_brokers(model, image)?;
+    if image.next_producer_id != model.next_producer_id {
+        return Err(format!(
+            "the next producer id is {}, the model's {}",
+            image.next_producer_id, model.next_producer_id
+        ));
+    }
     let controllers: BTreeMap<i32, String> =
         image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect();
     if controllers != model.controllers {
@@ -867,7 +887,11 @@ fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
         59..=68 => MetadataRecord::RegisterBroker { broker: random_registration(rng) },
         69..=76 => MetadataRecord::FenceBroker { node: NodeId(random_node(rng, model)) },
         77..=82 => MetadataRecord::UnfenceBroker { node: NodeId(random_node(rng, model)) },
-        83..=84 => MetadataRecord::RegisterController {
+        83 => MetadataRecord::ProducerIds {
+            node: NodeId(random_node(rng, model)),
+            next: model.next_producer_id + rng.gen_range(-1..=2) * 1000,
+        },
+        84 => MetadataRecord::RegisterController {
             node: NodeId(rng.gen_range(0..BROKER_NODES)),
             directory_id: format!("controller-directory-{}", rng.gen_range(0..3)),
         },
@@ -914,6 +938,7 @@ fn kind(record: &MetadataRecord) -> &'static str {
         MetadataRecord::FenceBroker { .. } => "FenceBroker: applied",
         MetadataRecord::UnfenceBroker { .. } => "UnfenceBroker: applied",
         MetadataRecord::RegisterController { .. } => "RegisterController: applied",
+        MetadataRecord::ProducerIds { .. } => "ProducerIds: applied",
         MetadataRecord::PartitionChange { .. } => "PartitionChange: applied",
     }
 }
@@ -1279,7 +1304,7 @@ fn the_comparison_tells_every_field_apart() {
     }
     let image = apply_all(&MetadataImage::default(), &records).expect("valid records");
     assert_eq!(compare(&model, &image), Ok(()));
-    let changes: [ImageChange; 14] = [
+    let changes: [ImageChange; 15] = [
         ("version not bumped", |image| image.version -= 1),
         ("cluster id", |image| image.cluster_id = "beta".into()),
         ("broker config", |image| image.broker_configs.clear()),
@@ -1297,6 +1322,7 @@ fn the_comparison_tells_every_field_apart() {
         ("shard", |image| first_partition(image).shard = ShardId(0)),
         ("isr", |image| first_partition(image).isr.push(NodeId(2))),
         ("partition epoch", |image| first_partition(image).partition_epoch = 3),
+        ("next producer id", |image| image.next_producer_id = 7),
         ("controllers", |image| {
             image.controllers.insert(NodeId(9), "directory-9".into());
         }),

@@ -368,13 +368,28 @@ def init_producer_id(port, correlation_id):
 
 
 def test_producer_ids_are_unique_across_brokers(cluster):
-    """Every broker hands out producer ids (InitProducerId goes to any broker): two brokers
-    must never give the same id, or two idempotent producers would share sequence numbers on
-    a partition and one's batches could be taken for the other's duplicates."""
-    ids = []
+    """Every broker hands out producer ids (InitProducerId goes to any broker) from blocks the
+    quorum gives it (ProducerIds records): two brokers never give the same id, or two
+    idempotent producers would share sequence numbers on a partition and one's batches could
+    be taken for the other's duplicates; and after kill -9 of every node no id is given again
+    (a block is committed before its first id is handed out)."""
+    ids = {}
     for node in cluster.nodes.values():
         for attempt in range(3):
             error, producer_id, epoch = init_producer_id(node.port, attempt)
             assert error == 0 and producer_id >= 0 and epoch == 0, (node.node_id, error)
-            ids.append(producer_id)
-    assert len(set(ids)) == len(ids), ids
+            ids.setdefault(node.node_id, []).append(producer_id)
+    every = [i for node_ids in ids.values() for i in node_ids]
+    assert len(set(every)) == len(every), ids
+    # Each broker's ids come from its own block of 1000.
+    blocks = {node: {i // 1000 for i in node_ids} for node, node_ids in ids.items()}
+    assert all(len(b) == 1 for b in blocks.values()), blocks
+    assert len(set().union(*blocks.values())) == 3, blocks
+    for node in cluster.nodes:
+        cluster.kill(node)
+    cluster.start()
+    for node in cluster.nodes.values():
+        error, producer_id, _ = init_producer_id(node.port, 9)
+        assert error == 0 and producer_id > max(every), (node.node_id, producer_id, ids)
+        every.append(producer_id)
+    assert len(set(every)) == len(every), every

@@ -27,6 +27,8 @@ pub enum ApplyError {
     UnknownPartition(String, i32),
     #[error("partition {0}-{1}: {2}")]
     InvalidPartitionState(String, i32, String),
+    #[error("a producer id block ending at {0} does not follow the last one, which ends at {1}")]
+    ProducerIdsBehind(i64, i64),
 }
 
 /// A partition's leader, ISR and replicas agree: a non-empty ISR of distinct replicas, the
@@ -122,6 +124,12 @@ pub fn apply(
             // fenced until its heartbeats unfence it, which also gives its partitions back.
             let fenced = image.brokers.get(&broker.node).is_some_and(|known| known.fenced);
             image.brokers.insert(broker.node, BrokerImage { registration: broker.clone(), fenced });
+        }
+        MetadataRecord::ProducerIds { next, .. } => {
+            if *next <= image.next_producer_id {
+                return Err(ApplyError::ProducerIdsBehind(*next, image.next_producer_id));
+            }
+            image.next_producer_id = *next;
         }
         MetadataRecord::RegisterController { node, directory_id } => {
             image.controllers.insert(*node, directory_id.clone());

@@ -45,6 +45,8 @@ pub struct MetadataImage {
     /// Controller-only voters' data directory ids (`RegisterController`): what a voter that
     /// is not also a broker is known by, for the wiped-voter guard.
     pub controllers: BTreeMap<NodeId, String>,
+    /// The first producer id no broker has been given yet (`ProducerIds` blocks).
+    pub next_producer_id: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -114,6 +114,10 @@ pub(crate) enum StoredRecord {
         node: i32,
         directory_id: String,
     },
+    ProducerIds {
+        node: i32,
+        next: i64,
+    },
     PartitionChange {
         topic_id: TopicId,
         partition: i32,
@@ -197,6 +201,9 @@ impl From<&MetadataRecord> for StoredRecord {
             MetadataRecord::RegisterController { node, directory_id } => {
                 StoredRecord::RegisterController { node: node.0, directory_id }
             }
+            MetadataRecord::ProducerIds { node, next } => {
+                StoredRecord::ProducerIds { node: node.0, next }
+            }
             MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
                 StoredRecord::PartitionChange {
                     topic_id,
@@ -240,6 +247,9 @@ impl From<StoredRecord> for MetadataRecord {
             }
             StoredRecord::RegisterController { node, directory_id } => {
                 MetadataRecord::RegisterController { node: NodeId(node), directory_id }
+            }
+            StoredRecord::ProducerIds { node, next } => {
+                MetadataRecord::ProducerIds { node: NodeId(node), next }
             }
             StoredRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
                 MetadataRecord::PartitionChange {
@@ -298,6 +308,7 @@ mod tests {
             MetadataRecord::FenceBroker { node: NodeId(3) },
             MetadataRecord::UnfenceBroker { node: NodeId(3) },
             MetadataRecord::RegisterController { node: NodeId(1), directory_id: "dir".into() },
+            MetadataRecord::ProducerIds { node: NodeId(2), next: 2000 },
             MetadataRecord::PartitionChange {
                 topic_id: [7; 16],
                 partition: PartitionId(0),

@@ -39,6 +39,9 @@ pub enum MetadataRecord {
     /// replaces an earlier one of the same node. A voter that is also a broker is known by its
     /// broker registration.
     RegisterController { node: NodeId, directory_id: String },
+    /// A block of producer ids given to a broker (KIP-730's ProducerIdsRecord): every id
+    /// below `next` has been given out; `next` only grows.
+    ProducerIds { node: NodeId, next: i64 },
     /// A partition's new leader and leader epoch, and its new ISR when `isr` is set
     /// (PartitionChangeRecord); -1 is no leader. Every change bumps the partition epoch.
     /// The leader must be -1 or in the ISR, the ISR non-empty and of the partition's

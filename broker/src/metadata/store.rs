@@ -53,6 +53,13 @@ struct StoredImage {
     /// Controller-only voters' directory ids (added within format 2).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     controllers: BTreeMap<i32, String>,
+    /// The next producer id to give out in blocks (added within format 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    next_producer_id: i64,
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
 }
 
 fn format_one() -> u32 {
@@ -69,6 +76,7 @@ pub fn new_cluster() -> MetadataImage {
         broker_configs: BTreeMap::new(),
         brokers: BTreeMap::new(),
         controllers: BTreeMap::new(),
+        next_producer_id: 0,
     }
 }
 
@@ -103,6 +111,7 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
             })
             .collect(),
         controllers: image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect(),
+        next_producer_id: image.next_producer_id,
         topics: image
             .topics
             .iter()
@@ -167,6 +176,7 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
             .into_iter()
             .map(|(node, dir)| (wire::ids::NodeId(node), dir))
             .collect(),
+        next_producer_id: stored.next_producer_id,
     };
     Ok((image, migrated))
 }

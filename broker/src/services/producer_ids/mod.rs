@@ -13,24 +13,30 @@
 //! (the partitions fence the old epoch). An id that was never given out, or an epoch about to
 //! overflow, gets a fresh id with epoch 0.
 //!
-//! In a cluster every broker hands out ids, so each broker's are its own: the id is the
-//! directory's counter shifted left by `NODE_BITS` with the broker's node id in the low bits
-//! (`ProducerIdService::for_node`), unique across brokers without asking the controller.
-//! (Kafka asks its controller for blocks, ProducerIdsRecord; strata may move to that with
-//! transactions, #17: ids of either scheme never collide with the other's as long as the
-//! node ids stay below 2^NODE_BITS, which a cluster node checks at startup.)
+//! In a cluster every broker hands out ids from blocks the controller quorum gives it, as
+//! Kafka's do (KIP-730): the broker proposes a `ProducerIds` record moving the cluster's next
+//! free id past a block, on the condition that the image has not moved, and hands out ids of
+//! that block once it is committed. Durability rule: the block is in the Raft log on a
+//! majority before its first id is given out, so no id is ever given twice, whatever
+//! crashes; a restarted broker asks for a new block (the rest of the old one is skipped).
+//! The epoch bump applies to any id below the cluster's next free id.
 
-use crate::error::{BrokerError, Result};
+use crate::controller::protocol::ProposeError;
+use crate::controller::quorum::ControllerHandle;
+use crate::controller::types::Proposal;
+use crate::error::{BrokerError, GroupError, Result};
 use crate::mesh::Service;
+use crate::metadata::MetadataRecord;
 use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
-/// Low bits of a cluster broker's producer ids that hold its node id.
-pub const NODE_BITS: u32 = 20;
+/// How many times a block is asked for again when another broker's committed first.
+const BLOCK_ATTEMPTS: usize = 10;
 pub const PRODUCER_ID_BLOCK_FILE: &str = "producer-id-block";
 
 /// InitProducerId without a transactional id: the producer's current id and epoch (-1, -1 for
@@ -49,8 +55,8 @@ pub struct ProducerIdService<S: Storage> {
     block_end: Cell<i64>,
     /// Serializes allocations (a block write is awaited).
     lock: async_lock::Mutex<()>,
-    /// In a cluster, this broker's node id (the ids' low bits).
-    node: Option<i64>,
+    /// In a cluster, this broker's node id and the quorum its blocks come from.
+    cluster: Option<(i32, Arc<ControllerHandle>)>,
 }
 
 impl<S: Storage> ProducerIdService<S> {
@@ -74,47 +80,81 @@ impl<S: Storage> ProducerIdService<S> {
             next: Cell::new(block_end),
             block_end: Cell::new(block_end),
             lock: async_lock::Mutex::new(()),
-            node: None,
+            cluster: None,
         })
     }
 
-    /// A cluster broker's ids: its counter's values with `node` in the low `NODE_BITS` bits.
-    pub fn for_node(mut self, node: i32) -> Result<Self, String> {
-        if !(0..1 << NODE_BITS).contains(&node) {
-            return Err(format!(
-                "node.id {node}: a cluster node's id must be below {} (its producer ids carry it)",
-                1 << NODE_BITS
-            ));
-        }
-        self.node = Some(i64::from(node));
-        Ok(self)
+    /// A cluster broker: its blocks come from `cluster` (the local block file is not used).
+    pub fn in_cluster(mut self, node: i32, cluster: Arc<ControllerHandle>) -> Self {
+        self.next.set(0);
+        self.block_end.set(0);
+        self.cluster = Some((node, cluster));
+        self
     }
 
-    /// The id clients see for counter value `raw`.
-    fn visible(&self, raw: i64) -> i64 {
-        match self.node {
-            Some(node) => (raw << NODE_BITS) | node,
-            None => raw,
-        }
+    /// Whether `id` has been given out (by this directory, or in a cluster by any broker).
+    fn given_out(&self, id: i64) -> bool {
+        let end = match &self.cluster {
+            Some((_, cluster)) => cluster.images.latest().0.next_producer_id,
+            None => self.next.get(),
+        };
+        (0..end).contains(&id)
     }
 
-    /// The counter value of an id this directory gave out, if it is one of its ids.
-    fn counter_of(&self, id: i64) -> Option<i64> {
-        if id < 0 {
-            return None;
+    /// A block from the quorum: its first id (the block is committed when this returns).
+    async fn block_from_quorum(&self, node: i32, cluster: &ControllerHandle) -> Result<i64> {
+        let unavailable = |why: String| {
+            tracing::warn!(%why, "no producer id block from the controller quorum");
+            BrokerError::Group(GroupError::CoordinatorNotAvailable)
+        };
+        for _ in 0..BLOCK_ATTEMPTS {
+            let (image, applied) = cluster.images.latest();
+            let first = image.next_producer_id;
+            let record = MetadataRecord::ProducerIds {
+                node: wire::ids::NodeId(node),
+                next: first + PRODUCER_ID_BLOCK_SIZE,
+            };
+            let proposal =
+                Proposal { expected_version: Some(image.version), records: vec![record] };
+            match cluster.propose(proposal).await {
+                Ok(committed) if committed.applied.refused.is_none() => {
+                    tracing::debug!(first, "reserved a block of producer ids from the quorum");
+                    return Ok(first);
+                }
+                Ok(_) => {
+                    // Another change committed first: decide again on the newer image.
+                    let newer = cluster.images.next_after(applied.map(|id| id.index));
+                    let _ = futures_lite::future::or(
+                        async {
+                            newer.await;
+                        },
+                        shard::runtime::sleep(std::time::Duration::from_millis(200)),
+                    )
+                    .await;
+                }
+                Err(ProposeError::NoLeader(why) | ProposeError::Timeout(why)) => {
+                    return Err(unavailable(why))
+                }
+                Err(ProposeError::Failed(why)) => return Err(unavailable(why)),
+            }
         }
-        match self.node {
-            Some(node) => (id & ((1 << NODE_BITS) - 1) == node).then_some(id >> NODE_BITS),
-            None => Some(id),
-        }
+        Err(unavailable("other changes kept committing first".into()))
     }
 
     async fn init(&self, request: InitProducerId) -> Result<(i64, i16)> {
         let _guard = self.lock.lock().await;
-        let given_out =
-            self.counter_of(request.producer_id).is_some_and(|raw| raw < self.next.get());
-        if given_out && (0..i16::MAX - 1).contains(&request.epoch) {
+        if self.given_out(request.producer_id) && (0..i16::MAX - 1).contains(&request.epoch) {
             return Ok((request.producer_id, request.epoch + 1));
+        }
+        if let Some((node, cluster)) = &self.cluster {
+            if self.next.get() >= self.block_end.get() {
+                let first = self.block_from_quorum(*node, cluster).await?;
+                self.next.set(first);
+                self.block_end.set(first + PRODUCER_ID_BLOCK_SIZE);
+            }
+            let id = self.next.get();
+            self.next.set(id + 1);
+            return Ok((id, 0));
         }
         let id = self.next.get();
         if id >= self.block_end.get() {
@@ -130,7 +170,7 @@ impl<S: Storage> ProducerIdService<S> {
             tracing::debug!(block_end, "reserved a block of producer ids");
         }
         self.next.set(id + 1);
-        Ok((self.visible(id), 0))
+        Ok((id, 0))
     }
 }
 

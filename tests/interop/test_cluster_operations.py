@@ -424,3 +424,23 @@ def test_controller_only_voters_and_broker_only_learners(tmp_path):
         assert not (wiped.data_dir / "__cluster_metadata" / "raft-state.json").exists(), "it voted"
     finally:
         c.stop()
+
+
+def test_default_replication_factor_applies_to_minus_one_and_auto_created_topics(tmp_path):
+    c = Cluster(tmp_path, extra=["--set", "default.replication.factor=3"]).start()
+    try:
+        nodes = c.nodes
+        admin = AdminClient({"bootstrap.servers": nodes[1].bootstrap})
+        admin.create_topics([NewTopic("defaulted", 2)])["defaulted"].result(30)  # RF -1
+        wait_for(lambda: len(partition_state(nodes[2], "defaulted")) == 2, 10, "the topic")
+        assert all(sorted(p["replicas"]) == [1, 2, 3] and p["isr"] == [p["leader"]]
+                   for p in partition_state(nodes[2], "defaulted").values())
+        # Metadata v1 for an unknown topic creates it (auto.create.topics.enable).
+        wait_for(lambda: len(partition_state(nodes[3], "auto-defaulted")) == 1, 10, "auto-created")
+        assert all(len(p["replicas"]) == 3 for p in partition_state(nodes[1], "auto-defaulted").values())
+        # More than the brokers: INVALID_REPLICATION_FACTOR (38).
+        with pytest.raises(Exception) as refused:
+            admin.create_topics([NewTopic("too-many", 1, 4)])["too-many"].result(30)
+        assert "INVALID_REPLICATION_FACTOR" in str(refused.value) or "38" in str(refused.value)
+    finally:
+        c.stop()

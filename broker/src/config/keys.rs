@@ -71,6 +71,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "log.level", default: "info", kind: Kind::Level, help: "Log level (RUST_LOG, when set, takes a full filter and wins)." },
     Key { name: "auto.create.topics.enable", default: "true", kind: Kind::Boolean, help: "Create unknown topics on Metadata/Produce." },
     Key { name: "num.partitions", default: "1", kind: int(1, 100_000), help: "Partitions of auto-created topics." },
+    Key { name: "default.replication.factor", default: "1", kind: int(1, 32_767), help: "Replicas of auto-created topics and of CreateTopics with replication factor -1." },
     Key { name: "socket.request.max.bytes", default: "104857600", kind: int(1024, i32::MAX as i64), help: "Largest request frame accepted." },
     Key { name: "queued.max.request.bytes", default: "536870912", kind: int(1 << 20, i64::MAX), help: "Bytes of requests read and not yet answered, for the whole broker; each shard gets an equal share, and a frame larger than a share is read alone. (Kafka's -1, no bound, is not offered.)" },
     Key { name: "connections.max.idle.ms", default: "600000", kind: int(-1, i64::MAX), help: "Close a connection that sent no request for this long (-1: never)." },

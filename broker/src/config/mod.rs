@@ -20,6 +20,8 @@ pub struct BrokerConfig {
     pub cores: usize,
     pub auto_create_topics: bool,
     pub num_partitions: i32,
+    /// `default.replication.factor`: auto-created topics' and CreateTopics' -1.
+    pub default_replication_factor: i32,
     /// `socket.request.max.bytes`.
     pub request_bytes_max: usize,
     /// `queued.max.request.bytes`, for the whole broker.
@@ -124,6 +126,7 @@ impl BrokerConfig {
             cores,
             auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",
             num_partitions: integer("num.partitions")? as i32,
+            default_replication_factor: integer("default.replication.factor")? as i32,
             request_bytes_max: integer("socket.request.max.bytes")? as usize,
             queued_request_bytes_max: integer("queued.max.request.bytes")? as u64,
             connections_idle_ms: u64::try_from(integer("connections.max.idle.ms")?).ok(),

@@ -28,6 +28,14 @@ fn resolved_partitions<S: Storage>(node: &Node<S>, topic: &CreatableTopic) -> i3
     }
 }
 
+/// The replication factor a topic gets (-1: the broker's `default.replication.factor`).
+fn resolved_factor<S: Storage>(node: &Node<S>, topic: &CreatableTopic) -> i32 {
+    match topic.replication_factor {
+        -1 => node.config.default_replication_factor,
+        factor => i32::from(factor),
+    }
+}
+
 /// The brokers a manual assignment may name: the live registered ones (this node alone when
 /// it is a single node).
 pub(crate) fn registered_ids<S: Storage>(node: &Node<S>) -> Vec<i32> {
@@ -112,9 +120,9 @@ pub async fn handle<S: Storage>(
         let checked = if duplicate {
             Err(BrokerError::InvalidRequest("Duplicate topic name.".into()))
         } else if topic.assignments.is_empty() {
-            // -1 is the default (1); a single node holds one replica of everything, and a
-            // cluster as many as it has live brokers (checked when decided).
-            let factor = i32::from(topic.replication_factor);
+            // -1 is `default.replication.factor`; a single node holds one replica of
+            // everything, and a cluster as many as it has live brokers (checked when decided).
+            let factor = resolved_factor(node, topic);
             if factor == 0 || factor < -1 || (node.cluster.is_none() && factor > 1) {
                 Err(BrokerError::InvalidReplicationFactor(format!(
                     "Unable to replicate the partition {factor} time(s): the cluster has {}",
@@ -189,7 +197,8 @@ pub async fn handle<S: Storage>(
                     result.topic_id = uuid::Uuid::from_bytes(would_be.topic_id);
                 }
                 result.num_partitions = resolved_partitions(node, topic);
-                result.replication_factor = 1;
+                result.replication_factor =
+                    i16::try_from(resolved_factor(node, topic).max(1)).unwrap_or(i16::MAX);
                 result.configs = Some(described_configs(&would_be));
             }
         }

@@ -47,6 +47,7 @@ async fn auto_create<S: Storage>(
             partitions: node.config.num_partitions,
             configs: Default::default(),
             validate_only: false,
+            replication_factor: node.config.default_replication_factor,
             ..Default::default()
         })
         .collect();

@@ -58,8 +58,9 @@ def refused(tmp_path, *sets):
 
 def test_what_this_build_cannot_run_is_refused_naming_the_key_and_the_issue(tmp_path):
     for sets, expected in [
+        # A broker-only node is a Raft learner the leader pushes to: it needs a listener.
         (("process.roles=broker", "controller.quorum.voters=1@127.0.0.1:19093"),
-         "broker,controller only (issue #15)"),
+         "a broker-only node needs a CONTROLLER://HOST:PORT listener"),
         (("listener.security.protocol.map=PLAINTEXT:SSL",), "PLAINTEXT only (TLS and SASL: issue #18)"),
     ]:
         text = refused(tmp_path, *sets)

@@ -24,8 +24,9 @@ pub fn free_port() -> u16 {
 
 impl Broker {
     pub fn start(name: &str, extra: &[&str]) -> Broker {
-        let data_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("broker-{name}-{}", std::process::id()));
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        remove_stale(&root, &format!("broker-{name}-"));
+        let data_dir = root.join(format!("broker-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data_dir);
         std::fs::create_dir_all(&data_dir).expect("data dir");
         Self::start_in(data_dir, free_port(), free_port(), extra)
@@ -119,6 +120,28 @@ impl Broker {
         let mut out = String::new();
         let _ = stream.read_to_string(&mut out);
         out.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()
+    }
+}
+
+/// Removes what earlier test runs left under `root` named `prefix<pid>` (a directory and its
+/// `.stderr.log`), for pids no longer running: the data directories stay after a test (a
+/// restart test reuses one), so without this every run would leave its own behind.
+fn remove_stale(root: &std::path::Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(prefix) else { continue };
+        let pid = rest.split('.').next().unwrap_or_default();
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let _ = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
     }
 }
 

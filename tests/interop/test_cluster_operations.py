@@ -141,11 +141,24 @@ def test_sigterm_moves_leadership_away_first_and_status_shows_the_broker_fenced(
         c.stop()
 
 
+def _can_bind(port):
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def _free_base_port():
-    """A base port whose nine ports `strata cluster local --nodes 3` uses are all free."""
-    for base in range(31000 + os.getpid() % 500 * 20, 60000, 1000):
+    """A base port whose nine ports `strata cluster local --nodes 3` uses can all be bound
+    now, below the kernel's ephemeral range (32768 and up), where outgoing connections could
+    take one of them at any moment."""
+    start = 20000 + os.getpid() % 40 * 300
+    for base in list(range(start, 32000, 300)) + list(range(20000, start, 300)):
         ports = [base + 100 * i + k for i in range(3) for k in (0, 1, 10)]
-        if all(_bindable(p) for p in ports):
+        if all(_can_bind(p) for p in ports):
             return base
     raise AssertionError("no free ports")
 
@@ -176,7 +189,9 @@ def test_cluster_local_runs_three_nodes_that_clients_use_and_ctrl_c_stops_them(t
         while "ready" not in line and time.monotonic() < deadline and proc.poll() is None:
             line = proc.stdout.readline()
         match = re.search(r"bootstrap servers: (\S+)", line)
-        assert match, (line, proc.poll())
+        if not match:
+            logs = {p.name: p.read_text()[-1500:] for p in data.glob("node-*.log")}
+            raise AssertionError((line, proc.poll(), proc.stderr.read(), logs))
         bootstrap = match.group(1)
         assert bootstrap == ",".join("127.0.0.1:%d" % (base + 100 * i) for i in range(3))
         assert len(_processes_with(str(data))) == 3
@@ -442,5 +457,38 @@ def test_default_replication_factor_applies_to_minus_one_and_auto_created_topics
         with pytest.raises(Exception) as refused:
             admin.create_topics([NewTopic("too-many", 1, 4)])["too-many"].result(30)
         assert "INVALID_REPLICATION_FACTOR" in str(refused.value) or "38" in str(refused.value)
+    finally:
+        c.stop()
+
+
+def test_config_changes_and_deletions_go_through_the_quorum_from_any_broker(tmp_path):
+    """IncrementalAlterConfigs sent to one broker, DescribeConfigs answered by another, and a
+    DeleteTopics through a third: every node applies the same records."""
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+    c = Cluster(tmp_path).start()
+    try:
+        nodes = c.nodes
+        create(nodes[1].bootstrap, "configured", 3)
+        resource = ConfigResource(ResourceType.TOPIC, "configured", incremental_configs=[
+            ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+        admin2 = AdminClient({"bootstrap.servers": nodes[2].bootstrap})
+        for future in admin2.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+        def retention_on(node):
+            admin = AdminClient({"bootstrap.servers": node.bootstrap})
+            described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "configured")])
+            configs = list(described.values())[0].result(30)
+            return configs["retention.ms"].value
+
+        for node in nodes.values():
+            wait_for(lambda: retention_on(node) == "3600000", 10, "the config on node %d" % node.node_id)
+        admin3 = AdminClient({"bootstrap.servers": nodes[3].bootstrap})
+        admin3.delete_topics(["configured"])["configured"].result(30)
+        for node in nodes.values():
+            # All topics (naming it would auto-create it again).
+            wait_for(lambda: "configured" not in [t["name"] for t in metadata_from(node)["topics"]],
+                     10, "the topic gone from node %d" % node.node_id)
     finally:
         c.stop()

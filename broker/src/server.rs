@@ -26,34 +26,22 @@ use wire::ids::NodeId;
 /// mask) and waits for them on a dedicated thread: the first asks every shard to stop cleanly,
 /// a second one exits at once.
 fn install_signal_handling() -> Result<(), String> {
-    // SAFETY: plain libc signal-set manipulation on local values, then pthread_sigmask for this
-    // thread; sigwait on the dedicated thread receives the blocked signals.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-            return Err("could not block SIGTERM/SIGINT".into());
-        }
-        std::thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || loop {
-                let mut signal: libc::c_int = 0;
-                if libc::sigwait(&set, &mut signal) != 0 {
-                    continue;
-                }
-                if crate::shutdown::request() {
-                    tracing::warn!(signal, "second signal: exiting without a clean shutdown");
-                    std::process::exit(130);
-                }
-                tracing::info!(
-                    signal,
-                    "shutting down: closing partitions (signal again to exit at once)"
-                );
-            })
-            .map_err(|e| format!("signal thread: {e}"))?;
-    }
+    let set = crate::shutdown::block_stop_signals()?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || loop {
+            let mut signal: libc::c_int = 0;
+            // SAFETY: sigwait on a set this process blocked, into a local.
+            if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
+                continue;
+            }
+            if crate::shutdown::request() {
+                tracing::warn!(signal, "second signal: exiting without a clean shutdown");
+                std::process::exit(130);
+            }
+            tracing::info!(signal, "shutting down (signal again to exit at once)");
+        })
+        .map_err(|e| format!("signal thread: {e}"))?;
     Ok(())
 }
 

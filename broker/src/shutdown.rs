@@ -33,3 +33,20 @@ pub fn begin_stopping() {
 pub fn stopping() -> bool {
     STOPPING.load(Ordering::SeqCst)
 }
+
+/// Blocks SIGTERM and SIGINT in the calling thread (threads it spawns after inherit the mask)
+/// and returns the set, for `sigwait`/`sigtimedwait` to take them. Child processes started
+/// with `std::process::Command` get the default mask back.
+pub fn block_stop_signals() -> Result<libc::sigset_t, String> {
+    // SAFETY: signal-set manipulation on a local value, then pthread_sigmask for this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return Err("could not block SIGTERM/SIGINT".into());
+        }
+        Ok(set)
+    }
+}

@@ -141,7 +141,7 @@ pub fn local(nodes: u32, data_dir: &Path, base_port: u16) -> Result<(), String> 
     }
     let bootstrap: Vec<String> = running.iter().map(|n| format!("127.0.0.1:{}", n.kafka)).collect();
     let bootstrap = bootstrap.join(",");
-    let stop = block_stop_signals()?;
+    let stop = crate::shutdown::block_stop_signals()?;
     match wait_ready(&mut running, nodes as usize, &stop) {
         Ok(true) => {}
         Ok(false) => {
@@ -293,22 +293,6 @@ fn stop_all(running: &mut [LocalNode]) {
         }
     }
     eprintln!("strata cluster local: every node stopped");
-}
-
-/// Blocks SIGINT and SIGTERM in this (single-threaded) process, so they are taken with
-/// `wait_signal` (the nodes are started before, with the default mask).
-fn block_stop_signals() -> Result<libc::sigset_t, String> {
-    // SAFETY: signal-set manipulation on a local value, then pthread_sigmask for this thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-            return Err("could not block SIGTERM/SIGINT".into());
-        }
-        Ok(set)
-    }
 }
 
 /// Whether SIGINT or SIGTERM arrived within `timeout`.

@@ -185,33 +185,23 @@ pub fn reset_offsets(bootstrap: &str, group: &str, topic: &str, to: ResetTo) -> 
         _ => return Err("unexpected response".into()),
     };
     let bounds = super::topic::offsets(&mut client, topic, partitions)?;
+    let at_time = match to {
+        ResetTo::Timestamp(timestamp) => {
+            super::topic::offsets_at(&mut client, topic, partitions, timestamp)?
+        }
+        _ => Vec::new(),
+    };
     let mut targets = Vec::new();
     for (partition, (start, end)) in bounds.iter().enumerate() {
         let offset = match to {
             ResetTo::Earliest => *start,
             ResetTo::Latest => *end,
             ResetTo::Offset(offset) => offset.clamp(*start, *end),
-            ResetTo::Timestamp(timestamp) => {
-                let mut entry = list_offsets_request::ListOffsetsTopic::default();
-                entry.name = TopicName(StrBytes::from_string(topic.to_string()));
-                let mut p = list_offsets_request::ListOffsetsPartition::default();
-                p.partition_index = partition as i32;
-                p.timestamp = timestamp;
-                entry.partitions = vec![p];
-                let mut request = ListOffsetsRequest::default();
-                request.replica_id = BrokerId(-1);
-                request.topics = vec![entry];
-                match client.call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(request))? {
-                    ResponseKind::ListOffsets(response) => response
-                        .topics
-                        .into_iter()
-                        .flat_map(|t| t.partitions)
-                        .next()
-                        .map(|p| if p.offset < 0 { *end } else { p.offset })
-                        .unwrap_or(*end),
-                    _ => return Err("unexpected response".into()),
-                }
-            }
+            // No record at or after the time: the end, as Kafka's tool does.
+            ResetTo::Timestamp(_) => match at_time.get(partition) {
+                Some(offset) if *offset >= 0 => *offset,
+                _ => *end,
+            },
         };
         targets.push((partition as i32, offset));
     }

@@ -138,12 +138,24 @@ pub fn offsets(
     topic: &str,
     partitions: i32,
 ) -> Result<Vec<(i64, i64)>, String> {
+    let starts = offsets_at(client, topic, partitions, -2)?;
+    let ends = offsets_at(client, topic, partitions, -1)?;
+    Ok(starts.into_iter().zip(ends).collect())
+}
+
+/// ListOffsets at `timestamp` (-2 earliest, -1 latest, or a time) for each partition of
+/// `topic`, asked of its leader; -1 for a partition without a leader or an offset.
+pub fn offsets_at(
+    client: &mut Client,
+    topic: &str,
+    partitions: i32,
+    timestamp: i64,
+) -> Result<Vec<i64>, String> {
     let found = per_leader(client, topic, partitions, |leader, indexes| {
-        let starts = list_offsets(leader, topic, indexes, -2)?;
-        let ends = list_offsets(leader, topic, indexes, -1)?;
-        Ok(indexes.iter().copied().zip(starts.into_iter().zip(ends)).collect())
+        let offsets = list_offsets(leader, topic, indexes, timestamp)?;
+        Ok(indexes.iter().copied().zip(offsets).collect())
     })?;
-    Ok((0..partitions).map(|p| found.get(&p).copied().unwrap_or((-1, -1))).collect())
+    Ok((0..partitions).map(|p| found.get(&p).copied().unwrap_or(-1)).collect())
 }
 
 /// ListOffsets at `timestamp` for `indexes` of `topic`, in their order.

@@ -31,10 +31,13 @@ pub async fn handle<S: Storage>(
 ) -> DescribeQuorumResponse {
     let mut response = DescribeQuorumResponse::default();
     response.error_code = NONE;
-    let asks_for_the_log = request.topics.len() == 1
-        && request.topics[0].topic_name.0.as_str() == METADATA_TOPIC
-        && request.topics[0].partitions.len() == 1
-        && request.topics[0].partitions[0].partition_index == 0;
+    let asks_for_the_log = match request.topics.as_slice() {
+        [topic] => {
+            topic.topic_name.0.as_str() == METADATA_TOPIC
+                && matches!(topic.partitions.as_slice(), [partition] if partition.partition_index == 0)
+        }
+        _ => false,
+    };
     let state = if !asks_for_the_log {
         Err(BrokerError::UnknownTopicOrPartition(
             "DescribeQuorum asks for __cluster_metadata partition 0 alone".into(),

@@ -5,6 +5,7 @@ at a time (kill -9, SIGSTOP, restart on the same data directory and ports)."""
 import signal
 import time
 
+import wire
 from clients import wait_until
 from conftest import Broker, BrokerStartError, _live_brokers, free_port, strata_bin
 
@@ -141,3 +142,46 @@ class Cluster:
 def wait_for(predicate, timeout, message, interval=0.2):
     """`clients.wait_until` with the arguments in the order these tests read best."""
     return wait_until(predicate, timeout=timeout, interval=interval, message=message)
+
+
+def metadata_from(node, topics=None):
+    """Metadata v1 asked of this one node (not of a broker a client might prefer)."""
+    return wire.parse_metadata_v1_response(wire.roundtrip(node.port, wire.metadata_v1_request(1, topics)))
+
+
+def broker_ids(node):
+    return sorted(b[0] for b in metadata_from(node)["brokers"])
+
+
+def partitions_of(node, topic):
+    """{partition: (leader, error)} as this node answers (Metadata v1 may auto-create it)."""
+    for t in metadata_from(node, [topic])["topics"]:
+        if t["name"] == topic:
+            return {p["partition"]: (p["leader"], p["error"]) for p in t["partitions"]}
+    return {}
+
+
+def create(bootstrap, name, partitions, timeout=30):
+    """CreateTopics of an RF=1 topic through confluent-kafka's AdminClient."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout)
+
+
+def consume_values(bootstrap, topic, group, count, timeout=60):
+    """The values a subscribed confluent-kafka consumer reads, until `count` distinct ones
+    or `timeout` seconds."""
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(seen) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                seen.add(message.value())
+    finally:
+        consumer.close()
+    return seen

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import wire
-from cluster import Cluster, wait_for
+from cluster import Cluster, broker_ids, create, metadata_from, partitions_of, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -26,9 +26,6 @@ def cluster(tmp_path):
     c.stop()
 
 
-def metadata_from(node, topics=None):
-    """Metadata v1 asked of this one node (not of a broker a client might prefer)."""
-    return wire.parse_metadata_v1_response(wire.roundtrip(node.port, wire.metadata_v1_request(1, topics)))
 
 
 def controller_of(node):
@@ -42,9 +39,6 @@ def leaders(node, topic):
     return None
 
 
-def create(bootstrap, name, partitions, timeout=30):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout)
 
 
 def test_three_nodes_serve_every_client_with_leaders_and_a_group_across_brokers(cluster):
@@ -178,15 +172,8 @@ def test_acknowledged_topics_survive_kill_9_of_every_node_and_none_is_half_creat
             assert name in attempted
 
 
-def broker_ids(node):
-    return sorted(b[0] for b in metadata_from(node)["brokers"])
 
 
-def partitions_of(node, topic):
-    for t in metadata_from(node, [topic])["topics"]:
-        if t["name"] == topic:
-            return {p["partition"]: (p["leader"], p["error"]) for p in t["partitions"]}
-    return {}
 
 
 def test_a_stopped_broker_is_fenced_leaves_metadata_and_is_unfenced_when_it_continues(tmp_path):

@@ -13,11 +13,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import wire
-from cluster import Cluster, _bindable, wait_for
+from cluster import (Cluster, broker_ids, consume_values, create, metadata_from,
+                     partitions_of, wait_for)
 from conftest import free_port, strata_bin
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,24 +26,12 @@ pytestmark = pytest.mark.timeout(300)
 SESSION_MS = 30000
 
 
-def metadata_from(node, topics=None):
-    return wire.parse_metadata_v1_response(wire.roundtrip(node.port, wire.metadata_v1_request(1, topics)))
 
 
-def broker_ids(node):
-    return sorted(b[0] for b in metadata_from(node)["brokers"])
 
 
-def partitions_of(node, topic):
-    for t in metadata_from(node, [topic])["topics"]:
-        if t["name"] == topic:
-            return {p["partition"]: (p["leader"], p["error"]) for p in t["partitions"]}
-    return {}
 
 
-def create(bootstrap, name, partitions, timeout=30):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout)
 
 
 def metrics(node):
@@ -201,16 +190,7 @@ def test_cluster_local_runs_three_nodes_that_clients_use_and_ctrl_c_stops_them(t
         for i in range(300):
             producer.produce("tried", value=b"m%d" % i)
         assert producer.flush(30) == 0
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tryers",
-                             "auto.offset.reset": "earliest"})
-        consumer.subscribe(["tried"])
-        seen = set()
-        deadline = time.monotonic() + 60
-        while len(seen) < 300 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                seen.add(message.value())
-        consumer.close()
+        seen = consume_values(bootstrap, "tried", "tryers", 300)
         assert seen == {b"m%d" % i for i in range(300)}
 
         proc.send_signal(signal.SIGINT)
@@ -412,16 +392,7 @@ def test_controller_only_voters_and_broker_only_learners(tmp_path):
         nodes[5].restart_after_kill()
         wait_for(lambda: broker_ids(nodes[4]) == [4, 5], 30, "broker 5 back")
         wait_for(lambda: len(partitions_of(nodes[5], "after-leader-loss")) == 2, 15, "caught up")
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "split",
-                             "auto.offset.reset": "earliest"})
-        consumer.subscribe(["split-roles"])
-        seen = set()
-        deadline = time.monotonic() + 60
-        while len(seen) < 200 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                seen.add(message.value())
-        consumer.close()
+        seen = consume_values(bootstrap, "split-roles", "split", 200)
         assert seen == {b"r%d" % i for i in range(200)}
 
         # A controller-only voter whose directory was wiped is refused (the quorum knows it

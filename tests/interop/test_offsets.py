@@ -116,6 +116,13 @@ def test_group_cli_and_metrics_show_lag_before_and_after_consuming(shared_broker
     assert lag_rows(shared_broker.bootstrap, group, topic_name) == {0: ("50", 50, "0"), 1: ("50", 50, "0")}
     strata("group", "reset-offsets", group, "--topic", topic_name, "--to-offset", "10", "-b", shared_broker.bootstrap)
     assert committed(shared_broker.bootstrap, group, topic_name, [0, 1]) == {0: 10, 1: 10}
+    # By time: before every record, the first offset; after every record, the end.
+    strata("group", "reset-offsets", group, "--topic", topic_name, "--to-timestamp", "0",
+           "-b", shared_broker.bootstrap)
+    assert committed(shared_broker.bootstrap, group, topic_name, [0, 1]) == {0: 0, 1: 0}
+    strata("group", "reset-offsets", group, "--topic", topic_name, "--to-timestamp",
+           "99999999999999", "-b", shared_broker.bootstrap)
+    assert committed(shared_broker.bootstrap, group, topic_name, [0, 1]) == {0: 50, 1: 50}
 
 
 def test_deleting_a_group_removes_its_offsets_durably(broker, topic_name):

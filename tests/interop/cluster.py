@@ -3,6 +3,7 @@ and a voter (`controller.quorum.voters`), one shard each, started and stopped to
 at a time (kill -9, SIGSTOP, restart on the same data directory and ports)."""
 
 import signal
+import subprocess
 import time
 
 import wire
@@ -130,8 +131,14 @@ class Cluster:
         for node in running:
             node.continue_process()
             node.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
         for node in running:
-            node.terminate(grace)
+            # Not `terminate`: a second SIGTERM makes strata exit at once, skipping its
+            # clean shutdown.
+            try:
+                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.kill()
         for node in self.nodes.values():
             _live_brokers.discard(node)
 

@@ -291,8 +291,11 @@ def test_elect_leaders_and_unclean_election_with_confluent_kafka(tmp_path):
                                                 config={"unclean.leader.election.enable": "true"})])
         for future in created.values():
             future.result(30)
+        # On every node before asking any (Metadata v1 of a topic a node has not applied yet
+        # would try to create it there).
         for name in ("electing", "self-electing"):
-            wait_for(lambda: len(partition_state(nodes[2], name)) == 6, 15, "the topics everywhere")
+            for node in nodes.values():
+                wait_for(lambda: len(partition_state(node, name)) == 6, 15, "the topics everywhere")
         state = partition_state(nodes[1], "electing")
         for p in state.values():
             assert p["isr"] == [p["leader"]] == p["replicas"][:1] and len(p["replicas"]) == 2, p
@@ -423,7 +426,9 @@ def test_default_replication_factor_applies_to_minus_one_and_auto_created_topics
                    for p in partition_state(nodes[2], "defaulted").values())
         # Metadata v1 for an unknown topic creates it (auto.create.topics.enable).
         wait_for(lambda: len(partition_state(nodes[3], "auto-defaulted")) == 1, 10, "auto-created")
-        assert all(len(p["replicas"]) == 3 for p in partition_state(nodes[1], "auto-defaulted").values())
+        for node in nodes.values():
+            wait_for(lambda: len(partition_state(node, "auto-defaulted")) == 1, 10, "everywhere")
+            assert all(len(p["replicas"]) == 3 for p in partition_state(node, "auto-defaulted").values())
         # More than the brokers: INVALID_REPLICATION_FACTOR (38).
         with pytest.raises(Exception) as refused:
             admin.create_topics([NewTopic("too-many", 1, 4)])["too-many"].result(30)

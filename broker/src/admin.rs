@@ -112,7 +112,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 17] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 18] = [
     (
         "strata_partitions_offline",
         "gauge",
@@ -167,6 +167,12 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 17] = [
     ("strata_shard_partitions", "gauge", "Partitions owned by the shard.", |r| {
         r.offsets.len() as u64
     }),
+    (
+        "strata_isr_changes_total",
+        "counter",
+        "ISR shrinks and expands made by this broker's partition leaders.",
+        |r| r.counters.isr_changes,
+    ),
     (
         "strata_produce_duplicate_batches_total",
         "counter",

@@ -69,6 +69,15 @@ pub enum BrokerError {
     /// here either).
     #[error("this node does not lead {0}")]
     NotLeader(String),
+    /// acks=all refused before the append: the ISR is smaller than `min.insync.replicas`.
+    #[error("not enough in-sync replicas for {0}")]
+    NotEnoughReplicas(String),
+    /// acks=all appended, but the ISR shrank below `min.insync.replicas` before it was
+    /// replicated.
+    #[error("the in-sync replicas of {0} fell below min.insync.replicas after the append")]
+    NotEnoughReplicasAfterAppend(String),
+    #[error("timed out: {0}")]
+    RequestTimedOut(String),
     /// The client's leader epoch for the partition is older than the partition's.
     #[error("the leader epoch of {0} is newer than the one sent")]
     FencedLeaderEpoch(String),
@@ -197,6 +206,11 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnsupportedVersion(..) => ResponseError::UnsupportedVersion,
         BrokerError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
+        BrokerError::NotEnoughReplicas(_) => ResponseError::NotEnoughReplicas,
+        BrokerError::NotEnoughReplicasAfterAppend(_) => {
+            ResponseError::NotEnoughReplicasAfterAppend
+        }
+        BrokerError::RequestTimedOut(_) => ResponseError::RequestTimedOut,
         BrokerError::LeaderNotAvailable(_) => ResponseError::LeaderNotAvailable,
         BrokerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
         BrokerError::UnknownLeaderEpoch(_) => ResponseError::UnknownLeaderEpoch,

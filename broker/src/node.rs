@@ -26,6 +26,7 @@ use crate::services::partitions::{
     PartitionRequest, PartitionResponse, PartitionService, PartitionServiceParts,
 };
 use crate::services::producer_ids::{InitProducerId, ProducerIdService};
+use crate::services::replication::ReplicaFetchers;
 use crate::services::stats::{StatsReport, StatsService};
 use crate::stats::ShardStats;
 use shard::io::Storage;
@@ -69,6 +70,7 @@ pub struct Node<S: Storage> {
     partitions: Rc<PartitionService<S>>,
     groups: Rc<GroupService<S>>,
     metadata: Rc<MetadataService<S>>,
+    replication: Rc<ReplicaFetchers<S>>,
     /// Client requests this shard is handling now (read, not yet answered); shutdown waits for
     /// them to drain.
     requests_in_progress: Cell<usize>,
@@ -107,9 +109,11 @@ impl<S: Storage> Node<S> {
         ));
         let view = Rc::new(MetadataView::default());
         let policy = PlacementPolicy { node, shard_count: mesh.shard_count() };
+        let replication = Rc::new(ReplicaFetchers::new(node, mesh.id(), partitions.clone()));
         let metadata = Rc::new(MetadataService::new(
             view.clone(),
             partitions.clone(),
+            replication.clone(),
             mesh.clone(),
             config.data_dir.clone(),
             policy,
@@ -142,6 +146,7 @@ impl<S: Storage> Node<S> {
             partitions,
             groups,
             metadata,
+            replication,
             requests_in_progress: Cell::new(0),
         }))
     }
@@ -193,6 +198,36 @@ impl<S: Storage> Node<S> {
             if retention_due {
                 last_retention = now;
             }
+            self.propose_isr_changes().await;
+        }
+    }
+
+    /// Asks the controller for the ISR changes this shard's leaders want (followers that fell
+    /// behind for `replica.lag.time.max.ms` leave, caught-up ones come back), as Kafka's
+    /// AlterPartition.
+    async fn propose_isr_changes(&self) {
+        if self.cluster.is_none() {
+            return;
+        }
+        let lag_max = i64::try_from(self.config.replica_lag_time_max_ms).unwrap_or(i64::MAX);
+        let changes = self.partitions.wanted_isr_changes(lag_max);
+        if changes.is_empty() {
+            return;
+        }
+        let items: Vec<(String, i32, i32, Vec<NodeId>)> = changes
+            .iter()
+            .map(|(key, epoch, isr)| (key.topic.clone(), key.partition.0, *epoch, isr.clone()))
+            .collect();
+        let results = self.change_metadata(MetadataChange::AlterIsr(self.node_id(), items)).await;
+        for ((key, epoch, isr), result) in changes.iter().zip(results) {
+            match result {
+                Ok(()) => {
+                    tracing::info!(partition = %key, epoch, isr = ?isr.iter().map(|n| n.0).collect::<Vec<_>>(), "ISR changed");
+                    self.stats.isr_changed();
+                }
+                Err(error) => tracing::info!(partition = %key, %error, "ISR change not made"),
+            }
+            self.partitions.isr_change_done(key);
         }
     }
 
@@ -205,6 +240,7 @@ impl<S: Storage> Node<S> {
 
     /// Clean close of this shard's partitions (shutdown).
     pub async fn close(&self) {
+        self.replication.stop_all();
         self.partitions.close_all().await;
     }
 
@@ -355,9 +391,16 @@ impl<S: Storage> Node<S> {
     }
 
     /// Waits (at most `wait_ms`) on `partition`'s owner for an append past `offset`.
-    pub async fn wait_for_append(&self, partition: &TopicPartition, offset: Offset, wait_ms: u64) {
+    /// With `log_end` (a follower's fetch) it waits for the log end, else the high watermark.
+    pub async fn wait_for_append(
+        &self,
+        partition: &TopicPartition,
+        offset: Offset,
+        wait_ms: u64,
+        log_end: bool,
+    ) {
         let Ok(owner) = self.partition_owner(partition) else { return };
-        let request = WaitForAppend { partition: partition.clone(), offset, wait_ms };
+        let request = WaitForAppend { partition: partition.clone(), offset, wait_ms, log_end };
         let _ = self.mesh.call::<PartitionWaits<S>>(owner, request).await;
     }
 

@@ -70,6 +70,8 @@ pub struct Counters {
     pub connections_closed: BTreeMap<Closed, u64>,
     /// Idempotent producers' retries answered with the original offsets (not written again).
     pub duplicate_batches: u64,
+    /// ISR changes this shard's leaders made (shrinks and expands).
+    pub isr_changes: u64,
     /// Records removed by log compaction, and compaction runs that rewrote something.
     pub compacted_records: u64,
     pub compaction_runs: u64,
@@ -148,6 +150,10 @@ impl ShardStats {
 
     pub fn refused(&self, reason: Refusal) {
         *self.counters.borrow_mut().connections_refused.entry(reason).or_default() += 1;
+    }
+
+    pub fn isr_changed(&self) {
+        self.counters.borrow_mut().isr_changes += 1;
     }
 
     pub fn duplicate_batch(&self) {

@@ -15,7 +15,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use shard::io::Storage;
 use std::time::{Duration, Instant};
-use wire::ids::{Offset, TopicPartition};
+use wire::ids::{NodeId, Offset, TopicPartition};
 
 pub const VERSIONS: (i16, i16) = (4, 12);
 /// Upper bound on how long a fetch may wait, whatever the client asks.
@@ -34,6 +34,8 @@ struct Wanted {
     partition_max_bytes: usize,
     /// The leader epoch the client knows (v9+; -1: none, not checked).
     current_leader_epoch: i32,
+    /// A follower's: the epoch of the last batch it has (v12+; -1: none).
+    last_fetched_epoch: i32,
 }
 
 /// The partitions a fetch asks for, each once: a partition listed again is one partition, as
@@ -50,25 +52,54 @@ fn wanted_partitions(request: &FetchRequest) -> Vec<Wanted> {
                 offset: partition.fetch_offset,
                 partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: partition.current_leader_epoch,
+                last_fetched_epoch: partition.last_fetched_epoch,
             })
         })
         .filter(|wanted| seen.insert(wanted.partition.clone()))
         .collect()
 }
 
+/// Who fetches: a consumer (reads below the high watermark) or a follower broker (replica
+/// id >= 0: reads to the log end, and its fetch offset counts as its durable end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fetcher {
+    Consumer,
+    Follower(NodeId),
+}
+
+fn fetcher_of(request: &FetchRequest) -> Fetcher {
+    let replica = if request.replica_state.replica_id.0 >= 0 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    if replica >= 0 {
+        Fetcher::Follower(NodeId(replica))
+    } else {
+        Fetcher::Consumer
+    }
+}
+
 async fn read_one<S: Storage>(
     node: &Node<S>,
+    fetcher: Fetcher,
     wanted: &Wanted,
     max_bytes: usize,
 ) -> Result<ReadResult, BrokerError> {
-    let request = PartitionRequest::Read {
-        partition: wanted.partition.clone(),
-        offset: Offset(wanted.offset),
-        max_bytes,
+    let (partition, offset) = (wanted.partition.clone(), Offset(wanted.offset));
+    let request = match fetcher {
+        Fetcher::Consumer => PartitionRequest::Read { partition, offset, max_bytes },
+        Fetcher::Follower(replica) => PartitionRequest::ReplicaRead {
+            partition,
+            replica,
+            offset,
+            last_fetched_epoch: wanted.last_fetched_epoch,
+            max_bytes,
+        },
     };
     node.check_leader_epoch(&wanted.partition, wanted.current_leader_epoch)?;
     match node.partition_call(&wanted.partition, request).await? {
-        PartitionResponse::Read(result) => result,
+        PartitionResponse::Read(result) | PartitionResponse::ReplicaRead(result) => result,
         _ => Err(unexpected()),
     }
 }
@@ -80,6 +111,7 @@ async fn read_one<S: Storage>(
 /// left answers no records this time (its offsets still go back).
 async fn read_all<S: Storage>(
     node: &Node<S>,
+    fetcher: Fetcher,
     wanted: &[Wanted],
     max_bytes: usize,
 ) -> (Vec<Result<ReadResult, BrokerError>>, usize) {
@@ -92,9 +124,10 @@ async fn read_all<S: Storage>(
                 batches: Vec::new(),
                 high_watermark: Offset(-1),
                 log_start_offset: Offset(-1),
+                diverging: None,
             })
         } else {
-            let mut result = read_one(node, item, budget.max(1)).await;
+            let mut result = read_one(node, fetcher, item, budget.max(1)).await;
             if let Ok(read) = &mut result {
                 // The log always answers at least one batch: past the first partition with
                 // data, one that does not fit is not sent.
@@ -118,15 +151,19 @@ pub async fn handle<S: Storage>(
     request: FetchRequest,
 ) -> FetchResponse {
     let wanted = wanted_partitions(&request);
+    let fetcher = fetcher_of(&request);
     // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_BYTES_MAX);
     let min_bytes = request.min_bytes.max(0) as usize;
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
     let results = loop {
-        let (results, total) = read_all(node, &wanted, max_bytes).await;
+        let (results, total) = read_all(node, fetcher, &wanted, max_bytes).await;
         let now = Instant::now();
-        let any_error = results.iter().any(Result::is_err);
+        // A follower told where its log diverges truncates before anything else: no wait.
+        let any_error = results
+            .iter()
+            .any(|result| result.as_ref().map_or(true, |read| read.diverging.is_some()));
         if total >= min_bytes || any_error || now >= deadline || wanted.is_empty() {
             break results;
         }
@@ -141,10 +178,13 @@ pub async fn handle<S: Storage>(
             .take(FETCH_WAIT_PARTITIONS_MAX)
             .map(|(item, result)| {
                 let seen = match result {
-                    Ok(read) if read.high_watermark.0 >= 0 => read.high_watermark,
+                    Ok(read) if read.high_watermark.0 >= 0 && fetcher == Fetcher::Consumer => {
+                        read.high_watermark
+                    }
                     _ => Offset(item.offset),
                 };
-                Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms))
+                let log_end = fetcher != Fetcher::Consumer;
+                Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms, log_end))
             })
             .collect();
         if !waits.is_empty() {
@@ -174,6 +214,10 @@ fn respond<S: Storage>(
                 partition.last_stable_offset = read.high_watermark.0;
                 if version >= 5 {
                     partition.log_start_offset = read.log_start_offset.0;
+                }
+                if let Some((epoch, end_offset)) = read.diverging {
+                    partition.diverging_epoch.epoch = epoch;
+                    partition.diverging_epoch.end_offset = end_offset;
                 }
                 partition.records = Some(concat(read.batches));
             }

@@ -58,6 +58,9 @@ fn refusal(
     None
 }
 
+/// The longest an acks=all produce waits for its in-sync replicas, whatever it asks.
+pub const PRODUCE_TIMEOUT_MS_MAX: u64 = 300_000;
+
 /// One owner shard's part of a request: its partitions' records and their places in the
 /// answer.
 type Route = (ShardId, Vec<(TopicPartition, Bytes)>, Vec<usize>);
@@ -102,7 +105,11 @@ async fn append_all<S: Storage>(
     }
     let mut calls = Vec::with_capacity(routes.len());
     for (owner, partitions, places) in routes {
-        let request = PartitionRequest::Append { partitions, sync: acks == -1 };
+        let request = PartitionRequest::Append {
+            partitions,
+            sync: acks == -1,
+            timeout_ms: u64::try_from(request.timeout_ms).unwrap_or(0).min(PRODUCE_TIMEOUT_MS_MAX),
+        };
         calls.push((node.partition_start(owner, request).await, places));
     }
     context.admission.admit();

@@ -51,6 +51,9 @@ pub enum MetadataChange {
     AlterBrokerConfigs(i32, Vec<(String, ConfigEdit, bool)>),
     /// ElectLeaders: one election per (topic, partition).
     ElectLeaders(super::elect::ElectionType, Vec<(String, i32)>),
+    /// A leader's ISR changes (AlterPartition): the leader, and per partition (topic,
+    /// partition, its leader epoch, the new ISR).
+    AlterIsr(NodeId, Vec<(String, i32, i32, Vec<NodeId>)>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions
@@ -194,9 +197,9 @@ pub fn place(
             usize::from(leader.shards).clamp(1, shard::runtime::SHARDS_MAX),
         ),
         leader_epoch: LeaderEpoch(0),
-        // Followers copy the leader in issue #16; until then only the leader is in sync.
+        // Every replica starts in sync: a new partition is empty everywhere.
         replicas: replicas.iter().map(|broker| broker.node).collect(),
-        isr: vec![leader.node],
+        isr: replicas.iter().map(|broker| broker.node).collect(),
         partition_epoch: 0,
     }
 }
@@ -238,7 +241,7 @@ fn assigned(
         ),
         leader_epoch: LeaderEpoch(0),
         replicas: replicas.iter().copied().map(NodeId).collect(),
-        isr: vec![leader],
+        isr: replicas.iter().copied().map(NodeId).collect(),
         partition_epoch: 0,
     }
 }

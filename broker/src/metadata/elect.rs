@@ -199,6 +199,48 @@ pub fn elect(
     Ok(change(topic, index, placement, leader, isr).into_iter().collect())
 }
 
+/// A leader's ISR change (Kafka's AlterPartition): `leader` at `leader_epoch` asks for `isr`.
+/// Refused when it no longer leads at that epoch (FENCED_LEADER_EPOCH: its image is stale)
+/// or the ISR is not of the partition's replicas with the leader in it (INVALID_REQUEST); a
+/// broker that is fenced is never added.
+pub fn alter_isr(
+    image: &MetadataImage,
+    leader: NodeId,
+    topic: &str,
+    partition: i32,
+    leader_epoch: i32,
+    isr: &[NodeId],
+) -> Result<Vec<MetadataRecord>> {
+    let name = format!("{topic}-{partition}");
+    let unknown = || BrokerError::UnknownTopicOrPartition(name.clone());
+    let topic = image.topic(topic).ok_or_else(unknown)?;
+    let index = usize::try_from(partition).map_err(|_| unknown())?;
+    let placement = topic.partitions.get(index).ok_or_else(unknown)?;
+    if placement.leader != leader || placement.leader_epoch.0 != leader_epoch {
+        return Err(BrokerError::FencedLeaderEpoch(format!(
+            "{name}: led by {} at epoch {}, not {} at {leader_epoch}",
+            placement.leader.0, placement.leader_epoch.0, leader.0
+        )));
+    }
+    let mut wanted: Vec<NodeId> = Vec::new();
+    for node in isr {
+        if !placement.replicas.contains(node) || wanted.contains(node) {
+            return Err(BrokerError::InvalidRequest(format!(
+                "{name}: ISR {isr:?} is not of the replicas {:?}",
+                placement.replicas
+            )));
+        }
+        // A fenced broker joins no ISR (it may still be leaving one).
+        if placement.isr.contains(node) || live(image, *node) {
+            wanted.push(*node);
+        }
+    }
+    if !wanted.contains(&leader) {
+        return Err(BrokerError::InvalidRequest(format!("{name}: the leader must stay in its ISR")));
+    }
+    Ok(change(topic, index, placement, leader, wanted).into_iter().collect())
+}
+
 /// The automatic leader rebalance (`auto.leader.rebalance.enable`): a preferred election for
 /// every partition whose first replica is live and in sync but not leading.
 pub fn preferred_elections(image: &MetadataImage) -> Vec<MetadataRecord> {

@@ -4,6 +4,7 @@
 //! Runs on: any shard (shared read-only).
 
 use super::placement::Placement;
+use shard::runtime::ShardId;
 use std::collections::BTreeMap;
 use wire::ids::{NodeId, TopicPartition};
 
@@ -76,6 +77,26 @@ impl MetadataImage {
 
     pub fn partition_count(&self) -> usize {
         self.topics.values().map(|topic| topic.partitions.len()).sum()
+    }
+
+    /// The shard of `node` that keeps its replica of `partition`, leader or follower: the
+    /// leader's is the placement's; a follower's is the one `shard_of` picks among that
+    /// broker's shards, which is also the one it gets when it becomes the leader, so a
+    /// leadership change never moves files between shards. `None` when `node` holds no replica.
+    pub fn replica_shard(&self, partition: &TopicPartition, node: NodeId) -> Option<ShardId> {
+        let placement = self.placement(partition)?;
+        if placement.leader == node {
+            return Some(placement.shard);
+        }
+        if !placement.replicas.contains(&node) {
+            return None;
+        }
+        let shards = usize::from(self.brokers.get(&node)?.registration.shards);
+        Some(shard::runtime::shard_of(
+            &partition.topic,
+            partition.partition.0,
+            shards.clamp(1, shard::runtime::SHARDS_MAX),
+        ))
     }
 }
 

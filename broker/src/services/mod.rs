@@ -7,6 +7,7 @@
 //! - `groups`: the consumer-group coordinator of the groups whose `__consumer_offsets`
 //!   partition this shard owns;
 //! - `producer_ids`: InitProducerId's allocator (shard 0);
+//! - `replication`: the follower side of replication, one peer stream per leader broker;
 //! - `stats`: this shard's counters for `/metrics`.
 //!
 //! Services depend on each other only downwards (metadata and groups use the local partition
@@ -16,4 +17,5 @@ pub mod groups;
 pub mod metadata;
 pub mod partitions;
 pub mod producer_ids;
+pub mod replication;
 pub mod stats;

@@ -19,6 +19,7 @@ use crate::metadata::decide::{self, MetadataChange};
 use crate::metadata::elect;
 use crate::metadata::{apply_all, store, MetadataImage, MetadataRecord, PlacementPolicy};
 use crate::services::partitions::PartitionService;
+use crate::services::replication::ReplicaFetchers;
 use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use shard::runtime::ShardId;
@@ -92,6 +93,8 @@ pub struct MetadataService<S: Storage> {
     published_changed: event_listener::Event,
     view: Rc<MetadataView>,
     partitions: Rc<PartitionService<S>>,
+    /// This shard's follower streams, told of every image adopted here.
+    replication: Rc<ReplicaFetchers<S>>,
     mesh: Rc<Mesh>,
     storage: S,
     data_dir: PathBuf,
@@ -104,6 +107,7 @@ impl<S: Storage> MetadataService<S> {
     pub fn new(
         view: Rc<MetadataView>,
         partitions: Rc<PartitionService<S>>,
+        replication: Rc<ReplicaFetchers<S>>,
         mesh: Rc<Mesh>,
         data_dir: PathBuf,
         policy: PlacementPolicy,
@@ -117,6 +121,7 @@ impl<S: Storage> MetadataService<S> {
             storage: partitions.storage().clone(),
             view,
             partitions,
+            replication,
             mesh,
             data_dir,
             policy,
@@ -136,6 +141,7 @@ impl<S: Storage> MetadataService<S> {
     pub async fn adopt_local(&self, image: MetadataImage) -> std::result::Result<(), String> {
         self.partitions.release(&image).await?;
         self.partitions.adopt(&image).await?;
+        self.replication.follow(&image);
         self.view.set(image);
         Ok(())
     }
@@ -320,6 +326,14 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, false)
                 })
                 .collect(),
+            MetadataChange::AlterIsr(leader, changes) => changes
+                .into_iter()
+                .map(|(topic, partition, epoch, isr)| {
+                    let outcome =
+                        elect::alter_isr(&pending.working, leader, &topic, partition, epoch, &isr);
+                    pending.take(outcome, false)
+                })
+                .collect(),
             MetadataChange::AlterBrokerConfigs(node, changes) => changes
                 .into_iter()
                 .map(|(resource, edit, validate_only)| {
@@ -409,6 +423,7 @@ impl<S: Storage> MetadataService<S> {
             MetadataRequest::Adopt(image) => {
                 let adopted = self.partitions.adopt(&image).await;
                 if adopted.is_ok() {
+                    self.replication.follow(&image);
                     self.view.set(image);
                 }
                 MetadataResponse::Applied(adopted)
@@ -436,6 +451,7 @@ fn change_items(change: &MetadataChange) -> usize {
         MetadataChange::AlterConfigs(items) => items.len(),
         MetadataChange::AlterBrokerConfigs(_, items) => items.len(),
         MetadataChange::ElectLeaders(_, items) => items.len(),
+        MetadataChange::AlterIsr(_, items) => items.len(),
     }
 }
 

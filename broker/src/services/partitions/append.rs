@@ -7,7 +7,9 @@
 //! past `INLINE_INFLATE_BYTES_MAX` are checked off the shard's latency path, on the offload
 //! threads (`shard::runtime::offload`).
 //! Durability rule: with `sync` (acks=all) under `flush.policy=always` the answer waits for the
-//! group-committed fdatasync that covers the batches; otherwise they are in the log. The wait
+//! group-committed fdatasync that covers the batches, and on a replicated partition then for
+//! the high watermark to pass them (every in-sync replica has them durable, `replica`);
+//! otherwise they are in the log. The wait
 //! comes after the partition's turn is given up, so the next request's batches are appended
 //! during this sync and share the next one.
 
@@ -245,6 +247,7 @@ impl<S: Storage> PartitionService<S> {
         &self,
         partitions: Vec<(TopicPartition, Bytes)>,
         sync: bool,
+        timeout_ms: u64,
     ) -> Vec<Result<AppendResult>> {
         let appends: Vec<_> = partitions
             .into_iter()
@@ -255,7 +258,7 @@ impl<S: Storage> PartitionService<S> {
                 });
                 async move {
                     let (owned, ticket) = taken?;
-                    self.append(&partition, &owned, ticket, records, sync).await
+                    self.append(&partition, &owned, ticket, records, sync, timeout_ms).await
                 }
             })
             .collect();
@@ -265,11 +268,24 @@ impl<S: Storage> PartitionService<S> {
     async fn append(
         &self,
         partition: &TopicPartition,
-        owned: &super::Partition<S>,
+        owned: &std::rc::Rc<super::Partition<S>>,
         ticket: super::order::Ticket,
         records: Bytes,
         sync: bool,
+        timeout_ms: u64,
     ) -> Result<AppendResult> {
+        let role = owned.role();
+        if role.leader != self.node {
+            return Err(BrokerError::NotLeader(partition.to_string()));
+        }
+        // acks=all with too few in-sync replicas is refused before anything is written.
+        if sync && role.replicated() && role.isr.len() < role.min_insync {
+            return Err(BrokerError::NotEnoughReplicas(format!(
+                "{partition}: {} in sync, min.insync.replicas is {}",
+                role.isr.len(),
+                role.min_insync
+            )));
+        }
         let batches = split_batches(records)?;
         let config = owned.log.config();
         let now = self.clock.now_ms();
@@ -291,6 +307,7 @@ impl<S: Storage> PartitionService<S> {
             None => batches,
         };
         let mut records: u64 = checked.iter().map(|batch| u64::from(batch.records)).sum();
+        let acks_all = sync;
         let sync = sync && config.flush == shard::FlushPolicy::Always;
         let mut base_offset = None;
         let mut durable_target = None;
@@ -320,6 +337,19 @@ impl<S: Storage> PartitionService<S> {
         owned.notify_appended();
         if let (true, Some(target)) = (sync, durable_target) {
             owned.log.sync_to(target).await?;
+        }
+        if role.replicated() {
+            // Followers fetch it now; the high watermark passes it once the ISR has it durable
+            // (the leader's own sync included: acks=1 starts it in the background).
+            match (acks_all, durable_target) {
+                (true, Some(target)) => {
+                    owned.advance_high_watermark(self.node);
+                    let timeout = std::time::Duration::from_millis(timeout_ms);
+                    owned.wait_committed(partition, self.node, target, timeout).await?;
+                }
+                _ if config.flush == shard::FlushPolicy::Always => owned.sync_behind(),
+                _ => owned.advance_high_watermark(self.node),
+            }
         }
         Ok(AppendResult {
             base_offset: Offset(base_offset.unwrap_or(-1)),

@@ -6,6 +6,7 @@
 //! shard first, then `adopt`, so a partition moving between shards is closed by its old owner
 //! before the new one opens its files.
 
+use super::replica::Role;
 use super::{
     Partition, PartitionService, Repair, CLOSE_CONCURRENCY_MAX, OPEN_CONCURRENCY_MAX,
     REPAIR_BACKOFF_MS_MAX, REPAIR_BACKOFF_MS_MIN, REPAIR_FREE_BYTES_MIN,
@@ -19,10 +20,35 @@ use std::rc::Rc;
 use wire::ids::TopicPartition;
 
 impl<S: Storage> PartitionService<S> {
+    /// Whether this shard keeps a replica of `partition` (as its leader or a follower). A
+    /// single node (no registered brokers) keeps every partition it leads.
     fn placed_here(&self, image: &MetadataImage, partition: &TopicPartition) -> bool {
-        image
-            .placement(partition)
-            .is_some_and(|placement| placement.leader == self.node && placement.shard == self.shard)
+        let Some(placement) = image.placement(partition) else { return false };
+        if placement.leader == self.node {
+            return placement.shard == self.shard;
+        }
+        image.replica_shard(partition, self.node) == Some(self.shard)
+    }
+
+    /// The role `image` gives this node's replica of a partition.
+    fn role_in(&self, image: &MetadataImage, topic: &crate::metadata::TopicImage, index: i32) -> Role {
+        let Some(placement) = topic.placement(index) else { return Role::alone(self.node) };
+        let min_insync = crate::metadata::topic_config::effective_config(
+            image,
+            self.node.0,
+            topic,
+            "min.insync.replicas",
+        )
+        .0
+        .and_then(|value| value.trim().parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+        Role {
+            leader: placement.leader,
+            replicas: placement.replicas.clone(),
+            isr: placement.isr.clone(),
+            min_insync,
+        }
     }
 
     /// Closes the partitions `image` no longer places on this shard; those whose partition no
@@ -71,21 +97,23 @@ impl<S: Storage> PartitionService<S> {
                     continue;
                 }
                 let epoch = image.placement(&key).map_or(0, |placement| placement.leader_epoch.0);
+                let role = self.role_in(image, topic, index);
                 match self.local(&key) {
                     Some(existing) => {
-                        existing.leader_epoch.set(epoch);
                         if existing.log.config() != config {
                             existing.log.set_config(config.clone()).map_err(|e| e.to_string())?;
                         }
+                        existing.take_role(role, epoch, self.node, now);
+                        existing.advance_high_watermark(self.node);
                     }
-                    None => to_open.push((key, config.clone(), epoch)),
+                    None => to_open.push((key, config.clone(), epoch, role)),
                 }
             }
         }
         // Opens are independent and mostly wait on small reads, so several run at once (with
         // thousands of partitions a sequential start takes many seconds).
         let mut opening =
-            futures_util::stream::iter(to_open.into_iter().map(|(key, config, epoch)| {
+            futures_util::stream::iter(to_open.into_iter().map(|(key, config, epoch, role)| {
                 let dir = self.data_dir.join(key.to_string());
                 let options = OpenOptions {
                     sync_latency_us: self.sync_latency_us.clone(),
@@ -97,20 +125,22 @@ impl<S: Storage> PartitionService<S> {
                 async move {
                     PartitionLog::open(storage, &dir, options)
                         .await
-                        .map(|log| (key, log, epoch))
+                        .map(|log| (key, log, epoch, role))
                         .map_err(|e| format!("opening {}: {e}", dir.display()))
                 }
             }))
             .buffer_unordered(OPEN_CONCURRENCY_MAX);
         let (mut clean, mut recovered) = (0usize, 0usize);
         while let Some(opened) = opening.next().await {
-            let (key, log, epoch) = opened?;
+            let (key, log, epoch, role) = opened?;
             if log.opened_clean {
                 clean += 1;
             } else {
                 recovered += 1;
             }
-            self.partitions.borrow_mut().insert(key, Rc::new(Partition::new(log, epoch)));
+            let partition = Rc::new(Partition::new(log, -1, Role::alone(self.node)));
+            partition.take_role(role, epoch, self.node, now);
+            self.partitions.borrow_mut().insert(key, partition);
         }
         if clean + recovered > 0 {
             // `recovered` counts logs that had no clean-shutdown marker (or are new) and were
@@ -174,9 +204,9 @@ impl<S: Storage> PartitionService<S> {
                     tracing::info!(partition = %key, log_end = log.log_end_offset(), "offline partition back online");
                     self.repairs.borrow_mut().remove(&key);
                     self.stats.partition_recovered();
-                    self.partitions
-                        .borrow_mut()
-                        .insert(key, Rc::new(Partition::new(log, partition.leader_epoch())));
+                    let reopened = Rc::new(Partition::new(log, -1, Role::alone(self.node)));
+                    reopened.take_role(partition.role(), partition.leader_epoch(), self.node, now);
+                    self.partitions.borrow_mut().insert(key, reopened);
                     partition.notify_appended();
                 }
                 Err(error) => {

@@ -14,6 +14,7 @@ mod append;
 mod lifecycle;
 pub mod order;
 mod read;
+pub mod replica;
 pub mod waits;
 
 pub use append::AppendResult;
@@ -49,15 +50,27 @@ pub struct Partition<S: Storage> {
     /// batch appended (Kafka's partitionLeaderEpoch) and recorded in the leader-epoch
     /// checkpoint when it changes.
     leader_epoch: std::cell::Cell<i32>,
+    /// Leader, replicas, ISR and min.insync from the same image (`replica`).
+    role: RefCell<replica::Role>,
+    /// As the leader: what it knows of each follower.
+    followers: RefCell<std::collections::BTreeMap<NodeId, replica::Follower>>,
+    /// A background sync for the high watermark is running (`Partition::sync_behind`).
+    sync_running: std::cell::Cell<bool>,
+    /// An ISR change was asked of the controller and not answered yet.
+    isr_change_pending: std::cell::Cell<bool>,
 }
 
 impl<S: Storage> Partition<S> {
-    fn new(log: PartitionLog<S>, leader_epoch: i32) -> Self {
+    fn new(log: PartitionLog<S>, leader_epoch: i32, role: replica::Role) -> Self {
         Partition {
             log,
             appended: event_listener::Event::new(),
             order: Rc::default(),
             leader_epoch: std::cell::Cell::new(leader_epoch),
+            role: RefCell::new(role),
+            followers: RefCell::default(),
+            sync_running: std::cell::Cell::new(false),
+            isr_change_pending: std::cell::Cell::new(false),
         }
     }
 
@@ -77,10 +90,20 @@ pub enum PartitionRequest {
     Append {
         partitions: Vec<(TopicPartition, Bytes)>,
         sync: bool,
+        /// The produce request's `timeout_ms`: how long acks=all waits for the ISR.
+        timeout_ms: u64,
     },
     Read {
         partition: TopicPartition,
         offset: Offset,
+        max_bytes: usize,
+    },
+    /// A follower's fetch (Kafka's replica Fetch): see `replica::PartitionService::replica_read`.
+    ReplicaRead {
+        partition: TopicPartition,
+        replica: NodeId,
+        offset: Offset,
+        last_fetched_epoch: i32,
         max_bytes: usize,
     },
     /// ListOffsets: -2 earliest, -1 latest, or the first offset at or after a timestamp.
@@ -115,6 +138,7 @@ pub type ProducerSummary = (i64, i16, i32, i64);
 pub enum PartitionResponse {
     Append(Vec<Result<AppendResult>>),
     Read(Result<ReadResult>),
+    ReplicaRead(Result<ReadResult>),
     /// (offset, timestamp, leader epoch), or `None` when no record is at or after the
     /// timestamp.
     ListOffset(Result<Option<(Offset, i64, i32)>>),
@@ -218,9 +242,19 @@ impl<S: Storage> PartitionService<S> {
 
     async fn answer(&self, request: PartitionRequest) -> PartitionResponse {
         match request {
-            PartitionRequest::Append { partitions, sync } => {
-                PartitionResponse::Append(self.append_all(partitions, sync).await)
+            PartitionRequest::Append { partitions, sync, timeout_ms } => {
+                PartitionResponse::Append(self.append_all(partitions, sync, timeout_ms).await)
             }
+            PartitionRequest::ReplicaRead {
+                partition,
+                replica,
+                offset,
+                last_fetched_epoch,
+                max_bytes,
+            } => PartitionResponse::ReplicaRead(
+                self.replica_read(&partition, replica, offset, last_fetched_epoch, max_bytes)
+                    .await,
+            ),
             PartitionRequest::Read { partition, offset, max_bytes } => {
                 PartitionResponse::Read(self.read(&partition, offset, max_bytes).await)
             }

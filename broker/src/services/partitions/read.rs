@@ -13,6 +13,8 @@ pub struct ReadResult {
     pub batches: Vec<Bytes>,
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
+    /// A follower's fetch only: where its log diverges from the leader's (epoch, end offset).
+    pub diverging: Option<(i32, i64)>,
 }
 
 impl<S: Storage> PartitionService<S> {
@@ -23,7 +25,7 @@ impl<S: Storage> PartitionService<S> {
         max_bytes: usize,
     ) -> Result<ReadResult> {
         let owned = self.owned(partition)?;
-        let read = owned.log.read(offset.0, max_bytes).await.inspect_err(|error| match error {
+        let mut read = owned.log.read(offset.0, max_bytes).await.inspect_err(|error| match error {
             shard::StorageError::OffsetOutOfRange { .. } => {}
             // Once per damaged batch (readers retry at it until it is deleted).
             shard::StorageError::DamagedBatch { first_report, .. } => {
@@ -34,6 +36,15 @@ impl<S: Storage> PartitionService<S> {
             }
             _ => tracing::warn!(%partition, offset = offset.0, %error, "read failed"),
         })?;
+        // Consumers read only what the in-sync replicas have (below the high watermark; on a
+        // partition with one replica it is the log end).
+        let high_watermark = owned.log.high_watermark();
+        if high_watermark < owned.log.log_end_offset() {
+            read.batches.retain(|batch| {
+                peek_batch(batch, shard::config::BATCH_BYTES_MAX)
+                    .is_ok_and(|peek| peek.last_offset < high_watermark)
+            });
+        }
         for batch in &read.batches {
             if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
                 let records = (peek.last_offset - peek.base_offset + 1).max(0) as u64;
@@ -43,8 +54,9 @@ impl<S: Storage> PartitionService<S> {
         }
         Ok(ReadResult {
             batches: read.batches,
-            high_watermark: Offset(owned.log.high_watermark()),
+            high_watermark: Offset(high_watermark),
             log_start_offset: Offset(owned.log.log_start_offset()),
+            diverging: None,
         })
     }
 

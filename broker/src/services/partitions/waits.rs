@@ -17,6 +17,9 @@ pub struct WaitForAppend {
     /// Returns once the high watermark (what readers may see) is past this offset.
     pub offset: Offset,
     pub wait_ms: u64,
+    /// A follower's fetch: waits for the log end instead (followers copy past the high
+    /// watermark).
+    pub log_end: bool,
 }
 
 pub struct PartitionWaits<S: Storage> {
@@ -32,11 +35,16 @@ impl<S: Storage> PartitionWaits<S> {
         let Some(owned) = self.partitions.local(&request.partition) else { return };
         // The high watermark, not the log end: an offline log's readers stop at its durable
         // end, and waking them for records they cannot see would make them poll in a loop.
-        if owned.log.high_watermark() > request.offset.0 {
+        let past = || {
+            let end =
+                if request.log_end { owned.log.log_end_offset() } else { owned.log.high_watermark() };
+            end > request.offset.0
+        };
+        if past() {
             return;
         }
         let listener = owned.appended.listen();
-        if owned.log.high_watermark() > request.offset.0 {
+        if past() {
             return;
         }
         futures_lite::future::or(

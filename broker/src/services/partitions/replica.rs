@@ -1,0 +1,356 @@
+//! Replication on the owner shard: a partition's role (leader, replicas, ISR, min.insync) from
+//! the adopted image, the leader's view of its followers (the offsets they fetch from, when
+//! each last caught up), the high watermark, follower fetches (Kafka's replica Fetch, with
+//! `last_fetched_epoch` and `diverging_epoch`) and the wait of an acks=all append.
+//!
+//! Durability rule (ARCHITECTURE.md, "Replication"): a follower's fetch offset is its durable
+//! end (it syncs what it appended before it fetches again); the leader's high watermark is the
+//! minimum over the ISR of those and of its own durable end, and it does not move while the
+//! ISR is smaller than `min.insync.replicas`. acks=all is answered once it passes the batch.
+//! A partition with one replica keeps the single-node rule (its high watermark follows the log
+//! end; acks=all waits for the fsync only).
+//! Runs on: the shard that owns the partition's replica.
+
+use super::{Partition, PartitionService, ReadResult};
+use crate::error::{BrokerError, Result};
+use shard::io::Storage;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use wire::ids::{NodeId, Offset, TopicPartition};
+
+/// A partition's replicas as the adopted image has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Role {
+    pub leader: NodeId,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+    /// The topic's `min.insync.replicas`.
+    pub min_insync: usize,
+}
+
+impl Role {
+    /// A single-node partition: this node leads it alone.
+    pub fn alone(node: NodeId) -> Self {
+        Role { leader: node, replicas: vec![node], isr: vec![node], min_insync: 1 }
+    }
+
+    /// More than one replica: the leader waits for followers.
+    pub fn replicated(&self) -> bool {
+        self.replicas.len() > 1
+    }
+}
+
+/// What the leader knows of one follower (Kafka's `Replica` state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Follower {
+    /// The offset it last fetched from (its durable end); `None` until it fetched at this
+    /// leader epoch.
+    pub log_end: Option<i64>,
+    /// The last time it had everything the leader had (Kafka's `lastCaughtUpTimeMs`).
+    pub last_caught_up_ms: i64,
+    /// The leader's log end when it answered this follower's previous fetch, and when.
+    pub last_fetch_leader_end: i64,
+    pub last_fetch_ms: i64,
+}
+
+/// An ISR change a leader wants the controller to make: (partition, its leader epoch, the new
+/// ISR).
+pub type IsrChange = (TopicPartition, i32, Vec<NodeId>);
+
+impl<S: Storage> Partition<S> {
+    pub fn role(&self) -> Role {
+        self.role.borrow().clone()
+    }
+
+    /// Takes the role the newest image gives this replica. Becoming the leader (or a new
+    /// leader epoch of it) starts the followers' progress afresh: none counts for the high
+    /// watermark until it fetched at this epoch, and each has `replica.lag.time.max.ms` from
+    /// now to catch up.
+    pub(super) fn take_role(&self, role: Role, epoch: i32, me: NodeId, now_ms: i64) {
+        let previous = self.role.replace(role.clone());
+        let previous_epoch = self.leader_epoch.replace(epoch);
+        if role.leader == me && (previous.leader != me || previous_epoch != epoch) {
+            let followers = role
+                .replicas
+                .iter()
+                .filter(|replica| **replica != me)
+                .map(|replica| {
+                    let fresh = Follower {
+                        log_end: None,
+                        last_caught_up_ms: now_ms,
+                        last_fetch_leader_end: -1,
+                        last_fetch_ms: now_ms,
+                    };
+                    (*replica, fresh)
+                })
+                .collect();
+            *self.followers.borrow_mut() = followers;
+            self.isr_change_pending.set(false);
+        }
+        if role.replicated() {
+            // From now on the high watermark is decided, never the log end by default.
+            self.log.set_high_watermark(self.log.log_start_offset());
+        }
+        // Waiters (acks=all, long polls) look again: leadership or the ISR may have moved.
+        self.notify_appended();
+    }
+
+    /// This replica's durable end as the high watermark counts it: what is synced under
+    /// `flush.policy=always`, else what is appended (the policy accepts that window).
+    fn own_end(&self) -> i64 {
+        if self.log.config().flush == shard::FlushPolicy::Always {
+            self.log.durable_end_offset()
+        } else {
+            self.log.log_end_offset()
+        }
+    }
+
+    /// The leader's high watermark: the minimum durable end over the ISR; it stays where it is
+    /// while a member's end is unknown or the ISR is smaller than `min.insync.replicas`.
+    /// Starts a sync when the followers are ahead of the leader's own durable end.
+    pub fn advance_high_watermark(self: &Rc<Self>, me: NodeId) {
+        let role = self.role.borrow().clone();
+        if role.leader != me || !role.replicated() {
+            return;
+        }
+        let own = self.own_end();
+        let mut lowest_follower = i64::MAX;
+        {
+            let followers = self.followers.borrow();
+            for member in role.isr.iter().filter(|member| **member != me) {
+                match followers.get(member).and_then(|follower| follower.log_end) {
+                    Some(end) => lowest_follower = lowest_follower.min(end),
+                    None => return,
+                }
+            }
+        }
+        if own < lowest_follower.min(self.log.log_end_offset()) {
+            self.sync_behind();
+        }
+        if role.isr.len() < role.min_insync {
+            return;
+        }
+        let candidate = own.min(lowest_follower).min(self.log.log_end_offset());
+        if candidate > self.log.high_watermark() {
+            self.log.set_high_watermark(candidate);
+            self.notify_appended();
+        }
+    }
+
+    /// Syncs the log in the background (one such sync at a time), then advances the high
+    /// watermark: what followers already have becomes committed once the leader has it too.
+    pub fn sync_behind(self: &Rc<Self>) {
+        if self.sync_running.replace(true) {
+            return;
+        }
+        let partition = self.clone();
+        shard::runtime::spawn(async move {
+            let synced = partition.log.sync().await;
+            partition.sync_running.set(false);
+            match synced {
+                Ok(()) => {
+                    let me = partition.role.borrow().leader;
+                    partition.advance_high_watermark(me);
+                }
+                Err(error) => {
+                    tracing::warn!(dir = %partition.log.dir().display(), %error, "leader sync failed")
+                }
+            }
+        })
+        .detach();
+    }
+
+    /// A follower fetched from `offset`: it is durable there. Kafka's caught-up rule: it is
+    /// caught up now if it has the leader's whole log, or as of its previous fetch if it has
+    /// everything the leader had then.
+    fn record_fetch(&self, follower: NodeId, offset: i64, now_ms: i64) {
+        let leader_end = self.log.log_end_offset();
+        let mut followers = self.followers.borrow_mut();
+        let Some(state) = followers.get_mut(&follower) else { return };
+        if offset >= leader_end {
+            state.last_caught_up_ms = now_ms;
+        } else if state.last_fetch_leader_end >= 0 && offset >= state.last_fetch_leader_end {
+            state.last_caught_up_ms = state.last_caught_up_ms.max(state.last_fetch_ms);
+        }
+        state.log_end = Some(offset.min(leader_end));
+        state.last_fetch_leader_end = leader_end;
+        state.last_fetch_ms = now_ms;
+    }
+
+    /// The ISR change this leader wants now, if any: followers that have not caught up for
+    /// `lag_max_ms` leave; replicas outside it that reached the high watermark (and this
+    /// epoch's data) come back. One change at a time per partition.
+    pub fn wanted_isr(&self, me: NodeId, lag_max_ms: i64, now_ms: i64) -> Option<Vec<NodeId>> {
+        let role = self.role.borrow().clone();
+        if role.leader != me || !role.replicated() || self.isr_change_pending.get() {
+            return None;
+        }
+        let followers = self.followers.borrow();
+        let high_watermark = self.log.high_watermark();
+        let epoch_start = self.epoch_start_offset();
+        let mut isr: Vec<NodeId> = role
+            .isr
+            .iter()
+            .copied()
+            .filter(|member| {
+                *member == me
+                    || followers
+                        .get(member)
+                        .is_some_and(|f| now_ms - f.last_caught_up_ms <= lag_max_ms)
+            })
+            .collect();
+        for replica in &role.replicas {
+            if isr.contains(replica) {
+                continue;
+            }
+            let caught_up = followers.get(replica).is_some_and(|f| {
+                f.log_end.is_some_and(|end| end >= high_watermark && end >= epoch_start)
+                    && now_ms - f.last_caught_up_ms <= lag_max_ms
+            });
+            if caught_up {
+                isr.push(*replica);
+            }
+        }
+        let mut sorted_new = isr.clone();
+        sorted_new.sort_unstable();
+        let mut sorted_old = role.isr.clone();
+        sorted_old.sort_unstable();
+        (sorted_new != sorted_old).then_some(isr)
+    }
+
+    /// Where this leader's epoch starts (its log end until a batch of it is written).
+    fn epoch_start_offset(&self) -> i64 {
+        let epoch = self.leader_epoch.get();
+        let (found, end) = self.log.end_offset_for_epoch(epoch.saturating_sub(1), Some(epoch));
+        if found < 0 {
+            self.log.log_start_offset()
+        } else {
+            end
+        }
+    }
+
+    /// Waits until the high watermark passes `target` (acks=all on a replicated partition):
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below `min.insync.replicas`
+    /// meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moves, REQUEST_TIMED_OUT at the
+    /// produce request's timeout.
+    pub async fn wait_committed(&self, partition: &TopicPartition, me: NodeId, target: i64, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let listener = self.appended.listen();
+            if self.log.high_watermark() >= target {
+                return Ok(());
+            }
+            let role = self.role.borrow().clone();
+            if role.leader != me || self.log.is_offline() {
+                return Err(BrokerError::NotLeader(partition.to_string()));
+            }
+            if role.isr.len() < role.min_insync {
+                return Err(BrokerError::NotEnoughReplicasAfterAppend(partition.to_string()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(BrokerError::RequestTimedOut(format!(
+                    "{partition}: not replicated to the in-sync replicas within {} ms",
+                    timeout.as_millis()
+                )));
+            }
+            futures_lite::future::or(
+                async {
+                    listener.await;
+                },
+                shard::runtime::sleep(left),
+            )
+            .await;
+        }
+    }
+}
+
+impl<S: Storage> PartitionService<S> {
+    /// A follower's fetch from `offset` (Kafka's replica Fetch): answers where its log
+    /// diverges (`diverging`: epoch, end offset, which it truncates to before fetching again)
+    /// when its last fetched epoch ends earlier here, else the batches from `offset`
+    /// to the log end (not only below the high watermark), after counting `offset` as the
+    /// follower's durable end.
+    pub(super) async fn replica_read(
+        &self,
+        partition: &TopicPartition,
+        replica: NodeId,
+        offset: Offset,
+        last_fetched_epoch: i32,
+        max_bytes: usize,
+    ) -> Result<ReadResult> {
+        let owned = self.owned(partition)?;
+        let role = owned.role();
+        if role.leader != self.node {
+            return Err(BrokerError::NotLeader(partition.to_string()));
+        }
+        if !role.replicas.contains(&replica) {
+            return Err(BrokerError::NotLeader(format!(
+                "{partition}: broker {} holds no replica of it",
+                replica.0
+            )));
+        }
+        if last_fetched_epoch >= 0 {
+            let current = owned.leader_epoch();
+            let (epoch, end) = owned.log.end_offset_for_epoch(last_fetched_epoch, Some(current));
+            if epoch >= 0 && (epoch != last_fetched_epoch || end < offset.0) {
+                return Ok(ReadResult {
+                    batches: Vec::new(),
+                    high_watermark: Offset(owned.log.high_watermark()),
+                    log_start_offset: Offset(owned.log.log_start_offset()),
+                    diverging: Some((epoch, end)),
+                });
+            }
+        }
+        owned.record_fetch(replica, offset.0, self.clock.now_ms());
+        owned.advance_high_watermark(self.node);
+        let read = owned.log.read(offset.0, max_bytes).await?;
+        Ok(ReadResult {
+            batches: read.batches,
+            high_watermark: Offset(owned.log.high_watermark()),
+            log_start_offset: Offset(owned.log.log_start_offset()),
+            diverging: None,
+        })
+    }
+
+    /// The ISR changes this shard's leaders want (see `Partition::wanted_isr`); each is marked
+    /// pending until `isr_change_done`.
+    pub fn wanted_isr_changes(&self, lag_max_ms: i64) -> Vec<IsrChange> {
+        let now = self.clock.now_ms();
+        let mut changes = Vec::new();
+        for (key, partition) in self.partitions.borrow().iter() {
+            if let Some(isr) = partition.wanted_isr(self.node, lag_max_ms, now) {
+                partition.isr_change_pending.set(true);
+                changes.push((key.clone(), partition.leader_epoch(), isr));
+            }
+        }
+        changes
+    }
+
+    /// The controller answered an ISR change (applied or not): the next may be asked for.
+    pub fn isr_change_done(&self, partition: &TopicPartition) {
+        if let Some(owned) = self.local(partition) {
+            owned.isr_change_pending.set(false);
+        }
+    }
+
+    /// (partition, leader, follower, its log end or -1, ms since it last caught up) for every
+    /// follower of every partition this shard leads: `/metrics`.
+    pub fn follower_lags(&self) -> Vec<(TopicPartition, i64, NodeId, i64)> {
+        let now = self.clock.now_ms();
+        let mut lags = Vec::new();
+        for (key, partition) in self.partitions.borrow().iter() {
+            let leader_end = partition.log.log_end_offset();
+            let followers: BTreeMap<NodeId, Follower> = partition.followers.borrow().clone();
+            if partition.role.borrow().leader != self.node {
+                continue;
+            }
+            for (node, follower) in followers {
+                let behind = follower.log_end.map_or(leader_end, |end| leader_end - end);
+                lags.push((key.clone(), behind, node, now - follower.last_caught_up_ms));
+            }
+        }
+        lags
+    }
+}

@@ -1,0 +1,389 @@
+//! The follower side of replication: per shard, one peer stream per leader broker.
+//!
+//! Owns: the streams of this shard (leader broker → the partitions this shard follows from it,
+//! with the leader epoch each is followed at). Each stream is a task holding one long-lived
+//! TCP connection to the leader's Kafka listener; it sends Kafka replica Fetches (v12,
+//! `replica_id` = this node, `last_fetched_epoch` per partition) for all of its partitions at
+//! once, which the leader parks until there is data (`REPLICA_FETCH_WAIT_MS`).
+//! Per partition the answer is appended byte for byte (`PartitionLog::append_replica`: offsets,
+//! epochs and producer state as the leader wrote them), made durable under the topic's flush
+//! policy before the next fetch (so the next fetch offset means "durable here"), and the
+//! leader's high watermark is taken up to what this replica has. A `diverging_epoch` answer
+//! truncates the log to where it agrees with the leader first.
+//! Invariants: a partition is fetched only while the adopted image names this node a follower
+//! of it on this shard, and its batches are appended only while it still is.
+//! Runs on: every shard, for the partitions it follows.
+
+use crate::metadata::MetadataImage;
+use crate::services::partitions::PartitionService;
+use bytes::{Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, RequestHeader, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use shard::io::Storage;
+use shard::runtime::net::TcpStream;
+use shard::runtime::ShardId;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+use wire::ids::{NodeId, TopicPartition};
+use wire::protocol::{self, FRAME_PREFIX_BYTES};
+
+/// The Fetch version followers send (replica id, current leader epoch, last fetched epoch and
+/// diverging epoch are all in v12).
+pub const REPLICA_FETCH_VERSION: i16 = 12;
+/// How long the leader may park a follower's fetch with no data.
+pub const REPLICA_FETCH_WAIT_MS: i32 = 500;
+/// Bytes per partition and per fetch a follower asks for.
+pub const REPLICA_FETCH_PARTITION_BYTES: i32 = 1 << 20;
+pub const REPLICA_FETCH_BYTES: i32 = 16 << 20;
+/// Largest fetch response a follower accepts.
+pub const REPLICA_RESPONSE_BYTES_MAX: usize = 64 << 20;
+/// Connecting, and a fetch's answer beyond its wait, may take this long.
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Waits after a failed connection or fetch, doubling up to the maximum.
+pub const RETRY_BACKOFF_MS_MIN: u64 = 50;
+pub const RETRY_BACKOFF_MS_MAX: u64 = 2_000;
+
+/// One leader broker's stream on this shard.
+struct Stream {
+    leader: NodeId,
+    /// Followed partitions → the leader epoch the image has for them.
+    partitions: RefCell<BTreeMap<TopicPartition, i32>>,
+    /// The leader's Kafka listener (host, port).
+    endpoint: RefCell<(String, u16)>,
+    stopped: Cell<bool>,
+    /// Woken when the stream's partitions or endpoint change.
+    changed: event_listener::Event,
+}
+
+pub struct ReplicaFetchers<S: Storage> {
+    node: NodeId,
+    shard: ShardId,
+    partitions: Rc<PartitionService<S>>,
+    streams: RefCell<BTreeMap<NodeId, Rc<Stream>>>,
+    /// Round trips of follower fetches (microseconds), for `/metrics`.
+    round_trip_us: Rc<RefCell<hdrhistogram::Histogram<u64>>>,
+}
+
+impl<S: Storage> ReplicaFetchers<S> {
+    pub fn new(node: NodeId, shard: ShardId, partitions: Rc<PartitionService<S>>) -> Self {
+        ReplicaFetchers {
+            node,
+            shard,
+            partitions,
+            streams: RefCell::default(),
+            round_trip_us: Rc::new(RefCell::new(shard::partition_log::latency_histogram())),
+        }
+    }
+
+    pub fn round_trip_us(&self) -> hdrhistogram::Histogram<u64> {
+        self.round_trip_us.borrow().clone()
+    }
+
+    /// Follows what `image` has this shard follow: a stream per leader broker (started when
+    /// new, stopped when it has nothing left to fetch).
+    pub fn follow(self: &Rc<Self>, image: &MetadataImage) {
+        let mut wanted: BTreeMap<NodeId, BTreeMap<TopicPartition, i32>> = BTreeMap::new();
+        for topic in image.topics.values() {
+            for index in 0..topic.partition_count() {
+                let Some(placement) = topic.placement(index) else { continue };
+                if placement.leader == self.node || placement.leader.0 < 0 {
+                    continue;
+                }
+                let key = TopicPartition::new(topic.name.clone(), index);
+                if image.replica_shard(&key, self.node) != Some(self.shard) {
+                    continue;
+                }
+                wanted.entry(placement.leader).or_default().insert(key, placement.leader_epoch.0);
+            }
+        }
+        let mut streams = self.streams.borrow_mut();
+        for (leader, stream) in streams.iter() {
+            if !wanted.contains_key(leader) {
+                stream.stopped.set(true);
+                stream.changed.notify(usize::MAX);
+            }
+        }
+        streams.retain(|leader, _| wanted.contains_key(leader));
+        for (leader, partitions) in wanted {
+            let endpoint = image
+                .brokers
+                .get(&leader)
+                .map(|broker| (broker.registration.host.clone(), broker.registration.port))
+                .unwrap_or_default();
+            match streams.get(&leader) {
+                Some(stream) => {
+                    *stream.partitions.borrow_mut() = partitions;
+                    *stream.endpoint.borrow_mut() = endpoint;
+                    stream.changed.notify(usize::MAX);
+                }
+                None => {
+                    let stream = Rc::new(Stream {
+                        leader,
+                        partitions: RefCell::new(partitions),
+                        endpoint: RefCell::new(endpoint),
+                        stopped: Cell::new(false),
+                        changed: event_listener::Event::new(),
+                    });
+                    streams.insert(leader, stream.clone());
+                    let fetchers = self.clone();
+                    shard::runtime::spawn(async move { fetchers.run(stream).await }).detach();
+                }
+            }
+        }
+    }
+
+    /// Stops every stream (shutdown).
+    pub fn stop_all(&self) {
+        for stream in self.streams.borrow().values() {
+            stream.stopped.set(true);
+            stream.changed.notify(usize::MAX);
+        }
+        self.streams.borrow_mut().clear();
+    }
+
+    /// The stream's loop: connect, fetch, apply, until stopped; failures back off.
+    async fn run(self: Rc<Self>, stream: Rc<Stream>) {
+        tracing::info!(shard = self.shard.0, leader = stream.leader.0, "replica fetcher started");
+        let mut connection: Option<TcpStream> = None;
+        let mut correlation_id = 0i32;
+        let mut backoff_ms = RETRY_BACKOFF_MS_MIN;
+        while !stream.stopped.get() {
+            let outcome = self.fetch_once(&stream, &mut connection, &mut correlation_id).await;
+            match outcome {
+                Ok(true) => backoff_ms = RETRY_BACKOFF_MS_MIN,
+                Ok(false) => {
+                    // Nothing fetchable now (leader errors): wait for a change or a moment.
+                    self.pause(&stream, backoff_ms).await;
+                    backoff_ms = (backoff_ms * 2).min(RETRY_BACKOFF_MS_MAX);
+                }
+                Err(error) => {
+                    connection = None;
+                    tracing::debug!(leader = stream.leader.0, %error, "replica fetch failed");
+                    self.pause(&stream, backoff_ms).await;
+                    backoff_ms = (backoff_ms * 2).min(RETRY_BACKOFF_MS_MAX);
+                }
+            }
+        }
+        tracing::info!(shard = self.shard.0, leader = stream.leader.0, "replica fetcher stopped");
+    }
+
+    async fn pause(&self, stream: &Stream, ms: u64) {
+        let listener = stream.changed.listen();
+        if stream.stopped.get() {
+            return;
+        }
+        futures_lite::future::or(
+            async {
+                listener.await;
+            },
+            shard::runtime::sleep(Duration::from_millis(ms)),
+        )
+        .await;
+    }
+
+    /// One fetch round trip and its application; `Ok(false)` when no partition made progress
+    /// because of errors the leader answered.
+    async fn fetch_once(
+        &self,
+        stream: &Stream,
+        connection: &mut Option<TcpStream>,
+        correlation_id: &mut i32,
+    ) -> Result<bool, String> {
+        let followed: Vec<(TopicPartition, i32)> =
+            stream.partitions.borrow().iter().map(|(key, epoch)| (key.clone(), *epoch)).collect();
+        let mut request = FetchRequest::default();
+        request.replica_id = BrokerId(self.node.0);
+        request.max_wait_ms = REPLICA_FETCH_WAIT_MS;
+        request.min_bytes = 1;
+        request.max_bytes = REPLICA_FETCH_BYTES;
+        request.isolation_level = 0;
+        let mut asked = 0usize;
+        for (key, epoch) in &followed {
+            let Some(local) = self.partitions.local(key) else { continue };
+            if local.log.is_offline() {
+                continue;
+            }
+            let mut partition = FetchPartition::default();
+            partition.partition = key.partition.0;
+            partition.current_leader_epoch = *epoch;
+            partition.fetch_offset = local.log.log_end_offset();
+            partition.last_fetched_epoch = local.log.latest_epoch().unwrap_or(-1);
+            partition.log_start_offset = local.log.log_start_offset();
+            partition.partition_max_bytes = REPLICA_FETCH_PARTITION_BYTES;
+            let name = key.topic.as_str();
+            match request.topics.iter_mut().find(|topic| topic.topic.0.as_str() == name) {
+                Some(topic) => topic.partitions.push(partition),
+                None => {
+                    let mut topic = FetchTopic::default();
+                    topic.topic = TopicName(StrBytes::from_string(name.to_string()));
+                    topic.partitions.push(partition);
+                    request.topics.push(topic);
+                }
+            }
+            asked += 1;
+        }
+        if asked == 0 {
+            return Ok(false);
+        }
+        if connection.is_none() {
+            let (host, port) = stream.endpoint.borrow().clone();
+            *connection = Some(connect(&host, port).await?);
+        }
+        let Some(socket) = connection.as_mut() else { return Err("no connection".into()) };
+        *correlation_id = correlation_id.wrapping_add(1);
+        let started = std::time::Instant::now();
+        let response = call(socket, *correlation_id, request).await?;
+        self.round_trip_us
+            .borrow_mut()
+            .saturating_record(started.elapsed().as_micros().max(1) as u64);
+        if response.error_code != 0 {
+            return Err(format!("the leader answered error {}", response.error_code));
+        }
+        let mut progressed = false;
+        for topic in response.responses {
+            let name = topic.topic.0.to_string();
+            for partition in topic.partitions {
+                let key = TopicPartition::new(name.clone(), partition.partition_index);
+                // Still followed from this leader (the image may have moved meanwhile)?
+                if !stream.partitions.borrow().contains_key(&key) || stream.stopped.get() {
+                    continue;
+                }
+                match self.apply(&key, stream.leader, partition).await {
+                    Ok(()) => progressed = true,
+                    Err(error) => {
+                        tracing::debug!(partition = %key, leader = stream.leader.0, %error, "follower fetch not applied")
+                    }
+                }
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// Applies one partition's part of a fetch answer.
+    async fn apply(
+        &self,
+        key: &TopicPartition,
+        leader: NodeId,
+        data: PartitionData,
+    ) -> Result<(), String> {
+        let Some(local) = self.partitions.local(key) else { return Err("not open here".into()) };
+        if local.role().leader != leader {
+            return Err("no longer follows that leader".into());
+        }
+        if data.error_code != 0 {
+            return Err(format!("error {}", data.error_code));
+        }
+        if data.diverging_epoch.epoch >= 0 && data.diverging_epoch.end_offset >= 0 {
+            let (epoch, end) =
+                local.log.end_offset_for_epoch(data.diverging_epoch.epoch, None);
+            let local_end = if epoch < 0 { local.log.log_start_offset() } else { end };
+            let cut = data.diverging_epoch.end_offset.min(local_end).max(local.log.log_start_offset());
+            tracing::info!(partition = %key, leader = leader.0, from = local.log.log_end_offset(), to = cut, "truncating to the leader's log (diverging epoch)");
+            local.log.truncate_to(cut).await.map_err(|error| error.to_string())?;
+            return Ok(());
+        }
+        let records = data.records.unwrap_or_default();
+        let mut appended = false;
+        for batch in batches_of(records)? {
+            if local.role().leader != leader {
+                return Err("leadership moved while appending".into());
+            }
+            let now = shard::runtime::now_ms();
+            local
+                .log
+                .append_replica(BytesMut::from(&batch[..]), now)
+                .await
+                .map_err(|error| error.to_string())?;
+            appended = true;
+        }
+        if appended {
+            if local.log.config().flush == shard::FlushPolicy::Always {
+                local.log.sync().await.map_err(|error| error.to_string())?;
+            }
+            local.notify_appended();
+        }
+        // The leader's high watermark, up to what this replica has.
+        let high_watermark = data.high_watermark.min(local.log.log_end_offset());
+        if high_watermark > local.log.high_watermark() {
+            local.log.set_high_watermark(high_watermark);
+        }
+        Ok(())
+    }
+}
+
+/// The record batches of a fetched partition (whole batches only: a trailing partial one,
+/// which a leader does not send, is dropped).
+fn batches_of(records: Bytes) -> Result<Vec<Bytes>, String> {
+    let mut batches = Vec::new();
+    let mut rest = records;
+    while rest.len() >= wire::BATCH_HEADER_BYTES {
+        let peek = wire::record_batch::peek_batch(&rest, shard::config::BATCH_BYTES_MAX)
+            .map_err(|error| error.to_string())?;
+        if peek.size_bytes > rest.len() {
+            break;
+        }
+        batches.push(rest.split_to(peek.size_bytes));
+    }
+    Ok(batches)
+}
+
+async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+    use std::net::ToSocketAddrs;
+    let address = (host, port)
+        .to_socket_addrs()
+        .map_err(|error| format!("resolving {host}:{port}: {error}"))?
+        .next()
+        .ok_or_else(|| format!("{host}:{port} resolves to nothing"))?;
+    let stream = TcpStream::connect_timeout(address, PEER_TIMEOUT)
+        .await
+        .map_err(|error| format!("connecting to {address}: {error}"))?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// Sends one Fetch and reads its answer (bounded in size and time).
+async fn call(
+    socket: &mut TcpStream,
+    correlation_id: i32,
+    request: FetchRequest,
+) -> Result<kafka_protocol::messages::FetchResponse, String> {
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(REPLICA_FETCH_VERSION)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("strata-replica")));
+    let frame = protocol::encode_request(&header, &RequestKind::Fetch(request))?;
+    let exchange = async {
+        socket.write_all(&frame).await.map_err(|e| format!("sending a fetch: {e}"))?;
+        let mut prefix = [0u8; FRAME_PREFIX_BYTES];
+        socket.read_exact(&mut prefix).await.map_err(|e| format!("reading a fetch answer: {e}"))?;
+        let len =
+            protocol::frame_len(prefix, REPLICA_RESPONSE_BYTES_MAX).map_err(|e| e.to_string())?;
+        let mut body = vec![0u8; len];
+        socket.read_exact(&mut body).await.map_err(|e| format!("reading a fetch answer: {e}"))?;
+        Ok::<Vec<u8>, String>(body)
+    };
+    let timeout = PEER_TIMEOUT + Duration::from_millis(REPLICA_FETCH_WAIT_MS as u64);
+    let body = futures_lite::future::or(exchange, async {
+        shard::runtime::sleep(timeout).await;
+        Err(format!("no fetch answer within {} ms", timeout.as_millis()))
+    })
+    .await?;
+    let (header, response) =
+        protocol::decode_response(ApiKey::Fetch, REPLICA_FETCH_VERSION, Bytes::from(body))
+            .map_err(|e| e.to_string())?;
+    if header.correlation_id != correlation_id {
+        return Err(format!("correlation id {} for {correlation_id}", header.correlation_id));
+    }
+    match response {
+        ResponseKind::Fetch(response) => Ok(response),
+        _ => Err("not a fetch answer".into()),
+    }
+}

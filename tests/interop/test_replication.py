@@ -1,0 +1,237 @@
+"""Replication (issue #16): RF=3 partitions on three brokers. Followers copy their leader's
+batches byte for byte over per-shard peer streams (Kafka's replica Fetch); the high watermark
+is the minimum durable end over the ISR; acks=all waits for it; a follower stopped past
+`replica.lag.time.max.ms` leaves the ISR and comes back after it catches up; with too few in-sync
+replicas acks=all is refused (NOT_ENOUGH_REPLICAS, 19) and nothing refused becomes visible; a
+killed leader's partitions move to an in-sync follower and nothing acknowledged is lost."""
+
+import os
+import random
+import struct
+import time
+import zlib
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import Cluster, metadata_from, wait_for
+
+pytestmark = pytest.mark.timeout(600)
+
+LAG_MS = 3000
+
+
+def create_replicated(bootstrap, name, partitions, min_isr=2):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(name, partitions, 3, config={"min.insync.replicas": str(min_isr)})
+    admin.create_topics([topic])[name].result(30)
+
+
+def placement(node, topic):
+    """{partition: (leader, replicas, isr)} as Metadata v1 on `node` answers."""
+    for t in metadata_from(node, [topic])["topics"]:
+        if t["name"] == topic:
+            return {p["partition"]: (p["leader"], sorted(p["replicas"]), sorted(p["isr"]))
+                    for p in t["partitions"]}
+    return {}
+
+
+def produce(bootstrap, topic, values, **config):
+    """Produces `values` (acks=all, idempotent unless told otherwise); returns
+    {value: (partition, offset)} of those acknowledged and the errors of the rest."""
+    settings = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                "linger.ms": 5, "message.timeout.ms": 30000}
+    settings.update(config)
+    producer = Producer(settings)
+    acked, failed = {}, {}
+
+    def report(error, message):
+        if error is None:
+            acked[message.value()] = (message.partition(), message.offset())
+        else:
+            failed[message.value()] = error
+
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value, callback=report)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    producer.flush(120)
+    return acked, failed
+
+
+def read_all(bootstrap, topic, partitions, timeout=60):
+    """Every record of every partition from the start to its end now: {(partition, offset): value}."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader-%d" % random.random(),
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    ends = {}
+    for p in range(partitions):
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        ends[p] = high
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            done = all(sum(1 for (p2, _) in records if p2 == p) >= ends[p] for p in ends)
+            if done:
+                break
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            records[(message.partition(), message.offset())] = message.value()
+    finally:
+        consumer.close()
+    return records, ends
+
+
+def batches_on_disk(data_dir, topic, partition):
+    """The record batches in a partition's segment files, in order (after a clean stop)."""
+    directory = data_dir / ("%s-%d" % (topic, partition))
+    out = []
+    for path in sorted(directory.glob("*.log")):
+        data = path.read_bytes()
+        at = 0
+        while at + 12 <= len(data):
+            (length,) = struct.unpack(">i", data[at + 8:at + 12])
+            if length <= 0 or at + 12 + length > len(data):
+                break
+            out.append(data[at:at + 12 + length])
+            at += 12 + length
+    return out
+
+
+EXTRA = ["--set", "replica.lag.time.max.ms=%d" % LAG_MS,
+         "--set", "broker.session.timeout.ms=6000",
+         "--set", "broker.heartbeat.interval.ms=500"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, extra=EXTRA).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def five_voters(tmp_path):
+    """Brokers 1-3 (voters too) and two controller-only voters, 4 and 5: with two brokers
+    frozen the quorum still has three of five voters, so the ISR can still change."""
+    roles = {1: "broker,controller", 2: "broker,controller", 3: "broker,controller",
+             4: "controller", 5: "controller"}
+    c = Cluster(tmp_path, extra=EXTRA, roles=roles).start()
+    yield c
+    c.stop()
+
+
+def test_followers_hold_the_leaders_batches_byte_for_byte(cluster):
+    node = cluster.nodes[1]
+    create_replicated(cluster.bootstrap, "copied", 4)
+    wait_for(lambda: len(placement(node, "copied")) == 4, 30, "topic on node 1")
+    layout = placement(node, "copied")
+    assert all(replicas == [1, 2, 3] and isr == [1, 2, 3] for _, replicas, isr in layout.values()), layout
+    assert {leader for leader, _, _ in layout.values()} == {1, 2, 3}
+    values = [b"v-%06d" % i for i in range(3000)]
+    acked, failed = produce(cluster.bootstrap, "copied", values)
+    assert not failed and len(acked) == 3000
+    records, ends = read_all(cluster.bootstrap, "copied", 4)
+    assert sorted(records.values()) == sorted(values)
+    assert sum(ends.values()) == 3000
+    cluster.stop()
+    for p in range(4):
+        copies = [batches_on_disk(n.data_dir, "copied", p) for n in cluster.nodes.values()]
+        assert copies[0], "partition %d has no batches" % p
+        assert copies[0] == copies[1] == copies[2], "replicas of partition %d differ" % p
+
+
+def test_a_stopped_follower_leaves_the_isr_and_rejoins_and_too_few_refuse_acks_all(five_voters):
+    cluster = five_voters
+    node = cluster.nodes[1]
+    create_replicated(cluster.bootstrap, "isr", 1)
+    wait_for(lambda: placement(node, "isr").get(0), 30, "topic on node 1")
+    leader, _, _ = placement(node, "isr")[0]
+    followers = [n for n in (1, 2, 3) if n != leader]
+    acked, failed = produce(cluster.bootstrap, "isr", [b"before-%d" % i for i in range(100)])
+    assert len(acked) == 100 and not failed
+    # One follower frozen past the lag time: it leaves the ISR, acks=all still succeeds.
+    cluster.nodes[followers[0]].stop_process()
+    try:
+        wait_for(lambda: followers[0] not in placement(cluster.nodes[leader], "isr")[0][2],
+                 LAG_MS / 1000 + 20, "the frozen follower leaves the ISR")
+        acked, failed = produce(cluster.bootstrap, "isr", [b"one-down-%d" % i for i in range(100)])
+        assert len(acked) == 100 and not failed, failed
+        # Both frozen: the ISR is the leader alone, below min.insync.replicas=2.
+        cluster.nodes[followers[1]].stop_process()
+        wait_for(lambda: placement(cluster.nodes[leader], "isr")[0][2] == [leader],
+                 LAG_MS / 1000 + 20, "the ISR shrinks to the leader")
+        acked, failed = produce("127.0.0.1:%d" % cluster.nodes[leader].port, "isr",
+                                [b"refused-%d" % i for i in range(20)],
+                                **{"enable.idempotence": False, "retries": 0})
+        assert not acked
+        codes = {error.code() for error in failed.values()}
+        assert codes == {19}, codes  # NOT_ENOUGH_REPLICAS
+    finally:
+        for f in followers:
+            cluster.nodes[f].continue_process()
+    wait_for(lambda: placement(cluster.nodes[leader], "isr")[0][2] == [1, 2, 3],
+             LAG_MS / 1000 + 30, "the ISR expands again")
+    records, _ = read_all(cluster.bootstrap, "isr", 1)
+    values = set(records.values())
+    assert not any(v.startswith(b"refused") for v in values)
+    assert len([v for v in values if v.startswith(b"before") or v.startswith(b"one-down")]) == 200
+
+
+def test_killing_leaders_loses_nothing_acknowledged(cluster):
+    rounds = int(os.environ.get("STRATA_FAILOVER_ROUNDS", "10"))
+    seed = int(os.environ.get("SEED", "16"))
+    rng = random.Random(seed)
+    create_replicated(cluster.bootstrap, "failover", 3)
+    wait_for(lambda: len(placement(cluster.nodes[1], "failover")) == 3, 30, "topic on node 1")
+    all_acked = {}
+    for round_ in range(rounds):
+        victim_partition = rng.randrange(3)
+        live = next(n for n in cluster.nodes.values() if n.running())
+        leader = placement(live, "failover")[victim_partition][0]
+        values = [b"r%02d-%05d" % (round_, i) for i in range(1500)]
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "enable.idempotence": True, "linger.ms": 2,
+                             "message.timeout.ms": 60000})
+        acked = {}
+
+        def report(error, message):
+            if error is None:
+                acked[message.value()] = (message.partition(), message.offset())
+
+        kill_at = rng.randrange(200, 1200)
+        for i, value in enumerate(values):
+            if i == kill_at:
+                producer.flush(0.2)
+                cluster.kill(leader)
+            while True:
+                try:
+                    producer.produce("failover", value, callback=report)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        producer.flush(90)
+        assert len(acked) == len(values), "round %d: %d of %d acknowledged" % (
+            round_, len(acked), len(values))
+        all_acked.update(acked)
+        cluster.nodes[leader].restart_after_kill()
+        # Everyone back in sync before the next round.
+        wait_for(lambda: all(isr == [1, 2, 3] for _, _, isr in placement(cluster.nodes[leader], "failover").values()),
+                 60, "round %d: ISRs whole again" % round_)
+        records, _ = read_all(cluster.bootstrap, "failover", 3)
+        by_value = {}
+        for place, value in records.items():
+            assert value not in by_value, "round %d: %r at %r and %r" % (round_, value, by_value[value], place)
+            by_value[value] = place
+        lost = [v for v in all_acked if v not in by_value]
+        assert not lost, "round %d (seed %d): %d acknowledged lost, e.g. %r" % (round_, seed, len(lost), lost[:3])
+        moved = [v for v, place in all_acked.items() if by_value[v] != place]
+        assert not moved, "round %d: %d records not at their acknowledged offsets" % (round_, len(moved))

@@ -112,7 +112,19 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 18] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 20] = [
+    (
+        "strata_partitions_under_replicated",
+        "gauge",
+        "Partitions this shard leads whose ISR is smaller than their replica set.",
+        |r| r.under_replicated,
+    ),
+    (
+        "strata_partitions_under_min_isr",
+        "gauge",
+        "Partitions this shard leads whose ISR is smaller than min.insync.replicas (acks=all refused).",
+        |r| r.under_min_isr,
+    ),
     (
         "strata_partitions_offline",
         "gauge",
@@ -395,6 +407,52 @@ fn write_requests(out: &mut String, reports: &[(shard::runtime::ShardId, Box<Sta
         for (api, histogram) in &report.counters.request_latency_us {
             let labels = format!("shard=\"{}\",api=\"{}\"", shard.0, api_name(*api));
             write_histogram(out, "strata_request_latency_seconds", &labels, histogram);
+        }
+    }
+    family(
+        out,
+        "strata_replica_fetch_round_trip_seconds",
+        "histogram",
+        "Round trips of follower fetches to their leaders (peer streams), by shard.",
+    );
+    for (shard, report) in reports {
+        let labels = format!("shard=\"{}\"", shard.0);
+        write_histogram(
+            out,
+            "strata_replica_fetch_round_trip_seconds",
+            &labels,
+            &report.peer_round_trip_us,
+        );
+    }
+    family(
+        out,
+        "strata_follower_lag_offsets",
+        "gauge",
+        "How far each follower is behind its leader's log end, per partition this broker leads.",
+    );
+    for (_, report) in reports {
+        for (partition, behind, follower, _) in &report.follower_lags {
+            out.push_str(&format!(
+                "strata_follower_lag_offsets{{topic=\"{}\",partition=\"{}\",follower=\"{}\"}} {behind}\n",
+                partition.topic, partition.partition.0, follower.0
+            ));
+        }
+    }
+    family(
+        out,
+        "strata_follower_lag_seconds",
+        "gauge",
+        "Time since each follower last caught up with its leader, per partition this broker leads.",
+    );
+    for (_, report) in reports {
+        for (partition, _, follower, ms) in &report.follower_lags {
+            out.push_str(&format!(
+                "strata_follower_lag_seconds{{topic=\"{}\",partition=\"{}\",follower=\"{}\"}} {:.3}\n",
+                partition.topic,
+                partition.partition.0,
+                follower.0,
+                (*ms).max(0) as f64 / 1000.0
+            ));
         }
     }
     family(

@@ -127,6 +127,7 @@ impl<S: Storage> Node<S> {
             stats.clone(),
             partitions.clone(),
             groups.clone(),
+            replication.clone(),
             mesh.clone(),
         )));
         if mesh.id() == METADATA_SHARD {

@@ -275,78 +275,93 @@ def partition_state(node, topic):
 
 def test_elect_leaders_and_unclean_election_with_confluent_kafka(tmp_path):
     """ElectLeaders (KIP-460) through confluent-kafka's AdminClient, and unclean leader
-    election: with RF=2 and replication not built (#16), a partition's ISR is its leader, so
-    when that broker goes the partition is leaderless until an UNCLEAN election (or the
-    topic's unclean.leader.election.enable) makes the other replica its leader and whole ISR."""
+    election, on one controller-only voter and two brokers (either broker can stop without
+    losing the quorum). RF=2 topics: a controlled shutdown of one broker hands its partitions
+    to the in-sync other; when that one stops too they are leaderless (its ISR is itself),
+    and the first broker back leads them only through an UNCLEAN election (or the topic's
+    unclean.leader.election.enable), as the whole ISR. The other broker, back, truncates to
+    the new leader's log, rejoins the ISR, and a preferred election can then move leaders."""
     from confluent_kafka import TopicPartition
     from confluent_kafka import ElectionType
-    c = Cluster(tmp_path, extra=["--set", "broker.session.timeout.ms=%d" % SESSION_MS,
-                                 "--set", "broker.heartbeat.interval.ms=300"]).start()
+    roles = {1: "controller", 2: "broker", 3: "broker"}
+    c = Cluster(tmp_path, roles=roles,
+                extra=["--set", "broker.session.timeout.ms=%d" % SESSION_MS,
+                       "--set", "broker.heartbeat.interval.ms=300",
+                       "--set", "replica.lag.time.max.ms=3000"]).start()
     try:
         nodes = c.nodes
-        bootstrap = nodes[1].bootstrap
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        created = admin.create_topics([NewTopic("electing", 6, 2),
-                                       NewTopic("self-electing", 6, 2,
+        brokers = [nodes[2], nodes[3]]
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        created = admin.create_topics([NewTopic("electing", 4, 2),
+                                       NewTopic("self-electing", 4, 2,
                                                 config={"unclean.leader.election.enable": "true"})])
         for future in created.values():
             future.result(30)
-        # On every node before asking any (Metadata v1 of a topic a node has not applied yet
-        # would try to create it there).
         for name in ("electing", "self-electing"):
-            for node in nodes.values():
-                wait_for(lambda: len(partition_state(node, name)) == 6, 15, "the topics everywhere")
-        state = partition_state(nodes[1], "electing")
+            for node in brokers:
+                wait_for(lambda: len(partition_state(node, name)) == 4, 15, "the topics everywhere")
+        state = partition_state(nodes[2], "electing")
         for p in state.values():
-            assert p["isr"] == [p["leader"]] == p["replicas"][:1] and len(p["replicas"]) == 2, p
+            assert sorted(p["isr"]) == [2, 3] == sorted(p["replicas"]) and p["leader"] == p["replicas"][0], p
+        producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+        for p in range(4):
+            for topic in ("electing", "self-electing"):
+                producer.produce(topic, value=b"before", partition=p)
+        assert producer.flush(30) == 0
 
         # Every leader is preferred already.
-        everything = [TopicPartition("electing", p) for p in range(6)]
+        everything = [TopicPartition("electing", p) for p in range(4)]
         result = admin.elect_leaders(ElectionType.PREFERRED, everything).result(30)
         codes = {tp.partition: (err.code() if err else 0) for tp, err in result.items()}
-        assert codes == {p: 84 for p in range(6)}, codes  # ELECTION_NOT_NEEDED
+        assert codes == {p: 84 for p in range(4)}, codes  # ELECTION_NOT_NEEDED
 
-        controller = cluster_status(nodes[1])["leader"]
-        victim = next(i for i in (1, 2, 3) if i != controller)
-        led = [p for p, s in state.items() if s["leader"] == victim]
-        auto_led = [p for p, s in partition_state(nodes[1], "self-electing").items()
-                    if s["leader"] == victim]
-        assert led and auto_led
-        code, clean = nodes[victim].terminate(grace=10)
+        # Broker 3 stops cleanly: its partitions move to broker 2, the in-sync other replica.
+        code, clean = nodes[3].terminate(grace=10)
         assert clean and code == 0
-        others = [n for i, n in nodes.items() if i != victim]
-        wait_for(lambda: all(partition_state(n, "electing")[p]["leader"] == -1 for n in others for p in led),
-                 5, "its partitions leaderless (controlled shutdown, no other in-sync replica)")
-        # The topic that allows unclean elections got its other replica as leader by itself.
-        wait_for(lambda: all(partition_state(others[0], "self-electing")[p]["leader"] not in (-1, victim)
-                             for p in auto_led), 5, "unclean election on fencing")
-        for p in auto_led:
-            s = partition_state(others[0], "self-electing")[p]
-            assert s["isr"] == [s["leader"]] and s["leader"] in s["replicas"], s
+        wait_for(lambda: all(s["leader"] == 2 and s["isr"] == [2]
+                             for s in partition_state(nodes[2], "electing").values()),
+                 10, "every partition led by broker 2, the ISR broker 2 alone")
+        # Broker 2 stops too: nothing in sync is left, so no leader.
+        code, clean = nodes[2].terminate(grace=10)
+        assert clean and code == 0
+        # Broker 3 back: "electing" stays leaderless (3 is not in sync); "self-electing"
+        # allows unclean elections and gets broker 3 as leader and whole ISR by itself.
+        nodes[3].start()
+        wait_for(lambda: all(s["leader"] == 3 and s["isr"] == [3]
+                             for s in partition_state(nodes[3], "self-electing").values()),
+                 15, "unclean election on unfencing")
+        assert all(s["leader"] == -1 for s in partition_state(nodes[3], "electing").values())
 
         # An unclean ElectLeaders gives the others a leader: the live replica, as the whole ISR.
-        target = [TopicPartition("electing", p) for p in led]
-        result = admin.elect_leaders(ElectionType.UNCLEAN, target).result(30)
+        admin = AdminClient({"bootstrap.servers": nodes[3].bootstrap})
+        result = admin.elect_leaders(ElectionType.UNCLEAN, everything).result(30)
         assert all(err is None for err in result.values()), result
-        for p in led:
-            s = wait_for(lambda: (lambda s: s if s["leader"] not in (-1, victim) else None)(
-                partition_state(others[0], "electing")[p]), 5, "a new leader")
-            assert s["isr"] == [s["leader"]] and s["leader"] in s["replicas"] and s["error"] == 0, s
-        producer = Producer({"bootstrap.servers": others[0].bootstrap})
+        wait_for(lambda: all(s["leader"] == 3 and s["isr"] == [3] and s["error"] == 0
+                             for s in partition_state(nodes[3], "electing").values()),
+                 10, "broker 3 leads every partition")
+        producer = Producer({"bootstrap.servers": nodes[3].bootstrap, "acks": "all"})
         failures = []
-        for p in led:
+        for p in range(4):
             producer.produce("electing", value=b"after an unclean election", partition=p,
                              on_delivery=lambda err, m: err and failures.append(err))
         assert producer.flush(30) == 0 and not failures, failures
         # Already led: nothing to elect.
-        result = admin.elect_leaders(ElectionType.UNCLEAN, target).result(30)
+        result = admin.elect_leaders(ElectionType.UNCLEAN, everything).result(30)
         assert all(err is not None and err.code() == 84 for err in result.values()), result
 
-        # The first replica back: not in sync (no replication yet), so no preferred election.
-        nodes[victim].restart_after_kill()
-        wait_for(lambda: all(victim in broker_ids(n) for n in nodes.values()), 20, "back")
-        result = admin.elect_leaders(ElectionType.PREFERRED, target).result(30)
-        assert all(err is not None and err.code() == 80 for err in result.values()), result
+        # Broker 2 back: it follows broker 3 (truncating what only it had), catches up and
+        # rejoins the ISR; then the partitions it is first replica of go back to it.
+        nodes[2].start()
+        wait_for(lambda: all(sorted(s["isr"]) == [2, 3]
+                             for s in partition_state(nodes[3], "electing").values()),
+                 30, "broker 2 back in every ISR")
+        result = admin.elect_leaders(ElectionType.PREFERRED, everything).result(30)
+        codes = {tp.partition: (err.code() if err else 0) for tp, err in result.items()}
+        preferred = {p: s["replicas"][0] for p, s in partition_state(nodes[3], "electing").items()}
+        assert codes == {p: (0 if preferred[p] == 2 else 84) for p in range(4)}, codes
+        wait_for(lambda: all(s["leader"] == preferred[p]
+                             for p, s in partition_state(nodes[3], "electing").items()),
+                 10, "preferred leaders")
     finally:
         c.stop()
 
@@ -422,7 +437,7 @@ def test_default_replication_factor_applies_to_minus_one_and_auto_created_topics
         admin = AdminClient({"bootstrap.servers": nodes[1].bootstrap})
         admin.create_topics([NewTopic("defaulted", 2)])["defaulted"].result(30)  # RF -1
         wait_for(lambda: len(partition_state(nodes[2], "defaulted")) == 2, 10, "the topic")
-        assert all(sorted(p["replicas"]) == [1, 2, 3] and p["isr"] == [p["leader"]]
+        assert all(sorted(p["replicas"]) == [1, 2, 3] == sorted(p["isr"])
                    for p in partition_state(nodes[2], "defaulted").values())
         # Metadata v1 for an unknown topic creates it (auto.create.topics.enable).
         wait_for(lambda: len(partition_state(nodes[3], "auto-defaulted")) == 1, 10, "auto-created")

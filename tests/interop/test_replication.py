@@ -235,3 +235,11 @@ def test_killing_leaders_loses_nothing_acknowledged(cluster):
         assert not lost, "round %d (seed %d): %d acknowledged lost, e.g. %r" % (round_, seed, len(lost), lost[:3])
         moved = [v for v, place in all_acked.items() if by_value[v] != place]
         assert not moved, "round %d: %d records not at their acknowledged offsets" % (round_, len(moved))
+    # Every replica holds the same batches: the shorter copies are prefixes of the longest.
+    cluster.stop()
+    for p in range(3):
+        copies = [batches_on_disk(n.data_dir, "failover", p) for n in cluster.nodes.values()]
+        longest = max(copies, key=len)
+        for copy in copies:
+            assert copy == longest[:len(copy)], "partition %d: replicas diverge" % p
+            assert len(longest) - len(copy) <= 2, "partition %d: a replica is far behind" % p

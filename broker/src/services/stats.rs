@@ -4,6 +4,7 @@
 use crate::mesh::{Mesh, MeshCounters, Service};
 use crate::services::groups::{GroupRequest, GroupResponse, GroupService};
 use crate::services::partitions::{PartitionRequest, PartitionResponse, PartitionService};
+use crate::services::replication::ReplicaFetchers;
 use crate::stats::{Counters, ShardStats};
 use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
@@ -23,12 +24,22 @@ pub struct StatsReport {
     pub committed: Vec<(String, TopicPartition, i64)>,
     /// This shard's partitions that are offline (a write failed; being reopened).
     pub offline: Vec<TopicPartition>,
+    /// Partitions this shard leads whose ISR is short of their replicas, and of
+    /// `min.insync.replicas`.
+    pub under_replicated: u64,
+    pub under_min_isr: u64,
+    /// (partition, offsets behind, follower, ms since it caught up) per follower of the
+    /// partitions this shard leads.
+    pub follower_lags: Vec<(TopicPartition, i64, wire::ids::NodeId, i64)>,
+    /// Round trips of this shard's follower fetches, microseconds.
+    pub peer_round_trip_us: hdrhistogram::Histogram<u64>,
 }
 
 pub struct StatsService<S: Storage> {
     stats: Rc<ShardStats>,
     partitions: Rc<PartitionService<S>>,
     groups: Rc<GroupService<S>>,
+    replication: Rc<ReplicaFetchers<S>>,
     mesh: Rc<Mesh>,
 }
 
@@ -37,9 +48,10 @@ impl<S: Storage> StatsService<S> {
         stats: Rc<ShardStats>,
         partitions: Rc<PartitionService<S>>,
         groups: Rc<GroupService<S>>,
+        replication: Rc<ReplicaFetchers<S>>,
         mesh: Rc<Mesh>,
     ) -> Self {
-        StatsService { stats, partitions, groups, mesh }
+        StatsService { stats, partitions, groups, replication, mesh }
     }
 
     async fn report(&self) -> StatsReport {
@@ -51,6 +63,7 @@ impl<S: Storage> StatsService<S> {
             GroupResponse::Committed(committed) => committed,
             _ => Vec::new(),
         };
+        let (under_replicated, under_min_isr) = self.partitions.replication_counts();
         StatsReport {
             counters: self.stats.snapshot(),
             mesh: self.mesh.counters(),
@@ -59,6 +72,10 @@ impl<S: Storage> StatsService<S> {
             pending_calls: self.mesh.pending_calls() as u64,
             committed,
             offline: self.partitions.offline_partitions(),
+            under_replicated,
+            under_min_isr,
+            follower_lags: self.partitions.follower_lags(),
+            peer_round_trip_us: self.replication.round_trip_us(),
         }
     }
 }

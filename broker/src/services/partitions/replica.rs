@@ -335,8 +335,23 @@ impl<S: Storage> PartitionService<S> {
         }
     }
 
-    /// (partition, leader, follower, its log end or -1, ms since it last caught up) for every
-    /// follower of every partition this shard leads: `/metrics`.
+    /// (under-replicated, under min.insync) counts of the partitions this shard leads: an ISR
+    /// smaller than the replicas, and one smaller than `min.insync.replicas`.
+    pub fn replication_counts(&self) -> (u64, u64) {
+        let (mut under, mut below_min) = (0, 0);
+        for partition in self.partitions.borrow().values() {
+            let role = partition.role.borrow();
+            if role.leader != self.node {
+                continue;
+            }
+            under += u64::from(role.isr.len() < role.replicas.len());
+            below_min += u64::from(role.isr.len() < role.min_insync);
+        }
+        (under, below_min)
+    }
+
+    /// (partition, offsets behind the leader's log end, follower, ms since it last caught up)
+    /// for every follower of every partition this shard leads: `/metrics`.
     pub fn follower_lags(&self) -> Vec<(TopicPartition, i64, NodeId, i64)> {
         let now = self.clock.now_ms();
         let mut lags = Vec::new();

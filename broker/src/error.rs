@@ -207,9 +207,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
         BrokerError::NotEnoughReplicas(_) => ResponseError::NotEnoughReplicas,
-        BrokerError::NotEnoughReplicasAfterAppend(_) => {
-            ResponseError::NotEnoughReplicasAfterAppend
-        }
+        BrokerError::NotEnoughReplicasAfterAppend(_) => ResponseError::NotEnoughReplicasAfterAppend,
         BrokerError::RequestTimedOut(_) => ResponseError::RequestTimedOut,
         BrokerError::LeaderNotAvailable(_) => ResponseError::LeaderNotAvailable,
         BrokerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,

@@ -230,14 +230,22 @@ pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
     })?;
     println!(
         "{:>9} {:>7} {:>16} {:>16} {:>14}  {:<12} {:<12}",
-        "PARTITION", "LEADER", "LOG-START-OFFSET", "HIGH-WATERMARK", "SIZE-BYTES", "REPLICAS", "ISR"
+        "PARTITION",
+        "LEADER",
+        "LOG-START-OFFSET",
+        "HIGH-WATERMARK",
+        "SIZE-BYTES",
+        "REPLICAS",
+        "ISR"
     );
     let list = |nodes: &[kafka_protocol::messages::BrokerId]| {
         nodes.iter().map(|node| node.0.to_string()).collect::<Vec<_>>().join(",")
     };
     let mut replicas: Vec<(String, String)> = vec![Default::default(); partitions.max(0) as usize];
     for partition in &meta.partitions {
-        if let Some(slot) = usize::try_from(partition.partition_index).ok().and_then(|i| replicas.get_mut(i)) {
+        if let Some(slot) =
+            usize::try_from(partition.partition_index).ok().and_then(|i| replicas.get_mut(i))
+        {
             *slot = (list(&partition.replica_nodes), list(&partition.isr_nodes));
         }
     }
@@ -245,7 +253,9 @@ pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
         let size = sizes.get(&(index as i32)).copied().unwrap_or(-1);
         let leader = leaders.get(index).copied().unwrap_or(-1);
         let (replica_list, isr) = replicas.get(index).cloned().unwrap_or_default();
-        println!("{index:>9} {leader:>7} {start:>16} {end:>16} {size:>14}  {replica_list:<12} {isr:<12}");
+        println!(
+            "{index:>9} {leader:>7} {start:>16} {end:>16} {size:>14}  {replica_list:<12} {isr:<12}"
+        );
     }
     let mut resource =
         kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();

@@ -236,7 +236,9 @@ pub fn alter_isr(
         }
     }
     if !wanted.contains(&leader) {
-        return Err(BrokerError::InvalidRequest(format!("{name}: the leader must stay in its ISR")));
+        return Err(BrokerError::InvalidRequest(format!(
+            "{name}: the leader must stay in its ISR"
+        )));
     }
     Ok(change(topic, index, placement, leader, wanted).into_iter().collect())
 }

@@ -31,7 +31,12 @@ impl<S: Storage> PartitionService<S> {
     }
 
     /// The role `image` gives this node's replica of a partition.
-    fn role_in(&self, image: &MetadataImage, topic: &crate::metadata::TopicImage, index: i32) -> Role {
+    fn role_in(
+        &self,
+        image: &MetadataImage,
+        topic: &crate::metadata::TopicImage,
+        index: i32,
+    ) -> Role {
         let Some(placement) = topic.placement(index) else { return Role::alone(self.node) };
         let min_insync = crate::metadata::topic_config::effective_config(
             image,

@@ -212,12 +212,15 @@ impl<S: Storage> PartitionService<S> {
         self.partitions.borrow().get(partition).cloned()
     }
 
-    /// Every owned partition of `topic`.
+    /// Every partition of `topic` this shard leads (follower replicas are the replication
+    /// fetcher's alone: nothing else may append to them).
     pub fn local_of_topic(&self, topic: &str) -> Vec<(TopicPartition, Rc<Partition<S>>)> {
         self.partitions
             .borrow()
             .iter()
-            .filter(|(key, _)| key.topic == topic)
+            .filter(|(key, partition)| {
+                key.topic == topic && partition.role.borrow().leader == self.node
+            })
             .map(|(key, partition)| (key.clone(), partition.clone()))
             .collect()
     }
@@ -252,8 +255,7 @@ impl<S: Storage> PartitionService<S> {
                 last_fetched_epoch,
                 max_bytes,
             } => PartitionResponse::ReplicaRead(
-                self.replica_read(&partition, replica, offset, last_fetched_epoch, max_bytes)
-                    .await,
+                self.replica_read(&partition, replica, offset, last_fetched_epoch, max_bytes).await,
             ),
             PartitionRequest::Read { partition, offset, max_bytes } => {
                 PartitionResponse::Read(self.read(&partition, offset, max_bytes).await)

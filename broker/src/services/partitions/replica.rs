@@ -234,7 +234,13 @@ impl<S: Storage> Partition<S> {
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below `min.insync.replicas`
     /// meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moves, REQUEST_TIMED_OUT at the
     /// produce request's timeout.
-    pub async fn wait_committed(&self, partition: &TopicPartition, me: NodeId, target: i64, timeout: Duration) -> Result<()> {
+    pub async fn wait_committed(
+        &self,
+        partition: &TopicPartition,
+        me: NodeId,
+        target: i64,
+        timeout: Duration,
+    ) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             let listener = self.appended.listen();

@@ -36,8 +36,11 @@ impl<S: Storage> PartitionWaits<S> {
         // The high watermark, not the log end: an offline log's readers stop at its durable
         // end, and waking them for records they cannot see would make them poll in a loop.
         let past = || {
-            let end =
-                if request.log_end { owned.log.log_end_offset() } else { owned.log.high_watermark() };
+            let end = if request.log_end {
+                owned.log.log_end_offset()
+            } else {
+                owned.log.high_watermark()
+            };
             end > request.offset.0
         };
         if past() {

@@ -281,10 +281,10 @@ impl<S: Storage> ReplicaFetchers<S> {
             return Err(format!("error {}", data.error_code));
         }
         if data.diverging_epoch.epoch >= 0 && data.diverging_epoch.end_offset >= 0 {
-            let (epoch, end) =
-                local.log.end_offset_for_epoch(data.diverging_epoch.epoch, None);
+            let (epoch, end) = local.log.end_offset_for_epoch(data.diverging_epoch.epoch, None);
             let local_end = if epoch < 0 { local.log.log_start_offset() } else { end };
-            let cut = data.diverging_epoch.end_offset.min(local_end).max(local.log.log_start_offset());
+            let cut =
+                data.diverging_epoch.end_offset.min(local_end).max(local.log.log_start_offset());
             tracing::info!(partition = %key, leader = leader.0, from = local.log.log_end_offset(), to = cut, "truncating to the leader's log (diverging epoch)");
             local.log.truncate_to(cut).await.map_err(|error| error.to_string())?;
             return Ok(());

@@ -372,7 +372,10 @@ def test_controller_only_voters_and_broker_only_learners(tmp_path):
     quorum's leader can be lost and a broker restarted without clients noticing more than a
     retry."""
     roles = {1: "controller", 2: "controller", 3: "controller", 4: "broker", 5: "broker"}
-    c = Cluster(tmp_path, roles=roles).start()
+    # Two brokers: `__consumer_offsets` needs offsets.topic.replication.factor live brokers
+    # (Kafka's default 3) before groups work, as in Kafka.
+    c = Cluster(tmp_path, roles=roles,
+                extra=["--set", "offsets.topic.replication.factor=2"]).start()
     try:
         nodes = c.nodes
         brokers = [nodes[4], nodes[5]]

@@ -243,3 +243,67 @@ def test_killing_leaders_loses_nothing_acknowledged(cluster):
         for copy in copies:
             assert copy == longest[:len(copy)], "partition %d: replicas diverge" % p
             assert len(longest) - len(copy) <= 2, "partition %d: a replica is far behind" % p
+
+
+def coordinator_of(bootstrap, group):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(30)
+    return description.coordinator.id
+
+
+def committed(bootstrap, group, topic, partitions):
+    """The group's committed offsets (OffsetFetch, without joining the group)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=30)}
+    finally:
+        consumer.close()
+
+
+def test_a_group_continues_on_a_new_coordinator_with_its_committed_offsets(cluster):
+    """Kill -9 the broker coordinating a group: `__consumer_offsets` is replicated
+    (offsets.topic.replication.factor=3), so a follower of the group's offsets partition
+    becomes its coordinator, loads the group from the replicated log, and the member goes on
+    from its committed offsets; no committed offset is lost."""
+    create_replicated(cluster.bootstrap, "grouped", 3)
+    values = [b"g-%05d" % i for i in range(3000)]
+    acked, failed = produce(cluster.bootstrap, "grouped", values)
+    assert len(acked) == 3000 and not failed
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivor",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 10000})
+    consumer.subscribe(["grouped"])
+    seen = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < 1500 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen.add(message.value())
+    assert len(seen) >= 1500
+    consumer.commit(asynchronous=False)
+    before = committed(cluster.bootstrap, "survivor", "grouped", 3)
+    assert sum(offset for offset in before.values() if offset >= 0) >= 1500, before
+    victim = coordinator_of(cluster.bootstrap, "survivor")
+    cluster.kill(victim)
+    try:
+        # A survivor coordinates the group now, with the offsets committed before the kill.
+        survivors = ",".join("127.0.0.1:%d" % n.port for i, n in cluster.nodes.items() if i != victim)
+        wait_for(lambda: coordinator_of(survivors, "survivor") != victim, 30, "a new coordinator")
+        after = wait_for(lambda: (lambda c: c if all(o >= 0 for o in c.values()) or c == before else None)(
+            committed(survivors, "survivor", "grouped", 3)), 30, "committed offsets on the new coordinator")
+        assert after == before, (before, after)
+        # The member goes on and reads the rest, then commits through the new coordinator.
+        deadline = time.monotonic() + 90
+        while len(seen) < 3000 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                seen.add(message.value())
+        assert seen == set(values), "read %d of 3000" % len(seen)
+        consumer.commit(asynchronous=False)
+        final = committed(survivors, "survivor", "grouped", 3)
+        ends = {p: sum(1 for place in acked.values() if place[0] == p) for p in range(3)}
+        assert all(final[p] == ends[p] or (ends[p] == 0 and final[p] < 0) for p in range(3)), (final, ends)
+    finally:
+        consumer.close()
+        cluster.nodes[victim].restart_after_kill()

@@ -62,6 +62,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "inter.broker.listener.name", default: "PLAINTEXT", kind: Kind::Names { one: true }, help: "The listener brokers use to reach each other." },
     Key { name: "broker.heartbeat.interval.ms", default: "2000", kind: int(10, 3_600_000), help: "How often a broker heartbeats to the active controller." },
     Key { name: "broker.session.timeout.ms", default: "9000", kind: int(100, 3_600_000), help: "A broker without a heartbeat this long is fenced: it leaves Metadata and its partitions get new leaders." },
+    Key { name: "offsets.topic.replication.factor", default: "3", kind: int(1, 32767), help: "Replicas of each __consumer_offsets partition in a cluster; the topic is created (at the first FindCoordinator) only once this many brokers are live, and until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE. A single node uses 1." },
     Key { name: "replica.lag.time.max.ms", default: "30000", kind: int(100, 3_600_000), help: "A follower that has not caught up with its leader's log end for this long leaves the in-sync replicas." },
     Key { name: "auto.leader.rebalance.enable", default: "true", kind: Kind::Boolean, help: "The active controller moves leadership back to each partition's preferred (first) replica when it is a live in-sync replica." },
     Key { name: "leader.imbalance.check.interval.seconds", default: "300", kind: int(1, 86_400), help: "How often the active controller looks for partitions to give back to their preferred replica." },

@@ -43,6 +43,8 @@ pub struct BrokerConfig {
     /// `broker.heartbeat.interval.ms` and `broker.session.timeout.ms` (a cluster's).
     pub heartbeat_interval_ms: u64,
     pub session_timeout_ms: u64,
+    /// Kafka's `offsets.topic.replication.factor` (a cluster's).
+    pub offsets_topic_replication_factor: i32,
     /// Kafka's `replica.lag.time.max.ms`: how long a follower may go without catching up
     /// before its leader takes it out of the ISR.
     pub replica_lag_time_max_ms: u64,
@@ -142,6 +144,7 @@ impl BrokerConfig {
             heartbeat_interval_ms: integer("broker.heartbeat.interval.ms")? as u64,
             session_timeout_ms: integer("broker.session.timeout.ms")? as u64,
             replica_lag_time_max_ms: integer("replica.lag.time.max.ms")? as u64,
+            offsets_topic_replication_factor: integer("offsets.topic.replication.factor")? as i32,
             leader_rebalance_interval_ms: (settings.get("auto.leader.rebalance.enable").trim()
                 == "true")
                 .then_some(integer("leader.imbalance.check.interval.seconds")? as u64 * 1000),

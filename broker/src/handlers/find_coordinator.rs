@@ -49,10 +49,17 @@ pub async fn handle<S: Storage>(
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     if node.cluster.is_some() && node.metadata().topic(OFFSETS_TOPIC).is_none() {
-        let create = MetadataChange::CreateTopics(vec![crate::metadata::startup::offsets_topic()]);
+        // Kafka's KIP-115: created only with its full replication factor; until enough
+        // brokers are live the answer is COORDINATOR_NOT_AVAILABLE and clients retry.
+        let mut topic = crate::metadata::startup::offsets_topic();
+        topic.replication_factor = node.config.offsets_topic_replication_factor;
+        let create = MetadataChange::CreateTopics(vec![topic]);
         for result in node.change_metadata(create).await {
             match result {
                 Ok(()) | Err(BrokerError::TopicAlreadyExists(_)) => {}
+                Err(BrokerError::InvalidReplicationFactor(why)) => {
+                    tracing::debug!(%why, "{OFFSETS_TOPIC} waits for more brokers")
+                }
                 Err(error) => tracing::warn!(%error, "creating {OFFSETS_TOPIC}"),
             }
         }

@@ -172,6 +172,11 @@ pub struct GroupService<S: Storage> {
     /// Serializes commits, deletions and compactions of the offsets table.
     offsets_lock: async_lock::Mutex<()>,
     groups: RefCell<HashMap<String, Rc<GroupCell>>>,
+    /// The `__consumer_offsets` partitions whose groups are loaded here (this shard leads
+    /// them; `follow_leadership`).
+    loaded: RefCell<std::collections::HashSet<TopicPartition>>,
+    /// The partition service's roles version `follow_leadership` last saw.
+    roles_seen: std::cell::Cell<u64>,
 }
 
 impl<S: Storage> GroupService<S> {
@@ -189,6 +194,8 @@ impl<S: Storage> GroupService<S> {
             offsets: RefCell::new(HashMap::new()),
             offsets_lock: async_lock::Mutex::new(()),
             groups: RefCell::new(HashMap::new()),
+            loaded: RefCell::default(),
+            roles_seen: std::cell::Cell::new(0),
         }
     }
 
@@ -215,6 +222,9 @@ impl<S: Storage> GroupService<S> {
     }
 
     async fn answer(&self, request: GroupRequest) -> GroupResponse {
+        // A leadership change since the last request: load (or drop) the groups first, so no
+        // request sees a group before its replicated state is replayed.
+        self.follow_leadership().await;
         match request {
             GroupRequest::Join(request) => GroupResponse::Join(self.join(request).await),
             GroupRequest::Sync { group, member_id, instance_id, generation, assignments } => {
@@ -376,6 +386,7 @@ impl<S: Storage> GroupService<S> {
     /// One timer step: sessions and join deadlines of every group, and once a second offset
     /// expiry and compaction.
     pub async fn tick_once(&self, ticks: u64) {
+        self.follow_leadership().await;
         if ticks.is_multiple_of(OFFSET_EXPIRY_TICKS) {
             self.expire_offsets().await;
             for (partition, _) in self.partitions.local_of_topic(OFFSETS_TOPIC) {

@@ -80,6 +80,9 @@ fn parse_value(value: &[u8]) -> Option<Committed> {
     Some(Committed { offset, metadata, commit_ms, leader_epoch })
 }
 
+/// How long a commit waits for the in-sync replicas of a replicated offsets partition.
+pub const GROUP_REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn offsets_partition(group: &str) -> TopicPartition {
     TopicPartition::new(OFFSETS_TOPIC, partition_for_group(group))
 }
@@ -105,10 +108,28 @@ impl<S: Storage> GroupService<S> {
                 timestamp_delta: 0,
             });
         }
-        owned
+        let info = owned
             .log
             .append_with(BytesMut::from(&builder.build()[..]), owned.leader_epoch(), now, true)
             .await?;
+        owned.notify_appended();
+        if owned.role().replicated() {
+            // Acknowledged once every in-sync replica has it (the group survives this broker).
+            let me = self.partitions.node();
+            owned.advance_high_watermark(me);
+            owned
+                .wait_committed(
+                    &offsets_partition(group),
+                    me,
+                    info.last_offset + 1,
+                    GROUP_REPLICATION_TIMEOUT,
+                )
+                .await
+                .map_err(|error| match error {
+                    BrokerError::NotLeader(_) => BrokerError::Group(GroupError::NotCoordinator),
+                    _ => BrokerError::Group(GroupError::CoordinatorNotAvailable),
+                })?;
+        }
         Ok(())
     }
 
@@ -259,17 +280,53 @@ impl<S: Storage> GroupService<S> {
     }
 
     /// Rebuilds the offsets table and the stored groups from the `__consumer_offsets`
-    /// partitions this shard owns; returns the records applied.
+    /// partitions this shard leads; returns the records applied.
     pub async fn replay(&self) -> Result<usize, String> {
         let mut applied = 0;
         let mut groups: HashMap<String, Option<Vec<u8>>> = HashMap::new();
         for (partition, owned) in self.partitions.local_of_topic(OFFSETS_TOPIC) {
             applied += self.replay_partition(&partition, &owned.log, &mut groups).await;
+            self.loaded.borrow_mut().insert(partition);
         }
         // Groups whose every offset was deleted have none.
         self.offsets.borrow_mut().retain(|_, map| !map.is_empty());
         self.restore_groups(groups);
         Ok(applied)
+    }
+
+    /// Follows leadership of `__consumer_offsets` partitions (after every image): one this
+    /// shard now leads is replayed (the new coordinator loads its groups from the replicated
+    /// log), and the groups and offsets of one it no longer leads are dropped here.
+    pub async fn follow_leadership(&self) {
+        let version = self.partitions.roles_version();
+        if self.roles_seen.replace(version) == version {
+            return;
+        }
+        let led: Vec<(TopicPartition, Rc<crate::services::partitions::Partition<S>>)> =
+            self.partitions.local_of_topic(OFFSETS_TOPIC);
+        let led_keys: std::collections::HashSet<TopicPartition> =
+            led.iter().map(|(key, _)| key.clone()).collect();
+        let lost: Vec<TopicPartition> =
+            self.loaded.borrow().iter().filter(|key| !led_keys.contains(*key)).cloned().collect();
+        for partition in lost {
+            let index = partition.partition.0;
+            self.groups.borrow_mut().retain(|group, _| partition_for_group(group) != index);
+            self.offsets.borrow_mut().retain(|group, _| partition_for_group(group) != index);
+            self.loaded.borrow_mut().remove(&partition);
+            tracing::info!(%partition, "no longer coordinating the groups of this partition");
+        }
+        for (partition, owned) in led {
+            if self.loaded.borrow().contains(&partition) {
+                continue;
+            }
+            let _guard = self.offsets_lock.lock().await;
+            let mut groups = HashMap::new();
+            let applied = self.replay_partition(&partition, &owned.log, &mut groups).await;
+            self.offsets.borrow_mut().retain(|_, map| !map.is_empty());
+            self.restore_groups(groups);
+            self.loaded.borrow_mut().insert(partition.clone());
+            tracing::info!(%partition, records = applied, "coordinating the groups of this partition");
+        }
     }
 
     /// Replays one `__consumer_offsets` partition. What cannot be read is logged, counted

@@ -147,6 +147,7 @@ impl<S: Storage> PartitionService<S> {
             partition.take_role(role, epoch, self.node, now);
             self.partitions.borrow_mut().insert(key, partition);
         }
+        self.roles_version.set(self.roles_version.get() + 1);
         if clean + recovered > 0 {
             // `recovered` counts logs that had no clean-shutdown marker (or are new) and were
             // checked by the recovery scan.

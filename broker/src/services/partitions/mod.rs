@@ -174,6 +174,7 @@ pub struct PartitionService<S: Storage> {
     partitions: RefCell<HashMap<TopicPartition, Rc<Partition<S>>>>,
     /// Back-off of offline partitions whose reopening failed.
     repairs: RefCell<HashMap<TopicPartition, Repair>>,
+    roles_version: std::cell::Cell<u64>,
 }
 
 /// When an offline partition is tried again.
@@ -204,7 +205,19 @@ impl<S: Storage> PartitionService<S> {
             clock: parts.clock,
             partitions: RefCell::new(HashMap::new()),
             repairs: RefCell::new(HashMap::new()),
+            roles_version: std::cell::Cell::new(1),
         }
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Bumped by every adopted image (roles may have moved): services that follow leadership
+    /// (groups) compare it with the last one they saw.
+    pub fn roles_version(&self) -> u64 {
+        self.roles_version.get()
     }
 
     /// An owned partition, for the other services on this shard.

@@ -304,6 +304,7 @@ impl<S: Storage> PartitionLog<S> {
             producer_recovery: std::cell::Cell::new(Default::default()),
             compacted_sealed_end: std::cell::Cell::new(None),
             mutations: std::cell::Cell::new(0),
+            truncations: std::cell::Cell::new(0),
             damage_reported: RefCell::new(Default::default()),
             read_ahead: RefCell::new(None),
             rewrites: std::cell::Cell::new(0),

@@ -166,12 +166,13 @@ class Broker:
         # 'ready' should mean accepting; allow a short grace period for the listener anyway.
         while True:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                host = getattr(self, "host", "127.0.0.1")
+                socket.create_connection((host, self.port), timeout=1).close()
                 return self
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise BrokerStartError("strata logged 'ready' but 127.0.0.1:%d refuses "
-                                           "connections:\n%s" % (self.port, self.stderr_tail()))
+                    raise BrokerStartError("strata logged 'ready' but %s:%d refuses "
+                                           "connections:\n%s" % (host, self.port, self.stderr_tail()))
                 time.sleep(0.05)
 
     def running(self):

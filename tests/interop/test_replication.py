@@ -307,3 +307,78 @@ def test_a_group_continues_on_a_new_coordinator_with_its_committed_offsets(clust
     finally:
         consumer.close()
         cluster.nodes[victim].restart_after_kill()
+
+
+def test_sigterm_of_a_leader_under_acks_all_load_moves_leadership_first_and_loses_nothing(tmp_path):
+    """Controlled shutdown with replicated data: SIGTERM the leader of RF=3 partitions while
+    an idempotent acks=all producer runs. Its leaderships move to in-sync followers before it
+    exits (the session timeout is 30 s, so fencing by silence cannot explain the move), every
+    message is acknowledged and read exactly once, and after the restart a preferred election
+    gives the partitions back to it."""
+    from confluent_kafka import ElectionType
+    import threading
+    c = Cluster(tmp_path, extra=["--set", "broker.session.timeout.ms=30000",
+                                 "--set", "broker.heartbeat.interval.ms=500",
+                                 "--set", "auto.leader.rebalance.enable=false"]).start()
+    try:
+        create_replicated(c.bootstrap, "handover", 3)
+        wait_for(lambda: len(placement(c.nodes[1], "handover")) == 3, 30, "topic on node 1")
+        layout = placement(c.nodes[1], "handover")
+        victim = layout[0][0]
+        led = sorted(p for p, (leader, _, _) in layout.items() if leader == victim)
+        values = [b"h-%05d" % i for i in range(6000)]
+        acked, failed = {}, {}
+        started = threading.Event()
+
+        def run():
+            producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all",
+                                 "enable.idempotence": True, "linger.ms": 2,
+                                 "message.timeout.ms": 60000})
+
+            def report(error, message):
+                (failed if error else acked)[message.value()] = error or (message.partition(), message.offset())
+
+            for i, value in enumerate(values):
+                if i == 1000:
+                    started.set()
+                while True:
+                    try:
+                        producer.produce("handover", value, callback=report)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                producer.poll(0)
+                if i % 50 == 0:
+                    time.sleep(0.005)
+            producer.flush(90)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert started.wait(60)
+        code, clean = c.nodes[victim].terminate(grace=20)
+        assert clean and code == 0, code
+        survivor = next(n for i, n in c.nodes.items() if i != victim)
+        now = placement(survivor, "handover")
+        assert all(now[p][0] not in (victim, -1) for p in led), now
+        assert all(victim not in now[p][2] for p in led), now
+        thread.join(120)
+        assert not failed, list(failed.items())[:3]
+        assert len(acked) == len(values)
+        c.nodes[victim].start()
+        wait_for(lambda: all(isr == [1, 2, 3] for _, _, isr in placement(survivor, "handover").values()),
+                 60, "the ISRs whole again")
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        result = admin.elect_leaders(ElectionType.PREFERRED,
+                                     [TopicPartition("handover", p) for p in led]).result(30)
+        assert all(error is None for error in result.values()), result
+        wait_for(lambda: all(placement(survivor, "handover")[p][0] == victim for p in led),
+                 15, "the preferred leader back")
+        records, _ = read_all(c.bootstrap, "handover", 3)
+        by_value = {}
+        for place, value in records.items():
+            assert value not in by_value, "%r twice" % value
+            by_value[value] = place
+        assert set(by_value) == set(values)
+        assert all(by_value[v] == place for v, place in acked.items())
+    finally:
+        c.stop()

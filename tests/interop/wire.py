@@ -441,8 +441,8 @@ def parse_record_batches(data):
 
 
 # --- socket helpers ---------------------------------------------------------
-def connect(port, timeout=10.0):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+def connect(port, timeout=10.0, host="127.0.0.1"):
+    s = socket.create_connection((host, port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.settimeout(timeout)
     return s
@@ -472,9 +472,9 @@ def read_response(sock, timeout=10.0):
     return struct.unpack(">i", payload[:4])[0], payload[4:]
 
 
-def roundtrip(port, request, timeout=10.0):
+def roundtrip(port, request, timeout=10.0, host="127.0.0.1"):
     """Open a connection, send one framed request, return the response body."""
-    with connect(port, timeout) as s:
+    with connect(port, timeout, host) as s:
         s.sendall(request)
         _, body = read_response(s, timeout)
         return body

@@ -176,6 +176,13 @@ impl<F: StorageFile> LogState<F> {
         }
     }
 
+    /// After the log end moved back (truncation): the durable end and the high watermark
+    /// follow it at once, so invariant 1 holds at every await point of the truncation.
+    pub(crate) fn clamp_to_log_end(&mut self) {
+        self.durable_end_offset = self.durable_end_offset.min(self.log_end_offset);
+        self.high_watermark = self.high_watermark.map(|hw| hw.min(self.log_end_offset));
+    }
+
     /// The offsets' order (module invariant 1); a violation is a bug in this module.
     pub(crate) fn check_offsets(&self) {
         assert!(
@@ -227,6 +234,8 @@ pub struct PartitionLog<S: Storage> {
     /// Changes to the files since open (appends, rolls, truncations, segment deletions, log
     /// start moves, compaction swaps). A log opened clean with none at close needs no rewrite.
     pub(crate) mutations: std::cell::Cell<u64>,
+    /// Truncations since open: a sync that began before one covers nothing after it.
+    pub(crate) truncations: std::cell::Cell<u64>,
     /// (segment base, position) of damaged batches readers met, each reported once.
     pub(crate) damage_reported: RefCell<std::collections::BTreeSet<(i64, u64)>>,
     /// The read issued ahead for a sequential reader (`read_ahead`).

@@ -38,6 +38,7 @@ impl<S: Storage> PartitionLog<S> {
                 let file = active.file.clone().expect("the active segment's file is open");
                 (file, state.log_end_offset, (active.base_offset, active.size_bytes))
             };
+            let truncations = self.truncations.get();
             let sync_started = std::time::Instant::now();
             let synced = file.sync().await.map_err(StorageError::from);
             if let Err(error) = self.offline_on_error(synced) {
@@ -57,6 +58,11 @@ impl<S: Storage> PartitionLog<S> {
                     return Ok(());
                 }
                 return Err(StorageError::Offline(self.dir.clone()));
+            }
+            if self.truncations.get() != truncations {
+                // The log was cut while this sync ran: what it covered past the cut is gone,
+                // and what was appended since is not covered. Sync again.
+                continue;
             }
             let mut state = self.state.borrow_mut();
             if end > state.durable_end_offset && state.durable_position.0 <= position.0 {

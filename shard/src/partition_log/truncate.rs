@@ -26,6 +26,9 @@ impl<S: Storage> PartitionLog<S> {
 
     pub(crate) async fn truncate_locked(&self, offset: i64) -> Result<()> {
         self.mutations.set(self.mutations.get() + 1);
+        // A sync that started before this cut covered bytes the cut removes: it must not count
+        // for what is appended after it (`sync_to` compares this).
+        self.truncations.set(self.truncations.get() + 1);
         self.drop_read_ahead();
         if offset >= self.log_end_offset() {
             return Ok(());
@@ -71,6 +74,7 @@ impl<S: Storage> PartitionLog<S> {
                 state.segments.insert(offset, new_segment(offset, Rc::new(file), path, 0));
                 state.log_start_offset = offset;
                 state.log_end_offset = offset;
+                state.clamp_to_log_end();
             }
             Some((file, path, base, position)) => {
                 // Cut the (now last) segment at the first batch holding `offset`, then rebuild
@@ -94,6 +98,7 @@ impl<S: Storage> PartitionLog<S> {
                 apply_scan(segment, scan);
                 state.log_end_offset = segment.next_offset;
                 state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
+                state.clamp_to_log_end();
             }
         }
         self.reload_tail_locked().await?;

@@ -334,6 +334,28 @@ impl<S: Storage> Node<S> {
         }]
     }
 
+    /// KIP-951's leader hint for a partition answered with `error_code`: for
+    /// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH, the leader and epoch this broker knows,
+    /// and the leader's endpoint when it is live, so the client goes there without a Metadata
+    /// round trip.
+    pub fn leader_hint(
+        &self,
+        partition: &TopicPartition,
+        error_code: i16,
+    ) -> Option<(NodeId, i32, Option<BrokerEndpoint>)> {
+        const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+        const FENCED_LEADER_EPOCH: i16 = 74;
+        if error_code != NOT_LEADER_OR_FOLLOWER && error_code != FENCED_LEADER_EPOCH {
+            return None;
+        }
+        let image = self.metadata();
+        let placement = image.placement(partition)?;
+        if placement.leader.0 < 0 {
+            return None;
+        }
+        Some((placement.leader, placement.leader_epoch.0, self.broker(placement.leader)))
+    }
+
     /// A live broker's endpoint.
     pub fn broker(&self, node: NodeId) -> Option<BrokerEndpoint> {
         self.brokers().into_iter().find(|broker| broker.node == node)

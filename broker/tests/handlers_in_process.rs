@@ -2632,3 +2632,48 @@ fn describe_producers_reports_an_idempotent_producers_epoch_last_sequence_and_ti
         assert_eq!(response, expected);
     });
 }
+
+#[test]
+fn fetch_v13_and_later_name_topics_by_id_and_answer_unknown_ids_with_100() {
+    InProcess::run(|| async {
+        let broker = InProcess::start(test_config(), 1).await;
+        create_topic(&broker, "by-id", 1).await;
+        let first = batch(BASE_TIMESTAMP_MS, &[("a", 0), ("b", 1)]);
+        produce(&broker, "by-id", 0, first.clone()).await;
+        let id = topic_id_of(&broker, "by-id");
+        for version in [13, 15, 16, 17] {
+            let mut request = fetch_request("by-id", 0, 0);
+            request.topics[0].topic_id = id;
+            let response = call!(broker, version, request.clone(), Fetch);
+            let mut expected = fetch_response("by-id", fetched(0, 2, 0, stored(&first, 0)));
+            expected.responses[0].topic_id = id;
+            assert_eq!(response, expected, "v{version}");
+            // An id no topic has: UNKNOWN_TOPIC_ID, answered under that id.
+            let unknown = Uuid::from_u128(0x5eed);
+            request.topics[0].topic_id = unknown;
+            let response = call!(broker, version, request, Fetch);
+            let mut expected = fetch_response("<unused>", fetch_failed(0, 100));
+            expected.responses[0].topic_id = unknown;
+            assert_eq!(response.responses[0].topic_id, unknown, "v{version}");
+            assert_eq!(
+                response.responses[0].partitions, expected.responses[0].partitions,
+                "v{version}"
+            );
+        }
+    });
+}
+
+#[test]
+fn produce_v10_and_v11_answer_as_before_on_a_single_node() {
+    InProcess::run(|| async {
+        let broker = InProcess::start(test_config(), 1).await;
+        create_topic(&broker, "newer", 1).await;
+        for (version, expected_offset) in [(10, 0), (11, 1)] {
+            let request =
+                produce_request(-1, vec![("newer", 0, batch(BASE_TIMESTAMP_MS, &[("k", 0)]))]);
+            let response = call!(broker, version, request, Produce);
+            let expected = produce_response(vec![("newer", vec![produced(0, expected_offset, 0)])]);
+            assert_eq!(response, expected, "v{version}");
+        }
+    });
+}

@@ -128,21 +128,24 @@ class NetnsCluster(Cluster):
                 self._faults.append((namespace, ["route", "del", "blackhole", address + "/32"]))
 
     def throttle(self, node_id, rate="256kbit"):
-        """A token-bucket qdisc on the node's link: slow, and dropping what its queue
-        (20 ms at `rate`) cannot hold."""
+        """Token-bucket qdiscs on both ends of the node's link (each shapes what leaves
+        through it): slow both ways, and dropping what a queue (20 ms at `rate`) cannot
+        hold."""
         node = self.nodes[node_id]
-        device = self.prefix + "v%d" % node_id
-        subprocess.run(["ip", "netns", "exec", node.namespace, "tc", "qdisc", "add", "dev", device,
-                        "root", "tbf", "rate", rate, "burst", "16kbit", "latency", "20ms"],
-                       check=True, capture_output=True, timeout=30)
-        self._faults.append((node.namespace, ["tc", "qdisc", "del", "dev", device, "root"]))
+        for namespace, device in ((node.namespace, self.prefix + "v%d" % node_id),
+                                  (None, self.prefix + "h%d" % node_id)):
+            prefix = ["ip", "netns", "exec", namespace] if namespace else []
+            subprocess.run(prefix + ["tc", "qdisc", "add", "dev", device, "root", "tbf", "rate",
+                                     rate, "burst", "16kbit", "latency", "20ms"],
+                           check=True, capture_output=True, timeout=30)
+            self._faults.append((namespace, ["tc", "qdisc", "del", "dev", device, "root"]))
 
     def heal(self):
         while self._faults:
             namespace, undo = self._faults.pop()
             if undo[0] == "tc":
-                subprocess.run(["ip", "netns", "exec", namespace] + undo, capture_output=True,
-                               timeout=30)
+                prefix = ["ip", "netns", "exec", namespace] if namespace else []
+                subprocess.run(prefix + undo, capture_output=True, timeout=30)
             else:
                 _ip("-n", namespace, *undo, check=False)
 

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import checker
 import netns
 from cluster import metadata_from, wait_for
-from test_replication import batches_on_disk, read_all
+from test_replication import batches_on_disk
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -74,6 +74,7 @@ class Workload:
         self.bootstrap = bootstrap
         self.acked, self.attempted, self.failed = {}, set(), {}
         self.polls = []
+        self.producer_log = []
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self.produce), threading.Thread(target=self.consume)]
 
@@ -83,9 +84,21 @@ class Workload:
         return self
 
     def produce(self):
+        import logging
+
+        class Keep(logging.Handler):
+            def emit(inner, record):
+                message = record.getMessage()
+                if "poch" in message or "bump" in message.lower() or "sequence" in message.lower():
+                    self.producer_log.append(message)
+
+        log = logging.getLogger("workload-producer")
+        log.addHandler(Keep())
+        log.setLevel(logging.DEBUG)
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                              "enable.idempotence": True, "linger.ms": 5,
-                             "message.timeout.ms": 20000, "socket.timeout.ms": 5000})
+                             "message.timeout.ms": 20000, "socket.timeout.ms": 5000,
+                             "debug": "eos"}, logger=log)
 
         def report(error, message):
             if error is None:
@@ -124,6 +137,50 @@ class Workload:
         self.stopping.set()
         for thread in self.threads:
             thread.join(120)
+
+
+def final_read(bootstrap, timeout=120, stall_s=15):
+    """Every record from the start to the high watermark of each partition now, with
+    librdkafka's fetch log of any partition that makes no progress for `stall_s` seconds."""
+    import logging
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    log = logging.getLogger("final-read")
+    log.addHandler(Keep())
+    log.setLevel(logging.DEBUG)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "final-%d" % random.random(),
+                         "enable.auto.commit": False, "debug": "fetch,topic,protocol"}, logger=log)
+    ends = {}
+    for p in range(PARTITIONS):
+        ends[p] = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    records, stalls = {}, []
+    progress = {p: time.monotonic() for p in range(PARTITIONS)}
+    counts = {p: 0 for p in range(PARTITIONS)}
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and any(counts[p] < ends[p] for p in ends):
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                key = (message.partition(), message.offset())
+                if key not in records:
+                    records[key] = message.value()
+                    counts[key[0]] += 1
+                    progress[key[0]] = time.monotonic()
+            elif message is not None:
+                lines.append("ERROR %r" % message.error())
+            for p in ends:
+                if counts[p] < ends[p] and time.monotonic() - progress[p] > stall_s:
+                    mine = [l for l in lines if "[%d]" % p in l or "ERROR" in l][-40:]
+                    stalls.append("partition %d stalled at %d of %d:\n%s" % (p, counts[p], ends[p], "\n".join(mine)))
+                    progress[p] = float("inf")
+    finally:
+        consumer.close()
+    return records, ends, stalls
 
 
 def wait_whole(cluster, node, timeout=90):
@@ -176,23 +233,14 @@ def test_isolated_leader_slow_and_frozen_followers_lose_nothing_acknowledged(hos
     finally:
         work.stop()
     assert len(work.acked) > 1000, "only %d writes acknowledged" % len(work.acked)
-    records, ends = read_all(hosts.bootstrap, TOPIC, PARTITIONS, timeout=120)
+    records, ends, stalls = final_read(hosts.bootstrap)
     final = {p: sorted((o, v) for (p2, o), v in records.items() if p2 == p) for p in range(PARTITIONS)}
     read = {p: (len(final[p]), final[p][-1][0] if final[p] else None) for p in final}
-    stuck = {}
-    for p in range(PARTITIONS):
-        if len(final[p]) != ends[p]:
-            import wire
-            leader = state(observer)[p][0]
-            node = hosts.nodes[leader]
-            at = final[p][-1][0] + 1 if final[p] else 0
-            answer = wire.parse_fetch_v4_response(wire.roundtrip(
-                node.port, wire.fetch_v4_request(9, TOPIC, p, at), host=node.host))[(TOPIC, p)]
-            stuck[p] = (leader, at, answer["error"], answer["high_watermark"], len(answer["records"]))
     hosts.stop()
     replicas = {p: [batches_on_disk(n.data_dir, TOPIC, p) for n in hosts.nodes.values()]
                 for p in range(PARTITIONS)}
     anomalies = checker.check(work.acked, work.attempted, final, work.polls, replicas)
-    assert not anomalies, "seed %d: %s (read %r of %r; stuck %r)" % (
-        seed, checker.summary(anomalies), read, ends, stuck)
+    assert not anomalies, "seed %d: %s (read %r of %r; stalls %s)\nproducer:\n%s" % (
+        seed, checker.summary(anomalies), read, ends, "\n".join(stalls),
+        "\n".join(work.producer_log[-60:]))
     assert all(len(final[p]) == ends[p] for p in range(PARTITIONS)), (read, ends)

@@ -74,16 +74,17 @@ def read_all(bootstrap, topic, partitions, timeout=60):
         ends[p] = high
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     records = {}
+    counts = {p: 0 for p in ends}
     deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline:
-            done = all(sum(1 for (p2, _) in records if p2 == p) >= ends[p] for p in ends)
-            if done:
-                break
+        while time.monotonic() < deadline and any(counts[p] < ends[p] for p in ends):
             message = consumer.poll(0.5)
             if message is None or message.error():
                 continue
-            records[(message.partition(), message.offset())] = message.value()
+            key = (message.partition(), message.offset())
+            if key not in records:
+                counts[key[0]] += 1
+            records[key] = message.value()
     finally:
         consumer.close()
     return records, ends

@@ -11,13 +11,22 @@ use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::partitions::{PartitionRequest, PartitionResponse, ReadResult};
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, NodeEndpoint, PartitionData,
+};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use shard::io::Storage;
 use std::time::{Duration, Instant};
 use wire::ids::{NodeId, Offset, TopicPartition};
 
-pub const VERSIONS: (i16, i16) = (4, 12);
+/// v13+ name topics by id (KIP-516); v15+ carry the follower's id in `replica_state`; v16+
+/// answer NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH with the leader as this broker knows
+/// it and its endpoint (KIP-951); v17's replica directory id is not used.
+pub const VERSIONS: (i16, i16) = (4, 17);
+/// The first version that names topics by id.
+pub const TOPIC_ID_VERSION: i16 = 13;
+/// The first version with leader hints (KIP-951).
+pub const LEADER_HINT_VERSION: i16 = 16;
 /// Upper bound on how long a fetch may wait, whatever the client asks.
 pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
 /// Partitions of one fetch that long-poll for appends (the rest are seen on the re-read).
@@ -36,23 +45,43 @@ struct Wanted {
     current_leader_epoch: i32,
     /// A follower's: the epoch of the last batch it has (v12+; -1: none).
     last_fetched_epoch: i32,
+    /// The topic's id (v13+ name topics by it; nil before), and whether no topic has it.
+    topic_id: uuid::Uuid,
+    unknown_id: bool,
 }
 
 /// The partitions a fetch asks for, each once: a partition listed again is one partition, as
 /// in Kafka (the first listing's place and offset), so one request cannot make the broker read
 /// the same data over and over.
-fn wanted_partitions(request: &FetchRequest) -> Vec<Wanted> {
+fn wanted_partitions(
+    request: &FetchRequest,
+    version: i16,
+    image: &crate::metadata::MetadataImage,
+) -> Vec<Wanted> {
     let mut seen = std::collections::HashSet::new();
     request
         .topics
         .iter()
         .flat_map(|topic| {
+            let (name, topic_id, unknown_id) = if version >= TOPIC_ID_VERSION {
+                match image.topic_by_id(topic.topic_id.as_bytes()) {
+                    Some(known) => (known.name.clone(), topic.topic_id, false),
+                    // Answered UNKNOWN_TOPIC_ID under its id (the name is not on the wire).
+                    None => {
+                        (format!("<unknown topic id {}>", topic.topic_id), topic.topic_id, true)
+                    }
+                }
+            } else {
+                (topic.topic.0.to_string(), uuid::Uuid::nil(), false)
+            };
             topic.partitions.iter().map(move |partition| Wanted {
-                partition: TopicPartition::new(topic.topic.0.to_string(), partition.partition),
+                partition: TopicPartition::new(name.clone(), partition.partition),
                 offset: partition.fetch_offset,
                 partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: partition.current_leader_epoch,
                 last_fetched_epoch: partition.last_fetched_epoch,
+                topic_id,
+                unknown_id,
             })
         })
         .filter(|wanted| seen.insert(wanted.partition.clone()))
@@ -86,6 +115,9 @@ async fn read_one<S: Storage>(
     wanted: &Wanted,
     max_bytes: usize,
 ) -> Result<ReadResult, BrokerError> {
+    if wanted.unknown_id {
+        return Err(BrokerError::UnknownTopicId(wanted.topic_id.to_string()));
+    }
     let (partition, offset) = (wanted.partition.clone(), Offset(wanted.offset));
     let request = match fetcher {
         Fetcher::Consumer => PartitionRequest::Read { partition, offset, max_bytes },
@@ -150,7 +182,7 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: FetchRequest,
 ) -> FetchResponse {
-    let wanted = wanted_partitions(&request);
+    let wanted = wanted_partitions(&request, context.api_version, &node.metadata());
     let fetcher = fetcher_of(&request);
     // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_BYTES_MAX);
@@ -227,14 +259,40 @@ fn respond<S: Storage>(
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
                 partition.records = Some(Bytes::new());
+                if version >= LEADER_HINT_VERSION {
+                    if let Some((leader, epoch, endpoint)) =
+                        node.leader_hint(&item.partition, partition.error_code)
+                    {
+                        partition.current_leader.leader_id = BrokerId(leader.0);
+                        partition.current_leader.leader_epoch = epoch;
+                        if let Some(endpoint) = endpoint {
+                            if !response.node_endpoints.iter().any(|e| e.node_id.0 == leader.0) {
+                                let mut known = NodeEndpoint::default();
+                                known.node_id = BrokerId(leader.0);
+                                known.host = super::str_bytes(&endpoint.host);
+                                known.port = endpoint.port;
+                                known.rack = endpoint.rack.as_deref().map(super::str_bytes);
+                                response.node_endpoints.push(known);
+                            }
+                        }
+                    }
+                }
             }
         }
         let topic_name = item.partition.topic.as_str();
-        match response.responses.iter_mut().find(|topic| topic.topic.0.as_str() == topic_name) {
+        let same = |topic: &&mut FetchableTopicResponse| {
+            if version >= TOPIC_ID_VERSION {
+                topic.topic_id == item.topic_id
+            } else {
+                topic.topic.0.as_str() == topic_name
+            }
+        };
+        match response.responses.iter_mut().find(same) {
             Some(topic) => topic.partitions.push(partition),
             None => {
                 let mut topic = FetchableTopicResponse::default();
                 topic.topic = TopicName(super::str_bytes(topic_name));
+                topic.topic_id = item.topic_id;
                 topic.partitions.push(partition);
                 response.responses.push(topic);
             }

@@ -15,14 +15,19 @@ use crate::request_context::RequestContext;
 use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use shard::io::Storage;
 use shard::runtime::ShardId;
 use wire::ids::TopicPartition;
 
-pub const VERSIONS: (i16, i16) = (3, 9);
+/// v10+ answer NOT_LEADER_OR_FOLLOWER with the leader this broker knows and its endpoint
+/// (KIP-951); v11's TRANSACTION_ABORTABLE concerns transactional producers, which strata
+/// does not take yet (issue #17), so v11 answers as v10.
+pub const VERSIONS: (i16, i16) = (3, 11);
+/// The first version with leader hints (KIP-951).
+pub const LEADER_HINT_VERSION: i16 = 10;
 
 /// Produce versions before this may not carry zstd batches (KIP-110).
 const ZSTD_PRODUCE_VERSION_MIN: i16 = 7;
@@ -192,6 +197,25 @@ pub async fn handle<S: Storage>(
                         .collect();
                 }
                 partition.base_offset = -1;
+                if version >= LEADER_HINT_VERSION {
+                    let partition_key = TopicPartition::new(topic_name.0.to_string(), index);
+                    if let Some((leader, epoch, endpoint)) =
+                        node.leader_hint(&partition_key, error_code)
+                    {
+                        partition.current_leader.leader_id = BrokerId(leader.0);
+                        partition.current_leader.leader_epoch = epoch;
+                        if let Some(endpoint) = endpoint {
+                            if !response.node_endpoints.iter().any(|e| e.node_id.0 == leader.0) {
+                                let mut known = NodeEndpoint::default();
+                                known.node_id = BrokerId(leader.0);
+                                known.host = super::str_bytes(&endpoint.host);
+                                known.port = endpoint.port;
+                                known.rack = endpoint.rack.as_deref().map(super::str_bytes);
+                                response.node_endpoints.push(known);
+                            }
+                        }
+                    }
+                }
             }
         }
         match response.responses.iter_mut().find(|topic| topic.name == *topic_name) {

@@ -22,4 +22,6 @@ if pkg-config --exists libzstd 2>/dev/null; then export ZSTD_SYS_USE_PKG_CONFIG=
 cargo build --release -p broker -p bench
 bench/build_rdkafka_performance.sh >/dev/null ||
     echo "building rdkafka_performance failed: its scenarios are reported as not run" >&2
-exec python3 bench/run_report.py --dir "${BENCH_DIR:-$PWD/target/bench-data}" --out BENCHMARKS.md "$@"
+python3 bench/run_report.py --dir "${BENCH_DIR:-$PWD/target/bench-data}" --out BENCHMARKS.md "$@"
+# Replication (issue #16): RF=3 against RF=1 on three brokers, fio in the same run.
+exec python3 bench/replication.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/replication" --out BENCHMARKS.md

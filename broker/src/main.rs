@@ -133,8 +133,8 @@ fn main() {
             .and_then(|config| cli::recover_metadata::run(&config)),
         Command::Serve(args) => serve(args),
         Command::Topic { command, bootstrap } => match command {
-            TopicCommand::Create { topic, partitions, config } => {
-                cli::topic::create(&bootstrap, &topic, partitions, &config)
+            TopicCommand::Create { topic, partitions, replication_factor, config } => {
+                cli::topic::create(&bootstrap, &topic, partitions, replication_factor, &config)
             }
             TopicCommand::List => cli::topic::list(&bootstrap),
             TopicCommand::Describe { topic } => cli::topic::describe(&bootstrap, &topic),
@@ -270,6 +270,9 @@ enum TopicCommand {
         topic: String,
         #[arg(long, short = 'p', default_value_t = 1)]
         partitions: i32,
+        /// Replicas per partition (default: the cluster's default.replication.factor).
+        #[arg(long, short = 'r', default_value_t = -1)]
+        replication_factor: i16,
         /// Topic config, KEY=VALUE (repeatable).
         #[arg(long, short = 'c')]
         config: Vec<String>,

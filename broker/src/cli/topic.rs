@@ -26,13 +26,14 @@ pub fn create(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
+    replication_factor: i16,
     configs: &[String],
 ) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let mut creatable = CreatableTopic::default();
     creatable.name = name(topic);
     creatable.num_partitions = partitions;
-    creatable.replication_factor = -1;
+    creatable.replication_factor = replication_factor;
     for pair in configs {
         let (key, value) = parse_pair(pair)?;
         let mut config = CreatableTopicConfig::default();

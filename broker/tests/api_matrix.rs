@@ -403,7 +403,7 @@ fn every_advertised_api_version_is_answered_without_error() {
     let broker = Broker::start("api-matrix", &["--group-initial-rebalance-delay-ms", "0"]);
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     for topic in ["matrix", "matrix-partitions"] {
-        broker::cli::topic::create(&broker.bootstrap, topic, 1, &[]).expect("create");
+        broker::cli::topic::create(&broker.bootstrap, topic, 1, -1, &[]).expect("create");
     }
     let mut checked = 0;
     // Create before delete: DeleteTopics v(n) removes the topic CreateTopics v(n+1) made.

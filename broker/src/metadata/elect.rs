@@ -153,6 +153,21 @@ pub enum ElectionType {
     Unclean,
 }
 
+/// A partition by name: ("topic-partition", its topic, its index, its placement), or
+/// UNKNOWN_TOPIC_OR_PARTITION.
+fn locate<'a>(
+    image: &'a MetadataImage,
+    topic: &str,
+    partition: i32,
+) -> Result<(String, &'a TopicImage, usize, &'a Placement)> {
+    let name = format!("{topic}-{partition}");
+    let unknown = || BrokerError::UnknownTopicOrPartition(name.clone());
+    let topic = image.topic(topic).ok_or_else(unknown)?;
+    let index = usize::try_from(partition).map_err(|_| unknown())?;
+    let placement = topic.partitions.get(index).ok_or_else(unknown)?;
+    Ok((name, topic, index, placement))
+}
+
 /// One partition's election: its change, or why none is made (ELECTION_NOT_NEEDED,
 /// PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION).
 pub fn elect(
@@ -161,11 +176,7 @@ pub fn elect(
     topic: &str,
     partition: i32,
 ) -> Result<Vec<MetadataRecord>> {
-    let name = format!("{topic}-{partition}");
-    let unknown = || BrokerError::UnknownTopicOrPartition(name.clone());
-    let topic = image.topic(topic).ok_or_else(unknown)?;
-    let index = usize::try_from(partition).map_err(|_| unknown())?;
-    let placement = topic.partitions.get(index).ok_or_else(unknown)?;
+    let (name, topic, index, placement) = locate(image, topic, partition)?;
     let (leader, isr) = match kind {
         ElectionType::Preferred => {
             let preferred = placement.replicas.first().copied().unwrap_or(NO_LEADER);
@@ -211,11 +222,7 @@ pub fn alter_isr(
     leader_epoch: i32,
     isr: &[NodeId],
 ) -> Result<Vec<MetadataRecord>> {
-    let name = format!("{topic}-{partition}");
-    let unknown = || BrokerError::UnknownTopicOrPartition(name.clone());
-    let topic = image.topic(topic).ok_or_else(unknown)?;
-    let index = usize::try_from(partition).map_err(|_| unknown())?;
-    let placement = topic.partitions.get(index).ok_or_else(unknown)?;
+    let (name, topic, index, placement) = locate(image, topic, partition)?;
     if placement.leader != leader || placement.leader_epoch.0 != leader_epoch {
         return Err(BrokerError::FencedLeaderEpoch(format!(
             "{name}: led by {} at epoch {}, not {} at {leader_epoch}",

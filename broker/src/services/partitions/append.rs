@@ -274,18 +274,22 @@ impl<S: Storage> PartitionService<S> {
         sync: bool,
         timeout_ms: u64,
     ) -> Result<AppendResult> {
-        let role = owned.role();
-        if role.leader != self.node {
-            return Err(BrokerError::NotLeader(partition.to_string()));
-        }
-        // acks=all with too few in-sync replicas is refused before anything is written.
-        if sync && role.replicated() && role.isr.len() < role.min_insync {
-            return Err(BrokerError::NotEnoughReplicas(format!(
-                "{partition}: {} in sync, min.insync.replicas is {}",
-                role.isr.len(),
-                role.min_insync
-            )));
-        }
+        // Checked without cloning the role (this runs for every partition of every produce).
+        let replicated = {
+            let role = owned.role.borrow();
+            if role.leader != self.node {
+                return Err(BrokerError::NotLeader(partition.to_string()));
+            }
+            // acks=all with too few in-sync replicas is refused before anything is written.
+            if sync && role.replicated() && role.isr.len() < role.min_insync {
+                return Err(BrokerError::NotEnoughReplicas(format!(
+                    "{partition}: {} in sync, min.insync.replicas is {}",
+                    role.isr.len(),
+                    role.min_insync
+                )));
+            }
+            role.replicated()
+        };
         let batches = split_batches(records)?;
         let config = owned.log.config();
         let now = self.clock.now_ms();
@@ -338,7 +342,7 @@ impl<S: Storage> PartitionService<S> {
         if let (true, Some(target)) = (sync, durable_target) {
             owned.log.sync_to(target).await?;
         }
-        if role.replicated() {
+        if replicated {
             // Followers fetch it now; the high watermark passes it once the ISR has it durable
             // (the leader's own sync included: acks=1 starts it in the background).
             match (acks_all, durable_target) {

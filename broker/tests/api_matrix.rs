@@ -10,6 +10,7 @@ use bytes::Bytes;
 use common::Broker;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 fn name(value: &str) -> TopicName {
     TopicName(StrBytes::from_string(value.to_string()))
@@ -21,7 +22,8 @@ fn batch() -> Bytes {
     Bytes::from(builder.build())
 }
 
-fn request(api: ApiKey, version: i16) -> RequestKind {
+/// `matrix_id` is the topic id of "matrix": Fetch v13+ names topics by id only.
+fn request(api: ApiKey, version: i16, matrix_id: Uuid) -> RequestKind {
     match api {
         ApiKey::Produce => {
             let mut partition = produce_request::PartitionProduceData::default();
@@ -43,6 +45,7 @@ fn request(api: ApiKey, version: i16) -> RequestKind {
             partition.partition_max_bytes = 1 << 20;
             let mut topic = fetch_request::FetchTopic::default();
             topic.topic = name("matrix");
+            topic.topic_id = matrix_id;
             topic.partitions = vec![partition];
             let mut request = FetchRequest::default();
             request.replica_id = BrokerId(-1);
@@ -398,6 +401,23 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
     }
 }
 
+/// The topic id Metadata v12 gives `topic`.
+fn topic_id(client: &mut Client, topic: &str) -> Uuid {
+    let mut wanted = metadata_request::MetadataRequestTopic::default();
+    wanted.name = Some(name(topic));
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![wanted]);
+    match client.call(ApiKey::Metadata, 12, RequestKind::Metadata(request)) {
+        Ok(ResponseKind::Metadata(r)) => {
+            let found = r.topics.iter().find(|t| t.name.as_ref().map(|n| &n.0[..]) == Some(topic));
+            let id = found.map(|t| t.topic_id).unwrap_or_default();
+            assert!(!id.is_nil(), "Metadata v12 gave {topic} no topic id");
+            id
+        }
+        other => panic!("Metadata v12: {other:?}"),
+    }
+}
+
 #[test]
 fn every_advertised_api_version_is_answered_without_error() {
     let broker = Broker::start("api-matrix", &["--group-initial-rebalance-delay-ms", "0"]);
@@ -405,6 +425,7 @@ fn every_advertised_api_version_is_answered_without_error() {
     for topic in ["matrix", "matrix-partitions"] {
         broker::cli::topic::create(&broker.bootstrap, topic, 1, -1, &[]).expect("create");
     }
+    let matrix_id = topic_id(&mut client, "matrix");
     let mut checked = 0;
     // Create before delete: DeleteTopics v(n) removes the topic CreateTopics v(n+1) made.
     let mut order: Vec<_> = SUPPORTED.to_vec();
@@ -415,7 +436,7 @@ fn every_advertised_api_version_is_answered_without_error() {
                 continue; // CreateTopics stops at v7, so there is no matrix-8 to delete.
             }
             let response = client
-                .call(api, version, request(api, version))
+                .call(api, version, request(api, version, matrix_id))
                 .unwrap_or_else(|error| panic!("{api:?} v{version}: {error}\n{}", broker.log()));
             let codes = error_codes(&response);
             assert!(!codes.is_empty(), "{api:?} v{version}: no result in the answer");

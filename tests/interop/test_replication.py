@@ -137,11 +137,13 @@ def test_followers_hold_the_leaders_batches_byte_for_byte(cluster):
     assert all(replicas == [1, 2, 3] and isr == [1, 2, 3] for _, replicas, isr in layout.values()), layout
     assert {leader for leader, _, _ in layout.values()} == {1, 2, 3}
     values = [b"v-%06d" % i for i in range(3000)]
-    acked, failed = produce(cluster.bootstrap, "copied", values)
+    # Unkeyed records go to one sticky partition per batch; with no stickiness each record
+    # picks a partition at random, so all four hold batches.
+    acked, failed = produce(cluster.bootstrap, "copied", values, **{"sticky.partitioning.linger.ms": 0})
     assert not failed and len(acked) == 3000
     records, ends = read_all(cluster.bootstrap, "copied", 4)
     assert sorted(records.values()) == sorted(values)
-    assert sum(ends.values()) == 3000
+    assert sum(ends.values()) == 3000 and all(ends.values()), ends
     cluster.stop()
     for p in range(4):
         copies = [batches_on_disk(n.data_dir, "copied", p) for n in cluster.nodes.values()]

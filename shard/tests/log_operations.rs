@@ -221,6 +221,33 @@ fn truncate_to_removes_whole_batches_and_appends_continue() {
 }
 
 #[test]
+fn restart_at_empties_the_log_and_starts_it_past_its_end_across_a_crash() {
+    block_on(async {
+        let storage = SimStorage::new(9, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 1 << 20).await;
+        for i in 0..30 {
+            log.append(batch(i, 2, 300, 1000), 0, 1000).await.expect("append");
+        }
+        log.sync().await.expect("sync");
+        log.restart_at(500).await.expect("restart");
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
+        assert_eq!(log.durable_end_offset(), 500, "an empty log is durable where it starts");
+        assert!(matches!(log.read(0, 100).await, Err(StorageError::OffsetOutOfRange { .. })));
+        assert!(log.read(500, 100).await.expect("read at the start").batches.is_empty());
+        let info = log.append(batch(99, 3, 10, 2000), 0, 2000).await.expect("append");
+        assert_eq!((info.base_offset, info.last_offset), (500, 502));
+        log.sync().await.expect("sync");
+        drop(log);
+        storage.crash();
+        let reopened = open(&storage, small_config(), 1 << 20).await;
+        assert_eq!((reopened.log_start_offset(), reopened.log_end_offset()), (500, 503));
+        let all = read_all(&reopened).await;
+        assert_eq!(all.len(), 1, "only the batch appended after the restart");
+        assert_eq!(base_offset(&all[0]), 500);
+    });
+}
+
+#[test]
 fn delete_records_before_moves_the_log_start_and_survives_a_crash() {
     block_on(async {
         let storage = SimStorage::new(8, FaultConfig::NONE);

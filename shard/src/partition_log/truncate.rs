@@ -24,19 +24,47 @@ impl<S: Storage> PartitionLog<S> {
         self.offline_on_error(result)
     }
 
+    /// Empties the log and starts it again, empty, at `offset` (which may be past its end):
+    /// for a follower whose log end is below its leader's log start (retention or
+    /// DeleteRecords moved it), as Kafka's `truncateFullyAndStartAt`. The leader epochs and
+    /// producer snapshots go too; the producer state is rebuilt from what is replicated next.
+    pub async fn restart_at(&self, offset: i64) -> Result<()> {
+        {
+            let _write = self.write_lock.lock().await;
+            self.check_writable()?;
+            let result = async {
+                for snapshot in self.producer_snapshot_offsets().await? {
+                    let path = self.dir.join(crate::producer_state::snapshot_file_name(snapshot));
+                    self.storage.remove(&path).await?;
+                }
+                self.cut_locked(offset, true).await
+            }
+            .await;
+            self.offline_on_error(result)?;
+        }
+        let result = self.load_producer_state(crate::runtime::now_ms()).await;
+        self.offline_on_error(result)
+    }
+
     pub(crate) async fn truncate_locked(&self, offset: i64) -> Result<()> {
+        self.cut_locked(offset, false).await
+    }
+
+    /// Removes every batch at or after `offset`, or with `restart` every batch, the log then
+    /// starting empty at `offset`.
+    async fn cut_locked(&self, offset: i64, restart: bool) -> Result<()> {
         self.mutations.set(self.mutations.get() + 1);
         // A sync that started before this cut covered bytes the cut removes: it must not count
         // for what is appended after it (`sync_to` compares this).
         self.truncations.set(self.truncations.get() + 1);
         self.drop_read_ahead();
-        if offset >= self.log_end_offset() {
+        if offset >= self.log_end_offset() && !restart {
             return Ok(());
         }
         self.write_out_locked().await?;
         let first_base = *self.state.borrow().segments.keys().next().expect("segments");
         // Every read happens before anything is deleted, so a read error leaves the log as it was.
-        let cut = if offset > first_base {
+        let cut = if offset > first_base && !restart {
             let (path, base) = {
                 let state = self.state.borrow();
                 let (_, holder) =
@@ -52,12 +80,8 @@ impl<S: Storage> PartitionLog<S> {
         // Remove whole segments from the newest backwards, so a crash leaves a prefix.
         let doomed: Vec<i64> = {
             let state = self.state.borrow();
-            state
-                .segments
-                .range(offset.max(first_base + 1)..)
-                .map(|(base, _)| *base)
-                .rev()
-                .collect()
+            let from = if restart { first_base + 1 } else { offset.max(first_base + 1) };
+            state.segments.range(from..).map(|(base, _)| *base).rev().collect()
         };
         for base in doomed {
             self.delete_segment_locked(base).await?;
@@ -75,6 +99,11 @@ impl<S: Storage> PartitionLog<S> {
                 state.log_start_offset = offset;
                 state.log_end_offset = offset;
                 state.clamp_to_log_end();
+                if restart {
+                    // Empty and synced: durable up to where it starts, nothing below to read.
+                    state.durable_end_offset = offset;
+                    state.high_watermark = state.high_watermark.map(|_| offset);
+                }
             }
             Some((file, path, base, position)) => {
                 // Cut the (now last) segment at the first batch holding `offset`, then rebuild
@@ -123,7 +152,7 @@ impl<S: Storage> PartitionLog<S> {
             state.high_watermark = state.high_watermark.map(|hw| hw.min(log_end));
             state.check_offsets();
             let before = state.epochs.len();
-            state.epochs.retain(|entry| entry.start_offset < log_end);
+            state.epochs.retain(|entry| entry.start_offset < log_end && !restart);
             before != state.epochs.len()
         };
         if epochs_changed {
@@ -133,7 +162,11 @@ impl<S: Storage> PartitionLog<S> {
                 .await?;
         }
         self.persist_log_start_locked().await?;
-        self.cache.borrow_mut().truncate(self.cache_key, log_end);
+        if restart {
+            self.cache.borrow_mut().forget(self.cache_key);
+        } else {
+            self.cache.borrow_mut().truncate(self.cache_key, log_end);
+        }
         Ok(())
     }
 

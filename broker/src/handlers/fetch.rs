@@ -258,6 +258,17 @@ fn respond<S: Storage>(
                 node.stats.count_error(partition.error_code);
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
+                // Where the log starts, for a follower fetching below it (it starts again
+                // there, `services::replication`).
+                if let BrokerError::Storage(shard::StorageError::OffsetOutOfRange {
+                    log_start_offset,
+                    ..
+                }) = &error
+                {
+                    if version >= 5 {
+                        partition.log_start_offset = *log_start_offset;
+                    }
+                }
                 partition.records = Some(Bytes::new());
                 if version >= LEADER_HINT_VERSION {
                     if let Some((leader, epoch, endpoint)) =

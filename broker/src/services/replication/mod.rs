@@ -34,6 +34,9 @@ use std::time::Duration;
 use wire::ids::{NodeId, TopicPartition};
 use wire::protocol::{self, FRAME_PREFIX_BYTES};
 
+/// Kafka's OFFSET_OUT_OF_RANGE.
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+
 /// The Fetch version followers send (replica id, current leader epoch, last fetched epoch and
 /// diverging epoch are all in v12).
 pub const REPLICA_FETCH_VERSION: i16 = 12;
@@ -277,6 +280,17 @@ impl<S: Storage> ReplicaFetchers<S> {
         if local.role().leader != leader {
             return Err("no longer follows that leader".into());
         }
+        if data.error_code == OFFSET_OUT_OF_RANGE
+            && data.log_start_offset > local.log.log_end_offset()
+        {
+            // The leader's log starts past this replica's end (retention or DeleteRecords moved
+            // it while this replica was away, or this is a new replica of an old partition):
+            // start again, empty, where the leader's log starts (Kafka's
+            // truncateFullyAndStartAt).
+            tracing::info!(partition = %key, leader = leader.0, from = local.log.log_end_offset(), to = data.log_start_offset, "restarting the replica at the leader's log start");
+            local.log.restart_at(data.log_start_offset).await.map_err(|error| error.to_string())?;
+            return Ok(());
+        }
         if data.error_code != 0 {
             return Err(format!("error {}", data.error_code));
         }
@@ -295,6 +309,16 @@ impl<S: Storage> ReplicaFetchers<S> {
             if local.role().leader != leader {
                 return Err("leadership moved while appending".into());
             }
+            // A log that has just started at the leader's log start gets the batch holding
+            // that offset, which may begin below it (the log start can fall inside a batch):
+            // start again at that batch (Kafka's UnexpectedAppendOffsetException handling).
+            let base = wire::record_batch::peek_batch(&batch, shard::config::BATCH_BYTES_MAX)
+                .map(|peek| peek.base_offset)
+                .map_err(|error| error.to_string())?;
+            let end = local.log.log_end_offset();
+            if base < end && local.log.log_start_offset() == end {
+                local.log.restart_at(base).await.map_err(|error| error.to_string())?;
+            }
             let now = shard::runtime::now_ms();
             local
                 .log
@@ -308,6 +332,13 @@ impl<S: Storage> ReplicaFetchers<S> {
                 local.log.sync().await.map_err(|error| error.to_string())?;
             }
             local.notify_appended();
+        }
+        // The leader's log start (moved by DeleteRecords or retention), up to what this replica
+        // has: records deleted on the leader are gone here too (Kafka's
+        // maybeIncrementLogStartOffset), so a failover never brings them back.
+        let log_start = data.log_start_offset.min(local.log.log_end_offset());
+        if log_start > local.log.log_start_offset() {
+            local.log.delete_records_before(log_start).await.map_err(|error| error.to_string())?;
         }
         // The leader's high watermark, up to what this replica has.
         let high_watermark = data.high_watermark.min(local.log.log_end_offset());

@@ -112,6 +112,9 @@ pub enum BrokerError {
     /// ElectLeaders (unclean): no replica is live.
     #[error("{0}")]
     EligibleLeadersNotAvailable(String),
+    /// AlterPartitionReassignments: a cancellation of a partition that is not being moved.
+    #[error("no reassignment of {0} is in progress")]
+    NoReassignmentInProgress(String),
 }
 
 /// What the group coordinator answers instead of a success (Kafka's classic group protocol).
@@ -220,6 +223,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::ElectionNotNeeded(_) => ResponseError::ElectionNotNeeded,
         BrokerError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
         BrokerError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
+        BrokerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
     };
     kafka.code()
 }

@@ -95,6 +95,10 @@ const COVERAGE: &[&str] = &[
     "ProducerIds: applied",
     "ProducerIds: not past the last block",
     "PartitionChange: applied",
+    "PartitionReplicas: applied",
+    "PartitionReplicas: bad replica lists",
+    "PartitionReplicas: leader epoch goes back",
+    "PartitionReplicas: bad ISR",
     "Topic: name taken",
     "Topic: id taken",
     "Partition: unknown topic id",
@@ -141,6 +145,8 @@ struct ModelPartition {
     replicas: Vec<i32>,
     isr: Vec<i32>,
     partition_epoch: i32,
+    adding: Vec<i32>,
+    removing: Vec<i32>,
 }
 
 impl ModelPartition {
@@ -152,6 +158,8 @@ impl ModelPartition {
             replicas: placement.replicas.iter().map(|node| node.0).collect(),
             isr: placement.isr.iter().map(|node| node.0).collect(),
             partition_epoch: placement.partition_epoch,
+            adding: placement.adding.iter().map(|node| node.0).collect(),
+            removing: placement.removing.iter().map(|node| node.0).collect(),
         }
     }
 }
@@ -178,6 +186,9 @@ fn situation(prefix: &'static str, why: &'static str) -> &'static str {
         ("Partition", "no replicas") => "Partition: no replicas",
         ("Partition", "bad ISR") => "Partition: bad ISR",
         ("Partition", _) => "Partition: leader outside the ISR",
+        ("PartitionReplicas", "no replicas") => "PartitionReplicas: bad replica lists",
+        ("PartitionReplicas", "bad ISR") => "PartitionReplicas: bad ISR",
+        ("PartitionReplicas", _) => "PartitionReplicas: leader outside the ISR",
         (_, "no replicas") => "PartitionChange: no replicas",
         (_, "bad ISR") => "PartitionChange: bad ISR",
         _ => "PartitionChange: leader outside the ISR",
@@ -361,6 +372,51 @@ impl Model {
                     return refuse(invalid, situation("PartitionChange", why));
                 }
             }
+            MetadataRecord::PartitionReplicas {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                adding,
+                removing,
+                leader,
+                leader_epoch,
+            } => {
+                let Some(topic) = self.topics.get(topic_id) else {
+                    return refuse(
+                        ApplyError::UnknownTopicId(*topic_id),
+                        "PartitionReplicas: unknown topic id",
+                    );
+                };
+                let error = ApplyError::UnknownPartition(topic.name.clone(), partition.0);
+                if partition.0 < 0 || partition.0 as usize >= topic.partitions.len() {
+                    return refuse(error, "PartitionReplicas: no such partition");
+                }
+                let current = &topic.partitions[partition.0 as usize];
+                let invalid = ApplyError::InvalidPartitionState(
+                    topic.name.clone(),
+                    partition.0,
+                    String::new(),
+                );
+                if leader_epoch.0 < current.leader_epoch
+                    || (leader.0 != current.leader && leader_epoch.0 == current.leader_epoch)
+                {
+                    return refuse(invalid, "PartitionReplicas: leader epoch goes back");
+                }
+                let ids = |nodes: &[NodeId]| nodes.iter().map(|n| n.0).collect::<Vec<i32>>();
+                let (replicas, isr) = (ids(replicas), ids(isr));
+                let (adding, removing) = (ids(adding), ids(removing));
+                let distinct: BTreeSet<i32> = replicas.iter().copied().collect();
+                let lists_fit = distinct.len() == replicas.len()
+                    && adding.iter().chain(&removing).all(|node| replicas.contains(node))
+                    && !adding.iter().any(|node| removing.contains(node));
+                if !lists_fit {
+                    return refuse(invalid, "PartitionReplicas: bad replica lists");
+                }
+                if let Some(why) = partition_state_problem(leader.0, &isr, &replicas) {
+                    return refuse(invalid, situation("PartitionReplicas", why));
+                }
+            }
             MetadataRecord::ProducerIds { next, .. } => {
                 if *next <= self.next_producer_id {
                     return refuse(
@@ -447,6 +503,34 @@ impl Model {
                 if let Some(isr) = isr {
                     placement.isr = isr.iter().map(|node| node.0).collect();
                 }
+                placement.partition_epoch += 1;
+            }
+            MetadataRecord::PartitionReplicas {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                adding,
+                removing,
+                leader,
+                leader_epoch,
+            } => {
+                let shards = self.brokers.get(&leader.0).map(|b| b.registration.shards);
+                let topic = self.topics.get_mut(topic_id).expect("verdict: the topic exists");
+                let name = topic.name.clone();
+                let placement = &mut topic.partitions[partition.0 as usize];
+                if leader.0 != placement.leader {
+                    if let Some(shards) = shards {
+                        placement.shard = model_shard(&name, partition.0, shards);
+                    }
+                }
+                let ids = |nodes: &[NodeId]| nodes.iter().map(|n| n.0).collect::<Vec<i32>>();
+                placement.leader = leader.0;
+                placement.leader_epoch = leader_epoch.0;
+                placement.replicas = ids(replicas);
+                placement.isr = ids(isr);
+                placement.adding = ids(adding);
+                placement.removing = ids(removing);
                 placement.partition_epoch += 1;
             }
         }
@@ -759,6 +843,8 @@ fn random_placement(rng: &mut StdRng, model: &Model) -> Placement {
         replicas: replicas.into_iter().map(NodeId).collect(),
         isr: isr.into_iter().map(NodeId).collect(),
         partition_epoch: rng.gen_range(0..3),
+        adding: Vec::new(),
+        removing: Vec::new(),
     }
 }
 
@@ -865,6 +951,63 @@ fn random_partition_change(rng: &mut StdRng, model: &Model) -> MetadataRecord {
     }
 }
 
+/// A replica-set change (a reassignment step), mostly one that fits: replicas of registered
+/// brokers (sometimes one twice), adding and removing drawn from them (sometimes overlapping
+/// or outside), an ISR of them holding the leader (sometimes not).
+fn random_partition_replicas(rng: &mut StdRng, model: &Model) -> MetadataRecord {
+    let topic_id = random_topic_id(rng, model, 0.9);
+    let count = model.partition_count(&topic_id);
+    let partition = match rng.gen_range(0..10) {
+        0 => count,
+        _ if count > 0 => rng.gen_range(0..count),
+        _ => 0,
+    };
+    let current = model
+        .topics
+        .get(&topic_id)
+        .and_then(|topic| topic.partitions.get(usize::try_from(partition).ok()?))
+        .cloned();
+    let mut replicas: Vec<i32> = Vec::new();
+    for _ in 0..rng.gen_range(1..=4) {
+        let node = random_node(rng, model);
+        if !replicas.contains(&node) || rng.gen_bool(0.05) {
+            replicas.push(node);
+        }
+    }
+    let mut adding: Vec<i32> = replicas.iter().copied().filter(|_| rng.gen_bool(0.3)).collect();
+    let mut removing: Vec<i32> =
+        replicas.iter().copied().filter(|n| !adding.contains(n) && rng.gen_bool(0.3)).collect();
+    match rng.gen_range(0..20) {
+        0 => adding.push(BROKER_NODES),
+        1 => removing.extend(adding.first().copied()),
+        _ => {}
+    }
+    let mut isr: Vec<i32> = replicas.iter().copied().filter(|_| rng.gen_bool(0.7)).collect();
+    isr.dedup();
+    let leader = match isr.choose(rng) {
+        Some(member) if rng.gen_bool(0.85) => *member,
+        _ if rng.gen_bool(0.5) => MODEL_NO_LEADER,
+        _ => random_node(rng, model),
+    };
+    let leader_epoch = match &current {
+        Some(current) if rng.gen_bool(0.85) => {
+            current.leader_epoch + i32::from(leader != current.leader || rng.gen_bool(0.3))
+        }
+        _ => rng.gen_range(0..20),
+    };
+    let nodes = |ids: Vec<i32>| ids.into_iter().map(NodeId).collect::<Vec<_>>();
+    MetadataRecord::PartitionReplicas {
+        topic_id,
+        partition: PartitionId(partition),
+        replicas: nodes(replicas),
+        isr: nodes(isr),
+        adding: nodes(adding),
+        removing: nodes(removing),
+        leader: NodeId(leader),
+        leader_epoch: LeaderEpoch(leader_epoch),
+    }
+}
+
 /// Any record, drawn near the model's state so that both verdicts are common.
 fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
     match rng.gen_range(0..100) {
@@ -895,7 +1038,8 @@ fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
             node: NodeId(rng.gen_range(0..BROKER_NODES)),
             directory_id: format!("controller-directory-{}", rng.gen_range(0..3)),
         },
-        _ => random_partition_change(rng, model),
+        85..=93 => random_partition_change(rng, model),
+        _ => random_partition_replicas(rng, model),
     }
 }
 
@@ -940,6 +1084,7 @@ fn kind(record: &MetadataRecord) -> &'static str {
         MetadataRecord::RegisterController { .. } => "RegisterController: applied",
         MetadataRecord::ProducerIds { .. } => "ProducerIds: applied",
         MetadataRecord::PartitionChange { .. } => "PartitionChange: applied",
+        MetadataRecord::PartitionReplicas { .. } => "PartitionReplicas: applied",
     }
 }
 
@@ -1285,6 +1430,8 @@ fn the_comparison_tells_every_field_apart() {
                 replicas: vec![NodeId(1)],
                 isr: vec![NodeId(1)],
                 partition_epoch: 0,
+                adding: Vec::new(),
+                removing: Vec::new(),
             },
         },
         MetadataRecord::TopicConfig {

@@ -8,6 +8,8 @@
 //! incarnation it registered with, is unfenced (`unfence_broker`). A controller that has just
 //! become leader counts every broker as heard from at that moment, so a leader change never
 //! fences brokers that were heartbeating to the old leader.
+//! It also finishes reassignments whose target replicas are all in sync
+//! (`metadata::reassign::finish_reassignments`).
 //! With `auto.leader.rebalance.enable`, the leader also runs preferred elections every
 //! `leader.imbalance.check.interval.seconds` (`metadata::elect::preferred_elections`).
 //! Controlled shutdown: a broker that got SIGTERM asks the leader to fence it at once
@@ -23,7 +25,7 @@ use super::proposer::propose;
 use super::protocol::{ProposeError, Request, Response};
 use super::state_machine::ImageCell;
 use super::types::{NodeId, Proposal, Raft};
-use crate::metadata::{decide, elect};
+use crate::metadata::{decide, elect, reassign};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -117,6 +119,13 @@ pub async fn watch(
                 if !decided.is_empty() {
                     break;
                 }
+            }
+        }
+        if decided.is_empty() {
+            // Reassignments whose target replicas have all joined the ISR.
+            decided = reassign::finish_reassignments(&image);
+            if !decided.is_empty() {
+                tracing::info!(partitions = decided.len(), "reassignments finished");
             }
         }
         if decided.is_empty() {

@@ -55,6 +55,59 @@ fn check_partition(
     Ok(())
 }
 
+/// Changes one partition: its leader and leader epoch (which may not go back, and grows with
+/// every change of leader), then whatever `edit` changes; bumps the partition epoch and
+/// checks the result (`check_partition`).
+fn change_partition(
+    image: &mut MetadataImage,
+    topic_id: &[u8; 16],
+    partition: wire::ids::PartitionId,
+    leader: wire::ids::NodeId,
+    leader_epoch: wire::ids::LeaderEpoch,
+    edit: impl FnOnce(&mut super::placement::Placement) -> Result<(), String>,
+) -> Result<(), ApplyError> {
+    let brokers = &image.brokers;
+    let topic = image
+        .topics
+        .values_mut()
+        .find(|topic| topic.topic_id == *topic_id)
+        .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
+    let name = topic.name.clone();
+    let placement = usize::try_from(partition.0)
+        .ok()
+        .and_then(|index| topic.partitions.get_mut(index))
+        .ok_or_else(|| ApplyError::UnknownPartition(name.clone(), partition.0))?;
+    let invalid = |why: String| ApplyError::InvalidPartitionState(name.clone(), partition.0, why);
+    if leader_epoch < placement.leader_epoch
+        || (leader != placement.leader && leader_epoch == placement.leader_epoch)
+    {
+        return Err(invalid(format!(
+            "leader epoch {} after {} (it grows with every leader change)",
+            leader_epoch.0, placement.leader_epoch.0
+        )));
+    }
+    let mut next = placement.clone();
+    next.leader = leader;
+    next.leader_epoch = leader_epoch;
+    edit(&mut next).map_err(invalid)?;
+    next.partition_epoch = placement.partition_epoch.saturating_add(1);
+    if leader != placement.leader {
+        // A new leading broker owns the partition on its own shard (the one `place` would
+        // choose there); a leaderless partition keeps its last one.
+        if let Some(broker) = brokers.get(&leader) {
+            let shards = usize::from(broker.registration.shards);
+            next.shard = shard::runtime::shard_of(
+                &name,
+                partition.0,
+                shards.clamp(1, shard::runtime::SHARDS_MAX),
+            );
+        }
+    }
+    check_partition(&next, leader).map_err(invalid)?;
+    *placement = next;
+    Ok(())
+}
+
 /// The image after `record`.
 pub fn apply(
     mut image: MetadataImage,
@@ -139,48 +192,43 @@ pub fn apply(
             broker.fenced = matches!(record, MetadataRecord::FenceBroker { .. });
         }
         MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
-            let brokers = &image.brokers;
-            let topic = image
-                .topics
-                .values_mut()
-                .find(|topic| topic.topic_id == *topic_id)
-                .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
-            let name = topic.name.clone();
-            let placement = usize::try_from(partition.0)
-                .ok()
-                .and_then(|index| topic.partitions.get_mut(index))
-                .ok_or_else(|| ApplyError::UnknownPartition(name.clone(), partition.0))?;
-            let invalid =
-                |why: String| ApplyError::InvalidPartitionState(name.clone(), partition.0, why);
-            if *leader_epoch < placement.leader_epoch
-                || (*leader != placement.leader && *leader_epoch == placement.leader_epoch)
-            {
-                return Err(invalid(format!(
-                    "leader epoch {} after {} (it grows with every leader change)",
-                    leader_epoch.0, placement.leader_epoch.0
-                )));
-            }
-            let mut next = placement.clone();
-            next.leader = *leader;
-            next.leader_epoch = *leader_epoch;
-            if let Some(isr) = isr {
-                next.isr = isr.clone();
-            }
-            next.partition_epoch = placement.partition_epoch.saturating_add(1);
-            if *leader != placement.leader {
-                // A new leading broker owns the partition on its own shard (the one `place`
-                // would choose there); a leaderless partition keeps its last one.
-                if let Some(broker) = brokers.get(leader) {
-                    let shards = usize::from(broker.registration.shards);
-                    next.shard = shard::runtime::shard_of(
-                        &name,
-                        partition.0,
-                        shards.clamp(1, shard::runtime::SHARDS_MAX),
-                    );
+            change_partition(&mut image, topic_id, *partition, *leader, *leader_epoch, |next| {
+                if let Some(isr) = isr {
+                    next.isr = isr.clone();
                 }
-            }
-            check_partition(&next, *leader).map_err(invalid)?;
-            *placement = next;
+                Ok(())
+            })?;
+        }
+        MetadataRecord::PartitionReplicas {
+            topic_id,
+            partition,
+            replicas,
+            isr,
+            adding,
+            removing,
+            leader,
+            leader_epoch,
+        } => {
+            change_partition(&mut image, topic_id, *partition, *leader, *leader_epoch, |next| {
+                let mut distinct = replicas.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                if distinct.len() != replicas.len() {
+                    return Err(format!("the replicas {replicas:?} name a broker twice"));
+                }
+                let outside = adding.iter().chain(removing).find(|node| !replicas.contains(node));
+                if let Some(node) = outside {
+                    return Err(format!("{} is added or removed but not a replica", node.0));
+                }
+                if let Some(node) = adding.iter().find(|node| removing.contains(node)) {
+                    return Err(format!("{} is both added and removed", node.0));
+                }
+                next.replicas = replicas.clone();
+                next.isr = isr.clone();
+                next.adding = adding.clone();
+                next.removing = removing.clone();
+                Ok(())
+            })?;
         }
         MetadataRecord::RemoveTopic { topic_id } => {
             let name = image

@@ -54,6 +54,9 @@ pub enum MetadataChange {
     /// A leader's ISR changes (AlterPartition): the leader, and per partition (topic,
     /// partition, its leader epoch, the new ISR).
     AlterIsr(NodeId, Vec<(String, i32, i32, Vec<NodeId>)>),
+    /// AlterPartitionReassignments: per (topic, partition) the target replicas, or `None` to
+    /// cancel the running move (`metadata::reassign`).
+    Reassign(Vec<(String, i32, Option<Vec<i32>>)>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions
@@ -201,6 +204,8 @@ pub fn place(
         replicas: replicas.iter().map(|broker| broker.node).collect(),
         isr: replicas.iter().map(|broker| broker.node).collect(),
         partition_epoch: 0,
+        adding: Vec::new(),
+        removing: Vec::new(),
     }
 }
 
@@ -243,6 +248,8 @@ fn assigned(
         replicas: replicas.iter().copied().map(NodeId).collect(),
         isr: replicas.iter().copied().map(NodeId).collect(),
         partition_epoch: 0,
+        adding: Vec::new(),
+        removing: Vec::new(),
     }
 }
 

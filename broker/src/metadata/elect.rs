@@ -24,7 +24,7 @@ use wire::ids::{LeaderEpoch, NodeId, PartitionId};
 pub const NO_LEADER: NodeId = NodeId(-1);
 
 /// Whether `node` is a registered, unfenced broker.
-fn live(image: &MetadataImage, node: NodeId) -> bool {
+pub(super) fn live(image: &MetadataImage, node: NodeId) -> bool {
     image.brokers.get(&node).is_some_and(|broker| !broker.fenced)
 }
 
@@ -155,7 +155,7 @@ pub enum ElectionType {
 
 /// A partition by name: ("topic-partition", its topic, its index, its placement), or
 /// UNKNOWN_TOPIC_OR_PARTITION.
-fn locate<'a>(
+pub(super) fn locate<'a>(
     image: &'a MetadataImage,
     topic: &str,
     partition: i32,
@@ -301,6 +301,8 @@ mod tests {
                     replicas: vec![NodeId(1), NodeId(2), NodeId(3)],
                     isr: isr.iter().copied().map(NodeId).collect(),
                     partition_epoch: 0,
+                    adding: Vec::new(),
+                    removing: Vec::new(),
                 },
             });
         }

@@ -4,7 +4,8 @@
 //! (`records`, modelled on KIP-631's metadata records), the pure function that applies one
 //! record to an image (`apply`), the decisions that turn an admin request into records after
 //! validating it (`decide`), leader elections (`elect`: fencing, unfencing, preferred and
-//! unclean elections), partition placement (`placement`), the internal topics
+//! unclean elections), partition placement (`placement`), replica reassignment (`reassign`),
+//! the internal topics
 //! (`internal`), topic-config rules (`topic_config`), the image's file
 //! `strata-metadata.json` (`store`), the image a node starts from (`startup`) and the data
 //! directory's identity file `meta.properties` (`meta_properties`).
@@ -23,6 +24,7 @@ pub mod image;
 pub mod internal;
 pub mod meta_properties;
 pub mod placement;
+pub mod reassign;
 pub mod record_codec;
 pub mod records;
 pub mod recover;

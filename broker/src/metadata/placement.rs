@@ -25,6 +25,23 @@ pub struct Placement {
     pub isr: Vec<NodeId>,
     /// Bumped by every change of the partition's leader or ISR (Kafka's partition epoch).
     pub partition_epoch: i32,
+    /// A reassignment in progress (KIP-455): the replicas joining (`adding`) and leaving
+    /// (`removing`); `replicas` is then the target followed by those leaving. Both empty when
+    /// none runs (`metadata::reassign`).
+    pub adding: Vec<NodeId>,
+    pub removing: Vec<NodeId>,
+}
+
+impl Placement {
+    /// Whether a reassignment of the partition is in progress.
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replicas a running reassignment ends with (all of them when none runs).
+    pub fn target(&self) -> Vec<NodeId> {
+        self.replicas.iter().copied().filter(|node| !self.removing.contains(node)).collect()
+    }
 }
 
 /// How new partitions are placed: on `node`, spread over its `shard_count` shards.
@@ -43,6 +60,8 @@ impl PlacementPolicy {
             replicas: vec![self.node],
             isr: vec![self.node],
             partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
     }
 }

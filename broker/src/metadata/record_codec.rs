@@ -7,7 +7,10 @@
 //! "isr", "partition_epoch"}}` (the last two added later: absent means the leader alone in
 //! sync, epoch 0), `{"type": "partition_change", ..., "isr"}` (absent: unchanged),
 //! `{"type": "topic_config", "topic", "key", "value"}`, `{"type": "remove_topic", "topic_id"}`,
-//! `{"type": "broker_config", "resource", "key", "value"}`; `value` null removes.
+//! `{"type": "broker_config", "resource", "key", "value"}`; `value` null removes;
+//! `{"type": "partition_replicas", "topic_id", "partition", "replicas", "isr", "adding",
+//! "removing", "leader", "leader_epoch"}` (a reassignment step, issue #16), and placements
+//! carry "adding" and "removing" while one runs (absent: none).
 //! Invariant: variants are only ever added. An unknown `type` fails to decode, and the node
 //! stops with the error rather than skip a record (a skipped record would fork the image).
 
@@ -31,6 +34,11 @@ pub(crate) struct StoredPlacement {
     isr: Vec<i32>,
     #[serde(default, skip_serializing_if = "is_zero")]
     partition_epoch: i32,
+    /// A reassignment in progress (added with issue #16; absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    adding: Vec<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    removing: Vec<i32>,
 }
 
 fn is_zero(value: &i32) -> bool {
@@ -55,6 +63,8 @@ impl From<&Placement> for StoredPlacement {
             replicas: p.replicas.iter().map(|node| node.0).collect(),
             isr: p.isr.iter().map(|node| node.0).collect(),
             partition_epoch: p.partition_epoch,
+            adding: p.adding.iter().map(|node| node.0).collect(),
+            removing: p.removing.iter().map(|node| node.0).collect(),
         }
     }
 }
@@ -69,6 +79,8 @@ impl From<StoredPlacement> for Placement {
             replicas: p.replicas.into_iter().map(NodeId).collect(),
             isr: isr.into_iter().map(NodeId).collect(),
             partition_epoch: p.partition_epoch,
+            adding: p.adding.into_iter().map(NodeId).collect(),
+            removing: p.removing.into_iter().map(NodeId).collect(),
         }
     }
 }
@@ -127,6 +139,24 @@ pub(crate) enum StoredRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         isr: Option<Vec<i32>>,
     },
+    PartitionReplicas {
+        topic_id: TopicId,
+        partition: i32,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+        adding: Vec<i32>,
+        removing: Vec<i32>,
+        leader: i32,
+        leader_epoch: i32,
+    },
+}
+
+fn ids(nodes: &[NodeId]) -> Vec<i32> {
+    nodes.iter().map(|node| node.0).collect()
+}
+
+fn nodes(ids: Vec<i32>) -> Vec<NodeId> {
+    ids.into_iter().map(NodeId).collect()
 }
 
 /// A broker registration as stored (also in `strata-metadata.json`'s snapshots).
@@ -213,6 +243,25 @@ impl From<&MetadataRecord> for StoredRecord {
                     isr: isr.map(|isr| isr.iter().map(|node| node.0).collect()),
                 }
             }
+            MetadataRecord::PartitionReplicas {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                adding,
+                removing,
+                leader,
+                leader_epoch,
+            } => StoredRecord::PartitionReplicas {
+                topic_id,
+                partition: partition.0,
+                replicas: ids(&replicas),
+                isr: ids(&isr),
+                adding: ids(&adding),
+                removing: ids(&removing),
+                leader: leader.0,
+                leader_epoch: leader_epoch.0,
+            },
         }
     }
 }
@@ -260,6 +309,25 @@ impl From<StoredRecord> for MetadataRecord {
                     isr: isr.map(|isr| isr.into_iter().map(NodeId).collect()),
                 }
             }
+            StoredRecord::PartitionReplicas {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                adding,
+                removing,
+                leader,
+                leader_epoch,
+            } => MetadataRecord::PartitionReplicas {
+                topic_id,
+                partition: PartitionId(partition),
+                replicas: nodes(replicas),
+                isr: nodes(isr),
+                adding: nodes(adding),
+                removing: nodes(removing),
+                leader: NodeId(leader),
+                leader_epoch: LeaderEpoch(leader_epoch),
+            },
         }
     }
 }
@@ -322,6 +390,26 @@ mod tests {
                 leader: NodeId(2),
                 leader_epoch: LeaderEpoch(5),
                 isr: Some(vec![NodeId(2), NodeId(3)]),
+            },
+            MetadataRecord::PartitionReplicas {
+                topic_id: [7; 16],
+                partition: PartitionId(0),
+                replicas: vec![NodeId(3), NodeId(4), NodeId(2)],
+                isr: vec![NodeId(2), NodeId(3)],
+                adding: vec![NodeId(4)],
+                removing: vec![NodeId(2)],
+                leader: NodeId(2),
+                leader_epoch: LeaderEpoch(5),
+            },
+            MetadataRecord::Partition {
+                topic_id: [7; 16],
+                partition: PartitionId(1),
+                placement: Placement {
+                    adding: vec![NodeId(5)],
+                    removing: vec![NodeId(2)],
+                    replicas: vec![NodeId(5), NodeId(2)],
+                    ..policy.initial("t", 1)
+                },
             },
             MetadataRecord::RegisterBroker {
                 broker: BrokerRegistration {

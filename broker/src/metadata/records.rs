@@ -53,4 +53,18 @@ pub enum MetadataRecord {
         leader_epoch: LeaderEpoch,
         isr: Option<Vec<NodeId>>,
     },
+    /// A partition's replica set changes (KIP-455's reassignment, carried by Kafka's
+    /// PartitionChangeRecord fields `replicas`, `addingReplicas`, `removingReplicas`): the
+    /// replicas, ISR, adding and removing lists become these, and the leader and its epoch as
+    /// in `PartitionChange`. `adding` and `removing` are of `replicas`, and disjoint.
+    PartitionReplicas {
+        topic_id: TopicId,
+        partition: PartitionId,
+        replicas: Vec<NodeId>,
+        isr: Vec<NodeId>,
+        adding: Vec<NodeId>,
+        removing: Vec<NodeId>,
+        leader: NodeId,
+        leader_epoch: LeaderEpoch,
+    },
 }

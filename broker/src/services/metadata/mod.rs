@@ -334,6 +334,18 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, false)
                 })
                 .collect(),
+            MetadataChange::Reassign(changes) => changes
+                .into_iter()
+                .map(|(topic, partition, target)| {
+                    let outcome = crate::metadata::reassign::reassign(
+                        &pending.working,
+                        &topic,
+                        partition,
+                        target.as_deref(),
+                    );
+                    pending.take(outcome, false)
+                })
+                .collect(),
             MetadataChange::AlterBrokerConfigs(node, changes) => changes
                 .into_iter()
                 .map(|(resource, edit, validate_only)| {
@@ -452,6 +464,7 @@ fn change_items(change: &MetadataChange) -> usize {
         MetadataChange::AlterBrokerConfigs(_, items) => items.len(),
         MetadataChange::ElectLeaders(_, items) => items.len(),
         MetadataChange::AlterIsr(_, items) => items.len(),
+        MetadataChange::Reassign(items) => items.len(),
     }
 }
 

@@ -57,7 +57,9 @@ impl<S: Storage> PartitionService<S> {
     }
 
     /// Closes the partitions `image` no longer places on this shard; those whose partition no
-    /// longer exists at all (a deleted topic) also lose their files.
+    /// longer exists at all (a deleted topic), or no longer has a replica on this node (a
+    /// reassignment moved it away), also lose their files. A partition that only moves to
+    /// another shard of this node keeps them for its new owner.
     pub async fn release(&self, image: &MetadataImage) -> Result<(), String> {
         let leaving: Vec<TopicPartition> = self
             .partitions
@@ -71,7 +73,9 @@ impl<S: Storage> PartitionService<S> {
             let Some(partition) = removed else { continue };
             let dir = partition.log.dir().to_path_buf();
             self.repairs.borrow_mut().remove(&key);
-            let deleted = image.placement(&key).is_none();
+            let deleted = image.placement(&key).is_none_or(|placement| {
+                placement.leader != self.node && !placement.replicas.contains(&self.node)
+            });
             if deleted {
                 // Its files are about to go: nothing is written (a full disk cannot stop a
                 // deletion, which is what frees it).

@@ -67,26 +67,28 @@ impl<S: Storage> Partition<S> {
     /// leader epoch of it) starts the followers' progress afresh: none counts for the high
     /// watermark until it fetched at this epoch, and each has `replica.lag.time.max.ms` from
     /// now to catch up.
+    /// A replica set that changes under the same leader and epoch (a reassignment) keeps the
+    /// progress of the followers that stay, starts the added ones afresh and forgets the
+    /// removed ones.
     pub(super) fn take_role(&self, role: Role, epoch: i32, me: NodeId, now_ms: i64) {
         let previous = self.role.replace(role.clone());
         let previous_epoch = self.leader_epoch.replace(epoch);
+        let fresh = || Follower {
+            log_end: None,
+            last_caught_up_ms: now_ms,
+            last_fetch_leader_end: -1,
+            last_fetch_ms: now_ms,
+        };
+        let others = || role.replicas.iter().copied().filter(|replica| *replica != me);
         if role.leader == me && (previous.leader != me || previous_epoch != epoch) {
-            let followers = role
-                .replicas
-                .iter()
-                .filter(|replica| **replica != me)
-                .map(|replica| {
-                    let fresh = Follower {
-                        log_end: None,
-                        last_caught_up_ms: now_ms,
-                        last_fetch_leader_end: -1,
-                        last_fetch_ms: now_ms,
-                    };
-                    (*replica, fresh)
-                })
-                .collect();
-            *self.followers.borrow_mut() = followers;
+            *self.followers.borrow_mut() = others().map(|replica| (replica, fresh())).collect();
             self.isr_change_pending.set(false);
+        } else if role.leader == me && previous.replicas != role.replicas {
+            let mut followers = self.followers.borrow_mut();
+            followers.retain(|replica, _| role.replicas.contains(replica));
+            for replica in others() {
+                followers.entry(replica).or_insert_with(fresh);
+            }
         }
         if role.replicated() {
             // From now on the high watermark is decided, never the log end by default.

@@ -78,6 +78,8 @@ api_registry! {
     DescribeQuorum => describe_quorum,
     OffsetForLeaderEpoch => offset_for_leader_epoch,
     ElectLeaders => elect_leaders,
+    AlterPartitionReassignments => alter_partition_reassignments,
+    ListPartitionReassignments => list_partition_reassignments,
 }
 
 /// Whether `version` of `api_key` is served.

@@ -132,5 +132,7 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         DescribeQuorum,
         OffsetForLeaderEpoch,
         ElectLeaders,
+        AlterPartitionReassignments,
+        ListPartitionReassignments,
     )
 }

@@ -142,6 +142,10 @@ fn main() {
             TopicCommand::AlterConfig { topic, set, delete } => {
                 cli::topic::alter_config(&bootstrap, &topic, &set, &delete)
             }
+            TopicCommand::Move { topic, partition, to, cancel, wait } => {
+                let target = (!cancel).then_some(to);
+                cli::topic::move_partition(&bootstrap, &topic, partition, target, wait)
+            }
         },
         Command::Cluster { command } => match command {
             ClusterCommand::Status { bootstrap } => cli::cluster::status(&bootstrap),
@@ -290,6 +294,21 @@ enum TopicCommand {
         set: Vec<String>,
         #[arg(long)]
         delete: Vec<String>,
+    },
+    /// Move a partition's replicas to other brokers (a reassignment), or cancel a running move.
+    Move {
+        topic: String,
+        #[arg(long, short = 'p')]
+        partition: i32,
+        /// The target brokers, comma-separated; the first is the preferred leader.
+        #[arg(long, value_delimiter = ',', required_unless_present = "cancel")]
+        to: Vec<i32>,
+        /// Cancel the running move: back to the replicas before it.
+        #[arg(long, conflicts_with = "to")]
+        cancel: bool,
+        /// Wait up to this many seconds for the move to finish (0: do not wait).
+        #[arg(long, default_value_t = 0)]
+        wait: u64,
     },
 }
 

@@ -300,6 +300,27 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid) -> RequestKind {
             request.timeout_ms = 10_000;
             RequestKind::ElectLeaders(request)
         }
+        ApiKey::AlterPartitionReassignments => {
+            // To the replicas it has (this node alone): nothing to move, no error.
+            let mut partition =
+                alter_partition_reassignments_request::ReassignablePartition::default();
+            partition.partition_index = 0;
+            partition.replicas = Some(vec![BrokerId(0)]);
+            let mut topic = alter_partition_reassignments_request::ReassignableTopic::default();
+            topic.name = name("matrix");
+            topic.partitions = vec![partition];
+            let mut request = AlterPartitionReassignmentsRequest::default();
+            request.timeout_ms = 10_000;
+            request.allow_replication_factor_change = true;
+            request.topics = vec![topic];
+            RequestKind::AlterPartitionReassignments(request)
+        }
+        ApiKey::ListPartitionReassignments => {
+            let mut request = ListPartitionReassignmentsRequest::default();
+            request.timeout_ms = 10_000;
+            request.topics = None;
+            RequestKind::ListPartitionReassignments(request)
+        }
         ApiKey::DescribeLogDirs => {
             let mut topic = describe_log_dirs_request::DescribableLogDirTopic::default();
             topic.topic = name("matrix");
@@ -355,6 +376,10 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
                     .flat_map(|t| t.partition_result.iter().map(|p| p.error_code)),
             )
             .collect(),
+        ResponseKind::AlterPartitionReassignments(r) => std::iter::once(r.error_code)
+            .chain(r.responses.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            .collect(),
+        ResponseKind::ListPartitionReassignments(r) => vec![r.error_code],
         ResponseKind::OffsetForLeaderEpoch(r) => {
             r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
         }

@@ -79,7 +79,7 @@ fn quick_start_commands_work_against_a_running_broker() {
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() == 5 && fields[0].parse::<i32>().is_ok())
+            (fields.len() == 7 && fields[0].parse::<i32>().is_ok())
                 .then(|| fields[3].parse::<i64>().unwrap_or(0))
         })
         .sum();
@@ -88,7 +88,7 @@ fn quick_start_commands_work_against_a_running_broker() {
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() == 5 && fields[0].parse::<i32>().is_ok())
+            (fields.len() == 7 && fields[0].parse::<i32>().is_ok())
                 .then(|| fields[4].parse::<i64>().unwrap_or(-1))
         })
         .collect();

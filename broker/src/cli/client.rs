@@ -18,9 +18,22 @@ pub struct Client {
 }
 
 impl Client {
+    /// Connects to the first address of `bootstrap` (comma-separated `host:port` list, as
+    /// Kafka's tools take) that accepts.
     pub fn connect(bootstrap: &str) -> Result<Self, String> {
-        let stream =
-            TcpStream::connect(bootstrap).map_err(|e| format!("connecting to {bootstrap}: {e}"))?;
+        let mut failures = Vec::new();
+        let mut connected = None;
+        for address in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            match TcpStream::connect(address) {
+                Ok(stream) => {
+                    connected = Some(stream);
+                    break;
+                }
+                Err(error) => failures.push(format!("{address}: {error}")),
+            }
+        }
+        let stream = connected
+            .ok_or_else(|| format!("connecting to {bootstrap}: {}", failures.join("; ")))?;
         stream.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
         Ok(Self { stream, next_correlation_id: 1 })

@@ -1,4 +1,4 @@
-//! `strata topic create|list|describe|delete|alter-config`.
+//! `strata topic create|list|describe|delete|alter-config|move`.
 
 use super::{check, Client};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -347,5 +347,86 @@ pub fn alter_config(
             Ok(())
         }
         _ => Err("unexpected response".into()),
+    }
+}
+
+/// `strata topic move`: AlterPartitionReassignments of one partition to `target` (`None`:
+/// cancel), then with `wait_s` > 0 polls ListPartitionReassignments until the move is done.
+pub fn move_partition(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    target: Option<Vec<i32>>,
+    wait_s: u64,
+) -> Result<(), String> {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let mut client = Client::connect(bootstrap)?;
+    let mut reassignable = ReassignablePartition::default();
+    reassignable.partition_index = partition;
+    reassignable.replicas = target.clone().map(|ids| ids.into_iter().map(BrokerId).collect());
+    let mut entry = ReassignableTopic::default();
+    entry.name = name(topic);
+    entry.partitions = vec![reassignable];
+    let mut request = AlterPartitionReassignmentsRequest::default();
+    request.timeout_ms = 30_000;
+    request.allow_replication_factor_change = true;
+    request.topics = vec![entry];
+    let what = format!("{topic}-{partition}");
+    match client.call(
+        ApiKey::AlterPartitionReassignments,
+        0,
+        RequestKind::AlterPartitionReassignments(request),
+    )? {
+        ResponseKind::AlterPartitionReassignments(response) => {
+            check(response.error_code, response.error_message.as_ref(), "reassigning")?;
+            for result in response.responses.iter().flat_map(|topic| &topic.partitions) {
+                check(result.error_code, result.error_message.as_ref(), &what)?;
+            }
+        }
+        _ => return Err("unexpected response".into()),
+    }
+    match &target {
+        Some(target) => println!("moving {what} to brokers {target:?}"),
+        None => println!("cancelled the move of {what}"),
+    }
+    if wait_s == 0 {
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_s);
+    loop {
+        let mut wanted =
+            list_partition_reassignments_request::ListPartitionReassignmentsTopics::default();
+        wanted.name = name(topic);
+        wanted.partition_indexes = vec![partition];
+        let mut request = ListPartitionReassignmentsRequest::default();
+        request.timeout_ms = 30_000;
+        request.topics = Some(vec![wanted]);
+        let running = match client.call(
+            ApiKey::ListPartitionReassignments,
+            0,
+            RequestKind::ListPartitionReassignments(request),
+        )? {
+            ResponseKind::ListPartitionReassignments(response) => {
+                check(response.error_code, response.error_message.as_ref(), "listing moves")?;
+                response.topics.into_iter().flat_map(|topic| topic.partitions).next()
+            }
+            _ => return Err("unexpected response".into()),
+        };
+        let Some(running) = running else {
+            println!("moved {what}");
+            return Ok(());
+        };
+        if std::time::Instant::now() >= deadline {
+            let ids = |brokers: &[BrokerId]| brokers.iter().map(|b| b.0).collect::<Vec<_>>();
+            return Err(format!(
+                "{what} still moving after {wait_s} s: replicas {:?}, adding {:?}, removing {:?}",
+                ids(&running.replicas),
+                ids(&running.adding_replicas),
+                ids(&running.removing_replicas)
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }

@@ -9,6 +9,12 @@ Fixtures:
   broker         a fresh broker (fresh data dir) per test; use for restart tests
   shared_broker  one broker per test module; tests must use unique topic names
   topic_name     a unique, valid topic name for the current test
+
+With STRATA_INTEROP_CLUSTER=N (N >= 2; scripts/interop.sh --cluster) `broker` and
+`shared_broker` are a cluster of N nodes instead (`ClusterBroker`: every topic with N replicas,
+`__consumer_offsets` too). It offers what a client needs, `bootstrap`; a test that reaches
+for one process (its port for raw frames, a restart, its data directory) is skipped, saying
+so.
 """
 
 import atexit
@@ -239,12 +245,63 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         for name in ("broker", "shared_broker"):
             b = item.funcargs.get(name) if hasattr(item, "funcargs") else None
-            if isinstance(b, Broker):
+            if isinstance(b, (Broker, ClusterBroker)):
                 report.sections.append(
                     ("strata log tail (%s, %s)" % (b.stderr_path, report.when), b.stderr_tail()))
 
 
+CLUSTER_SIZE = int(os.environ.get("STRATA_INTEROP_CLUSTER") or 0)
+
+
+class ClusterBroker:
+    """The `broker` fixture as a cluster of CLUSTER_SIZE nodes on loopback (cluster.py),
+    with `default.replication.factor` and `offsets.topic.replication.factor` set to the size:
+    auto-created topics, CreateTopics with replication factor -1 (librdkafka's and
+    kafka-python's default) and the group offsets are all replicated."""
+
+    def __init__(self, workdir):
+        from cluster import Cluster  # cluster.py imports this module
+        size = str(CLUSTER_SIZE)
+        self.cluster = Cluster(workdir, size=CLUSTER_SIZE,
+                               extra=["--set", "default.replication.factor=" + size,
+                                      "--set", "offsets.topic.replication.factor=" + size])
+
+    def start(self):
+        self.cluster.start()
+        return self
+
+    @property
+    def bootstrap(self):
+        return self.cluster.bootstrap
+
+    def running(self):
+        return any(node.running() for node in self.cluster.nodes.values())
+
+    def kill(self):
+        for node in self.cluster.nodes.values():
+            node.kill()
+
+    def terminate(self):
+        self.cluster.stop()
+
+    def stderr_tail(self, lines=LOG_TAIL_LINES):
+        return self.cluster.log_tails()
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        pytest.skip("uses broker.%s, which only a single node has (STRATA_INTEROP_CLUSTER=%d)"
+                    % (name, CLUSTER_SIZE))
+
+
 def _start_or_fail(binary, workdir):
+    if CLUSTER_SIZE >= 2:
+        c = ClusterBroker(workdir)
+        try:
+            return c.start()
+        except BrokerStartError as e:
+            c.kill()
+            pytest.fail(str(e), pytrace=False)
     b = Broker(binary, workdir)
     try:
         return b.start()

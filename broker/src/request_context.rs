@@ -41,6 +41,9 @@ pub struct RequestContext {
     pub correlation_id: i32,
     /// Tells the connection when the next request may start (pipelining; see `Admission`).
     pub admission: Admission,
+    /// Set by a handler that answers nothing (acks=0) but wants the connection closed once
+    /// the request is done: Kafka's way of telling an acks=0 producer that it failed.
+    pub hang_up: Rc<Cell<bool>>,
 }
 
 /// When a pipelined request lets the connection start the next one: a Produce once every
@@ -105,6 +108,7 @@ impl RequestContext {
             api_version,
             correlation_id: 0,
             admission: Admission::default(),
+            hang_up: Rc::default(),
         }
     }
 }

@@ -40,6 +40,9 @@ pub enum Closed {
     Idle,
     /// A request frame did not finish arriving within the frame deadline.
     FrameDeadline,
+    /// An acks=0 produce failed (a partition not led here, say): Kafka closes the connection,
+    /// the producer's only sign to refresh its metadata.
+    AcksZeroFailed,
 }
 
 impl Closed {
@@ -47,6 +50,7 @@ impl Closed {
         match self {
             Closed::Idle => "idle",
             Closed::FrameDeadline => "frame_deadline",
+            Closed::AcksZeroFailed => "acks0_failed",
         }
     }
 }

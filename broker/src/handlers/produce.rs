@@ -154,9 +154,12 @@ pub async fn handle<S: Storage>(
         .iter()
         .flat_map(|topic| topic.partition_data.iter().map(move |data| (&topic.name, data.index)));
     if acks == 0 {
+        // As Kafka: no answer, and on any failure the connection is closed once this request
+        // is done, so the producer refreshes its metadata (a leader moved, a topic is gone).
         for ((topic, index), outcome) in keys.zip(outcomes) {
             if let Err(error) = outcome {
                 tracing::debug!(topic = %topic.0, partition = index, %error, "acks=0 produce failed");
+                context.hang_up.set(true);
             }
         }
         return None;

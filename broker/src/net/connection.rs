@@ -228,6 +228,9 @@ struct Pipeline {
     reading_done: Cell<bool>,
     /// Writing a response failed (or one could not be encoded): reading stops.
     failed: Cell<bool>,
+    /// A request without an answer (acks=0) ended the connection: reading stops, and the
+    /// connection ends with this once every started request is done.
+    hung_up: RefCell<Option<Ending>>,
     changed: event_listener::Event,
 }
 
@@ -319,7 +322,7 @@ async fn write_answers<S: Storage>(
         let Some(answer) = next else {
             // Reading stopped and nothing is left to answer; acks=0 produces may still run.
             pipeline.until(|pipeline| pipeline.running.get() == 0).await;
-            return match failure {
+            return match failure.or_else(|| pipeline.hung_up.borrow_mut().take()) {
                 Some(ending) => Err(ending),
                 None => Ok(()),
             };
@@ -429,6 +432,7 @@ async fn start<S: Storage>(
         api_version: version,
         correlation_id,
         admission: Admission::default(),
+        hang_up: Rc::default(),
     };
     let body = protocol::decode_body(api_key, version, request.body)
         .map_err(|e| Ending::Failed(e.to_string()))?;
@@ -451,6 +455,9 @@ async fn start<S: Storage>(
         let response = api::dispatch(&node, &context, body).await;
         context.admission.admit();
         node.stats.record_latency(api_key as i16, started.elapsed().as_micros() as u64);
+        if context.hang_up.get() {
+            return Err(Ending::Closed(Closed::AcksZeroFailed));
+        }
         match response {
             Some(response) => encode(api_key, version, correlation_id, response).map(Some),
             None => Ok(None),
@@ -483,8 +490,13 @@ fn spawn_request(
     });
     if flow == Flow::NoResponse {
         // Nothing to write: the task holds its frame's bytes until it completes.
+        let pipeline = pipeline.clone();
         shard::runtime::spawn(async move {
-            let _ = task.await;
+            if let Err(ending) = task.await {
+                pipeline.hung_up.borrow_mut().get_or_insert(ending);
+                pipeline.failed.set(true);
+                pipeline.notify();
+            }
             drop(reservation);
         })
         .detach();

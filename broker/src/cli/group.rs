@@ -39,23 +39,75 @@ fn group_id(value: &str) -> GroupId {
     GroupId(StrBytes::from_string(value.to_string()))
 }
 
+/// How long the CLI waits for a group's coordinator to become available.
+const COORDINATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A connection to the broker coordinating `group` (FindCoordinator through `bootstrap`; in a
+/// cluster only it answers for the group), retrying while none is available yet.
+fn coordinator(bootstrap: &str, group: &str) -> Result<Client, String> {
+    let mut client = Client::connect(bootstrap)?;
+    let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
+    loop {
+        let mut request = FindCoordinatorRequest::default();
+        request.key = StrBytes::from_string(group.to_string());
+        request.key_type = 0;
+        let response =
+            match client.call(ApiKey::FindCoordinator, 3, RequestKind::FindCoordinator(request))? {
+                ResponseKind::FindCoordinator(response) => response,
+                _ => return Err("unexpected response".into()),
+            };
+        let retriable = response.error_code == COORDINATOR_NOT_AVAILABLE;
+        if retriable && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        }
+        check(response.error_code, response.error_message.as_ref(), "finding the coordinator")?;
+        return Client::connect(&format!("{}:{}", response.host.as_str(), response.port));
+    }
+}
+
+/// Kafka's COORDINATOR_NOT_AVAILABLE.
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+
+/// Every group on every broker (each broker lists the groups it coordinates).
 pub fn list(bootstrap: &str) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
-    match client.call(
-        ApiKey::ListGroups,
-        4,
-        RequestKind::ListGroups(ListGroupsRequest::default()),
-    )? {
-        ResponseKind::ListGroups(response) => {
-            check(response.error_code, None, "listing groups")?;
-            println!("{:<40} {:<20}", "GROUP", "STATE");
-            for group in response.groups {
-                println!("{:<40} {:<20}", group.group_id.0.as_str(), group.group_state.as_str());
+    let mut request = MetadataRequest::default();
+    request.topics = Some(Vec::new());
+    let brokers: Vec<String> =
+        match client.call(ApiKey::Metadata, 12, RequestKind::Metadata(request))? {
+            ResponseKind::Metadata(response) => response
+                .brokers
+                .iter()
+                .map(|broker| format!("{}:{}", broker.host.as_str(), broker.port))
+                .collect(),
+            _ => return Err("unexpected response".into()),
+        };
+    let mut groups: BTreeMap<String, String> = BTreeMap::new();
+    for broker in brokers {
+        let mut client = Client::connect(&broker)?;
+        match client.call(
+            ApiKey::ListGroups,
+            4,
+            RequestKind::ListGroups(ListGroupsRequest::default()),
+        )? {
+            ResponseKind::ListGroups(response) => {
+                check(response.error_code, None, &format!("listing groups on {broker}"))?;
+                for group in response.groups {
+                    groups.insert(
+                        group.group_id.0.to_string(),
+                        group.group_state.as_str().to_string(),
+                    );
+                }
             }
-            Ok(())
+            _ => return Err("unexpected response".into()),
         }
-        _ => Err("unexpected response".into()),
     }
+    println!("{:<40} {:<20}", "GROUP", "STATE");
+    for (group, state) in groups {
+        println!("{group:<40} {state:<20}");
+    }
+    Ok(())
 }
 
 /// Committed offsets of a group: (topic, partition) → offset.
@@ -110,7 +162,7 @@ fn describe_group(client: &mut Client, group: &str) -> Result<(String, Vec<Membe
 }
 
 pub fn describe(bootstrap: &str, group: &str) -> Result<(), String> {
-    let mut client = Client::connect(bootstrap)?;
+    let mut client = coordinator(bootstrap, group)?;
     let (state, members) = describe_group(&mut client, group)?;
     let committed = committed(&mut client, group)?;
     let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
@@ -163,7 +215,7 @@ pub enum ResetTo {
 }
 
 pub fn reset_offsets(bootstrap: &str, group: &str, topic: &str, to: ResetTo) -> Result<(), String> {
-    let mut client = Client::connect(bootstrap)?;
+    let mut client = coordinator(bootstrap, group)?;
     let (state, members) = describe_group(&mut client, group)?;
     if !members.is_empty() {
         return Err(format!(
@@ -236,7 +288,7 @@ pub fn reset_offsets(bootstrap: &str, group: &str, topic: &str, to: ResetTo) -> 
 }
 
 pub fn delete(bootstrap: &str, group: &str) -> Result<(), String> {
-    let mut client = Client::connect(bootstrap)?;
+    let mut client = coordinator(bootstrap, group)?;
     let mut request = DeleteGroupsRequest::default();
     request.groups_names = vec![group_id(group)];
     match client.call(ApiKey::DeleteGroups, 2, RequestKind::DeleteGroups(request))? {

@@ -46,7 +46,7 @@ trap 'rm -f "$log"' EXIT
 
 step "cargo test (unit, randomized crash model, torn writes, kill -9, API matrix, bench smoke)"
 set +e
-cargo test --workspace -- --test-threads=2 2>&1 | tee "$log"
+cargo test --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee "$log"
 cargo_status=${PIPESTATUS[0]}
 set -e
 
@@ -55,6 +55,17 @@ cargo build -p broker -p bench
 set +e
 STRATA_BIN=target/debug/strata scripts/interop.sh 2>&1 | tee -a "$log"
 interop_status=${PIPESTATUS[0]}
+set -e
+
+step "the interop suite's client tests against a 3-node cluster, every topic RF=3 (STRATA_INTEROP_CLUSTER=3)"
+set +e
+STRATA_INTEROP_CLUSTER=3 STRATA_BIN=target/debug/strata scripts/interop.sh \
+    tests/interop/test_produce_consume.py tests/interop/test_groups.py \
+    tests/interop/test_offsets.py tests/interop/test_compression.py \
+    tests/interop/test_fetch_semantics.py tests/interop/test_list_offsets.py \
+    tests/interop/test_idempotence.py tests/interop/test_admin.py \
+    tests/interop/test_kafkajs.py tests/interop/test_aiokafka.py 2>&1 | tee -a "$log"
+cluster_status=${PIPESTATUS[0]}
 set -e
 
 step "librdkafka's own integration tests, core list, against a release broker (scripts/librdkafka-suite.sh)"
@@ -86,7 +97,8 @@ awk '
         }
     }
     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
-if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$librdkafka_status" -ne 0 ] ||
+if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$cluster_status" -ne 0 ] ||
+    [ "$librdkafka_status" -ne 0 ] ||
     [ "$fresh_status" -ne 0 ]; then
     exit 1
 fi

@@ -43,6 +43,7 @@ def _incremental(admin, name, ops):
 SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
 
 
+@pytest.mark.single_node
 def test_create_list_grow_and_delete_topic(shared_broker, topic_name):
     bootstrap = shared_broker.bootstrap
     admin = ck_admin(bootstrap)
@@ -168,6 +169,7 @@ def _describe_broker(admin, name):
     return admin.describe_configs([res], request_timeout=T)[res].result(timeout=T)
 
 
+@pytest.mark.single_node
 def test_dynamic_broker_configs_are_checked_applied_and_persisted(broker, topic_name):
     """AlterConfigs and IncrementalAlterConfigs on the BROKER resource (strata refused both):
     a dynamic topic default set for this broker ("0") or cluster-wide ("") becomes the value of
@@ -253,6 +255,7 @@ def test_create_topic_with_invalid_config_is_rejected(shared_broker, topic_name)
     assert topic_name not in admin.list_topics(timeout=10).topics
 
 
+@pytest.mark.single_node
 def test_describe_cluster_and_metadata_show_node_0(shared_broker):
     admin = ck_admin(shared_broker.bootstrap)
     desc = admin.describe_cluster(request_timeout=T).result(timeout=T)
@@ -494,6 +497,7 @@ def test_list_configs_take_append_and_subtract_and_cross_checks_hold(shared_brok
                                                         ("max.compaction.lag.ms", "10", SET)])) == KafkaError.INVALID_CONFIG
 
 
+@pytest.mark.single_node
 def test_manual_replica_assignments_are_checked_and_applied(shared_broker, topic_name):
     """CreateTopics and CreatePartitions with a manual replica assignment (strata refused it with
     INVALID_REQUEST): accepted for the brokers the cluster has (this one, node 0), refused with

@@ -38,7 +38,10 @@ def test_keyed_messages_with_headers_round_trip_exactly(shared_broker, topic_nam
     assert offsets == list(range(N))
     # auto topic creation uses num.partitions=1 and the (default) partitioner put all on it
     assert ck_topic_partitions(bootstrap, topic_name) == 1
-    assert ck_watermarks(bootstrap, topic_name) == (0, N)
+    # acks=1 is acknowledged by the leader alone: with replicas the high watermark follows
+    # once the followers have fetched (at once on a single node), as in Kafka.
+    wait_until(lambda: ck_watermarks(bootstrap, topic_name) == (0, N), timeout=15,
+               message="high watermark at %d" % N)
 
     got = CONSUME[consumer](bootstrap, topic_name, N)
     assert len(got) == N
@@ -90,3 +93,23 @@ def test_kafka_python_sees_a_message_format_v2_broker(shared_broker):
         client.close()
     assert version >= (0, 11), "kafka-python identified the broker as %r" % (version,)
     assert kafka.KafkaProducer.max_usable_produce_magic(version) == 2
+
+
+def test_a_failed_acks_zero_produce_closes_the_connection_as_kafka_does(shared_broker, topic_name):
+    """acks=0 has no answer, so on a failure (here a partition that does not exist) Kafka
+    closes the connection: the producer's only sign to refresh its metadata. A produce that
+    succeeds leaves the connection open."""
+    import wire
+    ck_produce(shared_broker.bootstrap, topic_name, make_messages(1), acks=1)
+    batch = wire.record_batch([(b"k", b"v")])
+    sock = wire.connect(shared_broker.port)
+    try:
+        sock.sendall(wire.produce_v3_request(1, topic_name, 0, batch, acks=0))
+        sock.sendall(wire.api_versions_request(2))
+        correlation_id, _ = wire.read_response(sock)
+        assert correlation_id == 2, "a good acks=0 produce keeps the connection"
+        sock.sendall(wire.produce_v3_request(3, topic_name, 7, batch, acks=0))
+        assert wire.wait_closed(sock, timeout=10), "a failed acks=0 produce closes it"
+    finally:
+        sock.close()
+    assert ck_watermarks(shared_broker.bootstrap, topic_name) == (0, 2)

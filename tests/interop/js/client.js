@@ -10,7 +10,7 @@ const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 
 const [mode, bootstrap, topic, groupId, countText] = process.argv.slice(2)
 const count = Number(countText)
-const kafka = new Kafka({ clientId: 'strata-kafkajs', brokers: [bootstrap], logLevel: logLevel.ERROR })
+const kafka = new Kafka({ clientId: 'strata-kafkajs', brokers: bootstrap.split(','), logLevel: logLevel.ERROR })
 const deadline = (ms, what) => new Promise((_, reject) => setTimeout(() => reject(new Error('timed out: ' + what)), ms))
 
 async function roundtrip() {

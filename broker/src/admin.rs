@@ -240,6 +240,32 @@ async fn metrics<S: Storage>(node: &Rc<Node<S>>) -> String {
     out.push_str(&format!("strata_topics {}\n", image.topics.len()));
     family(&mut out, "strata_partitions", "gauge", "Partitions in the cluster.");
     out.push_str(&format!("strata_partitions {}\n", image.partition_count()));
+    family(
+        &mut out,
+        "strata_partitions_leaderless",
+        "gauge",
+        "Partitions with no leader (no live in-sync replica): Kafka's OfflinePartitionsCount.",
+    );
+    let leaderless = image
+        .topics
+        .values()
+        .flat_map(|topic| topic.partitions.iter())
+        .filter(|placement| placement.leader == crate::metadata::elect::NO_LEADER)
+        .count();
+    out.push_str(&format!("strata_partitions_leaderless {leaderless}\n"));
+    family(
+        &mut out,
+        "strata_partitions_reassigning",
+        "gauge",
+        "Partitions whose replicas are being moved (AlterPartitionReassignments).",
+    );
+    let reassigning = image
+        .topics
+        .values()
+        .flat_map(|topic| topic.partitions.iter())
+        .filter(|placement| placement.reassigning())
+        .count();
+    out.push_str(&format!("strata_partitions_reassigning {reassigning}\n"));
     for (name, kind, help, value) in SHARD_COUNTERS {
         family(&mut out, name, kind, help);
         for (shard, report) in &reports {

@@ -43,7 +43,7 @@ pub struct RequestContext {
     pub admission: Admission,
     /// Set by a handler that answers nothing (acks=0) but wants the connection closed once
     /// the request is done: Kafka's way of telling an acks=0 producer that it failed.
-    pub hang_up: Rc<Cell<bool>>,
+    pub hang_up: Cell<bool>,
 }
 
 /// When a pipelined request lets the connection start the next one: a Produce once every
@@ -108,7 +108,7 @@ impl RequestContext {
             api_version,
             correlation_id: 0,
             admission: Admission::default(),
-            hang_up: Rc::default(),
+            hang_up: Cell::new(false),
         }
     }
 }

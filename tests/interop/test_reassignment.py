@@ -38,6 +38,16 @@ def strata(*args, check=True):
     return out
 
 
+def metric(node, name):
+    """An unlabelled gauge from the node's /metrics."""
+    import urllib.request
+    body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % node.admin_port, timeout=10).read()
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no %s in /metrics" % name)
+
+
 def layout(node, topic):
     """(leader, replicas in order, isr sorted) of partition 0 as `node` answers."""
     for t in metadata_from(node, [topic])["topics"]:
@@ -167,8 +177,10 @@ def test_a_move_that_cannot_finish_is_listed_and_cancelled_and_bad_targets_are_r
         assert "replicas [3, 1, 2], adding [3], removing [2]" in running.stderr, running.stderr
         leader, replicas, isr = layout(cluster.nodes[1], topic)
         assert (leader, replicas, isr) == (1, [3, 1, 2], [1, 2])
+        assert metric(cluster.nodes[1], "strata_partitions_reassigning") == 1
         strata("topic", "move", topic, "-p", "0", "--cancel", "--wait", "30", "-b", b)
         assert layout(cluster.nodes[1], topic) == (1, [1, 2], [1, 2])
+        assert metric(cluster.nodes[1], "strata_partitions_reassigning") == 0
     finally:
         node3.continue_process()
     # Broker 3 never keeps a copy of the cancelled move.

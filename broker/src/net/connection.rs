@@ -432,7 +432,7 @@ async fn start<S: Storage>(
         api_version: version,
         correlation_id,
         admission: Admission::default(),
-        hang_up: Rc::default(),
+        hang_up: std::cell::Cell::new(false),
     };
     let body = protocol::decode_body(api_key, version, request.body)
         .map_err(|e| Ending::Failed(e.to_string()))?;

@@ -149,42 +149,52 @@ def test_a_partition_moves_to_other_brokers_under_load_and_loses_nothing(cluster
 
 
 def test_a_move_that_cannot_finish_is_listed_and_cancelled_and_bad_targets_are_refused(cluster):
+    # The replica to add is frozen (SIGSTOP), so the move cannot finish. It must not be the
+    # controller leader: a frozen leader holds up every metadata change until it is voted out.
+    wait_for(lambda: sum(metric(n, "strata_controller_is_leader") for n in cluster.nodes.values()) == 1,
+             30, "one controller leader")
+    leader_node = next(i for i, n in cluster.nodes.items() if metric(n, "strata_controller_is_leader"))
+    frozen = next(i for i in (3, 2, 1) if i != leader_node)
+    a, b_ = [i for i in (1, 2, 3) if i != frozen]
     topic = "stuck"
-    create_on(cluster.bootstrap, topic, [1, 2])
-    wait_for(lambda: (layout(cluster.nodes[1], topic) or (None,))[0] == 1, 30, "the topic led by 1")
+    create_on(cluster.bootstrap, topic, [a, b_])
+    first = cluster.nodes[a]
+    wait_for(lambda: (layout(first, topic) or (None,))[0] == a, 30, "the topic led by %d" % a)
     writer = Writer(cluster.bootstrap, topic, b"v", 500)
     writer.run()
     assert len(writer.acked) == 500
 
     b = cluster.bootstrap
-    bad = strata("topic", "move", topic, "-p", "0", "--to", "1,9", "-b", b, check=False)
+    bad = strata("topic", "move", topic, "-p", "0", "--to", "%d,9" % a, "-b", b, check=False)
     assert bad.returncode != 0 and "INVALID_REPLICA_ASSIGNMENT" in bad.stderr, bad.stderr
-    bad = strata("topic", "move", topic, "-p", "0", "--to", "1,1", "-b", b, check=False)
+    bad = strata("topic", "move", topic, "-p", "0", "--to", "%d,%d" % (a, a), "-b", b, check=False)
     assert bad.returncode != 0 and "INVALID_REPLICA_ASSIGNMENT" in bad.stderr, bad.stderr
     none = strata("topic", "move", topic, "-p", "0", "--cancel", "-b", b, check=False)
     assert none.returncode != 0 and "NO_REASSIGNMENT_IN_PROGRESS" in none.stderr, none.stderr
     unknown = strata("topic", "move", topic, "-p", "7", "--to", "1,2", "-b", b, check=False)
     assert unknown.returncode != 0 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stderr, unknown.stderr
 
-    node3 = cluster.nodes[3]
-    node3.stop_process()
+    stopped = cluster.nodes[frozen]
+    stopped.stop_process()
+    target = "%d,%d" % (frozen, a)
     try:
-        strata("topic", "move", topic, "-p", "0", "--to", "3,1", "-b", b)
-        running = strata("topic", "move", topic, "-p", "0", "--to", "3,1", "--wait", "3",
+        strata("topic", "move", topic, "-p", "0", "--to", target, "-b", b)
+        running = strata("topic", "move", topic, "-p", "0", "--to", target, "--wait", "3",
                          "-b", b, check=False)
-        # ListPartitionReassignments: the full replica list, 3 being added, 2 being removed.
+        # ListPartitionReassignments: the full replica list, the frozen one being added, the
+        # other old replica being removed.
         assert running.returncode != 0, running.stdout
-        assert "replicas [3, 1, 2], adding [3], removing [2]" in running.stderr, running.stderr
-        leader, replicas, isr = layout(cluster.nodes[1], topic)
-        assert (leader, replicas, isr) == (1, [3, 1, 2], [1, 2])
-        assert metric(cluster.nodes[1], "strata_partitions_reassigning") == 1
+        listed = "replicas [%d, %d, %d], adding [%d], removing [%d]" % (frozen, a, b_, frozen, b_)
+        assert listed in running.stderr, running.stderr
+        assert layout(first, topic) == (a, [frozen, a, b_], sorted([a, b_]))
+        assert metric(first, "strata_partitions_reassigning") == 1
         strata("topic", "move", topic, "-p", "0", "--cancel", "--wait", "30", "-b", b)
-        assert layout(cluster.nodes[1], topic) == (1, [1, 2], [1, 2])
-        assert metric(cluster.nodes[1], "strata_partitions_reassigning") == 0
+        assert layout(first, topic) == (a, [a, b_], sorted([a, b_]))
+        assert metric(first, "strata_partitions_reassigning") == 0
     finally:
-        node3.continue_process()
-    # Broker 3 never keeps a copy of the cancelled move.
-    wait_for(lambda: not (node3.data_dir / ("%s-0" % topic)).exists(), 30,
-             "broker 3 deletes the partition the cancelled move gave it")
+        stopped.continue_process()
+    # The frozen broker never keeps a copy of the cancelled move.
+    wait_for(lambda: not (stopped.data_dir / ("%s-0" % topic)).exists(), 30,
+             "broker %d deletes the partition the cancelled move gave it" % frozen)
     records, ends = read_all(b, topic, 1)
     assert ends[0] == 500 and len(set(records.values())) == 500

@@ -223,12 +223,13 @@ pub async fn handle<S: Storage>(
             let _ = futures_util::future::select_all(waits).await;
         }
     };
-    respond(node, context.api_version, &wanted, results)
+    respond(node, context.api_version, fetcher, &wanted, results)
 }
 
 fn respond<S: Storage>(
     node: &Node<S>,
     version: i16,
+    fetcher: Fetcher,
     wanted: &[Wanted],
     results: Vec<Result<ReadResult, BrokerError>>,
 ) -> FetchResponse {
@@ -259,13 +260,13 @@ fn respond<S: Storage>(
                 partition.high_watermark = -1;
                 partition.last_stable_offset = -1;
                 // Where the log starts, for a follower fetching below it (it starts again
-                // there, `services::replication`).
+                // there, `services::replication`); consumers get -1, as from Kafka.
                 if let BrokerError::Storage(shard::StorageError::OffsetOutOfRange {
                     log_start_offset,
                     ..
                 }) = &error
                 {
-                    if version >= 5 {
+                    if version >= 5 && fetcher != Fetcher::Consumer {
                         partition.log_start_offset = *log_start_offset;
                     }
                 }

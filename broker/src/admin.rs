@@ -232,6 +232,22 @@ async fn health<S: Storage>(node: &Rc<Node<S>>) -> (&'static str, String) {
     ("503 Service Unavailable", body)
 }
 
+/// Cluster-wide partition gauges from this node's metadata image: (name, help, which
+/// partitions count).
+type Counted = fn(&crate::metadata::Placement) -> bool;
+const PARTITION_GAUGES: &[(&str, &str, Counted)] = &[
+    (
+        "strata_partitions_leaderless",
+        "Partitions with no leader (no live in-sync replica): Kafka's OfflinePartitionsCount.",
+        |placement| placement.leader == crate::metadata::elect::NO_LEADER,
+    ),
+    (
+        "strata_partitions_reassigning",
+        "Partitions whose replicas are being moved (AlterPartitionReassignments).",
+        crate::metadata::Placement::reassigning,
+    ),
+];
+
 async fn metrics<S: Storage>(node: &Rc<Node<S>>) -> String {
     let image = node.metadata();
     let reports = node.stats_all().await;
@@ -240,32 +256,16 @@ async fn metrics<S: Storage>(node: &Rc<Node<S>>) -> String {
     out.push_str(&format!("strata_topics {}\n", image.topics.len()));
     family(&mut out, "strata_partitions", "gauge", "Partitions in the cluster.");
     out.push_str(&format!("strata_partitions {}\n", image.partition_count()));
-    family(
-        &mut out,
-        "strata_partitions_leaderless",
-        "gauge",
-        "Partitions with no leader (no live in-sync replica): Kafka's OfflinePartitionsCount.",
-    );
-    let leaderless = image
-        .topics
-        .values()
-        .flat_map(|topic| topic.partitions.iter())
-        .filter(|placement| placement.leader == crate::metadata::elect::NO_LEADER)
-        .count();
-    out.push_str(&format!("strata_partitions_leaderless {leaderless}\n"));
-    family(
-        &mut out,
-        "strata_partitions_reassigning",
-        "gauge",
-        "Partitions whose replicas are being moved (AlterPartitionReassignments).",
-    );
-    let reassigning = image
-        .topics
-        .values()
-        .flat_map(|topic| topic.partitions.iter())
-        .filter(|placement| placement.reassigning())
-        .count();
-    out.push_str(&format!("strata_partitions_reassigning {reassigning}\n"));
+    for (name, help, counted) in PARTITION_GAUGES {
+        let count = image
+            .topics
+            .values()
+            .flat_map(|topic| topic.partitions.iter())
+            .filter(|placement| counted(placement))
+            .count();
+        family(&mut out, name, "gauge", help);
+        out.push_str(&format!("{name} {count}\n"));
+    }
     for (name, kind, help, value) in SHARD_COUNTERS {
         family(&mut out, name, kind, help);
         for (shard, report) in &reports {

@@ -134,6 +134,20 @@ const COVERAGE: &[&str] = &[
     "batch: equals one record at a time",
 ];
 
+/// The situations `Model::changed_partition` names, per record kind.
+const CHANGE_SITUATIONS: [&str; 4] = [
+    "PartitionChange: unknown topic id",
+    "PartitionChange: negative index",
+    "PartitionChange: index past the end",
+    "PartitionChange: leader epoch goes back",
+];
+const REPLICAS_SITUATIONS: [&str; 4] = [
+    "PartitionReplicas: unknown topic id",
+    "PartitionReplicas: no such partition",
+    "PartitionReplicas: no such partition",
+    "PartitionReplicas: leader epoch goes back",
+];
+
 // ---------------------------------------------------------------------------------------------
 // The model
 
@@ -256,6 +270,41 @@ impl Model {
         self.topics.get(topic_id).map_or(0, |topic| topic.partitions.len() as i32)
     }
 
+    /// The partition a leader change names (`PartitionChange`, `PartitionReplicas`), with
+    /// the leader-epoch rule checked, and the error of an invalid state of it; a refusal is
+    /// named by `situations`: unknown topic id, negative index, index past the end, leader
+    /// epoch goes back.
+    fn changed_partition(
+        &self,
+        situations: &[&'static str; 4],
+        topic_id: &TopicId,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+    ) -> Result<(&ModelPartition, ApplyError), Refusal> {
+        let Some(topic) = self.topics.get(topic_id) else {
+            return Err(Refusal {
+                error: ApplyError::UnknownTopicId(*topic_id),
+                why: situations[0],
+            });
+        };
+        let error = ApplyError::UnknownPartition(topic.name.clone(), partition);
+        if partition < 0 {
+            return Err(Refusal { error, why: situations[1] });
+        }
+        let Some(current) = topic.partitions.get(partition as usize) else {
+            return Err(Refusal { error, why: situations[2] });
+        };
+        let invalid =
+            ApplyError::InvalidPartitionState(topic.name.clone(), partition, String::new());
+        if leader_epoch < current.leader_epoch
+            || (leader != current.leader && leader_epoch == current.leader_epoch)
+        {
+            return Err(Refusal { error: invalid, why: situations[3] });
+        }
+        Ok((current, invalid))
+    }
+
     /// Whether `record` fits the model, and if not, why.
     fn verdict(&self, record: &MetadataRecord) -> Result<(), Refusal> {
         match record {
@@ -340,30 +389,13 @@ impl Model {
                 }
             }
             MetadataRecord::PartitionChange { topic_id, partition, leader, leader_epoch, isr } => {
-                let Some(topic) = self.topics.get(topic_id) else {
-                    return refuse(
-                        ApplyError::UnknownTopicId(*topic_id),
-                        "PartitionChange: unknown topic id",
-                    );
-                };
-                let error = ApplyError::UnknownPartition(topic.name.clone(), partition.0);
-                if partition.0 < 0 {
-                    return refuse(error, "PartitionChange: negative index");
-                }
-                if partition.0 as usize >= topic.partitions.len() {
-                    return refuse(error, "PartitionChange: index past the end");
-                }
-                let current = &topic.partitions[partition.0 as usize];
-                let invalid = ApplyError::InvalidPartitionState(
-                    topic.name.clone(),
+                let (current, invalid) = self.changed_partition(
+                    &CHANGE_SITUATIONS,
+                    topic_id,
                     partition.0,
-                    String::new(),
-                );
-                if leader_epoch.0 < current.leader_epoch
-                    || (leader.0 != current.leader && leader_epoch.0 == current.leader_epoch)
-                {
-                    return refuse(invalid, "PartitionChange: leader epoch goes back");
-                }
+                    leader.0,
+                    leader_epoch.0,
+                )?;
                 let next_isr: Vec<i32> = match isr {
                     Some(isr) => isr.iter().map(|node| node.0).collect(),
                     None => current.isr.clone(),
@@ -382,27 +414,13 @@ impl Model {
                 leader,
                 leader_epoch,
             } => {
-                let Some(topic) = self.topics.get(topic_id) else {
-                    return refuse(
-                        ApplyError::UnknownTopicId(*topic_id),
-                        "PartitionReplicas: unknown topic id",
-                    );
-                };
-                let error = ApplyError::UnknownPartition(topic.name.clone(), partition.0);
-                if partition.0 < 0 || partition.0 as usize >= topic.partitions.len() {
-                    return refuse(error, "PartitionReplicas: no such partition");
-                }
-                let current = &topic.partitions[partition.0 as usize];
-                let invalid = ApplyError::InvalidPartitionState(
-                    topic.name.clone(),
+                let (_, invalid) = self.changed_partition(
+                    &REPLICAS_SITUATIONS,
+                    topic_id,
                     partition.0,
-                    String::new(),
-                );
-                if leader_epoch.0 < current.leader_epoch
-                    || (leader.0 != current.leader && leader_epoch.0 == current.leader_epoch)
-                {
-                    return refuse(invalid, "PartitionReplicas: leader epoch goes back");
-                }
+                    leader.0,
+                    leader_epoch.0,
+                )?;
                 let ids = |nodes: &[NodeId]| nodes.iter().map(|n| n.0).collect::<Vec<i32>>();
                 let (replicas, isr) = (ids(replicas), ids(isr));
                 let (adding, removing) = (ids(adding), ids(removing));

@@ -58,7 +58,8 @@ def test_acks_zero_delivers_an_in_order_subset(shared_broker, topic_name, client
     # Metadata before its leader has it, so the topic is made first, and used once its
     # leader answers for it.
     from confluent_kafka.admin import NewTopic
-    ck_admin(bootstrap).create_topics([NewTopic(topic_name, 1)])[topic_name].result(30)
+    admin = ck_admin(bootstrap)
+    admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result(30)
     wait_until(lambda: ck_watermarks(bootstrap, topic_name) == (0, 0), timeout=15,
                message="the topic's leader answering for it")
 

@@ -37,11 +37,6 @@ impl Placement {
     pub fn reassigning(&self) -> bool {
         !self.adding.is_empty() || !self.removing.is_empty()
     }
-
-    /// The replicas a running reassignment ends with (all of them when none runs).
-    pub fn target(&self) -> Vec<NodeId> {
-        self.replicas.iter().copied().filter(|node| !self.removing.contains(node)).collect()
-    }
 }
 
 /// How new partitions are placed: on `node`, spread over its `shard_count` shards.

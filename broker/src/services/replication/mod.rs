@@ -305,16 +305,13 @@ impl<S: Storage> ReplicaFetchers<S> {
         }
         let records = data.records.unwrap_or_default();
         let mut appended = false;
-        for batch in batches_of(records)? {
+        for (base, batch) in batches_of(records)? {
             if local.role().leader != leader {
                 return Err("leadership moved while appending".into());
             }
             // A log that has just started at the leader's log start gets the batch holding
             // that offset, which may begin below it (the log start can fall inside a batch):
             // start again at that batch (Kafka's UnexpectedAppendOffsetException handling).
-            let base = wire::record_batch::peek_batch(&batch, shard::config::BATCH_BYTES_MAX)
-                .map(|peek| peek.base_offset)
-                .map_err(|error| error.to_string())?;
             let end = local.log.log_end_offset();
             if base < end && local.log.log_start_offset() == end {
                 local.log.restart_at(base).await.map_err(|error| error.to_string())?;
@@ -349,9 +346,9 @@ impl<S: Storage> ReplicaFetchers<S> {
     }
 }
 
-/// The record batches of a fetched partition (whole batches only: a trailing partial one,
-/// which a leader does not send, is dropped).
-fn batches_of(records: Bytes) -> Result<Vec<Bytes>, String> {
+/// The record batches of a fetched partition with their base offsets (whole batches only: a
+/// trailing partial one, which a leader does not send, is dropped).
+fn batches_of(records: Bytes) -> Result<Vec<(i64, Bytes)>, String> {
     let mut batches = Vec::new();
     let mut rest = records;
     while rest.len() >= wire::BATCH_HEADER_BYTES {
@@ -360,7 +357,7 @@ fn batches_of(records: Bytes) -> Result<Vec<Bytes>, String> {
         if peek.size_bytes > rest.len() {
             break;
         }
-        batches.push(rest.split_to(peek.size_bytes));
+        batches.push((peek.base_offset, rest.split_to(peek.size_bytes)));
     }
     Ok(batches)
 }

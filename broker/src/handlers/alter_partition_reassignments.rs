@@ -41,7 +41,7 @@ pub async fn handle<S: Storage>(
             let current = image
                 .topic(&name)
                 .and_then(|t| t.placement(partition.partition_index))
-                .map(|placement| placement.replicas.len() - placement.adding.len());
+                .map(|placement| placement.replicas.len().saturating_sub(placement.adding.len()));
             let refused = match (&target, current) {
                 (Some(target), Some(current))
                     if !allow_factor_change && target.len() != current =>

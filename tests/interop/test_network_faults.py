@@ -11,13 +11,18 @@ throughout, and a seeded schedule of faults:
 non-monotonic polls and divergent replicas. Bounded: each fault lasts seconds, the whole test
 a few minutes; every namespace, veth and the bridge are removed afterwards.
 
-Where network namespaces cannot be made the test fails saying so (it never passes without
-having injected its faults); set STRATA_NETNS=skip to skip it knowingly."""
+The test runs twice. `[netns]` uses the namespaces; where they cannot be made it says so (a
+warning and a line on stderr) and falls back to the fault proxy between brokers
+(`peer_proxy.py`). `[proxy]` always uses the proxy, so the fallback is itself tested on
+machines that have namespaces. Either way the faults are injected: a fault that does not take
+effect fails the test while it waits for its effect."""
 
 import os
 import random
+import sys
 import threading
 import time
+import warnings
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -25,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import checker
 import netns
+import peer_proxy
 from cluster import metadata_from, wait_for
 from test_replication import batches_on_disk
 
@@ -35,17 +41,24 @@ TOPIC = "faults"
 PARTITIONS = 3
 
 
-@pytest.fixture
-def hosts(tmp_path):
-    ok, why = netns.available()
-    if not ok:
-        if os.environ.get("STRATA_NETNS") == "skip":
-            pytest.skip("network namespaces unavailable: " + why)
-        pytest.fail("network namespaces cannot be created here (%s): the fault harness did not "
-                    "run; set STRATA_NETNS=skip to skip it knowingly" % why)
-    c = netns.NetnsCluster(tmp_path, extra=["--set", "replica.lag.time.max.ms=%d" % LAG_MS,
-                                            "--set", "broker.session.timeout.ms=4000",
-                                            "--set", "broker.heartbeat.interval.ms=500"])
+EXTRA = ["--set", "replica.lag.time.max.ms=%d" % LAG_MS,
+         "--set", "broker.session.timeout.ms=4000",
+         "--set", "broker.heartbeat.interval.ms=500"]
+
+
+@pytest.fixture(params=["netns", "proxy"])
+def hosts(request, tmp_path):
+    kind = request.param
+    if kind == "netns":
+        ok, why = netns.available()
+        if not ok:
+            message = ("network namespaces cannot be made here (%s): falling back to the fault "
+                       "proxy between brokers" % why)
+            warnings.warn(message)
+            print(message, file=sys.stderr)
+            kind = "proxy"
+    c = (netns.NetnsCluster(tmp_path, extra=EXTRA) if kind == "netns"
+         else peer_proxy.ProxiedCluster(tmp_path, extra=EXTRA))
     try:
         c.start(timeout=90)
         yield c
@@ -240,6 +253,12 @@ def test_isolated_leader_slow_and_frozen_followers_lose_nothing_acknowledged(hos
     finally:
         work.stop()
     assert len(work.acked) > 1000, "only %d writes acknowledged" % len(work.acked)
+    if isinstance(hosts, peer_proxy.ProxiedCluster):
+        # The proxies told the brokers' connections from the clients': every node reached
+        # every other through them.
+        links = hosts.peer_links()
+        missing = [(a, b) for a in hosts.nodes for b in hosts.nodes if a != b and (a, b) not in links]
+        assert not missing, "no connection seen on the links %r (seen: %r)" % (missing, links)
     # The workload's premise (see `produce`): no message timed out, so no epoch was bumped
     # under records in flight.
     timed_out = [v for v, e in work.failed.items() if e.code() == KafkaError._MSG_TIMED_OUT]

@@ -112,7 +112,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 20] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 23] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -184,6 +184,24 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 20] = [
         "counter",
         "ISR shrinks and expands made by this broker's partition leaders.",
         |r| r.counters.isr_changes,
+    ),
+    (
+        "strata_fetch_sessions",
+        "gauge",
+        "Incremental fetch sessions open (KIP-227; Kafka's NumIncrementalFetchSessions).",
+        |r| r.fetch_sessions.0,
+    ),
+    (
+        "strata_fetch_session_partitions",
+        "gauge",
+        "Partitions held by the open fetch sessions (NumIncrementalFetchPartitionsCached).",
+        |r| r.fetch_sessions.1,
+    ),
+    (
+        "strata_fetch_session_evictions_total",
+        "counter",
+        "Fetch sessions evicted to make room for a new one.",
+        |r| r.fetch_sessions.2,
     ),
     (
         "strata_produce_duplicate_batches_total",

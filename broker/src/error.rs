@@ -9,6 +9,7 @@
 //! variant forces a decision about its Kafka code.
 //! References: Kafka protocol guide, "Error Codes".
 
+use crate::services::fetch_sessions::SessionError;
 use kafka_protocol::error::ResponseError;
 use shard::StorageError;
 
@@ -112,6 +113,9 @@ pub enum BrokerError {
     /// ElectLeaders (unclean): no replica is live.
     #[error("{0}")]
     EligibleLeadersNotAvailable(String),
+    /// A fetch's session id or epoch refused (KIP-227).
+    #[error("fetch session: {0:?}")]
+    FetchSession(SessionError),
     /// AlterPartitionReassignments: a cancellation of a partition that is not being moved.
     #[error("no reassignment of {0} is in progress")]
     NoReassignmentInProgress(String),
@@ -224,6 +228,11 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
         BrokerError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
         BrokerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
+        BrokerError::FetchSession(error) => match error {
+            SessionError::IdNotFound => ResponseError::FetchSessionIdNotFound,
+            SessionError::InvalidEpoch => ResponseError::InvalidFetchSessionEpoch,
+            SessionError::TopicIdError => ResponseError::FetchSessionTopicIdError,
+        },
     };
     kafka.code()
 }

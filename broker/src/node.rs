@@ -17,6 +17,9 @@ use crate::mesh::{Mesh, MeshReceivers};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
 use crate::metadata::{MetadataImage, PlacementPolicy};
+use crate::services::fetch_sessions::{
+    FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
+};
 use crate::services::groups::{GroupConfig, GroupRequest, GroupResponse, GroupService};
 use crate::services::metadata::{
     MetadataRequest, MetadataResponse, MetadataService, MetadataView, METADATA_SHARD,
@@ -31,7 +34,7 @@ use crate::services::stats::{StatsReport, StatsService};
 use crate::stats::ShardStats;
 use shard::io::Storage;
 use shard::runtime::ShardId;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +74,8 @@ pub struct Node<S: Storage> {
     groups: Rc<GroupService<S>>,
     metadata: Rc<MetadataService<S>>,
     replication: Rc<ReplicaFetchers<S>>,
+    /// The fetch sessions of this shard's connections (KIP-227).
+    pub fetch_sessions: SharedFetchSessions,
     /// Client requests this shard is handling now (read, not yet answered); shutdown waits for
     /// them to drain.
     requests_in_progress: Cell<usize>,
@@ -123,11 +128,18 @@ impl<S: Storage> Node<S> {
         mesh.register(Rc::new(PartitionWaits::new(partitions.clone())));
         mesh.register(groups.clone());
         mesh.register(metadata.clone());
+        let fetch_sessions = Rc::new(RefCell::new(FetchSessions::new(
+            u32::from(mesh.id().0),
+            mesh.shard_count() as u32,
+            SESSION_SLOTS,
+            SESSION_PARTITIONS_MAX,
+        )));
         mesh.register(Rc::new(StatsService::new(
             stats.clone(),
             partitions.clone(),
             groups.clone(),
             replication.clone(),
+            fetch_sessions.clone(),
             mesh.clone(),
         )));
         if mesh.id() == METADATA_SHARD {
@@ -147,6 +159,7 @@ impl<S: Storage> Node<S> {
             partitions,
             groups,
             metadata,
+            fetch_sessions,
             replication,
             requests_in_progress: Cell::new(0),
         }))

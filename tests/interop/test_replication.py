@@ -144,6 +144,12 @@ def test_followers_hold_the_leaders_batches_byte_for_byte(cluster):
     records, ends = read_all(cluster.bootstrap, "copied", 4)
     assert sorted(records.values()) == sorted(values)
     assert sum(ends.values()) == 3000 and all(ends.values()), ends
+    # Followers fetch over sessions (KIP-227): every node leads a partition the two others
+    # follow, so each holds a session per follower.
+    from test_acceptance import metrics
+    for i, n in cluster.nodes.items():
+        sessions = sum(v for k, v in metrics(n).items() if k.split("{")[0] == "strata_fetch_sessions")
+        assert sessions >= 2, "node %d holds %d fetch sessions" % (i, sessions)
     cluster.stop()
     for p in range(4):
         copies = [batches_on_disk(n.data_dir, "copied", p) for n in cluster.nodes.values()]

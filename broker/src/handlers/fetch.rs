@@ -2,13 +2,14 @@
 //! Honors `max_bytes` (capped at `FETCH_BYTES_MAX`; 0 means one batch), per-partition
 //! `partition_max_bytes` (at least one batch is always returned, KIP-74), lists each partition
 //! once however often it is asked for, and long polling: when fewer than `min_bytes` are available the request
-//! waits, up to `max_wait_ms`, for new appends. Fetch sessions (KIP-227) are declined: the
-//! response always carries session id 0, so clients send full fetch requests.
+//! waits, up to `max_wait_ms`, for new appends. Fetch sessions (KIP-227, v7+): epoch 0 makes
+//! one, later epochs send and answer only what changed (`services::fetch_sessions`).
 
 use super::{error_fields, unexpected};
-use crate::error::{BrokerError, NONE};
+use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
+use crate::services::fetch_sessions::{Answered, Opening, PartitionFetch, SessionError};
 use crate::services::partitions::{PartitionRequest, PartitionResponse, ReadResult};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{
@@ -39,15 +40,7 @@ const _: () = assert!(FETCH_BYTES_MAX + shard::config::BATCH_BYTES_MAX < i32::MA
 
 struct Wanted {
     partition: TopicPartition,
-    offset: i64,
-    partition_max_bytes: usize,
-    /// The leader epoch the client knows (v9+; -1: none, not checked).
-    current_leader_epoch: i32,
-    /// A follower's: the epoch of the last batch it has (v12+; -1: none).
-    last_fetched_epoch: i32,
-    /// The topic's id (v13+ name topics by it; nil before), and whether no topic has it.
-    topic_id: uuid::Uuid,
-    unknown_id: bool,
+    fetch: PartitionFetch,
 }
 
 /// The partitions a fetch asks for, each once: a partition listed again is one partition, as
@@ -76,15 +69,41 @@ fn wanted_partitions(
             };
             topic.partitions.iter().map(move |partition| Wanted {
                 partition: TopicPartition::new(name.clone(), partition.partition),
-                offset: partition.fetch_offset,
-                partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
-                current_leader_epoch: partition.current_leader_epoch,
-                last_fetched_epoch: partition.last_fetched_epoch,
-                topic_id,
-                unknown_id,
+                fetch: PartitionFetch {
+                    offset: partition.fetch_offset,
+                    partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
+                    current_leader_epoch: partition.current_leader_epoch,
+                    last_fetched_epoch: partition.last_fetched_epoch,
+                    topic_id,
+                    unknown_id,
+                },
             })
         })
         .filter(|wanted| seen.insert(wanted.partition.clone()))
+        .collect()
+}
+
+/// The partitions an incremental fetch drops from its session (v13+ name topics by id; an
+/// unknown id names nothing the session can hold but its own "unknown" entries).
+fn forgotten_partitions(
+    request: &FetchRequest,
+    version: i16,
+    image: &crate::metadata::MetadataImage,
+) -> Vec<TopicPartition> {
+    request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|topic| {
+            let name = if version >= TOPIC_ID_VERSION {
+                match image.topic_by_id(topic.topic_id.as_bytes()) {
+                    Some(known) => known.name.clone(),
+                    None => format!("<unknown topic id {}>", topic.topic_id),
+                }
+            } else {
+                topic.topic.0.to_string()
+            };
+            topic.partitions.iter().map(move |p| TopicPartition::new(name.clone(), *p))
+        })
         .collect()
 }
 
@@ -115,21 +134,21 @@ async fn read_one<S: Storage>(
     wanted: &Wanted,
     max_bytes: usize,
 ) -> Result<ReadResult, BrokerError> {
-    if wanted.unknown_id {
-        return Err(BrokerError::UnknownTopicId(wanted.topic_id.to_string()));
+    if wanted.fetch.unknown_id {
+        return Err(BrokerError::UnknownTopicId(wanted.fetch.topic_id.to_string()));
     }
-    let (partition, offset) = (wanted.partition.clone(), Offset(wanted.offset));
+    let (partition, offset) = (wanted.partition.clone(), Offset(wanted.fetch.offset));
     let request = match fetcher {
         Fetcher::Consumer => PartitionRequest::Read { partition, offset, max_bytes },
         Fetcher::Follower(replica) => PartitionRequest::ReplicaRead {
             partition,
             replica,
             offset,
-            last_fetched_epoch: wanted.last_fetched_epoch,
+            last_fetched_epoch: wanted.fetch.last_fetched_epoch,
             max_bytes,
         },
     };
-    node.check_leader_epoch(&wanted.partition, wanted.current_leader_epoch)?;
+    node.check_leader_epoch(&wanted.partition, wanted.fetch.current_leader_epoch)?;
     match node.partition_call(&wanted.partition, request).await? {
         PartitionResponse::Read(result) | PartitionResponse::ReplicaRead(result) => result,
         _ => Err(unexpected()),
@@ -150,7 +169,7 @@ async fn read_all<S: Storage>(
     let mut results = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     for item in wanted {
-        let budget = item.partition_max_bytes.min(max_bytes.saturating_sub(total));
+        let budget = item.fetch.partition_max_bytes.min(max_bytes.saturating_sub(total));
         let result = if budget == 0 && total > 0 {
             Ok(ReadResult {
                 batches: Vec::new(),
@@ -182,8 +201,33 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: FetchRequest,
 ) -> FetchResponse {
-    let wanted = wanted_partitions(&request, context.api_version, &node.metadata());
+    let version = context.api_version;
     let fetcher = fetcher_of(&request);
+    let (session, wanted) = {
+        let image = node.metadata();
+        let opening = Opening {
+            session_id: request.session_id,
+            epoch: request.session_epoch,
+            follower: fetcher != Fetcher::Consumer,
+            uses_topic_ids: version >= TOPIC_ID_VERSION,
+            partitions: wanted_partitions(&request, version, &image)
+                .into_iter()
+                .map(|wanted| (wanted.partition, wanted.fetch))
+                .collect(),
+            forgotten: forgotten_partitions(&request, version, &image),
+            now_ms: node.clock.now_ms().max(0) as u64,
+        };
+        match node.fetch_sessions.borrow_mut().open(opening) {
+            Ok((session, partitions)) => (
+                session,
+                partitions
+                    .into_iter()
+                    .map(|(partition, fetch)| Wanted { partition, fetch })
+                    .collect::<Vec<_>>(),
+            ),
+            Err(error) => return session_refused(node, error),
+        }
+    };
     // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_BYTES_MAX);
     let min_bytes = request.min_bytes.max(0) as usize;
@@ -213,7 +257,7 @@ pub async fn handle<S: Storage>(
                     Ok(read) if read.high_watermark.0 >= 0 && fetcher == Fetcher::Consumer => {
                         read.high_watermark
                     }
-                    _ => Offset(item.offset),
+                    _ => Offset(item.fetch.offset),
                 };
                 let log_end = fetcher != Fetcher::Consumer;
                 Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms, log_end))
@@ -223,7 +267,52 @@ pub async fn handle<S: Storage>(
             let _ = futures_util::future::select_all(waits).await;
         }
     };
-    respond(node, context.api_version, fetcher, &wanted, results)
+    // An incremental fetch answers only the partitions with something new.
+    let answers: Vec<Answered> = results.iter().map(answered).collect();
+    let keys: Vec<TopicPartition> = wanted.iter().map(|item| item.partition.clone()).collect();
+    let listed = node.fetch_sessions.borrow_mut().close(session, &keys, &answers);
+    let (wanted, results): (Vec<Wanted>, Vec<_>) = wanted
+        .into_iter()
+        .zip(results)
+        .zip(listed)
+        .filter_map(|(pair, listed)| listed.then_some(pair))
+        .unzip();
+    let mut response = respond(node, version, fetcher, &wanted, results);
+    response.session_id = session.id();
+    response
+}
+
+/// What a partition's answer holds, as its session compares it with the last one.
+fn answered(result: &Result<ReadResult, BrokerError>) -> Answered {
+    match result {
+        Ok(read) => Answered {
+            // Left out for the byte budget (`read_all`): not read this time.
+            skipped: read.high_watermark.0 < 0 && read.batches.is_empty(),
+            has_records: !read.batches.is_empty(),
+            error: false,
+            diverging: read.diverging.is_some(),
+            high_watermark: read.high_watermark.0,
+            log_start_offset: read.log_start_offset.0,
+        },
+        Err(_) => Answered {
+            skipped: false,
+            has_records: false,
+            error: true,
+            diverging: false,
+            high_watermark: -1,
+            log_start_offset: -1,
+        },
+    }
+}
+
+/// A request whose session metadata is refused: the error, and no partitions (the fetcher
+/// sends a full fetch next).
+fn session_refused<S: Storage>(node: &Node<S>, error: SessionError) -> FetchResponse {
+    let mut response = FetchResponse::default();
+    response.error_code = error_code(&BrokerError::FetchSession(error));
+    response.session_id = 0;
+    node.stats.count_error(response.error_code);
+    response
 }
 
 fn respond<S: Storage>(
@@ -234,7 +323,6 @@ fn respond<S: Storage>(
     results: Vec<Result<ReadResult, BrokerError>>,
 ) -> FetchResponse {
     let mut response = FetchResponse::default();
-    response.session_id = 0;
     response.error_code = NONE;
     for (item, result) in wanted.iter().zip(results) {
         let mut partition = PartitionData::default();
@@ -294,7 +382,7 @@ fn respond<S: Storage>(
         let topic_name = item.partition.topic.as_str();
         let same = |topic: &&mut FetchableTopicResponse| {
             if version >= TOPIC_ID_VERSION {
-                topic.topic_id == item.topic_id
+                topic.topic_id == item.fetch.topic_id
             } else {
                 topic.topic.0.as_str() == topic_name
             }
@@ -304,7 +392,7 @@ fn respond<S: Storage>(
             None => {
                 let mut topic = FetchableTopicResponse::default();
                 topic.topic = TopicName(super::str_bytes(topic_name));
-                topic.topic_id = item.topic_id;
+                topic.topic_id = item.fetch.topic_id;
                 topic.partitions.push(partition);
                 response.responses.push(topic);
             }

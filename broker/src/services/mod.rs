@@ -2,6 +2,7 @@
 //! its own state (DESIGN.md §5, "services, not one router"):
 //! - `partitions`: the partition logs this shard owns (append, read, list offsets, delete
 //!   records, producer state, sizes), and `partitions::waits`, fetch long-polls;
+//! - `fetch_sessions`: the incremental fetch sessions (KIP-227) of this shard's connections;
 //! - `metadata`: applying metadata images on every shard, and on shard 0 deciding, persisting
 //!   and publishing changes;
 //! - `groups`: the consumer-group coordinator of the groups whose `__consumer_offsets`
@@ -13,6 +14,7 @@
 //! Services depend on each other only downwards (metadata and groups use the local partition
 //! service; stats reads the others), never on the handlers or the connection layer.
 
+pub mod fetch_sessions;
 pub mod groups;
 pub mod metadata;
 pub mod partitions;

@@ -2,6 +2,7 @@
 //! `/metrics` on shard 0 (which asks every shard over the mesh).
 
 use crate::mesh::{Mesh, MeshCounters, Service};
+use crate::services::fetch_sessions::SharedFetchSessions;
 use crate::services::groups::{GroupRequest, GroupResponse, GroupService};
 use crate::services::partitions::{PartitionRequest, PartitionResponse, PartitionService};
 use crate::services::replication::ReplicaFetchers;
@@ -33,6 +34,8 @@ pub struct StatsReport {
     pub follower_lags: Vec<(TopicPartition, i64, wire::ids::NodeId, i64)>,
     /// Round trips of this shard's follower fetches, microseconds.
     pub peer_round_trip_us: hdrhistogram::Histogram<u64>,
+    /// Fetch sessions open on this shard, the partitions they hold, and sessions evicted.
+    pub fetch_sessions: (u64, u64, u64),
 }
 
 pub struct StatsService<S: Storage> {
@@ -40,6 +43,7 @@ pub struct StatsService<S: Storage> {
     partitions: Rc<PartitionService<S>>,
     groups: Rc<GroupService<S>>,
     replication: Rc<ReplicaFetchers<S>>,
+    fetch_sessions: SharedFetchSessions,
     mesh: Rc<Mesh>,
 }
 
@@ -49,9 +53,10 @@ impl<S: Storage> StatsService<S> {
         partitions: Rc<PartitionService<S>>,
         groups: Rc<GroupService<S>>,
         replication: Rc<ReplicaFetchers<S>>,
+        fetch_sessions: SharedFetchSessions,
         mesh: Rc<Mesh>,
     ) -> Self {
-        StatsService { stats, partitions, groups, replication, mesh }
+        StatsService { stats, partitions, groups, replication, fetch_sessions, mesh }
     }
 
     async fn report(&self) -> StatsReport {
@@ -76,6 +81,11 @@ impl<S: Storage> StatsService<S> {
             under_min_isr,
             follower_lags: self.partitions.follower_lags(),
             peer_round_trip_us: self.replication.round_trip_us(),
+            fetch_sessions: {
+                let sessions = self.fetch_sessions.borrow();
+                let (open, partitions) = sessions.sizes();
+                (open as u64, partitions as u64, sessions.evictions)
+            },
         }
     }
 }

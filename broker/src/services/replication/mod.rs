@@ -4,7 +4,10 @@
 //! with the leader epoch each is followed at). Each stream is a task holding one long-lived
 //! TCP connection to the leader's Kafka listener; it sends Kafka replica Fetches (v12,
 //! `replica_id` = this node, `last_fetched_epoch` per partition) for all of its partitions at
-//! once, which the leader parks until there is data (`REPLICA_FETCH_WAIT_MS`).
+//! once, which the leader parks until there is data (`REPLICA_FETCH_WAIT_MS`). The stream
+//! keeps a fetch session with the leader (KIP-227): after the first, full fetch it sends only
+//! the partitions whose fetch state changed, and the leader answers only the partitions with
+//! something new. A refused session, or a new connection, starts again with a full fetch.
 //! Per partition the answer is appended byte for byte (`PartitionLog::append_replica`: offsets,
 //! epochs and producer state as the leader wrote them), made durable under the topic's flush
 //! policy before the next fetch (so the next fetch offset means "durable here"), and the
@@ -15,10 +18,11 @@
 //! Runs on: every shard, for the partitions it follows.
 
 use crate::metadata::MetadataImage;
+use crate::services::fetch_sessions::INITIAL_EPOCH;
 use crate::services::partitions::PartitionService;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestHeader, RequestKind, ResponseKind, TopicName,
@@ -36,6 +40,9 @@ use wire::protocol::{self, FRAME_PREFIX_BYTES};
 
 /// Kafka's OFFSET_OUT_OF_RANGE.
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// Kafka's FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH and
+/// FETCH_SESSION_TOPIC_ID_ERROR: the session is gone; the next fetch is a full one.
+const SESSION_ERRORS: [i16; 3] = [70, 71, 106];
 
 /// The Fetch version followers send (replica id, current leader epoch, last fetched epoch and
 /// diverging epoch are all in v12).
@@ -63,6 +70,26 @@ struct Stream {
     stopped: Cell<bool>,
     /// Woken when the stream's partitions or endpoint change.
     changed: event_listener::Event,
+}
+
+/// What one partition's fetch tells the leader; the session holds the last one sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FetchState {
+    leader_epoch: i32,
+    fetch_offset: i64,
+    last_fetched_epoch: i32,
+    log_start_offset: i64,
+}
+
+/// A stream's fetch session with its leader (KIP-227): id 0 means none, so the next fetch is
+/// a full one that asks for a session (epoch 0).
+#[derive(Debug, Default)]
+struct Session {
+    id: i32,
+    /// The epoch of the next incremental fetch.
+    epoch: i32,
+    /// The fetch state the leader's session holds, per partition.
+    sent: BTreeMap<TopicPartition, FetchState>,
 }
 
 pub struct ReplicaFetchers<S: Storage> {
@@ -155,10 +182,12 @@ impl<S: Storage> ReplicaFetchers<S> {
     async fn run(self: Rc<Self>, stream: Rc<Stream>) {
         tracing::info!(shard = self.shard.0, leader = stream.leader.0, "replica fetcher started");
         let mut connection: Option<TcpStream> = None;
+        let mut session = Session::default();
         let mut correlation_id = 0i32;
         let mut backoff_ms = RETRY_BACKOFF_MS_MIN;
         while !stream.stopped.get() {
-            let outcome = self.fetch_once(&stream, &mut connection, &mut correlation_id).await;
+            let outcome =
+                self.fetch_once(&stream, &mut connection, &mut session, &mut correlation_id).await;
             match outcome {
                 Ok(true) => backoff_ms = RETRY_BACKOFF_MS_MIN,
                 Ok(false) => {
@@ -167,7 +196,10 @@ impl<S: Storage> ReplicaFetchers<S> {
                     backoff_ms = (backoff_ms * 2).min(RETRY_BACKOFF_MS_MAX);
                 }
                 Err(error) => {
+                    // A new connection may reach another shard of the leader, which does not
+                    // have the session.
                     connection = None;
+                    session = Session::default();
                     tracing::debug!(leader = stream.leader.0, %error, "replica fetch failed");
                     self.pause(&stream, backoff_ms).await;
                     backoff_ms = (backoff_ms * 2).min(RETRY_BACKOFF_MS_MAX);
@@ -197,28 +229,47 @@ impl<S: Storage> ReplicaFetchers<S> {
         &self,
         stream: &Stream,
         connection: &mut Option<TcpStream>,
+        session: &mut Session,
         correlation_id: &mut i32,
     ) -> Result<bool, String> {
         let followed: Vec<(TopicPartition, i32)> =
             stream.partitions.borrow().iter().map(|(key, epoch)| (key.clone(), *epoch)).collect();
+        let mut states: BTreeMap<TopicPartition, FetchState> = BTreeMap::new();
+        for (key, epoch) in followed {
+            let Some(local) = self.partitions.local(&key) else { continue };
+            if local.log.is_offline() {
+                continue;
+            }
+            let state = FetchState {
+                leader_epoch: epoch,
+                fetch_offset: local.log.log_end_offset(),
+                last_fetched_epoch: local.log.latest_epoch().unwrap_or(-1),
+                log_start_offset: local.log.log_start_offset(),
+            };
+            states.insert(key, state);
+        }
+        if states.is_empty() {
+            return Ok(false);
+        }
+        let incremental = session.id != 0;
         let mut request = FetchRequest::default();
         request.replica_id = BrokerId(self.node.0);
         request.max_wait_ms = REPLICA_FETCH_WAIT_MS;
         request.min_bytes = 1;
         request.max_bytes = REPLICA_FETCH_BYTES;
         request.isolation_level = 0;
-        let mut asked = 0usize;
-        for (key, epoch) in &followed {
-            let Some(local) = self.partitions.local(key) else { continue };
-            if local.log.is_offline() {
+        request.session_id = session.id;
+        request.session_epoch = if incremental { session.epoch } else { INITIAL_EPOCH };
+        for (key, state) in &states {
+            if incremental && session.sent.get(key) == Some(state) {
                 continue;
             }
             let mut partition = FetchPartition::default();
             partition.partition = key.partition.0;
-            partition.current_leader_epoch = *epoch;
-            partition.fetch_offset = local.log.log_end_offset();
-            partition.last_fetched_epoch = local.log.latest_epoch().unwrap_or(-1);
-            partition.log_start_offset = local.log.log_start_offset();
+            partition.current_leader_epoch = state.leader_epoch;
+            partition.fetch_offset = state.fetch_offset;
+            partition.last_fetched_epoch = state.last_fetched_epoch;
+            partition.log_start_offset = state.log_start_offset;
             partition.partition_max_bytes = REPLICA_FETCH_PARTITION_BYTES;
             let name = key.topic.as_str();
             match request.topics.iter_mut().find(|topic| topic.topic.0.as_str() == name) {
@@ -230,10 +281,23 @@ impl<S: Storage> ReplicaFetchers<S> {
                     request.topics.push(topic);
                 }
             }
-            asked += 1;
         }
-        if asked == 0 {
-            return Ok(false);
+        let forgotten: Vec<TopicPartition> = if incremental {
+            session.sent.keys().filter(|key| !states.contains_key(*key)).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        for key in &forgotten {
+            let name = key.topic.as_str();
+            match request.forgotten_topics_data.iter_mut().find(|t| t.topic.0.as_str() == name) {
+                Some(topic) => topic.partitions.push(key.partition.0),
+                None => {
+                    let mut topic = ForgottenTopic::default();
+                    topic.topic = TopicName(StrBytes::from_string(name.to_string()));
+                    topic.partitions.push(key.partition.0);
+                    request.forgotten_topics_data.push(topic);
+                }
+            }
         }
         if connection.is_none() {
             let (host, port) = stream.endpoint.borrow().clone();
@@ -246,10 +310,34 @@ impl<S: Storage> ReplicaFetchers<S> {
         self.round_trip_us
             .borrow_mut()
             .saturating_record(started.elapsed().as_micros().max(1) as u64);
+        if SESSION_ERRORS.contains(&response.error_code) {
+            tracing::debug!(
+                leader = stream.leader.0,
+                session = session.id,
+                error = response.error_code,
+                "fetch session refused; fetching in full"
+            );
+            *session = Session::default();
+            return Ok(true);
+        }
         if response.error_code != 0 {
             return Err(format!("the leader answered error {}", response.error_code));
         }
-        let mut progressed = false;
+        // The leader's session now holds what was sent.
+        if response.session_id == 0 {
+            *session = Session::default();
+        } else if incremental {
+            session.epoch = if session.epoch == i32::MAX { 1 } else { session.epoch + 1 };
+            for key in &forgotten {
+                session.sent.remove(key);
+            }
+            session.sent.extend(states);
+        } else {
+            *session = Session { id: response.session_id, epoch: 1, sent: states };
+        }
+        // An incremental answer lists only partitions with news: none means the leader
+        // waited and nothing changed, which is not a failure.
+        let mut progressed = response.responses.is_empty();
         for topic in response.responses {
             let name = topic.topic.0.to_string();
             for partition in topic.partitions {

@@ -45,7 +45,15 @@ impl Peer {
 
     async fn exchange(&mut self, request: &Request) -> io::Result<Response> {
         if self.stream.is_none() {
-            let stream = TcpStream::connect(&self.address).await?;
+            // Any connect failure means "unreachable" (a blackholed route answers EINVAL,
+            // which would otherwise read as a protocol error), so openraft backs off before
+            // trying again instead of retrying in a tight loop.
+            let stream = TcpStream::connect(&self.address).await.map_err(|error| {
+                io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    format!("connect to {}: {error}", self.address),
+                )
+            })?;
             stream.set_nodelay(true)?;
             self.stream = Some(stream);
         }

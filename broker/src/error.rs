@@ -9,7 +9,6 @@
 //! variant forces a decision about its Kafka code.
 //! References: Kafka protocol guide, "Error Codes".
 
-use crate::services::fetch_sessions::SessionError;
 use kafka_protocol::error::ResponseError;
 use shard::StorageError;
 
@@ -113,9 +112,15 @@ pub enum BrokerError {
     /// ElectLeaders (unclean): no replica is live.
     #[error("{0}")]
     EligibleLeadersNotAvailable(String),
-    /// A fetch's session id or epoch refused (KIP-227).
-    #[error("fetch session: {0:?}")]
-    FetchSession(SessionError),
+    /// A fetch names a session this shard does not hold (KIP-227).
+    #[error("fetch session {0} not found")]
+    FetchSessionIdNotFound(i32),
+    /// A fetch's session epoch is not the one its session expects next.
+    #[error("fetch session epoch {0} is not the next one")]
+    InvalidFetchSessionEpoch(i32),
+    /// A fetch names topics by id where its session used names, or the other way round.
+    #[error("fetch session {0} names its topics the other way")]
+    FetchSessionTopicIdError(i32),
     /// AlterPartitionReassignments: a cancellation of a partition that is not being moved.
     #[error("no reassignment of {0} is in progress")]
     NoReassignmentInProgress(String),
@@ -228,11 +233,9 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
         BrokerError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
         BrokerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
-        BrokerError::FetchSession(error) => match error {
-            SessionError::IdNotFound => ResponseError::FetchSessionIdNotFound,
-            SessionError::InvalidEpoch => ResponseError::InvalidFetchSessionEpoch,
-            SessionError::TopicIdError => ResponseError::FetchSessionTopicIdError,
-        },
+        BrokerError::FetchSessionIdNotFound(_) => ResponseError::FetchSessionIdNotFound,
+        BrokerError::InvalidFetchSessionEpoch(_) => ResponseError::InvalidFetchSessionEpoch,
+        BrokerError::FetchSessionTopicIdError(_) => ResponseError::FetchSessionTopicIdError,
     };
     kafka.code()
 }

@@ -133,9 +133,20 @@ fn main() {
             .and_then(|config| cli::recover_metadata::run(&config)),
         Command::Serve(args) => serve(args),
         Command::Topic { command, bootstrap } => match command {
-            TopicCommand::Create { topic, partitions, replication_factor, config } => {
-                cli::topic::create(&bootstrap, &topic, partitions, replication_factor, &config)
-            }
+            TopicCommand::Create {
+                topic,
+                partitions,
+                replication_factor,
+                config,
+                replica_assignment,
+            } => cli::topic::create(
+                &bootstrap,
+                &topic,
+                partitions,
+                replication_factor,
+                &config,
+                replica_assignment.as_deref(),
+            ),
             TopicCommand::List => cli::topic::list(&bootstrap),
             TopicCommand::Describe { topic } => cli::topic::describe(&bootstrap, &topic),
             TopicCommand::Delete { topic } => cli::topic::delete(&bootstrap, &topic),
@@ -280,6 +291,11 @@ enum TopicCommand {
         /// Topic config, KEY=VALUE (repeatable).
         #[arg(long, short = 'c')]
         config: Vec<String>,
+        /// Replicas of each partition, as kafka-topics takes them: broker ids joined by `:`
+        /// per partition (the first is the preferred leader), partitions joined by `,`, e.g.
+        /// `1:2:3,2:3:1`. Sets the partition count and replication factor.
+        #[arg(long, conflicts_with_all = ["partitions", "replication_factor"])]
+        replica_assignment: Option<String>,
     },
     /// List topics.
     List,

@@ -448,7 +448,7 @@ fn every_advertised_api_version_is_answered_without_error() {
     let broker = Broker::start("api-matrix", &["--group-initial-rebalance-delay-ms", "0"]);
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     for topic in ["matrix", "matrix-partitions"] {
-        broker::cli::topic::create(&broker.bootstrap, topic, 1, -1, &[]).expect("create");
+        broker::cli::topic::create(&broker.bootstrap, topic, 1, -1, &[], None).expect("create");
     }
     let matrix_id = topic_id(&mut client, "matrix");
     let mut checked = 0;
@@ -486,7 +486,7 @@ fn every_advertised_api_version_is_answered_without_error() {
 #[test]
 fn commits_from_members_or_generations_the_broker_does_not_know_are_refused() {
     let broker = Broker::start("commit-errors", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let commit = |member: &'static str, generation: i32| {
         let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
@@ -597,7 +597,7 @@ fn join_group_with_oversized_protocol_metadata_is_refused() {
 #[test]
 fn describe_log_dirs_reports_partition_sizes_and_disk_space() {
     let broker = Broker::start("log-dirs", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "sized", 2, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "sized", 2, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let mut partition = produce_request::PartitionProduceData::default();
     partition.index = 1;
@@ -641,7 +641,7 @@ fn describe_log_dirs_reports_partition_sizes_and_disk_space() {
 #[test]
 fn group_ids_with_a_nul_byte_are_refused() {
     let broker = Broker::start("nul-group", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let mut partition = offset_commit_request::OffsetCommitRequestPartition::default();
     partition.partition_index = 0;
@@ -672,7 +672,7 @@ fn group_ids_with_a_nul_byte_are_refused() {
 #[test]
 fn list_offsets_special_timestamps_answer_as_kafka_without_tiered_storage() {
     let broker = Broker::start("list-offsets-special", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     // Three batches: timestamps 5,000, 9,000 (the largest) and 7,000.
     for timestamp in [5_000i64, 9_000, 7_000] {
@@ -721,7 +721,7 @@ fn list_offsets_special_timestamps_answer_as_kafka_without_tiered_storage() {
 #[test]
 fn describe_configs_documents_which_topic_configs_are_applied() {
     let broker = Broker::start("describe-docs", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let mut resource = describe_configs_request::DescribeConfigsResource::default();
     resource.resource_type = 2;

@@ -108,7 +108,7 @@ fn producer_ids_are_unique_across_a_sigkill_and_epochs_bump() {
 #[test]
 fn retries_get_the_original_offset_and_errors_get_kafkas_codes_also_after_a_sigkill() {
     let broker = Broker::start("idempotent-produce", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let (_, id, epoch) = init(&mut client, -1, -1);
     let producer = (id, epoch);
@@ -149,7 +149,7 @@ fn retries_get_the_original_offset_and_errors_get_kafkas_codes_also_after_a_sigk
 #[test]
 fn transactional_and_control_batches_are_refused() {
     let broker = Broker::start("no-transactions", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let with_attributes = |bits: i16| {
         let mut builder = RecordBatchBuilder::new(1_000);
@@ -173,7 +173,7 @@ fn transactional_and_control_batches_are_refused() {
 #[test]
 fn describe_producers_lists_the_producer_state() {
     let broker = Broker::start("describe-producers", &[]);
-    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[]).expect("create");
+    broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let (_, id, epoch) = init(&mut client, -1, -1);
     assert_eq!(produce(&mut client, "t", (id, epoch), 0, 3).0, NONE);

@@ -22,18 +22,46 @@ fn parse_pair(value: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("{value:?} is not key=value"))
 }
 
+/// `1:2:3,2:3:1` -> [[1, 2, 3], [2, 3, 1]] (kafka-topics' `--replica-assignment`).
+pub fn parse_assignment(text: &str) -> Result<Vec<Vec<i32>>, String> {
+    text.split(',')
+        .map(|partition| {
+            partition
+                .split(':')
+                .map(|id| {
+                    id.trim().parse::<i32>().map_err(|_| {
+                        format!("{id:?} in {text:?} is not a broker id (want e.g. 1:2:3,2:3:1)")
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
 pub fn create(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
     replication_factor: i16,
     configs: &[String],
+    assignment: Option<&str>,
 ) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let mut creatable = CreatableTopic::default();
     creatable.name = name(topic);
     creatable.num_partitions = partitions;
     creatable.replication_factor = replication_factor;
+    if let Some(text) = assignment {
+        use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        creatable.num_partitions = -1;
+        creatable.replication_factor = -1;
+        for (index, replicas) in parse_assignment(text)?.into_iter().enumerate() {
+            let mut entry = CreatableReplicaAssignment::default();
+            entry.partition_index = index as i32;
+            entry.broker_ids = replicas.into_iter().map(BrokerId).collect();
+            creatable.assignments.push(entry);
+        }
+    }
     for pair in configs {
         let (key, value) = parse_pair(pair)?;
         let mut config = CreatableTopicConfig::default();
@@ -428,5 +456,18 @@ pub fn move_partition(
             ));
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_assignment;
+
+    #[test]
+    fn replica_assignments_parse_as_kafka_topics_writes_them() {
+        assert_eq!(parse_assignment("1:2:3,2:3:1").unwrap(), vec![vec![1, 2, 3], vec![2, 3, 1]]);
+        assert_eq!(parse_assignment("7").unwrap(), vec![vec![7]]);
+        assert!(parse_assignment("1:x").unwrap_err().contains("\"x\""));
+        assert!(parse_assignment("1,,2").is_err());
     }
 }

@@ -225,7 +225,9 @@ pub async fn handle<S: Storage>(
                     .map(|(partition, fetch)| Wanted { partition, fetch })
                     .collect::<Vec<_>>(),
             ),
-            Err(error) => return session_refused(node, error),
+            Err(error) => {
+                return session_refused(node, request.session_id, request.session_epoch, error)
+            }
         }
     };
     // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
@@ -307,9 +309,19 @@ fn answered(result: &Result<ReadResult, BrokerError>) -> Answered {
 
 /// A request whose session metadata is refused: the error, and no partitions (the fetcher
 /// sends a full fetch next).
-fn session_refused<S: Storage>(node: &Node<S>, error: SessionError) -> FetchResponse {
+fn session_refused<S: Storage>(
+    node: &Node<S>,
+    session_id: i32,
+    epoch: i32,
+    error: SessionError,
+) -> FetchResponse {
+    let error = match error {
+        SessionError::IdNotFound => BrokerError::FetchSessionIdNotFound(session_id),
+        SessionError::InvalidEpoch => BrokerError::InvalidFetchSessionEpoch(epoch),
+        SessionError::TopicIdError => BrokerError::FetchSessionTopicIdError(session_id),
+    };
     let mut response = FetchResponse::default();
-    response.error_code = error_code(&BrokerError::FetchSession(error));
+    response.error_code = error_code(&error);
     response.session_id = 0;
     node.stats.count_error(response.error_code);
     response

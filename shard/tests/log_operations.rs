@@ -606,13 +606,13 @@ fn replica_appends_keep_the_leaders_offsets_and_epochs_byte_for_byte() {
         let mut out_of_place = bytes::BytesMut::from(&copied[1][..]);
         assert!(
             matches!(
-                follower.append_replica(out_of_place.split(), 1000).await,
+                follower.append_replica(out_of_place.split().freeze(), 1000).await,
                 Err(StorageError::InvalidArgument(_))
             ),
             "a batch at offset 3 cannot start an empty log"
         );
         for batch in &copied {
-            follower.append_replica(bytes::BytesMut::from(&batch[..]), 1000).await.expect("copy");
+            follower.append_replica(batch.clone(), 1000).await.expect("copy");
         }
         assert_eq!(follower.log_end_offset(), 6);
         assert_eq!(read_all(&follower).await, copied, "byte for byte, from disk");
@@ -624,7 +624,7 @@ fn replica_appends_keep_the_leaders_offsets_and_epochs_byte_for_byte() {
         view.set_partition_leader_epoch(1);
         assert!(
             matches!(
-                follower.append_replica(stale, 1000).await,
+                follower.append_replica(stale.freeze(), 1000).await,
                 Err(StorageError::StaleLeaderEpoch { epoch: 1, latest_epoch: 2 })
             ),
             "an epoch older than the history's latest is refused"

@@ -23,6 +23,7 @@ pub mod protocol;
 pub mod record_batch;
 pub mod record_stream;
 pub mod response_chunks;
+pub mod strata_tags;
 pub mod validate;
 pub mod varint;
 

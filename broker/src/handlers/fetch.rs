@@ -74,6 +74,10 @@ fn wanted_partitions(
                     partition_max_bytes: partition.partition_max_bytes.max(0) as usize,
                     current_leader_epoch: partition.current_leader_epoch,
                     last_fetched_epoch: partition.last_fetched_epoch,
+                    durable_end: partition
+                        .unknown_tagged_fields
+                        .get(&wire::strata_tags::DURABLE_END_TAG)
+                        .and_then(|value| wire::strata_tags::decode_i64(value)),
                     topic_id,
                     unknown_id,
                 },
@@ -145,6 +149,7 @@ async fn read_one<S: Storage>(
             replica,
             offset,
             last_fetched_epoch: wanted.fetch.last_fetched_epoch,
+            durable_end: Offset(wanted.fetch.durable_end.map_or(offset.0, |end| end.min(offset.0))),
             max_bytes,
         },
     };

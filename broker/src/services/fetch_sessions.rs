@@ -49,6 +49,9 @@ pub struct PartitionFetch {
     pub current_leader_epoch: i32,
     /// A follower's: the epoch of the last batch it has (v12+; -1: none).
     pub last_fetched_epoch: i32,
+    /// A strata follower's durable end (`wire::strata_tags::DURABLE_END_TAG`); `None`: the
+    /// fetch offset is durable.
+    pub durable_end: Option<i64>,
     /// The topic's id (v13+ name topics by it; nil before), and whether no topic has it.
     pub topic_id: uuid::Uuid,
     pub unknown_id: bool,

@@ -19,6 +19,25 @@ impl From<i32> for Stamp {
     }
 }
 
+/// A batch to append: a client's, whose broker-owned fields are patched in place, or a
+/// leader's, kept as it came (shared with the fetch answer that carried it: no copy before the
+/// one into the tail).
+pub(crate) enum Incoming {
+    Owned(BytesMut),
+    Shared(Bytes),
+}
+
+impl std::ops::Deref for Incoming {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Incoming::Owned(batch) => batch,
+            Incoming::Shared(batch) => batch,
+        }
+    }
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Appends one client batch (exactly one v2 batch in `batch`), stamping `leader_epoch`;
     /// returns once the batch is durable if the flush policy is `Always`.
@@ -41,7 +60,7 @@ impl<S: Storage> PartitionLog<S> {
         now_ms: i64,
         sync: bool,
     ) -> Result<AppendInfo> {
-        self.append_inner(batch, leader_epoch, now_ms, sync, true).await
+        self.append_inner(Incoming::Owned(batch), leader_epoch, now_ms, sync, true).await
     }
 
     /// `append_with` for a batch whose CRC32C the caller has just verified (the broker checks
@@ -54,7 +73,7 @@ impl<S: Storage> PartitionLog<S> {
         now_ms: i64,
         sync: bool,
     ) -> Result<AppendInfo> {
-        self.append_inner(batch, leader_epoch, now_ms, sync, false).await
+        self.append_inner(Incoming::Owned(batch), leader_epoch, now_ms, sync, false).await
     }
 
     /// Appends a batch copied from the partition's leader (replication): its base offset and
@@ -63,13 +82,13 @@ impl<S: Storage> PartitionLog<S> {
     /// state is rebuilt from it without sequence checks (the leader made them), so
     /// deduplication survives a failover. Not synced here: a follower makes its appends durable
     /// under the topic's flush policy before it fetches more.
-    pub async fn append_replica(&self, batch: BytesMut, now_ms: i64) -> Result<AppendInfo> {
-        self.append_inner(batch, Stamp::Replica, now_ms, false, true).await
+    pub async fn append_replica(&self, batch: Bytes, now_ms: i64) -> Result<AppendInfo> {
+        self.append_inner(Incoming::Shared(batch), Stamp::Replica, now_ms, false, true).await
     }
 
     pub(crate) async fn append_inner(
         &self,
-        mut batch: BytesMut,
+        batch: Incoming,
         stamp: impl Into<Stamp>,
         now_ms: i64,
         sync: bool,
@@ -131,7 +150,7 @@ impl<S: Storage> PartitionLog<S> {
                 });
             }
         }
-        let result = self.append_locked(&mut batch, stamp, now_ms).await;
+        let result = self.append_locked(batch, stamp, now_ms).await;
         let info = match self.offline_on_error(result) {
             Ok(info) => info,
             Err(error) => {
@@ -153,14 +172,14 @@ impl<S: Storage> PartitionLog<S> {
 
     pub(crate) async fn append_locked(
         &self,
-        batch: &mut BytesMut,
+        batch: Incoming,
         stamp: impl Into<Stamp>,
         now_ms: i64,
     ) -> Result<AppendInfo> {
         let stamp = stamp.into();
         let leader_epoch = match stamp {
             Stamp::Leader(epoch) => epoch,
-            Stamp::Replica => RecordBatchHeader::parse(batch, crate::config::BATCH_BYTES_MAX)?
+            Stamp::Replica => RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?
                 .partition_leader_epoch(),
         };
         self.mutations.set(self.mutations.get() + 1);
@@ -188,13 +207,22 @@ impl<S: Storage> PartitionLog<S> {
             active.file.clone().expect("the active segment's file is open")
         };
         self.preallocate_ahead_locked(&active_file, batch.len() as u64).await?;
-        if let Stamp::Leader(epoch) = stamp {
-            let mut view =
-                wire::record_batch::RecordBatchMut::new(batch, crate::config::BATCH_BYTES_MAX)?;
-            view.set_base_offset(base_offset);
-            view.set_partition_leader_epoch(epoch);
-        }
-        let bytes = std::mem::take(batch).freeze();
+        let bytes = match (batch, stamp) {
+            (Incoming::Owned(mut batch), Stamp::Leader(epoch)) => {
+                let mut view = wire::record_batch::RecordBatchMut::new(
+                    &mut batch,
+                    crate::config::BATCH_BYTES_MAX,
+                )?;
+                view.set_base_offset(base_offset);
+                view.set_partition_leader_epoch(epoch);
+                batch.freeze()
+            }
+            (Incoming::Owned(batch), Stamp::Replica) => batch.freeze(),
+            (Incoming::Shared(batch), Stamp::Replica) => batch,
+            (Incoming::Shared(_), Stamp::Leader(_)) => {
+                unreachable!("a leader's append owns its batch, to stamp it")
+            }
+        };
         let header = RecordBatchHeader::parse(&bytes, crate::config::BATCH_BYTES_MAX)?;
         let last_offset = header.last_offset();
         let (file, full_chunks) = {

@@ -104,6 +104,8 @@ pub enum PartitionRequest {
         replica: NodeId,
         offset: Offset,
         last_fetched_epoch: i32,
+        /// What the follower has synced (at most `offset`).
+        durable_end: Offset,
         max_bytes: usize,
     },
     /// ListOffsets: -2 earliest, -1 latest, or the first offset at or after a timestamp.
@@ -266,10 +268,15 @@ impl<S: Storage> PartitionService<S> {
                 replica,
                 offset,
                 last_fetched_epoch,
+                durable_end,
                 max_bytes,
-            } => PartitionResponse::ReplicaRead(
-                self.replica_read(&partition, replica, offset, last_fetched_epoch, max_bytes).await,
-            ),
+            } => {
+                let fetch =
+                    replica::ReplicaFetch { replica, offset, last_fetched_epoch, durable_end };
+                PartitionResponse::ReplicaRead(
+                    self.replica_read(&partition, fetch, max_bytes).await,
+                )
+            }
             PartitionRequest::Read { partition, offset, max_bytes } => {
                 PartitionResponse::Read(self.read(&partition, offset, max_bytes).await)
             }

@@ -3,10 +3,10 @@
 //! each last caught up), the high watermark, follower fetches (Kafka's replica Fetch, with
 //! `last_fetched_epoch` and `diverging_epoch`) and the wait of an acks=all append.
 //!
-//! Durability rule (ARCHITECTURE.md, "Replication"): a follower's fetch offset is its durable
-//! end (it syncs what it appended before it fetches again); the leader's high watermark is the
-//! minimum over the ISR of those and of its own durable end, and it does not move while the
-//! ISR is smaller than `min.insync.replicas`. acks=all is answered once it passes the batch.
+//! Durability rule (ARCHITECTURE.md, "Replication"): each follower fetch tells its durable end
+//! (the strata tag; without it, the fetch offset); the leader's high watermark is the minimum
+//! over the ISR of those and of its own durable end, and it does not move while the ISR is
+//! smaller than `min.insync.replicas`. acks=all is answered once it passes the batch.
 //! A partition with one replica keeps the single-node rule (its high watermark follows the log
 //! end; acks=all waits for the fsync only).
 //! Runs on: the shard that owns the partition's replica.
@@ -41,17 +41,59 @@ impl Role {
     }
 }
 
+/// How many of a follower's fetches the caught-up rule looks back over.
+pub const FETCHES_REMEMBERED: usize = 8;
+
 /// What the leader knows of one follower (Kafka's `Replica` state).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Follower {
-    /// The offset it last fetched from (its durable end); `None` until it fetched at this
-    /// leader epoch.
+    /// Its durable end as its last fetch told it (never past the leader's log end then);
+    /// `None` until it fetched at this leader epoch.
     pub log_end: Option<i64>,
     /// The last time it had everything the leader had (Kafka's `lastCaughtUpTimeMs`).
     pub last_caught_up_ms: i64,
-    /// The leader's log end when it answered this follower's previous fetch, and when.
-    pub last_fetch_leader_end: i64,
-    pub last_fetch_ms: i64,
+    /// Its latest fetches, newest first: (when, the leader's log end then); `i64::MIN` when
+    /// unused.
+    pub recent_fetches: [(i64, i64); FETCHES_REMEMBERED],
+}
+
+impl Follower {
+    pub fn fresh(now_ms: i64) -> Self {
+        Follower {
+            log_end: None,
+            last_caught_up_ms: now_ms,
+            recent_fetches: [(i64::MIN, i64::MAX); FETCHES_REMEMBERED],
+        }
+    }
+
+    /// A fetch, durable up to `durable_end`, reached a leader whose log ends at `leader_end`.
+    /// Kafka's caught-up rule on the durable end: caught up now if it has the leader's whole
+    /// log, else as of the latest remembered fetch whose leader end it has reached (Kafka
+    /// remembers only the previous one; a follower that fetches on while it syncs reaches it
+    /// a fetch or two later).
+    pub fn record(&mut self, durable_end: i64, leader_end: i64, now_ms: i64) {
+        if durable_end >= leader_end {
+            self.last_caught_up_ms = now_ms;
+        } else if let Some((when, _)) =
+            self.recent_fetches.iter().find(|(when, end)| *when != i64::MIN && durable_end >= *end)
+        {
+            self.last_caught_up_ms = self.last_caught_up_ms.max(*when);
+        }
+        self.log_end = Some(durable_end.min(leader_end));
+        self.recent_fetches.rotate_right(1);
+        self.recent_fetches[0] = (now_ms, leader_end);
+    }
+}
+
+/// A follower's fetch of one partition, as the leader reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaFetch {
+    pub replica: NodeId,
+    /// Its log end: where the answer starts.
+    pub offset: Offset,
+    pub last_fetched_epoch: i32,
+    /// What it has synced (at most `offset`).
+    pub durable_end: Offset,
 }
 
 /// An ISR change a leader wants the controller to make: (partition, its leader epoch, the new
@@ -73,12 +115,7 @@ impl<S: Storage> Partition<S> {
     pub(super) fn take_role(&self, role: Role, epoch: i32, me: NodeId, now_ms: i64) {
         let previous = self.role.replace(role.clone());
         let previous_epoch = self.leader_epoch.replace(epoch);
-        let fresh = || Follower {
-            log_end: None,
-            last_caught_up_ms: now_ms,
-            last_fetch_leader_end: -1,
-            last_fetch_ms: now_ms,
-        };
+        let fresh = || Follower::fresh(now_ms);
         let others = || role.replicas.iter().copied().filter(|replica| *replica != me);
         if role.leader == me && (previous.leader != me || previous_epoch != epoch) {
             *self.followers.borrow_mut() = others().map(|replica| (replica, fresh())).collect();
@@ -163,21 +200,12 @@ impl<S: Storage> Partition<S> {
         .detach();
     }
 
-    /// A follower fetched from `offset`: it is durable there. Kafka's caught-up rule: it is
-    /// caught up now if it has the leader's whole log, or as of its previous fetch if it has
-    /// everything the leader had then.
-    fn record_fetch(&self, follower: NodeId, offset: i64, now_ms: i64) {
+    /// A follower fetched, durable up to `durable_end` (`Follower::record`).
+    fn record_fetch(&self, follower: NodeId, durable_end: i64, now_ms: i64) {
         let leader_end = self.log.log_end_offset();
-        let mut followers = self.followers.borrow_mut();
-        let Some(state) = followers.get_mut(&follower) else { return };
-        if offset >= leader_end {
-            state.last_caught_up_ms = now_ms;
-        } else if state.last_fetch_leader_end >= 0 && offset >= state.last_fetch_leader_end {
-            state.last_caught_up_ms = state.last_caught_up_ms.max(state.last_fetch_ms);
+        if let Some(state) = self.followers.borrow_mut().get_mut(&follower) {
+            state.record(durable_end, leader_end, now_ms);
         }
-        state.log_end = Some(offset.min(leader_end));
-        state.last_fetch_leader_end = leader_end;
-        state.last_fetch_ms = now_ms;
     }
 
     /// The ISR change this leader wants now, if any: followers that have not caught up for
@@ -283,11 +311,10 @@ impl<S: Storage> PartitionService<S> {
     pub(super) async fn replica_read(
         &self,
         partition: &TopicPartition,
-        replica: NodeId,
-        offset: Offset,
-        last_fetched_epoch: i32,
+        fetch: ReplicaFetch,
         max_bytes: usize,
     ) -> Result<ReadResult> {
+        let ReplicaFetch { replica, offset, last_fetched_epoch, durable_end } = fetch;
         let owned = self.owned(partition)?;
         let role = owned.role();
         if role.leader != self.node {
@@ -311,7 +338,7 @@ impl<S: Storage> PartitionService<S> {
                 });
             }
         }
-        owned.record_fetch(replica, offset.0, self.clock.now_ms());
+        owned.record_fetch(replica, durable_end.0.min(offset.0), self.clock.now_ms());
         owned.advance_high_watermark(self.node);
         let read = owned.log.read(offset.0, max_bytes).await?;
         Ok(ReadResult {
@@ -375,5 +402,46 @@ impl<S: Storage> PartitionService<S> {
             }
         }
         lags
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Follower;
+
+    #[test]
+    fn a_follower_is_caught_up_as_of_the_latest_fetch_whose_leader_end_it_has_durably() {
+        let mut follower = Follower::fresh(0);
+        // Behind at 100 and 200 ms, with the leader at 10 then 20.
+        follower.record(0, 10, 100);
+        follower.record(5, 20, 200);
+        assert_eq!((follower.last_caught_up_ms, follower.log_end), (0, Some(5)));
+        // Durable to 10 at 300 ms: it had what the leader had at 100 ms (Kafka's rule would
+        // look only at 200 ms, and say nothing).
+        follower.record(10, 30, 300);
+        assert_eq!(follower.last_caught_up_ms, 100);
+        // Durable to 30: as of 300 ms.
+        follower.record(30, 40, 400);
+        assert_eq!(follower.last_caught_up_ms, 300);
+        // The whole log: now.
+        follower.record(40, 40, 500);
+        assert_eq!(follower.last_caught_up_ms, 500);
+        // Time never goes back, and a durable end past the leader's end counts as its end.
+        follower.record(0, 50, 600);
+        assert_eq!(follower.last_caught_up_ms, 500);
+        follower.record(70, 60, 700);
+        assert_eq!((follower.last_caught_up_ms, follower.log_end), (700, Some(60)));
+    }
+
+    #[test]
+    fn a_follower_that_stalls_is_remembered_only_so_far_back() {
+        let mut follower = Follower::fresh(0);
+        follower.record(0, 1, 10);
+        for i in 0..super::FETCHES_REMEMBERED as i64 {
+            follower.record(0, 100 + i, 20 + i);
+        }
+        // The fetch at 10 ms (leader end 1) is forgotten: reaching 1 now says nothing.
+        follower.record(1, 200, 1000);
+        assert_eq!(follower.last_caught_up_ms, 0);
     }
 }

@@ -9,9 +9,13 @@
 //! the partitions whose fetch state changed, and the leader answers only the partitions with
 //! something new. A refused session, or a new connection, starts again with a full fetch.
 //! Per partition the answer is appended byte for byte (`PartitionLog::append_replica`: offsets,
-//! epochs and producer state as the leader wrote them), made durable under the topic's flush
-//! policy before the next fetch (so the next fetch offset means "durable here"), and the
-//! leader's high watermark is taken up to what this replica has. A `diverging_epoch` answer
+//! epochs and producer state as the leader wrote them) and made durable under the topic's
+//! flush policy by a background sync while the next fetch goes out; every fetch tells the
+//! leader the durable end in a strata tag (`wire::strata_tags::DURABLE_END_TAG`), and the
+//! leader's high watermark counts only that. While a sync runs, fetches are not parked, and
+//! an answer with nothing new waits for the sync before the next fetch, so the leader learns a
+//! sync's end within one round trip. The leader's high watermark is taken up to what this
+//! replica has. A `diverging_epoch` answer
 //! truncates the log to where it agrees with the leader first.
 //! Invariants: a partition is fetched only while the adopted image names this node a follower
 //! of it on this shard, and its batches are appended only while it still is.
@@ -20,7 +24,7 @@
 use crate::metadata::MetadataImage;
 use crate::services::fetch_sessions::INITIAL_EPOCH;
 use crate::services::partitions::{Partition, PartitionService};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -70,6 +74,10 @@ struct Stream {
     stopped: Cell<bool>,
     /// Woken when the stream's partitions or endpoint change.
     changed: event_listener::Event,
+    /// Partitions whose appended batches a background sync is making durable now.
+    syncing: RefCell<std::collections::BTreeSet<TopicPartition>>,
+    /// Woken when such a sync ends.
+    synced: event_listener::Event,
 }
 
 /// What one partition's fetch tells the leader; the session holds the last one sent.
@@ -79,6 +87,8 @@ struct FetchState {
     fetch_offset: i64,
     last_fetched_epoch: i32,
     log_start_offset: i64,
+    /// What is synced (`wire::strata_tags::DURABLE_END_TAG`).
+    durable_end: i64,
 }
 
 /// A stream's fetch session with its leader (KIP-227): id 0 means none, so the next fetch is
@@ -160,6 +170,8 @@ impl<S: Storage> ReplicaFetchers<S> {
                         endpoint: RefCell::new(endpoint),
                         stopped: Cell::new(false),
                         changed: event_listener::Event::new(),
+                        syncing: RefCell::default(),
+                        synced: event_listener::Event::new(),
                     });
                     streams.insert(leader, stream.clone());
                     let fetchers = self.clone();
@@ -227,7 +239,7 @@ impl<S: Storage> ReplicaFetchers<S> {
     /// because of errors the leader answered.
     async fn fetch_once(
         &self,
-        stream: &Stream,
+        stream: &Rc<Stream>,
         connection: &mut Option<TcpStream>,
         session: &mut Session,
         correlation_id: &mut i32,
@@ -245,6 +257,7 @@ impl<S: Storage> ReplicaFetchers<S> {
                 fetch_offset: local.log.log_end_offset(),
                 last_fetched_epoch: local.log.latest_epoch().unwrap_or(-1),
                 log_start_offset: local.log.log_start_offset(),
+                durable_end: durable_end(&local),
             };
             states.insert(key, state);
         }
@@ -254,7 +267,10 @@ impl<S: Storage> ReplicaFetchers<S> {
         let incremental = session.id != 0;
         let mut request = FetchRequest::default();
         request.replica_id = BrokerId(self.node.0);
-        request.max_wait_ms = REPLICA_FETCH_WAIT_MS;
+        // While a sync runs, the answer is not parked: the sync's end must reach the leader in
+        // the next fetch, not after a wait for new data.
+        request.max_wait_ms =
+            if stream.syncing.borrow().is_empty() { REPLICA_FETCH_WAIT_MS } else { 0 };
         request.min_bytes = 1;
         request.max_bytes = REPLICA_FETCH_BYTES;
         request.isolation_level = 0;
@@ -271,6 +287,10 @@ impl<S: Storage> ReplicaFetchers<S> {
             partition.last_fetched_epoch = state.last_fetched_epoch;
             partition.log_start_offset = state.log_start_offset;
             partition.partition_max_bytes = REPLICA_FETCH_PARTITION_BYTES;
+            partition.unknown_tagged_fields.insert(
+                wire::strata_tags::DURABLE_END_TAG,
+                wire::strata_tags::encode_i64(state.durable_end),
+            );
             let name = key.topic.as_str();
             match request.topics.iter_mut().find(|topic| topic.topic.0.as_str() == name) {
                 Some(topic) => topic.partitions.push(partition),
@@ -338,9 +358,9 @@ impl<S: Storage> ReplicaFetchers<S> {
         // An incremental answer lists only partitions with news: none means the leader
         // waited and nothing changed, which is not a failure.
         let mut progressed = response.responses.is_empty();
-        // Append every partition's batches first, then make them durable together: the
-        // fdatasyncs of different partitions overlap instead of running one after another.
-        let mut appended = Vec::new();
+        // Append every partition's batches; their syncs run in the background while the next
+        // fetch goes out, and each fetch tells the leader what is durable by then.
+        let mut appended_any = false;
         for topic in response.responses {
             let name = topic.topic.0.to_string();
             for partition in topic.partitions {
@@ -349,28 +369,38 @@ impl<S: Storage> ReplicaFetchers<S> {
                 if !stream.partitions.borrow().contains_key(&key) || stream.stopped.get() {
                     continue;
                 }
-                match self.append_fetched(&key, stream.leader, partition).await {
-                    Ok(Some(part)) => appended.push((key, part)),
-                    Ok(None) => progressed = true,
+                let applied = match self.append_fetched(&key, stream.leader, partition).await {
+                    Ok(Some(fetched)) => {
+                        appended_any |= fetched.appended;
+                        if fetched.appended {
+                            sync_in_background(stream, &key, &fetched.local);
+                        }
+                        fetched.finish().await
+                    }
+                    Ok(None) => Ok(()),
+                    Err(error) => Err(error),
+                };
+                match applied {
+                    Ok(()) => progressed = true,
                     Err(error) => {
                         tracing::debug!(partition = %key, leader = stream.leader.0, %error, "follower fetch not applied")
                     }
                 }
             }
         }
-        let synced =
-            futures_util::future::join_all(appended.iter().map(|(_, part)| part.sync())).await;
-        for ((key, part), result) in appended.into_iter().zip(synced) {
-            match result {
-                Ok(()) => match part.finish().await {
-                    Ok(()) => progressed = true,
-                    Err(error) => {
-                        tracing::debug!(partition = %key, leader = stream.leader.0, %error, "follower fetch not applied")
-                    }
-                },
-                Err(error) => {
-                    tracing::debug!(partition = %key, leader = stream.leader.0, %error, "follower sync failed")
-                }
+        if !appended_any {
+            // Nothing new: before asking again, let the running syncs end, so the next fetch
+            // carries their durable ends (bounded: a sync that never ends fails the peer
+            // timeout, and the next fetch tells what is durable then).
+            let listener = stream.synced.listen();
+            if !stream.syncing.borrow().is_empty() {
+                futures_lite::future::or(
+                    async {
+                        listener.await;
+                    },
+                    shard::runtime::sleep(PEER_TIMEOUT),
+                )
+                .await;
             }
         }
         Ok(progressed)
@@ -426,11 +456,7 @@ impl<S: Storage> ReplicaFetchers<S> {
                 local.log.restart_at(base).await.map_err(|error| error.to_string())?;
             }
             let now = shard::runtime::now_ms();
-            local
-                .log
-                .append_replica(BytesMut::from(&batch[..]), now)
-                .await
-                .map_err(|error| error.to_string())?;
+            local.log.append_replica(batch, now).await.map_err(|error| error.to_string())?;
             appended = true;
         }
         Ok(Some(Fetched {
@@ -452,16 +478,8 @@ struct Fetched<S: Storage> {
 }
 
 impl<S: Storage> Fetched<S> {
-    /// Under `flush.policy=always`, fsyncs what was appended, so that the next fetch offset
-    /// means "durable here".
-    async fn sync(&self) -> Result<(), String> {
-        if self.appended && self.local.log.config().flush == shard::FlushPolicy::Always {
-            self.local.log.sync().await.map_err(|error| error.to_string())?;
-        }
-        Ok(())
-    }
-
-    /// After the sync: wakes readers, and follows the leader's log start and high watermark.
+    /// After the append: wakes readers, and follows the leader's log start and high watermark
+    /// (which never passes this replica's durable end as the leader knew it).
     async fn finish(&self) -> Result<(), String> {
         let local = &self.local;
         if self.appended {
@@ -481,6 +499,46 @@ impl<S: Storage> Fetched<S> {
         }
         Ok(())
     }
+}
+
+/// What a follower's fetch reports as durable: what is synced under `flush.policy=always`,
+/// else what is appended (the policy accepts that window, as on a leader).
+fn durable_end<S: Storage>(local: &Partition<S>) -> i64 {
+    if local.log.config().flush == shard::FlushPolicy::Always {
+        local.log.durable_end_offset()
+    } else {
+        local.log.log_end_offset()
+    }
+}
+
+/// Makes what was appended to `local` durable in the background, one sync task per partition
+/// at a time (a running task goes on until it has caught up with the log end).
+fn sync_in_background<S: Storage>(
+    stream: &Rc<Stream>,
+    key: &TopicPartition,
+    local: &Rc<Partition<S>>,
+) {
+    if local.log.config().flush != shard::FlushPolicy::Always
+        || !stream.syncing.borrow_mut().insert(key.clone())
+    {
+        return;
+    }
+    let (stream, key, local) = (stream.clone(), key.clone(), local.clone());
+    shard::runtime::spawn(async move {
+        loop {
+            let target = local.log.log_end_offset();
+            if local.log.durable_end_offset() >= target || local.log.is_offline() {
+                break;
+            }
+            if let Err(error) = local.log.sync_to(target).await {
+                tracing::warn!(partition = %key, %error, "follower sync failed");
+                break;
+            }
+        }
+        stream.syncing.borrow_mut().remove(&key);
+        stream.synced.notify(usize::MAX);
+    })
+    .detach();
 }
 
 /// The record batches of a fetched partition with their base offsets (whole batches only: a

@@ -776,3 +776,33 @@ fn a_truncation_drops_the_read_ahead_so_rewritten_offsets_read_the_new_batches()
         );
     });
 }
+
+#[test]
+fn a_synced_chunk_is_not_written_again_in_full_when_it_fills() {
+    block_on(async {
+        let storage = SimStorage::new(7, FaultConfig::NONE);
+        let config = LogConfig {
+            write_chunk_bytes: 64 << 10,
+            flush: FlushPolicy::Always,
+            ..LogConfig::default()
+        };
+        let log = open(&storage, config, 1 << 20).await;
+        let before = storage.bytes_written();
+        let (mut appended, mut syncs) = (0u64, 0u64);
+        // ~20 KiB batches, each synced (acks=all, or a follower's sync per fetch): 62 chunks.
+        for i in 0..200 {
+            let batch = batch(i, 20, 1000, 1000);
+            appended += batch.len() as u64;
+            log.append(batch, 0, 1000).await.expect("append");
+            syncs += 1;
+        }
+        let written = storage.bytes_written() - before;
+        // Each sync may write its last page again (and the one before it, when the batch
+        // ends just past a page), never the chunk's head twice.
+        assert!(
+            written <= appended + syncs * 2 * 4096,
+            "{written} bytes written for {appended} appended in {syncs} syncs"
+        );
+        assert_eq!(read_all(&log).await.len(), 200);
+    });
+}

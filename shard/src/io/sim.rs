@@ -75,6 +75,8 @@ struct SimDisk {
     injected_write_errors: u64,
     /// File handles open now (each is a descriptor on a real disk).
     open_handles: u64,
+    /// Bytes written by `write_at` so far (write amplification tests).
+    bytes_written: u64,
 }
 
 impl SimDisk {
@@ -172,7 +174,8 @@ impl StorageFile for SimFileHandle {
         if defer {
             futures_lite::future::yield_now().await;
         }
-        self.with_file(|file, _| {
+        self.with_file(|file, disk| {
+            disk.bytes_written += buffer.0.len() as u64;
             write_into(&mut file.current, position as usize, &buffer.0);
             file.unsynced.push((position, buffer.0));
         })
@@ -242,6 +245,7 @@ impl SimStorage {
             injected_read_errors: 0,
             injected_write_errors: 0,
             open_handles: 0,
+            bytes_written: 0,
         };
         Self { disk: Rc::new(RefCell::new(disk)) }
     }
@@ -259,6 +263,11 @@ impl SimStorage {
     /// How many write-side errors (write, sync, preallocate, open) were injected so far.
     pub fn injected_write_errors(&self) -> u64 {
         self.disk.borrow().injected_write_errors
+    }
+
+    /// Bytes written by every `write_at` so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.disk.borrow().bytes_written
     }
 
     /// How many read errors were injected so far.

@@ -242,7 +242,7 @@ impl<S: Storage> PartitionLog<S> {
         };
         self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);
         for (position, buffer) in full_chunks {
-            self.submit_write_locked(&file, position, buffer).await?;
+            self.submit_full_chunk_locked(&file, position, buffer).await?;
         }
         self.complete_writes_locked(WRITE_WINDOW).await?;
         Ok(AppendInfo {
@@ -307,6 +307,35 @@ impl<S: Storage> PartitionLog<S> {
             active.preallocated_end = target;
         }
         Ok(())
+    }
+
+    /// Writes a chunk that just filled, from its first page no sync has written yet: a sync
+    /// writes the partial tail out, so under frequent syncs (acks=all, a follower) most of a
+    /// chunk is on disk before it fills, and writing it whole again wrote that data twice.
+    /// Caller holds `write_lock` (so no sync's write is in flight).
+    async fn submit_full_chunk_locked(
+        &self,
+        file: &Rc<S::File>,
+        position: u64,
+        buffer: <S::File as StorageFile>::Buffer,
+    ) -> Result<()> {
+        let written = self.state.borrow().tail.written_end;
+        let len = buffer.as_slice().len() as u64;
+        if written <= position {
+            return self.submit_write_locked(file, position, buffer).await;
+        }
+        if written >= position + len {
+            return Ok(());
+        }
+        let from = align_down(written);
+        let skip = (from - position) as usize;
+        let mut rest = file.alloc_buffer(len as usize - skip);
+        if let (Some(target), Some(source)) =
+            (rest.as_mut_slice().get_mut(..), buffer.as_slice().get(skip..))
+        {
+            target.copy_from_slice(source);
+        }
+        self.submit_write_locked(file, from, rest).await
     }
 
     /// Submits one full chunk write and keeps it in flight (write-behind). Caller holds

@@ -28,7 +28,12 @@ impl<S: Storage> PartitionLog<S> {
         options.config.validate().map_err(StorageError::InvalidArgument)?;
         storage.create_dir_all(dir).await?;
         let names = storage.list_dir(dir).await?;
-        for name in names.iter().filter(|name| name.ends_with(".tmp")) {
+        // Half-written temporaries, and files of segments deleted before a crash or a close
+        // that had not been unlinked yet.
+        for name in names
+            .iter()
+            .filter(|name| name.ends_with(".tmp") || name.ends_with(crate::segment::DELETED_SUFFIX))
+        {
             storage.remove(&dir.join(name)).await?;
         }
         let marker = checkpoint::path_in(dir, checkpoint::CLEAN_SHUTDOWN_FILE);
@@ -296,6 +301,7 @@ impl<S: Storage> PartitionLog<S> {
             cache_key,
             write_lock: async_lock::Mutex::new(()),
             sync_lock: async_lock::Mutex::new(()),
+            log_start_lock: async_lock::Mutex::new(()),
             syncs_completed: std::cell::Cell::new(0),
             sync_latency_us: options.sync_latency_us.clone(),
             inflight: RefCell::new(Default::default()),
@@ -309,6 +315,7 @@ impl<S: Storage> PartitionLog<S> {
             read_ahead: RefCell::new(None),
             rewrites: std::cell::Cell::new(0),
             read_ahead_hits: std::cell::Cell::new(0),
+            deleted_files: RefCell::new(Vec::new()),
         };
         log.load_producer_state(options.now_ms).await?;
         // The marker goes last: an open that fails before this point (a read error) leaves it,

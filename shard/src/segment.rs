@@ -30,6 +30,10 @@ pub fn time_index_file_name(base_offset: i64) -> String {
 }
 
 /// Parses `<20 digits>.<extension>` into the base offset.
+/// Appended to the name of a deleted segment's files until they are unlinked; `open` removes
+/// any it finds.
+pub const DELETED_SUFFIX: &str = ".deleted";
+
 pub fn parse_segment_file_name(name: &str, extension: &str) -> Option<i64> {
     let stem = name.strip_suffix(extension)?.strip_suffix('.')?;
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {

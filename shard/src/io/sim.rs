@@ -354,6 +354,10 @@ impl Storage for SimStorage {
         })
     }
 
+    async fn remove_gently(&self, path: &Path) -> io::Result<()> {
+        self.remove(path).await
+    }
+
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
         let file = disk.files.remove(from).ok_or_else(|| {

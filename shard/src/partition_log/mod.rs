@@ -217,6 +217,9 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) cache_key: CacheKey,
     pub(crate) write_lock: async_lock::Mutex<()>,
     pub(crate) sync_lock: async_lock::Mutex<()>,
+    /// Serializes writes of the log-start checkpoint (taken after `write_lock` when both are
+    /// held; retention writes it without `write_lock`).
+    pub(crate) log_start_lock: async_lock::Mutex<()>,
     /// Submitted chunk writes of the active segment, oldest first (touched under `write_lock`).
     pub(crate) inflight: RefCell<std::collections::VecDeque<InflightWrite>>,
     /// fdatasync calls issued by group commit (for metrics and the group-commit test).
@@ -245,6 +248,9 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) rewrites: std::cell::Cell<u64>,
     /// Disk reads served from a read-ahead.
     pub(crate) read_ahead_hits: std::cell::Cell<u64>,
+    /// Files of deleted segments, renamed `*.deleted`, not yet unlinked
+    /// (`remove_deleted_files`).
+    pub(crate) deleted_files: RefCell<Vec<std::path::PathBuf>>,
 }
 
 /// What `open` needs besides the storage.

@@ -1,5 +1,11 @@
 //! Retention and DeleteRecords: whole segments below the log start go; the log start moves
 //! forward durably.
+//! A deleted segment leaves the log under `write_lock` (its files renamed `*.deleted`, a
+//! metadata change), and its files are unlinked after the lock is released: unlinking a large
+//! file frees its extents, which on ext4 took over 100 ms, and appends to the partition waited
+//! for it (acks=all p99 went from 8 to 160 ms under retention). As in Kafka's asynchronous
+//! segment delete, `open` removes `*.deleted` files a crash left behind; a crash before a
+//! rename is durable leaves a segment wholly below the log start, which reads never reach.
 
 use super::*;
 
@@ -15,16 +21,40 @@ impl<S: Storage> PartitionLog<S> {
             segment::index_file_name(base),
             segment::time_index_file_name(base),
         ] {
-            let path = self.dir.join(name);
+            let path = self.dir.join(&name);
             if self.storage.exists(&path).await? {
-                self.storage.remove(&path).await?;
+                let doomed = self.dir.join(format!("{name}{}", segment::DELETED_SUFFIX));
+                self.storage.rename(&path, &doomed).await?;
+                self.deleted_files.borrow_mut().push(doomed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Unlinks the files of deleted segments and syncs the directory. Needs no lock: nothing
+    /// else refers to a `*.deleted` file (a segment made again at the same base has the plain
+    /// name).
+    pub async fn remove_deleted_files(&self) -> Result<()> {
+        let doomed = std::mem::take(&mut *self.deleted_files.borrow_mut());
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        for path in doomed {
+            match self.storage.remove_gently(&path).await {
+                Ok(()) => {}
+                // The same base deleted twice before an unlink: the second rename replaced it.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error.into()),
             }
         }
         self.storage.sync_dir(&self.dir).await?;
         Ok(())
     }
 
-    pub(crate) async fn persist_log_start_locked(&self) -> Result<()> {
+    /// Writes the log start offset to its checkpoint (atomically), with or without
+    /// `write_lock`.
+    pub(crate) async fn persist_log_start(&self) -> Result<()> {
+        let _checkpoint = self.log_start_lock.lock().await;
         self.mutations.set(self.mutations.get() + 1);
         let log_start = self.log_start_offset();
         let path = checkpoint::path_in(&self.dir, checkpoint::LOG_START_OFFSET_FILE);
@@ -34,8 +64,14 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Moves the log start offset to `offset` (Kafka DeleteRecords) and deletes the segments
-    /// wholly below it. Returns the new log start offset.
+    /// wholly below it. Returns the new log start offset. The deleted segments' files are
+    /// only renamed: the caller unlinks them with `remove_deleted_files` when it suits it (in
+    /// the background on a follower's fetch path, which must not wait for them).
     pub async fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        self.delete_records_before_locked(offset).await
+    }
+
+    async fn delete_records_before_locked(&self, offset: i64) -> Result<i64> {
         let _write = self.write_lock.lock().await;
         self.check_writable()?;
         let (log_start, log_end) = {
@@ -58,7 +94,7 @@ impl<S: Storage> PartitionLog<S> {
             state.check_offsets();
         }
         let result = async {
-            self.persist_log_start_locked().await?;
+            self.persist_log_start().await?;
             self.delete_segments_below_start_locked().await
         }
         .await;
@@ -88,6 +124,20 @@ impl<S: Storage> PartitionLog<S> {
     /// Deletes whole sealed segments past `retention.ms` (by their largest timestamp) or beyond
     /// `retention.bytes`, oldest first, moving the log start offset. Returns how many it deleted.
     pub async fn apply_retention(&self, now_ms: i64) -> Result<usize> {
+        let deleted = self.apply_retention_locked(now_ms).await?;
+        if deleted > 0 {
+            // After the lock: appends need not wait for the checkpoint's fsyncs. A crash
+            // before it is written leaves the old log start, which `open` moves up to the
+            // first segment left (the deleted ones are gone, or renamed and removed then).
+            let persisted = self.persist_log_start().await;
+            self.offline_on_error(persisted)?;
+        }
+        let removed = self.remove_deleted_files().await;
+        self.offline_on_error(removed)?;
+        Ok(deleted)
+    }
+
+    async fn apply_retention_locked(&self, now_ms: i64) -> Result<usize> {
         let _write = self.write_lock.lock().await;
         self.check_writable()?;
         let mut deleted = 0;
@@ -131,10 +181,6 @@ impl<S: Storage> PartitionLog<S> {
             let result = self.delete_segment_locked(base).await;
             self.offline_on_error(result)?;
             deleted += 1;
-        }
-        if deleted > 0 {
-            let result = self.persist_log_start_locked().await;
-            self.offline_on_error(result)?;
         }
         let log_start = self.log_start_offset();
         self.producers.borrow_mut().expire(

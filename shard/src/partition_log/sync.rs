@@ -152,7 +152,7 @@ impl<S: Storage> PartitionLog<S> {
             if !untouched {
                 self.seal_active_locked().await?;
                 self.write_producer_snapshot_locked().await?;
-                self.persist_log_start_locked().await?;
+                self.persist_log_start().await?;
             }
             let marker = checkpoint::path_in(&self.dir, checkpoint::CLEAN_SHUTDOWN_FILE);
             let clean = {

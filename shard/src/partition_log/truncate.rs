@@ -13,7 +13,14 @@ impl<S: Storage> PartitionLog<S> {
         {
             let _write = self.write_lock.lock().await;
             self.check_writable()?;
-            let result = self.truncate_locked(offset).await;
+            // The deleted segments' files are unlinked under the lock: a truncation must be
+            // durable before the follower fetches past it (a crash must not bring the cut-off
+            // batches back).
+            let result = async {
+                self.truncate_locked(offset).await?;
+                self.remove_deleted_files().await
+            }
+            .await;
             self.offline_on_error(result)?;
         }
         // Batches above the cut are gone: rebuild the producer state from the snapshots left
@@ -37,7 +44,8 @@ impl<S: Storage> PartitionLog<S> {
                     let path = self.dir.join(crate::producer_state::snapshot_file_name(snapshot));
                     self.storage.remove(&path).await?;
                 }
-                self.cut_locked(offset, true).await
+                self.cut_locked(offset, true).await?;
+                self.remove_deleted_files().await
             }
             .await;
             self.offline_on_error(result)?;
@@ -161,7 +169,7 @@ impl<S: Storage> PartitionLog<S> {
             io::write_file_atomic(&self.storage, &path, &checkpoint::encode_epochs(&epochs))
                 .await?;
         }
-        self.persist_log_start_locked().await?;
+        self.persist_log_start().await?;
         if restart {
             self.cache.borrow_mut().forget(self.cache_key);
         } else {

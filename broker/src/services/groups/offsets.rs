@@ -269,7 +269,7 @@ impl<S: Storage> GroupService<S> {
                 first_base = info.base_offset;
             }
         }
-        owned.log.delete_records_before(first_base).await?;
+        owned.delete_records_before(first_base).await?;
         tracing::info!(
             partition = index,
             live = live.len(),

@@ -82,6 +82,22 @@ impl<S: Storage> Partition<S> {
     pub fn notify_appended(&self) {
         self.appended.notify(usize::MAX);
     }
+
+    /// Moves the log start to `offset` (DeleteRecords, a follower following its leader's log
+    /// start) and unlinks the deleted segments' files in the background: that takes hundreds
+    /// of milliseconds for large segments (`Storage::remove_gently`), which neither a client's
+    /// DeleteRecords nor a follower's fetch loop should wait for.
+    pub async fn delete_records_before(self: &Rc<Self>, offset: i64) -> Result<i64> {
+        let log_start = self.log.delete_records_before(offset).await?;
+        let partition = self.clone();
+        shard::runtime::spawn(async move {
+            if let Err(error) = partition.log.remove_deleted_files().await {
+                tracing::warn!(dir = %partition.log.dir().display(), %error, "removing deleted segments failed");
+            }
+        })
+        .detach();
+        Ok(log_start)
+    }
 }
 
 pub enum PartitionRequest {
@@ -316,7 +332,7 @@ impl<S: Storage> PartitionService<S> {
     async fn delete_records(&self, partition: &TopicPartition, offset: Offset) -> Result<Offset> {
         let owned = self.owned(partition)?;
         let target = if offset.0 == -1 { owned.log.high_watermark() } else { offset.0 };
-        Ok(Offset(owned.log.delete_records_before(target).await?))
+        Ok(Offset(owned.delete_records_before(target).await?))
     }
 }
 

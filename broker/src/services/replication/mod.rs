@@ -56,6 +56,9 @@ pub const REPLICA_FETCH_WAIT_MS: i32 = 500;
 /// Bytes per partition and per fetch a follower asks for.
 pub const REPLICA_FETCH_PARTITION_BYTES: i32 = 1 << 20;
 pub const REPLICA_FETCH_BYTES: i32 = 16 << 20;
+/// A follower fetches again while the syncs of an answer run only when the answer brought at
+/// least this much; after a smaller one it waits for them (see `fetch_once`).
+pub const OVERLAPPED_FETCH_BYTES_MIN: usize = 256 << 10;
 /// Largest fetch response a follower accepts.
 pub const REPLICA_RESPONSE_BYTES_MAX: usize = 64 << 20;
 /// Connecting, and a fetch's answer beyond its wait, may take this long.
@@ -360,7 +363,7 @@ impl<S: Storage> ReplicaFetchers<S> {
         let mut progressed = response.responses.is_empty();
         // Append every partition's batches; their syncs run in the background while the next
         // fetch goes out, and each fetch tells the leader what is durable by then.
-        let mut appended_any = false;
+        let mut appended_bytes = 0usize;
         for topic in response.responses {
             let name = topic.topic.0.to_string();
             for partition in topic.partitions {
@@ -371,8 +374,8 @@ impl<S: Storage> ReplicaFetchers<S> {
                 }
                 let applied = match self.append_fetched(&key, stream.leader, partition).await {
                     Ok(Some(fetched)) => {
-                        appended_any |= fetched.appended;
-                        if fetched.appended {
+                        appended_bytes += fetched.appended_bytes;
+                        if fetched.appended_bytes > 0 {
                             sync_in_background(stream, &key, &fetched.local);
                         }
                         fetched.finish().await
@@ -388,20 +391,22 @@ impl<S: Storage> ReplicaFetchers<S> {
                 }
             }
         }
-        if !appended_any {
-            // Nothing new: before asking again, let the running syncs end, so the next fetch
-            // carries their durable ends (bounded: a sync that never ends fails the peer
-            // timeout, and the next fetch tells what is durable then).
-            let listener = stream.synced.listen();
-            if !stream.syncing.borrow().is_empty() {
-                futures_lite::future::or(
-                    async {
-                        listener.await;
-                    },
-                    shard::runtime::sleep(PEER_TIMEOUT),
-                )
-                .await;
-            }
+        if appended_bytes < OVERLAPPED_FETCH_BYTES_MIN {
+            // Little or nothing new: before asking again, let the running syncs end, so the
+            // next fetch carries their durable ends and is parked at the leader until there is
+            // more (bounded: a sync that never ends fails the peer timeout, and the next fetch
+            // tells what is durable then). Only answers this large are worth a fetch that
+            // overlaps the sync: under a light load, fetching on would only spin.
+            let all_synced = async {
+                loop {
+                    let listener = stream.synced.listen();
+                    if stream.syncing.borrow().is_empty() {
+                        return;
+                    }
+                    listener.await;
+                }
+            };
+            futures_lite::future::or(all_synced, shard::runtime::sleep(PEER_TIMEOUT)).await;
         }
         Ok(progressed)
     }
@@ -443,7 +448,7 @@ impl<S: Storage> ReplicaFetchers<S> {
             return Ok(None);
         }
         let records = data.records.unwrap_or_default();
-        let mut appended = false;
+        let mut appended_bytes = 0;
         for (base, batch) in batches_of(records)? {
             if local.role().leader != leader {
                 return Err("leadership moved while appending".into());
@@ -456,12 +461,12 @@ impl<S: Storage> ReplicaFetchers<S> {
                 local.log.restart_at(base).await.map_err(|error| error.to_string())?;
             }
             let now = shard::runtime::now_ms();
+            appended_bytes += batch.len();
             local.log.append_replica(batch, now).await.map_err(|error| error.to_string())?;
-            appended = true;
         }
         Ok(Some(Fetched {
             local,
-            appended,
+            appended_bytes,
             log_start_offset: data.log_start_offset,
             high_watermark: data.high_watermark,
         }))
@@ -471,7 +476,8 @@ impl<S: Storage> ReplicaFetchers<S> {
 /// One partition's fetched answer, appended and waiting to be made durable.
 struct Fetched<S: Storage> {
     local: Rc<Partition<S>>,
-    appended: bool,
+    /// Bytes of batches appended from the answer.
+    appended_bytes: usize,
     /// The leader's log start and high watermark in the answer.
     log_start_offset: i64,
     high_watermark: i64,
@@ -482,7 +488,7 @@ impl<S: Storage> Fetched<S> {
     /// (which never passes this replica's durable end as the leader knew it).
     async fn finish(&self) -> Result<(), String> {
         let local = &self.local;
-        if self.appended {
+        if self.appended_bytes > 0 {
             local.notify_appended();
         }
         // The leader's log start (moved by DeleteRecords or retention), up to what this replica
@@ -490,7 +496,7 @@ impl<S: Storage> Fetched<S> {
         // maybeIncrementLogStartOffset), so a failover never brings them back.
         let log_start = self.log_start_offset.min(local.log.log_end_offset());
         if log_start > local.log.log_start_offset() {
-            local.log.delete_records_before(log_start).await.map_err(|error| error.to_string())?;
+            local.delete_records_before(log_start).await.map_err(|error| error.to_string())?;
         }
         // The leader's high watermark, up to what this replica has.
         let high_watermark = self.high_watermark.min(local.log.log_end_offset());
@@ -589,9 +595,10 @@ async fn call(
         socket.read_exact(&mut prefix).await.map_err(|e| format!("reading a fetch answer: {e}"))?;
         let len =
             protocol::frame_len(prefix, REPLICA_RESPONSE_BYTES_MAX).map_err(|e| e.to_string())?;
-        let mut body = vec![0u8; len];
-        socket.read_exact(&mut body).await.map_err(|e| format!("reading a fetch answer: {e}"))?;
-        Ok::<Vec<u8>, String>(body)
+        let body = shard::runtime::net::read_exact_to_new(socket, len)
+            .await
+            .map_err(|e| format!("reading a fetch answer: {e}"))?;
+        Ok::<bytes::BytesMut, String>(body)
     };
     let timeout = PEER_TIMEOUT + Duration::from_millis(REPLICA_FETCH_WAIT_MS as u64);
     let body = futures_lite::future::or(exchange, async {
@@ -600,7 +607,7 @@ async fn call(
     })
     .await?;
     let (header, response) =
-        protocol::decode_response(ApiKey::Fetch, REPLICA_FETCH_VERSION, Bytes::from(body))
+        protocol::decode_response(ApiKey::Fetch, REPLICA_FETCH_VERSION, body.freeze())
             .map_err(|e| e.to_string())?;
     if header.correlation_id != correlation_id {
         return Err(format!("correlation id {} for {correlation_id}", header.correlation_id));

@@ -266,11 +266,26 @@ fn delete_records_before_moves_the_log_start_and_survives_a_crash() {
         assert!(matches!(log.read(16, 10).await, Err(StorageError::OffsetOutOfRange { .. })));
         assert_eq!(base_offset(&log.read(17, 10).await.expect("read").batches[0]), 17);
         assert!(log.delete_records_before(31).await.is_err(), "past the log end");
+        // The deleted segments' files wait, renamed, for `remove_deleted_files` (the broker
+        // runs it in the background); a crash before it leaves them for `open` to remove.
+        let doomed = |storage: &SimStorage| {
+            storage
+                .paths()
+                .into_iter()
+                .filter(|p| p.to_string_lossy().ends_with(".deleted"))
+                .count()
+        };
+        assert!(doomed(&storage) > 0, "renamed, not yet unlinked");
         drop(log);
         storage.crash();
         let reopened = open(&storage, small_config(), 1 << 20).await;
         assert_eq!(reopened.log_start_offset(), 17);
         assert_eq!(reopened.log_end_offset(), 30);
+        assert_eq!(doomed(&storage), 0, "open removed the leftovers");
+        assert_eq!(reopened.delete_records_before(25).await.expect("delete"), 25);
+        reopened.remove_deleted_files().await.expect("remove");
+        assert_eq!(doomed(&storage), 0);
+        assert_eq!(base_offset(&reopened.read(25, 10).await.expect("read").batches[0]), 25);
     });
 }
 

@@ -158,7 +158,7 @@ impl Storage for DmaStorage {
             file.truncate(size).await?;
             // Room for a journal commit between steps (measured: 4 MiB steps 1 ms apart kept
             // a concurrent fdatasync under 1.3 ms where one unlink held it 45 ms).
-            crate::runtime::sleep(std::time::Duration::from_millis(GENTLE_REMOVE_PAUSE_MS)).await;
+            glommio::timer::sleep(std::time::Duration::from_millis(GENTLE_REMOVE_PAUSE_MS)).await;
         }
         self.close(file).await?;
         self.remove(path).await

@@ -194,6 +194,9 @@ impl<S: Storage> Node<S> {
         if let Some(receivers) = receivers {
             self.mesh.start(receivers);
         }
+        if self.mesh.id() == METADATA_SHARD {
+            self.partitions.remove_deleted_dirs().await;
+        }
         shard::runtime::spawn(self.clone().maintenance()).detach();
         shard::runtime::spawn(self.groups.clone().tick()).detach();
         Ok(())

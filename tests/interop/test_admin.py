@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition, OFFSET_B
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic, ResourceType)
 
-from clients import (ck_admin, ck_consume, ck_consumer, ck_produce, ck_topic_partitions,
+from clients import (Msg, ck_admin, ck_consume, ck_consumer, ck_produce, ck_topic_partitions,
                      ck_watermarks, kp_consumer, make_messages, wait_until)
 
 T = 10  # seconds for any admin future (a healthy local broker answers in milliseconds)
@@ -521,3 +521,27 @@ def test_manual_replica_assignments_are_checked_and_applied(shared_broker, topic
     fs = admin.create_partitions([NewPartitions(topic_name, 6, replica_assignment=[[3]])], request_timeout=T)
     assert _error_code(fs[topic_name]) == KafkaError.INVALID_REPLICA_ASSIGNMENT  # no broker 3
     ck_produce(shared_broker.bootstrap, topic_name, make_messages(3, with_nulls=False), partition=4)
+
+
+@pytest.mark.single_node
+def test_a_deleted_topic_made_again_at_once_starts_empty_and_its_old_files_go(broker, topic_name):
+    """The old partition directory is renamed aside at once and its files are removed in the
+    background (gently, so gigabytes of segments never stall the disk): a topic made again
+    under the same name right away holds only its new records, and no directory of the old one
+    is left once the removal is done."""
+    bootstrap = broker.bootstrap
+    admin = ck_admin(bootstrap)
+    _create(admin, topic_name, partitions=2, config={"segment.bytes": str(1 << 20)})
+    payload = [Msg(None, b"old-%06d-" % i + b"x" * 2000) for i in range(3000)]
+    ck_produce(bootstrap, topic_name, payload, partition=0)
+    old_dir = broker.data_dir / ("%s-0" % topic_name)
+    assert len([p for p in old_dir.iterdir() if p.suffix == ".log"]) > 3, "several segments"
+    admin.delete_topics([topic_name], operation_timeout=10, request_timeout=T)[topic_name].result(timeout=T)
+    wait_until(lambda: topic_name not in admin.list_topics(timeout=10).topics, timeout=10,
+               message="the deleted topic to leave the metadata")
+    _create(admin, topic_name, partitions=2)
+    ck_produce(bootstrap, topic_name, [Msg(None, b"new-1"), Msg(None, b"new-2")], partition=0)
+    assert ck_watermarks(bootstrap, topic_name, partition=0) == (0, 2)
+    assert [m[1] for m in ck_consume(bootstrap, topic_name, 2, partition=0)] == [b"new-1", b"new-2"]
+    leftovers = lambda: [p.name for p in broker.data_dir.iterdir() if p.name.endswith(".deleted")]  # noqa: E731
+    wait_until(lambda: not leftovers(), timeout=30, message="the old directory removed")

@@ -19,6 +19,9 @@ use shard::{OpenOptions, PartitionLog};
 use std::rc::Rc;
 use wire::ids::TopicPartition;
 
+/// The suffix of a deleted partition's directory until its files are gone.
+pub const DELETED_DIR_SUFFIX: &str = ".deleted";
+
 impl<S: Storage> PartitionService<S> {
     /// Whether this shard keeps a replica of `partition` (as its leader or a follower). A
     /// single node (no registered brokers) keeps every partition it leads.
@@ -85,12 +88,69 @@ impl<S: Storage> PartitionService<S> {
             }
             partition.notify_appended();
             if deleted {
-                if let Err(error) = self.storage.remove_dir_all(&dir).await {
-                    tracing::warn!(%error, dir = %dir.display(), "removing a deleted partition");
-                }
+                self.remove_partition_dir(&dir).await;
             }
         }
         Ok(())
+    }
+
+    /// Removes a deleted partition's directory without making this shard wait for it: it is
+    /// renamed `<dir>.<unique>.deleted` at once (so a partition made again under the same name
+    /// starts empty), and its files go gently in the background (gigabytes of segments take
+    /// seconds to free without stalling the disk; `Storage::remove_gently`). A partition
+    /// directory always ends in `-<partition>`, so the suffix never names a live one; a crash
+    /// leaves it to `remove_deleted_dirs` at the next start.
+    async fn remove_partition_dir(&self, dir: &std::path::Path) {
+        let unique = format!(
+            "{}.{}.{}{DELETED_DIR_SUFFIX}",
+            dir.file_name().map(|name| name.to_string_lossy()).unwrap_or_default(),
+            self.shard.0,
+            self.clock.now_ms()
+        );
+        let doomed = dir.with_file_name(unique);
+        if let Err(error) = self.storage.rename(dir, &doomed).await {
+            tracing::warn!(%error, dir = %dir.display(), "renaming a deleted partition; removing it in place");
+            if let Err(error) = self.storage.remove_dir_all(dir).await {
+                tracing::warn!(%error, dir = %dir.display(), "removing a deleted partition");
+            }
+            return;
+        }
+        let storage = self.storage.clone();
+        shard::runtime::spawn(async move {
+            if let Err(error) = storage.remove_dir_all(&doomed).await {
+                tracing::warn!(%error, dir = %doomed.display(), "removing a deleted partition");
+            }
+        })
+        .detach();
+    }
+
+    /// At start: removes, in the background, the directories of deleted partitions that a
+    /// crash or a stop left behind (`remove_partition_dir`).
+    pub async fn remove_deleted_dirs(&self) {
+        let names = match self.storage.list_dir(&self.data_dir).await {
+            Ok(names) => names,
+            Err(error) => {
+                tracing::warn!(%error, "listing the data directory for deleted partitions");
+                return;
+            }
+        };
+        let doomed: Vec<_> = names
+            .into_iter()
+            .filter(|name| name.ends_with(DELETED_DIR_SUFFIX))
+            .map(|name| self.data_dir.join(name))
+            .collect();
+        if doomed.is_empty() {
+            return;
+        }
+        let storage = self.storage.clone();
+        shard::runtime::spawn(async move {
+            for dir in doomed {
+                if let Err(error) = storage.remove_dir_all(&dir).await {
+                    tracing::warn!(%error, dir = %dir.display(), "removing a deleted partition");
+                }
+            }
+        })
+        .detach();
     }
 
     /// Opens every partition `image` places on this shard that is not open yet, and applies

@@ -73,7 +73,9 @@ def test_topic_compression_type_recompresses_on_append(shared_broker, topic_name
                         request_timeout=10)[topic_name].result(timeout=10)
     expected = []
     for codec in sent:
-        msgs = _messages(codec, topic_codec)[:100]
+        # compressible records only: librdkafka sends a batch plain when its codec does not
+        # shrink it (a lone random record), which would blur what the broker stored
+        msgs = [m for i, m in enumerate(_messages(codec, topic_codec)) if i % 3][:100]
         ck_produce(shared_broker.bootstrap, topic_name, msgs, partition=0,
                    **{"compression.type": codec, "linger.ms": 50})
         expected += msgs

@@ -11,7 +11,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from clients import (Msg, ck_admin, ck_consume, ck_consumer, ck_produce, ck_watermarks, kp_consumer,
-                     kp_produce)
+                     kp_produce, wait_until)
 
 N = 100
 STEP_MS = 1000
@@ -170,6 +170,11 @@ def test_log_append_time_stamps_batches_with_the_broker_clock(shared_broker, top
     assert before <= info.timestamp <= after, info
 
 
+def _leader_known(producer, topic):
+    md = producer.list_topics(topic, timeout=T).topics.get(topic)
+    return md is not None and md.error is None and 0 in md.partitions and md.partitions[0].leader >= 0
+
+
 def test_out_of_bounds_timestamps_are_named_per_record(shared_broker, topic_name):
     """KIP-467 for INVALID_TIMESTAMP: with message.timestamp.before.max.ms=60000, the two
     hour-old records of a batch are named in record_errors; nothing of the batch is stored."""
@@ -182,8 +187,11 @@ def test_out_of_bounds_timestamps_are_named_per_record(shared_broker, topic_name
     now = int(time.time() * 1000)
     stamps = [now, now - 3_600_000, now, now - 3_600_000]
     reports = {}
-    p = ck.Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 200, "retries": 0,
+    p = ck.Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 1000, "retries": 0,
                      "enable.idempotence": False})
+    # the four records must share one batch: let the producer learn the partition's leader first
+    # (in a cluster a record queued before that could leave alone in a batch of its own)
+    wait_until(lambda: _leader_known(p, topic_name), timeout=T, message="the producer knows the leader")
     for i, ts in enumerate(stamps):
         p.produce(topic_name, value=b"v", partition=0, timestamp=ts,
                   on_delivery=lambda err, m, i=i: reports.__setitem__(i, err))

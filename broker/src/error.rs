@@ -57,9 +57,10 @@ pub enum BrokerError {
     /// Records without a key sent to a compacted topic (`records` as above).
     #[error("Compacted topic cannot accept message without key in topic partition {partition}.")]
     NullKeyOnCompactedTopic { partition: String, records: Vec<i32> },
-    /// A transactional batch or transactional id; transactions are not implemented.
-    #[error("transactions are not supported yet")]
-    TransactionsUnsupported,
+    /// A transactional batch in a Produce request without a transactional id (Kafka answers
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+    #[error("a transactional batch in a request without a transactional id")]
+    TransactionalBatchWithoutId,
     #[error("unsupported version {1} of {0}")]
     UnsupportedVersion(&'static str, i16),
     /// A codec the request's version may not carry (zstd before Produce v7).
@@ -89,6 +90,8 @@ pub enum BrokerError {
     LeaderNotAvailable(String),
     #[error(transparent)]
     Group(#[from] GroupError),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
     /// A change the broker's resources (the open-files limit) cannot hold (Kafka: a policy
     /// violation, with the reason).
     #[error("{0}")]
@@ -166,6 +169,31 @@ pub enum GroupError {
     StoreFailed(String),
 }
 
+/// What the transaction coordinator answers instead of a success (KIP-98).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TxnError {
+    /// The producer id is not the transactional id's (or the id is unknown).
+    #[error("the producer id does not belong to this transactional id")]
+    InvalidProducerIdMapping,
+    /// A newer producer with the same transactional id exists (KIP-588; older request versions
+    /// answer INVALID_PRODUCER_EPOCH, see `TxnError::code_for_version`).
+    #[error("a newer producer with this transactional id fenced this one")]
+    ProducerFenced,
+    /// Another operation of the transaction is in progress (markers being written); retry.
+    #[error("a transition of this transaction is in progress")]
+    ConcurrentTransactions,
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(&'static str),
+    #[error("transaction timeout {0} ms out of range")]
+    InvalidTransactionTimeout(i32),
+    #[error("this broker does not coordinate the transactional id")]
+    NotCoordinator,
+    #[error("the transaction coordinator is not available")]
+    CoordinatorNotAvailable,
+    #[error("no such transactional id")]
+    TransactionalIdNotFound,
+}
+
 /// Why a cross-core call did not complete.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MeshError {
@@ -214,7 +242,9 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::InvalidRecord(_) => ResponseError::InvalidRecord,
         BrokerError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
         BrokerError::NullKeyOnCompactedTopic { .. } => ResponseError::InvalidRecord,
-        BrokerError::TransactionsUnsupported => ResponseError::InvalidTxnState,
+        BrokerError::TransactionalBatchWithoutId => {
+            ResponseError::TransactionalIdAuthorizationFailed
+        }
         BrokerError::UnsupportedVersion(..) => ResponseError::UnsupportedVersion,
         BrokerError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
         BrokerError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
@@ -225,6 +255,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
         BrokerError::UnknownLeaderEpoch(_) => ResponseError::UnknownLeaderEpoch,
         BrokerError::Group(group) => group_error(group),
+        BrokerError::Txn(txn) => txn_error(txn),
         BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,
         BrokerError::NoController(_) => ResponseError::NotController,
         BrokerError::QuorumTimeout(_) => ResponseError::RequestTimedOut,
@@ -256,6 +287,35 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         StorageError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
+        StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        StorageError::TransactionCoordinatorFenced { .. } => {
+            ResponseError::TransactionCoordinatorFenced
+        }
+    }
+}
+
+fn txn_error(error: &TxnError) -> ResponseError {
+    match error {
+        TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+        TxnError::ProducerFenced => ResponseError::ProducerFenced,
+        TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+        TxnError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+        TxnError::InvalidTransactionTimeout(_) => ResponseError::InvalidTransactionTimeout,
+        TxnError::NotCoordinator => ResponseError::NotCoordinator,
+        TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+    }
+}
+
+/// The code of a transaction coordinator's error for a request of `version`: requests older
+/// than `fenced_since` get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED
+/// (KIP-588; InitProducerId v4, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2).
+pub fn txn_error_code(error: &BrokerError, version: i16, fenced_since: i16) -> i16 {
+    match error {
+        BrokerError::Txn(TxnError::ProducerFenced) if version < fenced_since => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        other => error_code(other),
     }
 }
 
@@ -305,7 +365,7 @@ mod tests {
         assert_eq!(error_code(&BrokerError::Group(GroupError::MemberIdRequired)), 79);
         assert_eq!(error_code(&BrokerError::Group(GroupError::FencedInstanceId)), 82);
         assert_eq!(error_code(&BrokerError::UnsupportedVersion("ApiVersions", 9)), 35);
-        assert_eq!(error_code(&BrokerError::TransactionsUnsupported), 48);
+        assert_eq!(error_code(&BrokerError::TransactionalBatchWithoutId), 53);
         let keyless =
             BrokerError::NullKeyOnCompactedTopic { partition: "t-0".into(), records: vec![1, 3] };
         assert_eq!(error_code(&keyless), 87);

@@ -12,10 +12,13 @@
 use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::controller::quorum::ControllerHandle;
+use crate::error::TxnError;
 use crate::error::{BrokerError, GroupError, Result};
 use crate::mesh::{Mesh, MeshReceivers};
 use crate::metadata::decide::MetadataChange;
-use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
+use crate::metadata::internal::{
+    partition_for_group, partition_for_transactional_id, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
+};
 use crate::metadata::{MetadataImage, PlacementPolicy};
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
@@ -24,6 +27,7 @@ use crate::services::groups::{GroupConfig, GroupRequest, GroupResponse, GroupSer
 use crate::services::metadata::{
     MetadataRequest, MetadataResponse, MetadataService, MetadataView, METADATA_SHARD,
 };
+use crate::services::partitions::txn_markers::MarkerSpec;
 use crate::services::partitions::waits::{PartitionWaits, WaitForAppend};
 use crate::services::partitions::{
     PartitionRequest, PartitionResponse, PartitionService, PartitionServiceParts,
@@ -31,6 +35,9 @@ use crate::services::partitions::{
 use crate::services::producer_ids::{InitProducerId, ProducerIdService};
 use crate::services::replication::ReplicaFetchers;
 use crate::services::stats::{StatsReport, StatsService};
+use crate::services::transactions::{
+    MarkerFailure, MarkerWriter, TransactionService, TxnConfig, TxnRequest, TxnResponse,
+};
 use crate::stats::ShardStats;
 use shard::io::Storage;
 use shard::runtime::ShardId;
@@ -72,6 +79,7 @@ pub struct Node<S: Storage> {
     view: Rc<MetadataView>,
     partitions: Rc<PartitionService<S>>,
     groups: Rc<GroupService<S>>,
+    transactions: Rc<TransactionService<S>>,
     metadata: Rc<MetadataService<S>>,
     replication: Rc<ReplicaFetchers<S>>,
     /// The fetch sessions of this shard's connections (KIP-227).
@@ -112,6 +120,15 @@ impl<S: Storage> Node<S> {
             group_config,
             clock.clone(),
         ));
+        let transactions = Rc::new(TransactionService::new(
+            partitions.clone(),
+            mesh.clone(),
+            clock.clone(),
+            TxnConfig {
+                max_timeout_ms: config.transaction_max_timeout_ms,
+                abort_interval_ms: config.transaction_abort_interval_ms,
+            },
+        ));
         let view = Rc::new(MetadataView::default());
         let policy = PlacementPolicy { node, shard_count: mesh.shard_count() };
         let replication = Rc::new(ReplicaFetchers::new(node, mesh.id(), partitions.clone()));
@@ -127,6 +144,7 @@ impl<S: Storage> Node<S> {
         mesh.register(partitions.clone());
         mesh.register(Rc::new(PartitionWaits::new(partitions.clone())));
         mesh.register(groups.clone());
+        mesh.register(transactions.clone());
         mesh.register(metadata.clone());
         let fetch_sessions = Rc::new(RefCell::new(FetchSessions::new(
             u32::from(mesh.id().0),
@@ -149,7 +167,7 @@ impl<S: Storage> Node<S> {
             }
             mesh.register(Rc::new(producer_ids));
         }
-        Ok(Rc::new(Node {
+        let node = Rc::new(Node {
             config,
             clock,
             stats,
@@ -158,11 +176,14 @@ impl<S: Storage> Node<S> {
             view,
             partitions,
             groups,
+            transactions,
             metadata,
             fetch_sessions,
             replication,
             requests_in_progress: Cell::new(0),
-        }))
+        });
+        node.transactions.set_marker_writer(Rc::new(NodeMarkers { node: Rc::downgrade(&node) }));
+        Ok(node)
     }
 
     /// Takes the startup image (shard 0 first persists it when `persist`), opens this shard's
@@ -199,6 +220,8 @@ impl<S: Storage> Node<S> {
         }
         shard::runtime::spawn(self.clone().maintenance()).detach();
         shard::runtime::spawn(self.groups.clone().tick()).detach();
+        self.transactions.follow_leadership().await;
+        shard::runtime::spawn(self.transactions.clone().tick()).detach();
         Ok(())
     }
 
@@ -443,6 +466,73 @@ impl<S: Storage> Node<S> {
         let _ = self.mesh.call::<PartitionWaits<S>>(owner, request).await;
     }
 
+    /// The shard coordinating `transactional_id` (the owner of its `__transaction_state`
+    /// partition).
+    pub fn txn_coordinator(&self, transactional_id: &str) -> Result<ShardId> {
+        let partition = TopicPartition::new(
+            TRANSACTION_STATE_TOPIC,
+            partition_for_transactional_id(transactional_id),
+        );
+        self.partition_owner(&partition).map_err(|error| match error {
+            BrokerError::NotLeader(_) => BrokerError::Txn(TxnError::NotCoordinator),
+            _ => BrokerError::Txn(TxnError::CoordinatorNotAvailable),
+        })
+    }
+
+    /// A request for `transactional_id`'s coordinator.
+    pub async fn txn_call(
+        &self,
+        transactional_id: &str,
+        request: TxnRequest,
+    ) -> Result<TxnResponse> {
+        let coordinator = self.txn_coordinator(transactional_id)?;
+        Ok(self.mesh.call::<TransactionService<S>>(coordinator, request).await?)
+    }
+
+    /// The same request to every shard's transaction coordinator.
+    pub async fn txn_call_all(&self, request: impl Fn() -> TxnRequest) -> Vec<Result<TxnResponse>> {
+        let answers = self.mesh.call_all::<TransactionService<S>>(request).await;
+        answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
+    }
+
+    /// Writes a transaction marker on the leader of `partition`: a shard of this node, or
+    /// another broker (WriteTxnMarkers).
+    pub async fn write_marker(
+        &self,
+        partition: &TopicPartition,
+        marker: MarkerSpec,
+    ) -> std::result::Result<(), MarkerFailure> {
+        let image = self.metadata();
+        let Some(placement) = image.placement(partition) else {
+            return Err(MarkerFailure::GiveUp(format!("{partition} no longer exists")));
+        };
+        if placement.leader != self.node_id() {
+            let Some(endpoint) = self.broker(placement.leader) else {
+                return Err(MarkerFailure::Retry(format!("{partition}: its leader is not known")));
+            };
+            let port = u16::try_from(endpoint.port).unwrap_or(0);
+            return crate::services::transactions::remote::write_marker(
+                &endpoint.host,
+                port,
+                partition,
+                marker,
+            )
+            .await;
+        }
+        let request = PartitionRequest::WriteMarker { partition: partition.clone(), marker };
+        let answer = self.mesh.call::<PartitionService<S>>(placement.shard, request).await;
+        match answer {
+            Ok(PartitionResponse::WriteMarker(Ok(()))) => Ok(()),
+            Ok(PartitionResponse::WriteMarker(Err(error))) => {
+                Err(classify_marker_error(partition, &error))
+            }
+            Ok(_) => {
+                Err(MarkerFailure::Retry("the partition service answered another request".into()))
+            }
+            Err(error) => Err(MarkerFailure::Retry(error.to_string())),
+        }
+    }
+
     /// A request for `group`'s coordinator.
     pub async fn group_call(&self, group: &str, request: GroupRequest) -> Result<GroupResponse> {
         let coordinator = self.group_coordinator(group)?;
@@ -482,6 +572,40 @@ impl<S: Storage> Node<S> {
             .zip(answers)
             .filter_map(|(shard, answer)| answer.ok().map(|report| (shard, report)))
             .collect()
+    }
+}
+
+/// Whether a marker that failed with `error` is sent again (Kafka's
+/// `TransactionMarkerRequestCompletionHandler`): not when the producer or the coordinator was
+/// fenced, or the partition is gone.
+fn classify_marker_error(partition: &TopicPartition, error: &BrokerError) -> MarkerFailure {
+    let why = format!("{partition}: {error}");
+    match error {
+        BrokerError::Storage(shard::StorageError::InvalidProducerEpoch { .. })
+        | BrokerError::Storage(shard::StorageError::TransactionCoordinatorFenced { .. })
+        | BrokerError::UnknownTopicOrPartition(_) => MarkerFailure::GiveUp(why),
+        _ => MarkerFailure::Retry(why),
+    }
+}
+
+/// The node as the transaction coordinator's marker writer.
+struct NodeMarkers<S: Storage> {
+    node: std::rc::Weak<Node<S>>,
+}
+
+impl<S: Storage> MarkerWriter for NodeMarkers<S> {
+    fn write_marker(
+        &self,
+        partition: TopicPartition,
+        marker: MarkerSpec,
+    ) -> futures_util::future::LocalBoxFuture<'static, std::result::Result<(), MarkerFailure>> {
+        let node = self.node.upgrade();
+        Box::pin(async move {
+            match node {
+                Some(node) => node.write_marker(&partition, marker).await,
+                None => Err(MarkerFailure::Retry("the node is shutting down".into())),
+            }
+        })
     }
 }
 

@@ -22,9 +22,58 @@ fn batch() -> Bytes {
     Bytes::from(builder.build())
 }
 
-/// `matrix_id` is the topic id of "matrix": Fetch v13+ names topics by id only.
-fn request(api: ApiKey, version: i16, matrix_id: Uuid) -> RequestKind {
+/// The transactional id the transaction APIs use (initialised before the matrix runs).
+const MATRIX_TXN: &str = "matrix-tx";
+
+/// `matrix_id` is the topic id of "matrix": Fetch v13+ names topics by id only; `txn` is the
+/// (producer id, epoch) of `MATRIX_TXN`. The transaction APIs run in registry order: every
+/// AddPartitionsToTxn version (the first opens the transaction, the rest add nothing new),
+/// AddOffsetsToTxn, EndTxn (the first aborts, the rest are retries of a finished abort), then
+/// WriteTxnMarkers as another coordinator would send it.
+fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> RequestKind {
+    let txn_id = || TransactionalId(StrBytes::from_static_str(MATRIX_TXN));
     match api {
+        ApiKey::AddPartitionsToTxn => {
+            let mut topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            topic.name = name("matrix");
+            topic.partitions = vec![0];
+            let mut request = AddPartitionsToTxnRequest::default();
+            request.v3_and_below_transactional_id = txn_id();
+            request.v3_and_below_producer_id = ProducerId(txn.0);
+            request.v3_and_below_producer_epoch = txn.1;
+            request.v3_and_below_topics = vec![topic];
+            RequestKind::AddPartitionsToTxn(request)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let mut request = AddOffsetsToTxnRequest::default();
+            request.transactional_id = txn_id();
+            request.producer_id = ProducerId(txn.0);
+            request.producer_epoch = txn.1;
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-txn-group"));
+            RequestKind::AddOffsetsToTxn(request)
+        }
+        ApiKey::EndTxn => {
+            let mut request = EndTxnRequest::default();
+            request.transactional_id = txn_id();
+            request.producer_id = ProducerId(txn.0);
+            request.producer_epoch = txn.1;
+            request.committed = false;
+            RequestKind::EndTxn(request)
+        }
+        ApiKey::WriteTxnMarkers => {
+            let mut topic = write_txn_markers_request::WritableTxnMarkerTopic::default();
+            topic.name = name("matrix");
+            topic.partition_indexes = vec![0];
+            let mut marker = write_txn_markers_request::WritableTxnMarker::default();
+            marker.producer_id = ProducerId(txn.0);
+            marker.producer_epoch = txn.1;
+            marker.transaction_result = false;
+            marker.coordinator_epoch = 0;
+            marker.topics = vec![topic];
+            let mut request = WriteTxnMarkersRequest::default();
+            request.markers = vec![marker];
+            RequestKind::WriteTxnMarkers(request)
+        }
         ApiKey::Produce => {
             let mut partition = produce_request::PartitionProduceData::default();
             partition.index = 0;
@@ -416,6 +465,18 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),
         ResponseKind::InitProducerId(r) => vec![r.error_code],
+        ResponseKind::AddPartitionsToTxn(r) => r
+            .results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+            .collect(),
+        ResponseKind::AddOffsetsToTxn(r) => vec![r.error_code],
+        ResponseKind::EndTxn(r) => vec![r.error_code],
+        ResponseKind::WriteTxnMarkers(r) => r
+            .markers
+            .iter()
+            .flat_map(|m| m.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            .collect(),
         ResponseKind::DescribeProducers(r) => {
             r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
         }
@@ -451,6 +512,17 @@ fn every_advertised_api_version_is_answered_without_error() {
         broker::cli::topic::create(&broker.bootstrap, topic, 1, -1, &[], None).expect("create");
     }
     let matrix_id = topic_id(&mut client, "matrix");
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(TransactionalId(StrBytes::from_static_str(MATRIX_TXN)));
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = ProducerId(-1);
+    init.producer_epoch = -1;
+    let txn = match client.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(init)) {
+        Ok(ResponseKind::InitProducerId(r)) if r.error_code == 0 => {
+            (r.producer_id.0, r.producer_epoch)
+        }
+        other => panic!("InitProducerId for {MATRIX_TXN}: {other:?}\n{}", broker.log()),
+    };
     let mut checked = 0;
     // Create before delete: DeleteTopics v(n) removes the topic CreateTopics v(n+1) made.
     let mut order: Vec<_> = SUPPORTED.to_vec();
@@ -461,7 +533,7 @@ fn every_advertised_api_version_is_answered_without_error() {
                 continue; // CreateTopics stops at v7, so there is no matrix-8 to delete.
             }
             let response = client
-                .call(api, version, request(api, version, matrix_id))
+                .call(api, version, request(api, version, matrix_id, txn))
                 .unwrap_or_else(|error| panic!("{api:?} v{version}: {error}\n{}", broker.log()));
             let codes = error_codes(&response);
             assert!(!codes.is_empty(), "{api:?} v{version}: no result in the answer");

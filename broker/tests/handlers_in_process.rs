@@ -272,6 +272,14 @@ async fn produce(broker: &InProcess, name: &str, partition: i32, records: Vec<u8
     base_offset
 }
 
+/// The topic id the in-process startup image gives `__transaction_state` (the internal
+/// topics' id, `[0x5e; 16]`, with its last byte flipped).
+const TRANSACTION_STATE_ID: [u8; 16] = {
+    let mut id = [0x5e; 16];
+    id[15] ^= 0xff;
+    id
+};
+
 fn fetch_response(name: &str, partition: fetch_response::PartitionData) -> FetchResponse {
     let mut fetched_topic = fetch_response::FetchableTopicResponse::default();
     fetched_topic.topic = topic(name);
@@ -296,6 +304,8 @@ fn fetched(
     partition.last_stable_offset = high_watermark;
     partition.log_start_offset = log_start_offset;
     partition.preferred_read_replica = BrokerId(-1);
+    // read_uncommitted: no aborted-transactions list (null), as Kafka answers.
+    partition.aborted_transactions = None;
     partition.records = Some(Bytes::from(records));
     partition
 }
@@ -888,6 +898,10 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::DeleteTopics, delete_topics::VERSIONS),
         (ApiKey::DeleteRecords, delete_records::VERSIONS),
         (ApiKey::InitProducerId, init_producer_id::VERSIONS),
+        (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS),
+        (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS),
+        (ApiKey::EndTxn, end_txn::VERSIONS),
+        (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS),
         (ApiKey::DescribeConfigs, describe_configs::VERSIONS),
         (ApiKey::AlterConfigs, alter_configs::VERSIONS),
         (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS),
@@ -926,7 +940,7 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "32 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "36 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });
@@ -980,6 +994,12 @@ fn metadata_v12_lists_this_broker_and_every_topic_with_its_partitions_led_here()
                 metadata_topic(
                     "__consumer_offsets",
                     Uuid::from_bytes([0x5e; 16]),
+                    true,
+                    placed_partitions(50, 7, 0),
+                ),
+                metadata_topic(
+                    "__transaction_state",
+                    Uuid::from_bytes(TRANSACTION_STATE_ID),
                     true,
                     placed_partitions(50, 7, 0),
                 ),
@@ -2484,22 +2504,38 @@ fn init_producer_id_response(error_code: i16, producer: (i64, i16)) -> InitProdu
 }
 
 #[test]
-fn init_producer_id_hands_out_id_0_epoch_0_then_bumps_the_epoch_and_refuses_transactional_ids_42() {
+fn init_producer_id_hands_out_ids_bumps_epochs_and_gives_transactional_ids_their_own() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
         let cases = [
-            (None, (-1, -1), (0, (0, 0))),
+            (None, (-1, -1), 60_000, (0, (0, 0))),
             // KIP-360: the same producer asking with its id and epoch gets the next epoch.
-            (None, (0, 0), (0, (0, 1))),
-            (None, (-1, -1), (0, (1, 0))),
-            // Transactions are not implemented: INVALID_REQUEST, no id.
-            (Some("tx-1"), (-1, -1), (42, (-1, -1))),
+            (None, (0, 0), 60_000, (0, (0, 1))),
+            (None, (-1, -1), 60_000, (0, (1, 0))),
+            // A transactional id gets a producer id of its own, then the next epoch each time.
+            (Some("tx-1"), (-1, -1), 60_000, (0, (2, 0))),
+            (Some("tx-1"), (-1, -1), 60_000, (0, (2, 1))),
+            // KIP-360 with a transactional id: the current epoch bumps, an old one is fenced
+            // (PRODUCER_FENCED, 90, from v4).
+            (Some("tx-1"), (2, 1), 60_000, (0, (2, 2))),
+            (Some("tx-1"), (2, 0), 60_000, (90, (-1, -1))),
+            // An id and no epoch: INVALID_REQUEST.
+            (Some("tx-1"), (2, -1), 60_000, (42, (-1, -1))),
+            // Past transaction.max.timeout.ms (15 minutes): INVALID_TRANSACTION_TIMEOUT.
+            (Some("tx-2"), (-1, -1), 900_001, (50, (-1, -1))),
+            (Some(""), (-1, -1), 60_000, (42, (-1, -1))),
         ];
-        for (transactional_id, asked, (error_code, answered)) in cases {
-            let request = init_producer_id_request(transactional_id, asked);
+        for (transactional_id, asked, timeout, (error_code, answered)) in cases {
+            let mut request = init_producer_id_request(transactional_id, asked);
+            request.transaction_timeout_ms = timeout;
             let response = call!(broker, 4, request, InitProducerId);
-            assert_eq!(response, init_producer_id_response(error_code, answered), "{asked:?}");
+            let expected = init_producer_id_response(error_code, answered);
+            assert_eq!(response, expected, "{transactional_id:?} {asked:?}");
         }
+        // Before v4 a fenced producer hears INVALID_PRODUCER_EPOCH (47).
+        let request = init_producer_id_request(Some("tx-1"), (2, 0));
+        let response = call!(broker, 3, request, InitProducerId);
+        assert_eq!(response, init_producer_id_response(47, (-1, -1)));
     });
 }
 
@@ -2578,6 +2614,7 @@ fn describe_log_dirs_reports_partition_sizes_and_the_disks_total_and_usable_byte
             (-1, -1),
             vec![
                 log_dir_topic("__consumer_offsets", &offsets),
+                log_dir_topic("__transaction_state", &offsets),
                 log_dir_topic("sized", &[(0, size), (1, 0), (2, 0)]),
             ],
         );

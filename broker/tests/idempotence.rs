@@ -69,8 +69,6 @@ fn produce_batch(client: &mut Client, topic: &str, batch: Bytes) -> (i16, i64) {
 const NONE: i16 = 0;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
-const UNKNOWN_PRODUCER_ID: i16 = 59;
-const INVALID_REQUEST: i16 = 42;
 
 #[test]
 fn producer_ids_are_unique_across_a_sigkill_and_epochs_bump() {
@@ -83,12 +81,11 @@ fn producer_ids_are_unique_across_a_sigkill_and_epochs_bump() {
     assert_eq!(init(&mut client, second, 0), (NONE, second, 1), "KIP-360 epoch bump");
     let (_, unknown, epoch) = init(&mut client, 1 << 40, 3);
     assert!(unknown > second && epoch == 0, "an id never given out gets a fresh one");
-    let mut transactional = InitProducerIdRequest::default();
-    transactional.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
-    match client.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(transactional)) {
-        Ok(ResponseKind::InitProducerId(r)) => assert_eq!(r.error_code, INVALID_REQUEST),
-        other => panic!("{other:?}"),
-    }
+    // A transactional id gets an id of its own from its coordinator, stored in
+    // __transaction_state.
+    let (code, transactional, epoch) = init_transactional(&mut client, "tx");
+    assert_eq!(code, NONE);
+    assert!(transactional > unknown && epoch == 0, "{transactional} {epoch}");
     drop(client);
     let _ = broker.child.kill();
     let _ = broker.child.wait();
@@ -100,9 +97,25 @@ fn producer_ids_are_unique_across_a_sigkill_and_epochs_bump() {
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
     let (_, after, _) = init(&mut client, -1, -1);
     assert!(
-        after > unknown,
-        "ids after a SIGKILL ({after}) are past every id before it ({unknown})"
+        after > transactional,
+        "ids after a SIGKILL ({after}) are past every id before it ({transactional})"
     );
+    // The transactional id's state was replayed: the same id, the next epoch.
+    assert_eq!(init_transactional(&mut client, "tx"), (NONE, transactional, 1));
+}
+
+/// InitProducerId v4 for `transactional_id` (a 60 s transaction timeout).
+fn init_transactional(client: &mut Client, transactional_id: &str) -> (i16, i64, i16) {
+    let mut request = InitProducerIdRequest::default();
+    request.transactional_id =
+        Some(TransactionalId(StrBytes::from_string(transactional_id.to_string())));
+    request.transaction_timeout_ms = 60_000;
+    request.producer_id = ProducerId(-1);
+    request.producer_epoch = -1;
+    match client.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(request)) {
+        Ok(ResponseKind::InitProducerId(r)) => (r.error_code, r.producer_id.0, r.producer_epoch),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -117,11 +130,17 @@ fn retries_get_the_original_offset_and_errors_get_kafkas_codes_also_after_a_sigk
     assert_eq!(produce(&mut client, "t", producer, 0, 3), (NONE, 0), "a retry: original offset");
     assert_eq!(produce(&mut client, "t", producer, 9, 1).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
     assert_eq!(produce(&mut client, "t", (id, epoch + 1), 4, 1).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    // A producer this partition does not know may start at any sequence (Kafka 2.5+: its
+    // state may have been removed by retention or DeleteRecords while it went on).
     let (_, other, other_epoch) = init(&mut client, -1, -1);
-    assert_eq!(produce(&mut client, "t", (other, other_epoch), 8, 1).0, UNKNOWN_PRODUCER_ID);
+    assert_eq!(produce(&mut client, "t", (other, other_epoch), 8, 1), (NONE, 5));
+    assert_eq!(
+        produce(&mut client, "t", (other, other_epoch), 10, 1).0,
+        OUT_OF_ORDER_SEQUENCE_NUMBER
+    );
     // Bump the epoch: sequences restart at 0, the old epoch is fenced.
     let (_, _, bumped) = init(&mut client, id, epoch);
-    assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 5));
+    assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 6));
     assert_eq!(produce(&mut client, "t", producer, 5, 1).0, INVALID_PRODUCER_EPOCH);
     let metrics = broker.http_get("/metrics");
     let duplicates: u64 = metrics
@@ -139,15 +158,16 @@ fn retries_get_the_original_offset_and_errors_get_kafkas_codes_also_after_a_sigk
     drop(broker);
     let broker = Broker::start_in(data_dir, port, common::free_port(), &[]);
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
-    assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 5), "retry after restart");
-    assert_eq!(produce(&mut client, "t", (id, bumped), 1, 1), (NONE, 6));
+    assert_eq!(produce(&mut client, "t", (id, bumped), 0, 1), (NONE, 6), "retry after restart");
+    assert_eq!(produce(&mut client, "t", (id, bumped), 1, 1), (NONE, 7));
     assert_eq!(produce(&mut client, "t", producer, 5, 1).0, INVALID_PRODUCER_EPOCH);
 }
 
-/// Transactions are not implemented: a transactional batch is refused with
-/// INVALID_TXN_STATE, and a control batch (only brokers write those) with INVALID_RECORD.
+/// A transactional batch in a request without a transactional id is refused with
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as Kafka), and a control batch (only brokers write
+/// those) with INVALID_RECORD.
 #[test]
-fn transactional_and_control_batches_are_refused() {
+fn transactional_batches_without_an_id_and_control_batches_are_refused() {
     let broker = Broker::start("no-transactions", &[]);
     broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
@@ -163,9 +183,14 @@ fn transactional_and_control_batches_are_refused() {
         view.set_max_timestamp_and_crc(max_timestamp); // recomputes the CRC
         Bytes::from(bytes)
     };
-    assert_eq!(produce_batch(&mut client, "t", with_attributes(0x10)).0, 48, "INVALID_TXN_STATE");
+    assert_eq!(
+        produce_batch(&mut client, "t", with_attributes(0x10)).0,
+        53,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    );
     assert_eq!(produce_batch(&mut client, "t", with_attributes(0x20)).0, 87, "INVALID_RECORD");
-    assert_eq!(produce_batch(&mut client, "t", with_attributes(0x30)).0, 87, "INVALID_RECORD");
+    // A transactional control batch: Kafka's transactional-id check comes first.
+    assert_eq!(produce_batch(&mut client, "t", with_attributes(0x30)).0, 53);
 }
 
 /// DescribeProducers (KIP-664) lists each partition's idempotent producers with their epoch and

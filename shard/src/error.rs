@@ -49,6 +49,15 @@ pub enum StorageError {
     /// Kafka: UNKNOWN_PRODUCER_ID.
     #[error("producer {producer_id} is unknown to this partition (sequence {sequence}, not 0)")]
     UnknownProducerId { producer_id: i64, sequence: i32 },
+    /// Kafka: INVALID_TXN_STATE.
+    #[error("producer {producer_id}: {reason}")]
+    InvalidTxnState { producer_id: i64, reason: &'static str },
+    /// Kafka: TRANSACTION_COORDINATOR_FENCED (a marker from an older coordinator).
+    #[error(
+        "producer {producer_id}: a marker of coordinator epoch {coordinator_epoch}, older than \
+         {current}"
+    )]
+    TransactionCoordinatorFenced { producer_id: i64, coordinator_epoch: i32, current: i32 },
     /// A directory name that is not `<topic>-<partition>`, or a config out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -25,6 +25,8 @@ pub struct RecordBatchBuilder {
     records: Vec<u8>,
     record_count: i32,
     max_timestamp_delta: i64,
+    /// Attribute bits besides the codec: transactional (0x10) and control (0x20).
+    flags: i16,
 }
 
 impl RecordBatchBuilder {
@@ -38,7 +40,18 @@ impl RecordBatchBuilder {
             records: Vec::new(),
             record_count: 0,
             max_timestamp_delta: 0,
+            flags: 0,
         }
+    }
+
+    /// Marks the batch as part of a transaction (attribute bit 4).
+    pub fn transactional(&mut self) {
+        self.flags |= crate::record_batch::TRANSACTIONAL_FLAG;
+    }
+
+    /// Marks the batch as a control batch (attribute bit 5; transaction markers).
+    pub fn control(&mut self) {
+        self.flags |= crate::record_batch::CONTROL_FLAG;
     }
 
     /// Marks the batch as written by an idempotent producer.
@@ -131,7 +144,7 @@ impl RecordBatchBuilder {
         out.push(MAGIC_V2 as u8);
         out.extend_from_slice(&0u32.to_be_bytes());
         let crc_start = out.len();
-        out.extend_from_slice(&attributes.to_be_bytes());
+        out.extend_from_slice(&(attributes | self.flags).to_be_bytes());
         out.extend_from_slice(&(self.record_count - 1).max(0).to_be_bytes());
         out.extend_from_slice(&self.base_timestamp.to_be_bytes());
         out.extend_from_slice(&(self.base_timestamp + self.max_timestamp_delta).to_be_bytes());

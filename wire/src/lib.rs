@@ -24,6 +24,7 @@ pub mod record_batch;
 pub mod record_stream;
 pub mod response_chunks;
 pub mod strata_tags;
+pub mod txn_marker;
 pub mod validate;
 pub mod varint;
 

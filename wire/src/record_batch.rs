@@ -30,6 +30,10 @@ const CRC_OFFSET: usize = 17;
 const ATTRIBUTES_OFFSET: usize = 21;
 /// The attribute bit of LogAppendTime batches (bit 3).
 const TIMESTAMP_TYPE_LOG_APPEND_TIME: i16 = 0x08;
+/// Attribute bit 4: the batch belongs to a transaction.
+pub const TRANSACTIONAL_FLAG: i16 = 0x10;
+/// Attribute bit 5: a control batch (transaction markers).
+pub const CONTROL_FLAG: i16 = 0x20;
 const LAST_OFFSET_DELTA_OFFSET: usize = 23;
 const BASE_TIMESTAMP_OFFSET: usize = 27;
 const MAX_TIMESTAMP_OFFSET: usize = 35;
@@ -238,10 +242,10 @@ impl<'a> RecordBatchHeader<'a> {
         }
     }
     pub fn is_transactional(&self) -> bool {
-        self.attributes() & 0x10 != 0
+        self.attributes() & TRANSACTIONAL_FLAG != 0
     }
     pub fn is_control(&self) -> bool {
-        self.attributes() & 0x20 != 0
+        self.attributes() & CONTROL_FLAG != 0
     }
 
     /// CRC32C of the bytes the CRC covers (attributes to the end).

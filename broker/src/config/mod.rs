@@ -45,6 +45,12 @@ pub struct BrokerConfig {
     pub session_timeout_ms: u64,
     /// Kafka's `offsets.topic.replication.factor` (a cluster's).
     pub offsets_topic_replication_factor: i32,
+    /// Kafka's `transaction.state.log.replication.factor` (a cluster's).
+    pub transaction_state_replication_factor: i32,
+    /// Kafka's `transaction.max.timeout.ms`.
+    pub transaction_max_timeout_ms: i32,
+    /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub transaction_abort_interval_ms: u64,
     /// Kafka's `replica.lag.time.max.ms`: how long a follower may go without catching up
     /// before its leader takes it out of the ISR.
     pub replica_lag_time_max_ms: u64,
@@ -145,6 +151,13 @@ impl BrokerConfig {
             session_timeout_ms: integer("broker.session.timeout.ms")? as u64,
             replica_lag_time_max_ms: integer("replica.lag.time.max.ms")? as u64,
             offsets_topic_replication_factor: integer("offsets.topic.replication.factor")? as i32,
+            transaction_state_replication_factor: integer(
+                "transaction.state.log.replication.factor",
+            )? as i32,
+            transaction_max_timeout_ms: integer("transaction.max.timeout.ms")? as i32,
+            transaction_abort_interval_ms: integer(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            )? as u64,
             leader_rebalance_interval_ms: (settings.get("auto.leader.rebalance.enable").trim()
                 == "true")
                 .then_some(integer("leader.imbalance.check.interval.seconds")? as u64 * 1000),

@@ -13,9 +13,9 @@ use crate::services::fetch_sessions::{Answered, Opening, PartitionFetch, Session
 use crate::services::partitions::{PartitionRequest, PartitionResponse, ReadResult};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, NodeEndpoint, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use shard::io::Storage;
 use std::time::{Duration, Instant};
 use wire::ids::{NodeId, Offset, TopicPartition};
@@ -137,13 +137,16 @@ async fn read_one<S: Storage>(
     fetcher: Fetcher,
     wanted: &Wanted,
     max_bytes: usize,
+    read_committed: bool,
 ) -> Result<ReadResult, BrokerError> {
     if wanted.fetch.unknown_id {
         return Err(BrokerError::UnknownTopicId(wanted.fetch.topic_id.to_string()));
     }
     let (partition, offset) = (wanted.partition.clone(), Offset(wanted.fetch.offset));
     let request = match fetcher {
-        Fetcher::Consumer => PartitionRequest::Read { partition, offset, max_bytes },
+        Fetcher::Consumer => {
+            PartitionRequest::Read { partition, offset, max_bytes, read_committed }
+        }
         Fetcher::Follower(replica) => PartitionRequest::ReplicaRead {
             partition,
             replica,
@@ -170,6 +173,7 @@ async fn read_all<S: Storage>(
     fetcher: Fetcher,
     wanted: &[Wanted],
     max_bytes: usize,
+    read_committed: bool,
 ) -> (Vec<Result<ReadResult, BrokerError>>, usize) {
     let mut results = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
@@ -179,11 +183,13 @@ async fn read_all<S: Storage>(
             Ok(ReadResult {
                 batches: Vec::new(),
                 high_watermark: Offset(-1),
+                last_stable_offset: Offset(-1),
+                aborted: None,
                 log_start_offset: Offset(-1),
                 diverging: None,
             })
         } else {
-            let mut result = read_one(node, fetcher, item, budget.max(1)).await;
+            let mut result = read_one(node, fetcher, item, budget.max(1), read_committed).await;
             if let Ok(read) = &mut result {
                 // The log always answers at least one batch: past the first partition with
                 // data, one that does not fit is not sent.
@@ -240,8 +246,10 @@ pub async fn handle<S: Storage>(
     let min_bytes = request.min_bytes.max(0) as usize;
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
+    // isolation_level 1 (READ_COMMITTED, v4+): stop at the last stable offset (KIP-98).
+    let read_committed = request.isolation_level == 1;
     let results = loop {
-        let (results, total) = read_all(node, fetcher, &wanted, max_bytes).await;
+        let (results, total) = read_all(node, fetcher, &wanted, max_bytes, read_committed).await;
         let now = Instant::now();
         // A follower told where its log diverges truncates before anything else: no wait.
         let any_error = results
@@ -349,7 +357,18 @@ fn respond<S: Storage>(
             Ok(read) => {
                 partition.error_code = NONE;
                 partition.high_watermark = read.high_watermark.0;
-                partition.last_stable_offset = read.high_watermark.0;
+                partition.last_stable_offset = read.last_stable_offset.0;
+                partition.aborted_transactions = read.aborted.map(|aborted| {
+                    aborted
+                        .into_iter()
+                        .map(|(producer_id, first_offset)| {
+                            let mut txn = AbortedTransaction::default();
+                            txn.producer_id = ProducerId(producer_id);
+                            txn.first_offset = first_offset;
+                            txn
+                        })
+                        .collect()
+                });
                 if version >= 5 {
                     partition.log_start_offset = read.log_start_offset.0;
                 }

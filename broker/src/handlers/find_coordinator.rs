@@ -1,14 +1,16 @@
 //! FindCoordinator (key 10): a group's coordinator is the broker that leads its
-//! `__consumer_offsets` partition (its shard there is chosen from the same placement). In a
-//! cluster, the first request that finds `__consumer_offsets` missing creates it through the
-//! controller (as Kafka does) and is answered COORDINATOR_NOT_AVAILABLE if it still cannot
-//! name one; clients retry. Transactional ids are answered with this node; InitProducerId
-//! then refuses them (transactions are not implemented yet). v4+ batches keys (KIP-699).
+//! `__consumer_offsets` partition, a transactional id's the one that leads its
+//! `__transaction_state` partition (key type 1). In a cluster, the first request that finds
+//! the topic missing creates it through the controller (as Kafka does) and is answered
+//! COORDINATOR_NOT_AVAILABLE if it still cannot name one; clients retry. v4+ batches keys
+//! (KIP-699).
 
 use super::str_bytes;
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::metadata::decide::MetadataChange;
-use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
+use crate::metadata::internal::{
+    partition_for_group, partition_for_transactional_id, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
+};
 use crate::node::{BrokerEndpoint, Node};
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -20,6 +22,8 @@ pub const VERSIONS: (i16, i16) = (0, 4);
 
 /// Kafka's `CoordinatorType.GROUP`.
 const GROUP: i8 = 0;
+/// Kafka's `CoordinatorType.TRANSACTION`.
+const TRANSACTION: i8 = 1;
 
 fn not_available() -> i16 {
     error_code(&BrokerError::Group(GroupError::CoordinatorNotAvailable))
@@ -31,14 +35,24 @@ fn coordinator<S: Storage>(
     key_type: i8,
     key: &str,
 ) -> std::result::Result<BrokerEndpoint, i16> {
-    if key_type != GROUP || node.cluster.is_none() {
+    let partition = match key_type {
+        GROUP => TopicPartition::new(OFFSETS_TOPIC, partition_for_group(key)),
+        TRANSACTION => {
+            TopicPartition::new(TRANSACTION_STATE_TOPIC, partition_for_transactional_id(key))
+        }
+        other => {
+            return Err(error_code(&BrokerError::InvalidRequest(format!(
+                "unknown coordinator type {other}"
+            ))))
+        }
+    };
+    if node.cluster.is_none() {
         return node
             .broker(node.node_id())
             .or_else(|| node.brokers().into_iter().next())
             .ok_or_else(not_available);
     }
     let image = node.metadata();
-    let partition = TopicPartition::new(OFFSETS_TOPIC, partition_for_group(key));
     let leader = image.placement(&partition).ok_or_else(not_available)?.leader;
     node.broker(leader).ok_or_else(not_available)
 }
@@ -48,19 +62,30 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    if node.cluster.is_some() && node.metadata().topic(OFFSETS_TOPIC).is_none() {
+    let internal = match request.key_type {
+        TRANSACTION => TRANSACTION_STATE_TOPIC,
+        _ => OFFSETS_TOPIC,
+    };
+    if node.cluster.is_some() && node.metadata().topic(internal).is_none() {
         // Kafka's KIP-115: created only with its full replication factor; until enough
         // brokers are live the answer is COORDINATOR_NOT_AVAILABLE and clients retry.
-        let mut topic = crate::metadata::startup::offsets_topic();
-        topic.replication_factor = node.config.offsets_topic_replication_factor;
+        let topic = if internal == OFFSETS_TOPIC {
+            let mut topic = crate::metadata::startup::offsets_topic();
+            topic.replication_factor = node.config.offsets_topic_replication_factor;
+            topic
+        } else {
+            let mut topic = crate::metadata::startup::transaction_state_topic();
+            topic.replication_factor = node.config.transaction_state_replication_factor;
+            topic
+        };
         let create = MetadataChange::CreateTopics(vec![topic]);
         for result in node.change_metadata(create).await {
             match result {
                 Ok(()) | Err(BrokerError::TopicAlreadyExists(_)) => {}
                 Err(BrokerError::InvalidReplicationFactor(why)) => {
-                    tracing::debug!(%why, "{OFFSETS_TOPIC} waits for more brokers")
+                    tracing::debug!(%why, "{internal} waits for more brokers")
                 }
-                Err(error) => tracing::warn!(%error, "creating {OFFSETS_TOPIC}"),
+                Err(error) => tracing::warn!(%error, "creating {internal}"),
             }
         }
     }

@@ -22,8 +22,10 @@ async fn list_offset<S: Storage>(
     node: &Node<S>,
     partition: TopicPartition,
     timestamp: i64,
+    read_committed: bool,
 ) -> Result<Option<(Offset, i64, i32)>> {
-    let request = PartitionRequest::ListOffset { partition: partition.clone(), timestamp };
+    let request =
+        PartitionRequest::ListOffset { partition: partition.clone(), timestamp, read_committed };
     match node.partition_call(&partition, request).await? {
         PartitionResponse::ListOffset(result) => result,
         _ => Err(unexpected()),
@@ -36,6 +38,7 @@ pub async fn handle<S: Storage>(
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
+    let read_committed = context.api_version >= 2 && request.isolation_level == 1;
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let mut topic_response = ListOffsetsTopicResponse::default();
@@ -53,7 +56,7 @@ pub async fn handle<S: Storage>(
                 Err(BrokerError::UnsupportedVersion("ListOffsets", context.api_version))
             } else {
                 match node.check_leader_epoch(&key, partition.current_leader_epoch) {
-                    Ok(()) => list_offset(node, key, partition.timestamp).await,
+                    Ok(()) => list_offset(node, key, partition.timestamp, read_committed).await,
                     Err(error) => Err(error),
                 }
             };

@@ -7,6 +7,8 @@
 //! (typed errors from the services), never typed by hand here.
 //! References: Kafka protocol guide, one section per API.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
@@ -22,6 +24,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -39,6 +42,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod write_txn_markers;
 
 use crate::error::{error_code, BrokerError, Result, NONE};
 use kafka_protocol::protocol::StrBytes;

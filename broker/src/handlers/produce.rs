@@ -38,6 +38,7 @@ fn refusal(
     acks: i16,
     version: i16,
     records: Option<&Bytes>,
+    transactional_id: bool,
 ) -> Option<BrokerError> {
     if !(-1..=1).contains(&acks) {
         return Some(BrokerError::InvalidRequiredAcks(acks));
@@ -47,6 +48,13 @@ fn refusal(
         wire::RecordBatchHeader::parse(records, shard::config::BATCH_BYTES_MAX)
             .is_ok_and(|header| header.compression() == wire::Compression::Zstd)
     };
+    let transactional = |records: &Bytes| {
+        wire::RecordBatchHeader::parse(records, shard::config::BATCH_BYTES_MAX)
+            .is_ok_and(|header| header.is_transactional())
+    };
+    if !transactional_id && records.is_some_and(transactional) {
+        return Some(BrokerError::TransactionalBatchWithoutId);
+    }
     if version < ZSTD_PRODUCE_VERSION_MIN && records.is_some_and(zstd) {
         return Some(BrokerError::UnsupportedCompression(format!(
             "Produce requests with version {version} are not allowed to use ZStandard compression"
@@ -84,11 +92,13 @@ async fn append_all<S: Storage>(
     for topic in &request.topic_data {
         for data in &topic.partition_data {
             let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
-            let routed = match refusal(&partition, acks, context.api_version, data.records.as_ref())
-            {
-                Some(error) => Err(error),
-                None => node.partition_owner(&partition),
-            };
+            let transactional_id = request.transactional_id.is_some();
+            let records = data.records.as_ref();
+            let routed =
+                match refusal(&partition, acks, context.api_version, records, transactional_id) {
+                    Some(error) => Err(error),
+                    None => node.partition_owner(&partition),
+                };
             let place = outcomes.len();
             match routed {
                 Err(error) => outcomes.push(Some(Err(error))),

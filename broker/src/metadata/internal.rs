@@ -1,5 +1,6 @@
-//! Internal topics: `__consumer_offsets` (committed offsets and group metadata), created at
-//! first start, and the placement of a consumer group on one of its partitions.
+//! Internal topics: `__consumer_offsets` (committed offsets and group metadata) and
+//! `__transaction_state` (transaction coordinators' records), created at a single node's first
+//! start, and the placement of a consumer group or transactional id on one of their partitions.
 //! References: Kafka `GroupCoordinator.partitionFor` (`abs(hashCode) % offsets.topic.num.partitions`).
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -8,9 +9,21 @@ pub const OFFSETS_TOPIC_PARTITIONS: i32 = 50;
 /// Segment size of `__consumer_offsets` partitions: small, so a restart replays little.
 pub const OFFSETS_SEGMENT_BYTES: u64 = 100 << 20;
 
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+/// Kafka's `transaction.state.log.num.partitions` default.
+pub const TRANSACTION_STATE_PARTITIONS: i32 = 50;
+
 /// Whether `topic` is one of the broker's own.
 pub fn is_internal(topic: &str) -> bool {
-    topic == OFFSETS_TOPIC
+    topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC
+}
+
+/// The `__transaction_state` partition that holds `transactional_id` (Kafka:
+/// `abs(hashCode) % transaction.state.log.num.partitions`).
+pub fn partition_for_transactional_id(transactional_id: &str) -> i32 {
+    let hash = java_string_hash(transactional_id);
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    positive % TRANSACTION_STATE_PARTITIONS
 }
 
 /// Java's `String.hashCode` (UTF-16 code units, wrapping), which Kafka uses to place groups.

@@ -4,7 +4,10 @@
 use super::apply::apply_all;
 use super::decide::{create_topic, CreateTopic};
 use super::image::{MetadataImage, TopicId};
-use super::internal::{OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};
+use super::internal::{
+    OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_PARTITIONS,
+    TRANSACTION_STATE_TOPIC,
+};
 use super::placement::PlacementPolicy;
 use super::records::MetadataRecord;
 use super::store;
@@ -16,12 +19,41 @@ pub fn missing_internal_topics(
     policy: PlacementPolicy,
     topic_id: TopicId,
 ) -> Vec<MetadataRecord> {
-    if image.topic(OFFSETS_TOPIC).is_some() {
-        return Vec::new();
+    let mut records = Vec::new();
+    if image.topic(OFFSETS_TOPIC).is_none() {
+        // The definition is valid by construction; a failure here is a bug.
+        records = create_topic(image, &offsets_topic(), policy, topic_id)
+            .unwrap_or_else(|error| panic!("the offsets topic definition is invalid: {error}"));
     }
-    // The definition is valid by construction; a failure here is a bug.
-    create_topic(image, &offsets_topic(), policy, topic_id)
-        .unwrap_or_else(|error| panic!("the offsets topic definition is invalid: {error}"))
+    if image.topic(TRANSACTION_STATE_TOPIC).is_none() {
+        let image = apply_all(image, &records)
+            .unwrap_or_else(|error| panic!("the offsets topic records do not apply: {error}"));
+        // Another id than the offsets topic's: the caller's id with its last byte flipped.
+        let mut txn_id = topic_id;
+        txn_id[15] ^= 0xff;
+        records.extend(
+            create_topic(&image, &transaction_state_topic(), policy, txn_id).unwrap_or_else(
+                |error| panic!("the transaction state topic definition is invalid: {error}"),
+            ),
+        );
+    }
+    records
+}
+
+/// `__transaction_state` as created: like `__consumer_offsets` (at a single node's first
+/// start, in a cluster by the first FindCoordinator for a transactional id).
+pub fn transaction_state_topic() -> CreateTopic {
+    let mut configs = BTreeMap::new();
+    // Kept until deleted: the coordinator keeps only live ids' records (as compaction would).
+    configs.insert("retention.ms".to_string(), "-1".to_string());
+    configs.insert("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string());
+    CreateTopic {
+        name: TRANSACTION_STATE_TOPIC.to_string(),
+        partitions: TRANSACTION_STATE_PARTITIONS,
+        configs,
+        validate_only: false,
+        ..Default::default()
+    }
 }
 
 /// `__consumer_offsets` as created: at a single node's first start, and in a cluster by the

@@ -8,6 +8,8 @@
 //! - `groups`: the consumer-group coordinator of the groups whose `__consumer_offsets`
 //!   partition this shard owns;
 //! - `producer_ids`: InitProducerId's allocator (shard 0);
+//! - `transactions`: the transaction coordinator of the transactional ids whose
+//!   `__transaction_state` partition this shard leads (KIP-98);
 //! - `replication`: the follower side of replication, one peer stream per leader broker;
 //! - `stats`: this shard's counters for `/metrics`.
 //!
@@ -21,3 +23,4 @@ pub mod partitions;
 pub mod producer_ids;
 pub mod replication;
 pub mod stats;
+pub mod transactions;

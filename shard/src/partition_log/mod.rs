@@ -52,6 +52,7 @@ pub mod read_ahead;
 mod retention;
 mod roll;
 mod sync;
+mod transactions;
 mod truncate;
 mod write;
 

@@ -86,9 +86,6 @@ fn check_framing(batch: &[u8]) -> Result<wire::RecordBatchHeader<'_>> {
     if header.is_control() {
         return Err(BrokerError::ControlBatchFromClient);
     }
-    if header.is_transactional() {
-        return Err(BrokerError::TransactionsUnsupported);
-    }
     Ok(header)
 }
 

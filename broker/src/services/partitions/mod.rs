@@ -15,6 +15,7 @@ mod lifecycle;
 pub mod order;
 mod read;
 pub mod replica;
+pub mod txn_markers;
 pub mod waits;
 
 pub use append::AppendResult;
@@ -113,6 +114,8 @@ pub enum PartitionRequest {
         partition: TopicPartition,
         offset: Offset,
         max_bytes: usize,
+        /// isolation_level 1: stop at the last stable offset and list aborted transactions.
+        read_committed: bool,
     },
     /// A follower's fetch (Kafka's replica Fetch): see `replica::PartitionService::replica_read`.
     ReplicaRead {
@@ -128,6 +131,7 @@ pub enum PartitionRequest {
     ListOffset {
         partition: TopicPartition,
         timestamp: i64,
+        read_committed: bool,
     },
     /// OffsetForLeaderEpoch: where `requested` ends, `current` being the partition's leader
     /// epoch in the metadata.
@@ -143,6 +147,11 @@ pub enum PartitionRequest {
     },
     Producers {
         partition: TopicPartition,
+    },
+    /// Writes a transaction marker (for the transaction coordinator) as an acks=all append.
+    WriteMarker {
+        partition: TopicPartition,
+        marker: txn_markers::MarkerSpec,
     },
     /// (partition, bytes on disk) of every partition this shard owns.
     Sizes,
@@ -165,6 +174,7 @@ pub enum PartitionResponse {
     /// The new log start.
     DeleteRecords(Result<Offset>),
     Producers(Result<Vec<ProducerSummary>>),
+    WriteMarker(Result<()>),
     Sizes(Vec<(TopicPartition, u64)>),
     Offsets(Vec<(TopicPartition, i64, i64)>),
 }
@@ -276,6 +286,9 @@ impl<S: Storage> PartitionService<S> {
 
     async fn answer(&self, request: PartitionRequest) -> PartitionResponse {
         match request {
+            PartitionRequest::WriteMarker { partition, marker } => {
+                PartitionResponse::WriteMarker(self.write_marker(&partition, marker).await)
+            }
             PartitionRequest::Append { partitions, sync, timeout_ms } => {
                 PartitionResponse::Append(self.append_all(partitions, sync, timeout_ms).await)
             }
@@ -293,11 +306,15 @@ impl<S: Storage> PartitionService<S> {
                     self.replica_read(&partition, fetch, max_bytes).await,
                 )
             }
-            PartitionRequest::Read { partition, offset, max_bytes } => {
-                PartitionResponse::Read(self.read(&partition, offset, max_bytes).await)
+            PartitionRequest::Read { partition, offset, max_bytes, read_committed } => {
+                PartitionResponse::Read(
+                    self.read(&partition, offset, max_bytes, read_committed).await,
+                )
             }
-            PartitionRequest::ListOffset { partition, timestamp } => {
-                PartitionResponse::ListOffset(self.list_offset(&partition, timestamp).await)
+            PartitionRequest::ListOffset { partition, timestamp, read_committed } => {
+                PartitionResponse::ListOffset(
+                    self.list_offset(&partition, timestamp, read_committed).await,
+                )
             }
             PartitionRequest::EpochEndOffset { partition, requested, current } => {
                 PartitionResponse::EpochEndOffset(self.owned(&partition).map(|owned| {

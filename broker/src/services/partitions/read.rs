@@ -12,6 +12,11 @@ use wire::record_batch::peek_batch;
 pub struct ReadResult {
     pub batches: Vec<Bytes>,
     pub high_watermark: Offset,
+    /// Where read_committed readers stop (KIP-98; the high watermark without transactions).
+    pub last_stable_offset: Offset,
+    /// A read_committed read: (producer id, first offset) of the aborted transactions with
+    /// records in what it returns; `None` for read_uncommitted (Kafka sends null then).
+    pub aborted: Option<Vec<(i64, i64)>>,
     pub log_start_offset: Offset,
     /// A follower's fetch only: where its log diverges from the leader's (epoch, end offset).
     pub diverging: Option<(i32, i64)>,
@@ -23,6 +28,7 @@ impl<S: Storage> PartitionService<S> {
         partition: &TopicPartition,
         offset: Offset,
         max_bytes: usize,
+        read_committed: bool,
     ) -> Result<ReadResult> {
         let owned = self.owned(partition)?;
         let mut read = owned.log.read(offset.0, max_bytes).await.inspect_err(|error| match error {
@@ -37,14 +43,25 @@ impl<S: Storage> PartitionService<S> {
             _ => tracing::warn!(%partition, offset = offset.0, %error, "read failed"),
         })?;
         // Consumers read only what the in-sync replicas have (below the high watermark; on a
-        // partition with one replica it is the log end).
+        // partition with one replica it is the log end), and read_committed ones only what no
+        // open transaction holds back (below the last stable offset).
         let high_watermark = owned.log.high_watermark();
-        if high_watermark < owned.log.log_end_offset() {
+        let last_stable_offset = owned.log.last_stable_offset();
+        let bound = if read_committed { last_stable_offset } else { high_watermark };
+        if bound < owned.log.log_end_offset() {
             read.batches.retain(|batch| {
                 peek_batch(batch, shard::config::BATCH_BYTES_MAX)
-                    .is_ok_and(|peek| peek.last_offset < high_watermark)
+                    .is_ok_and(|peek| peek.last_offset < bound)
             });
         }
+        let aborted = read_committed.then(|| {
+            let upper = read
+                .batches
+                .last()
+                .and_then(|batch| peek_batch(batch, shard::config::BATCH_BYTES_MAX).ok())
+                .map_or(offset.0, |peek| peek.last_offset + 1);
+            owned.log.aborted_transactions(offset.0, upper)
+        });
         for batch in &read.batches {
             if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
                 let records = (peek.last_offset - peek.base_offset + 1).max(0) as u64;
@@ -55,6 +72,8 @@ impl<S: Storage> PartitionService<S> {
         Ok(ReadResult {
             batches: read.batches,
             high_watermark: Offset(high_watermark),
+            last_stable_offset: Offset(last_stable_offset),
+            aborted,
             log_start_offset: Offset(owned.log.log_start_offset()),
             diverging: None,
         })
@@ -66,12 +85,20 @@ impl<S: Storage> PartitionService<S> {
         &self,
         partition: &TopicPartition,
         timestamp: i64,
+        read_committed: bool,
     ) -> Result<Option<(Offset, i64, i32)>> {
         let owned = self.owned(partition)?;
+        // LATEST is the last stable offset for read_committed (Kafka's isolation_level, v2+),
+        // and a timestamp found at or past it is not answered.
+        let bound = if read_committed {
+            owned.log.last_stable_offset()
+        } else {
+            owned.log.high_watermark()
+        };
         let found = match timestamp {
             // EARLIEST, and EARLIEST_LOCAL (KIP-1005): with no tiered storage, the same.
             -2 | -4 => Some((Offset(owned.log.log_start_offset()), -1)),
-            -1 => Some((Offset(owned.log.high_watermark()), -1)),
+            -1 => Some((Offset(bound), -1)),
             // MAX_TIMESTAMP (KIP-734): the first record with the largest timestamp.
             -3 => Some(
                 owned
@@ -87,6 +114,7 @@ impl<S: Storage> PartitionService<S> {
                 .log
                 .offset_for_timestamp(timestamp)
                 .await?
+                .filter(|found| found.offset < bound)
                 .map(|found| (Offset(found.offset), found.timestamp)),
             other => {
                 return Err(BrokerError::InvalidRequest(format!(

@@ -333,6 +333,8 @@ impl<S: Storage> PartitionService<S> {
                 return Ok(ReadResult {
                     batches: Vec::new(),
                     high_watermark: Offset(owned.log.high_watermark()),
+                    last_stable_offset: Offset(owned.log.last_stable_offset()),
+                    aborted: None,
                     log_start_offset: Offset(owned.log.log_start_offset()),
                     diverging: Some((epoch, end)),
                 });
@@ -344,6 +346,8 @@ impl<S: Storage> PartitionService<S> {
         Ok(ReadResult {
             batches: read.batches,
             high_watermark: Offset(owned.log.high_watermark()),
+            last_stable_offset: Offset(owned.log.last_stable_offset()),
+            aborted: None,
             log_start_offset: Offset(owned.log.log_start_offset()),
             diverging: None,
         })

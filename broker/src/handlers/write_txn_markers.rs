@@ -1,0 +1,64 @@
+//! WriteTxnMarkers (key 27), v1: a transaction coordinator on another broker asks this one to
+//! write markers on the partitions it leads. Each (marker, partition) is written as an acks=all
+//! append (`services::partitions::txn_markers`) and answered with its own code. Brokers are
+//! not yet authenticated (issue #18: CLUSTER_ACTION); clients never send this request.
+
+use super::error_fields;
+use crate::error::NONE;
+use crate::node::Node;
+use crate::request_context::RequestContext;
+use crate::services::partitions::txn_markers::MarkerSpec;
+use crate::services::partitions::{PartitionRequest, PartitionResponse};
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use shard::io::Storage;
+use wire::ids::TopicPartition;
+
+pub const VERSIONS: (i16, i16) = (1, 1);
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
+    request: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    let mut response = WriteTxnMarkersResponse::default();
+    for marker in request.markers {
+        let spec = MarkerSpec {
+            producer_id: marker.producer_id.0,
+            producer_epoch: marker.producer_epoch,
+            commit: marker.transaction_result,
+            coordinator_epoch: marker.coordinator_epoch,
+        };
+        let mut result = WritableTxnMarkerResult::default();
+        result.producer_id = marker.producer_id;
+        for topic in marker.topics {
+            let mut topic_result = WritableTxnMarkerTopicResult::default();
+            topic_result.name = topic.name.clone();
+            for index in topic.partition_indexes {
+                let partition = TopicPartition::new(topic.name.0.to_string(), index);
+                let request =
+                    PartitionRequest::WriteMarker { partition: partition.clone(), marker: spec };
+                let outcome = match node.partition_call(&partition, request).await {
+                    Ok(PartitionResponse::WriteMarker(result)) => result,
+                    Ok(_) => Err(super::unexpected()),
+                    Err(error) => Err(error),
+                };
+                let mut partition_result = WritableTxnMarkerPartitionResult::default();
+                partition_result.partition_index = index;
+                partition_result.error_code = match outcome {
+                    Ok(()) => NONE,
+                    Err(error) => {
+                        tracing::debug!(%partition, %error, "a transaction marker was refused");
+                        error_fields(&error).0
+                    }
+                };
+                topic_result.partitions.push(partition_result);
+            }
+            result.topics.push(topic_result);
+        }
+        response.markers.push(result);
+    }
+    response
+}

@@ -70,6 +70,7 @@ api_registry! {
     AddOffsetsToTxn => add_offsets_to_txn,
     EndTxn => end_txn,
     WriteTxnMarkers => write_txn_markers,
+    TxnOffsetCommit => txn_offset_commit,
     DescribeConfigs => describe_configs,
     AlterConfigs => alter_configs,
     DescribeLogDirs => describe_log_dirs,

@@ -124,6 +124,7 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         AddOffsetsToTxn,
         EndTxn,
         WriteTxnMarkers,
+        TxnOffsetCommit,
         DescribeConfigs,
         AlterConfigs,
         DescribeLogDirs,

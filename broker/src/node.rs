@@ -519,17 +519,31 @@ impl<S: Storage> Node<S> {
             )
             .await;
         }
+        self.write_marker_here(partition, marker)
+            .await
+            .map_err(|error| classify_marker_error(partition, &error))
+    }
+
+    /// Writes a transaction marker on `partition`, led by this node: through the group
+    /// coordinator for an `__consumer_offsets` partition (its transactional offsets become
+    /// visible or go), else on the partition's owner shard.
+    pub async fn write_marker_here(
+        &self,
+        partition: &TopicPartition,
+        marker: MarkerSpec,
+    ) -> Result<()> {
+        let owner = self.partition_owner(partition)?;
+        if partition.topic == OFFSETS_TOPIC {
+            let request = GroupRequest::TxnMarker { partition: partition.clone(), marker };
+            return match self.mesh.call::<GroupService<S>>(owner, request).await? {
+                GroupResponse::Commit(result) => result,
+                _ => Err(unexpected("groups")),
+            };
+        }
         let request = PartitionRequest::WriteMarker { partition: partition.clone(), marker };
-        let answer = self.mesh.call::<PartitionService<S>>(placement.shard, request).await;
-        match answer {
-            Ok(PartitionResponse::WriteMarker(Ok(()))) => Ok(()),
-            Ok(PartitionResponse::WriteMarker(Err(error))) => {
-                Err(classify_marker_error(partition, &error))
-            }
-            Ok(_) => {
-                Err(MarkerFailure::Retry("the partition service answered another request".into()))
-            }
-            Err(error) => Err(MarkerFailure::Retry(error.to_string())),
+        match self.mesh.call::<PartitionService<S>>(owner, request).await? {
+            PartitionResponse::WriteMarker(result) => result,
+            _ => Err(unexpected("partitions")),
         }
     }
 

@@ -60,6 +60,25 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.committed = false;
             RequestKind::EndTxn(request)
         }
+        ApiKey::TxnOffsetCommit => {
+            let mut partition =
+                txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            partition.partition_index = 0;
+            partition.committed_offset = 1;
+            partition.committed_leader_epoch = -1;
+            partition.committed_metadata = Some(StrBytes::from_static_str("m"));
+            let mut topic = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+            topic.name = name("matrix");
+            topic.partitions = vec![partition];
+            let mut request = TxnOffsetCommitRequest::default();
+            request.transactional_id = txn_id();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-txn-group"));
+            request.producer_id = ProducerId(txn.0);
+            request.producer_epoch = txn.1;
+            request.generation_id = -1;
+            request.topics = vec![topic];
+            RequestKind::TxnOffsetCommit(request)
+        }
         ApiKey::WriteTxnMarkers => {
             let mut topic = write_txn_markers_request::WritableTxnMarkerTopic::default();
             topic.name = name("matrix");
@@ -471,6 +490,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
             .collect(),
         ResponseKind::AddOffsetsToTxn(r) => vec![r.error_code],
+        ResponseKind::TxnOffsetCommit(r) => {
+            r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
         ResponseKind::EndTxn(r) => vec![r.error_code],
         ResponseKind::WriteTxnMarkers(r) => r
             .markers

@@ -902,6 +902,7 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS),
         (ApiKey::EndTxn, end_txn::VERSIONS),
         (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS),
+        (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS),
         (ApiKey::DescribeConfigs, describe_configs::VERSIONS),
         (ApiKey::AlterConfigs, alter_configs::VERSIONS),
         (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS),
@@ -940,7 +941,7 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "36 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "37 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });

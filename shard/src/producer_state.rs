@@ -220,6 +220,11 @@ impl ProducerStates {
             }
             return Ok(Verdict::Append);
         }
+        if batch.first_sequence < 0 {
+            // No sequence: a batch the broker writes for a producer (a transactional offset
+            // commit); only its epoch is checked, as Kafka's coordinator-origin appends.
+            return Ok(Verdict::Append);
+        }
         if batch.epoch == entry.epoch
             && !batch.is_transactional()
             && entry.txn_first_offset.is_some()
@@ -297,6 +302,9 @@ impl ProducerStates {
                 self.ongoing.insert(base_offset, batch.producer_id);
             }
             BatchKind::Data { .. } => {}
+        }
+        if batch.first_sequence < 0 {
+            return; // no sequence to remember (written by the broker for the producer)
         }
         if entry.batches.len() == BATCHES_PER_PRODUCER_MAX {
             entry.batches.pop_front();

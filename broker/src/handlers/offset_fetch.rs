@@ -16,21 +16,32 @@ use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (1, 8);
 
-/// (topic, partition, offset, leader epoch, metadata) for one group; `wanted` None means all
-/// committed.
+/// Kafka's UNSTABLE_OFFSET_COMMIT.
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+
+/// (topic, partition, offset, leader epoch, metadata, error code) for one group; `wanted` None
+/// means all committed. With `require_stable` (v7+, KIP-447), a partition whose offset was
+/// committed in a transaction still open is UNSTABLE_OFFSET_COMMIT (the client retries).
 async fn fetch<S: Storage>(
     node: &Node<S>,
     group: &str,
     wanted: Option<Vec<TopicPartition>>,
-) -> Vec<(String, i32, i64, i32, String)> {
+    require_stable: bool,
+) -> Vec<(String, i32, i64, i32, String, i16)> {
     let request = GroupRequest::FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
-    let found = match node.group_call(group, request).await {
-        Ok(GroupResponse::FetchOffsets(found)) => found,
-        _ => Vec::new(),
+    let (found, unstable) = match node.group_call(group, request).await {
+        Ok(GroupResponse::FetchOffsets(found, unstable)) => (found, unstable),
+        _ => (Vec::new(), Vec::new()),
     };
-    let row = |key: TopicPartition, committed: Option<&Committed>| match committed {
-        Some(c) => (key.topic, key.partition.0, c.offset, c.leader_epoch, c.metadata.clone()),
-        None => (key.topic, key.partition.0, -1, -1, String::new()),
+    let row = |key: TopicPartition, committed: Option<&Committed>| {
+        let code =
+            if require_stable && unstable.contains(&key) { UNSTABLE_OFFSET_COMMIT } else { NONE };
+        match committed {
+            Some(c) => {
+                (key.topic, key.partition.0, c.offset, c.leader_epoch, c.metadata.clone(), code)
+            }
+            None => (key.topic, key.partition.0, -1, -1, String::new(), code),
+        }
     };
     match wanted {
         None => found.into_iter().map(|(key, c)| row(key, Some(&c))).collect(),
@@ -67,8 +78,10 @@ pub async fn handle<S: Storage>(
             let mut group_response = OffsetFetchResponseGroup::default();
             group_response.group_id = requested.group_id.clone();
             group_response.error_code = NONE;
-            for (topic, partition, offset, epoch, metadata) in fetch(node, &group, wanted).await {
+            let rows = fetch(node, &group, wanted, request.require_stable).await;
+            for (topic, partition, offset, epoch, metadata, code) in rows {
                 let mut entry = OffsetFetchResponsePartitions::default();
+                entry.error_code = code;
                 entry.partition_index = partition;
                 entry.committed_offset = offset;
                 entry.committed_leader_epoch = epoch;
@@ -98,8 +111,12 @@ pub async fn handle<S: Storage>(
             })
             .collect()
     });
-    for (topic, partition, offset, epoch, metadata) in fetch(node, &group, wanted).await {
+    let require_stable = version >= 7 && request.require_stable;
+    for (topic, partition, offset, epoch, metadata, code) in
+        fetch(node, &group, wanted, require_stable).await
+    {
         let mut entry = OffsetFetchResponsePartition::default();
+        entry.error_code = code;
         entry.partition_index = partition;
         entry.committed_offset = offset;
         if version >= 5 {

@@ -8,7 +8,6 @@ use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::partitions::txn_markers::MarkerSpec;
-use crate::services::partitions::{PartitionRequest, PartitionResponse};
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
@@ -38,13 +37,7 @@ pub async fn handle<S: Storage>(
             topic_result.name = topic.name.clone();
             for index in topic.partition_indexes {
                 let partition = TopicPartition::new(topic.name.0.to_string(), index);
-                let request =
-                    PartitionRequest::WriteMarker { partition: partition.clone(), marker: spec };
-                let outcome = match node.partition_call(&partition, request).await {
-                    Ok(PartitionResponse::WriteMarker(result)) => result,
-                    Ok(_) => Err(super::unexpected()),
-                    Err(error) => Err(error),
-                };
+                let outcome = node.write_marker_here(&partition, spec).await;
                 let mut partition_result = WritableTxnMarkerPartitionResult::default();
                 partition_result.partition_index = index;
                 partition_result.error_code = match outcome {

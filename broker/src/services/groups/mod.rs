@@ -16,10 +16,12 @@ mod coordinator;
 pub mod offsets;
 pub mod state_machine;
 pub mod stored;
+pub mod txn_offsets;
 
 pub use coordinator::{Described, DescribedMember};
 pub use offsets::{Committed, OFFSET_METADATA_BYTES_MAX};
 pub use state_machine::{Assignment, JoinOutcome, JoinRequest};
+pub use txn_offsets::TxnCommit;
 
 use crate::clock::Clock;
 use crate::error::{BrokerError, GroupError, Result};
@@ -122,6 +124,13 @@ pub enum GroupRequest {
         group: String,
         wanted: Option<Vec<TopicPartition>>,
     },
+    /// TxnOffsetCommit: offsets held until the transaction's marker (`txn_offsets`).
+    TxnCommit(TxnCommit),
+    /// A transaction marker for an `__consumer_offsets` partition this shard leads.
+    TxnMarker {
+        partition: TopicPartition,
+        marker: crate::services::partitions::txn_markers::MarkerSpec,
+    },
     /// Deletes the group's offsets: all of them with the group (refused while it has members),
     /// or some partitions (while it has members, only of topics no member is subscribed to, and
     /// only for a `consumer` group, as Kafka).
@@ -157,7 +166,9 @@ pub enum GroupResponse {
     Described(Described),
     List(Vec<ListedGroup>),
     Commit(Result<()>),
-    FetchOffsets(Vec<(TopicPartition, Committed)>),
+    /// The committed offsets, and the group's partitions with an offset committed in a
+    /// transaction still open (UNSTABLE_OFFSET_COMMIT for OffsetFetch with `require_stable`).
+    FetchOffsets(Vec<(TopicPartition, Committed)>, Vec<TopicPartition>),
     DeleteOffsets(Result<OffsetsDeleted>),
     Committed(Vec<(String, TopicPartition, i64)>),
 }
@@ -172,6 +183,8 @@ pub struct GroupService<S: Storage> {
     /// Serializes commits, deletions and compactions of the offsets table.
     offsets_lock: async_lock::Mutex<()>,
     groups: RefCell<HashMap<String, Rc<GroupCell>>>,
+    /// Offsets committed in transactions still open (`txn_offsets`).
+    pending_txn: RefCell<txn_offsets::PendingTxnOffsets>,
     /// The `__consumer_offsets` partitions whose groups are loaded here (this shard leads
     /// them; `follow_leadership`).
     loaded: RefCell<std::collections::HashSet<TopicPartition>>,
@@ -194,6 +207,7 @@ impl<S: Storage> GroupService<S> {
             offsets: RefCell::new(HashMap::new()),
             offsets_lock: async_lock::Mutex::new(()),
             groups: RefCell::new(HashMap::new()),
+            pending_txn: RefCell::default(),
             loaded: RefCell::default(),
             roles_seen: std::cell::Cell::new(0),
         }
@@ -254,8 +268,13 @@ impl<S: Storage> GroupService<S> {
                     Ok(()) => self.commit(&group, entries).await,
                 })
             }
-            GroupRequest::FetchOffsets { group, wanted } => {
-                GroupResponse::FetchOffsets(self.fetch_offsets(&group, wanted))
+            GroupRequest::FetchOffsets { group, wanted } => GroupResponse::FetchOffsets(
+                self.fetch_offsets(&group, wanted),
+                self.unstable_partitions(&group),
+            ),
+            GroupRequest::TxnCommit(commit) => GroupResponse::Commit(self.txn_commit(commit).await),
+            GroupRequest::TxnMarker { partition, marker } => {
+                GroupResponse::Commit(self.txn_marker(&partition, marker).await)
             }
             GroupRequest::DeleteOffsets { group, partitions } => {
                 GroupResponse::DeleteOffsets(self.delete_group_offsets(&group, partitions).await)

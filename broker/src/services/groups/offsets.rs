@@ -44,7 +44,7 @@ const WITH_LEADER_EPOCH: i64 = i64::MIN;
 /// Committed offsets of the groups this shard coordinates: group → partition → offset.
 pub type OffsetTable = HashMap<String, BTreeMap<TopicPartition, Committed>>;
 
-fn record_key(group: &str, partition: &TopicPartition) -> Vec<u8> {
+pub(super) fn record_key(group: &str, partition: &TopicPartition) -> Vec<u8> {
     format!("{group}\0{}\0{}", partition.topic, partition.partition.0).into_bytes()
 }
 
@@ -58,7 +58,7 @@ pub fn parse_key(key: &[u8]) -> Option<(String, TopicPartition)> {
     parts.next().is_none().then(|| (group, TopicPartition::new(topic, partition)))
 }
 
-fn record_value(committed: &Committed) -> Vec<u8> {
+pub(super) fn record_value(committed: &Committed) -> Vec<u8> {
     let mut value = Vec::with_capacity(20 + committed.metadata.len());
     value.extend_from_slice(&committed.offset.to_be_bytes());
     value.extend_from_slice(&(committed.commit_ms.max(0) | WITH_LEADER_EPOCH).to_be_bytes());
@@ -83,7 +83,7 @@ fn parse_value(value: &[u8]) -> Option<Committed> {
 /// How long a commit waits for the in-sync replicas of a replicated offsets partition.
 pub const GROUP_REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn offsets_partition(group: &str) -> TopicPartition {
+pub(super) fn offsets_partition(group: &str) -> TopicPartition {
     TopicPartition::new(OFFSETS_TOPIC, partition_for_group(group))
 }
 
@@ -95,12 +95,27 @@ impl<S: Storage> GroupService<S> {
         group: &str,
         records: &[(Vec<u8>, Option<Vec<u8>>)],
     ) -> Result<()> {
+        self.append_records_as(group, records, None).await
+    }
+
+    /// `append_records`, as a transactional batch of `producer` (id, epoch) when given (a
+    /// TxnOffsetCommit: no sequence, the producer's epoch is checked by the log).
+    pub(super) async fn append_records_as(
+        &self,
+        group: &str,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+        producer: Option<(i64, i16)>,
+    ) -> Result<()> {
         let owned = self
             .partitions
             .local(&offsets_partition(group))
             .ok_or(BrokerError::Group(GroupError::CoordinatorNotAvailable))?;
         let now = self.clock.now_ms();
         let mut builder = wire::RecordBatchBuilder::new(now);
+        if let Some((producer_id, producer_epoch)) = producer {
+            builder.producer(producer_id, producer_epoch, -1);
+            builder.transactional();
+        }
         for (key, value) in records {
             builder.push(wire::BatchRecord {
                 key: Some(key),
@@ -230,7 +245,9 @@ impl<S: Storage> GroupService<S> {
     /// a replay then reads is exactly the live table. (Kafka gets the same from log compaction.)
     pub(super) async fn compact(&self, partition: &TopicPartition) -> Result<bool> {
         let Some(owned) = self.partitions.local(partition) else { return Ok(false) };
-        if owned.log.size_bytes() <= self.config.offsets_compact_bytes {
+        if owned.log.size_bytes() <= self.config.offsets_compact_bytes
+            || self.has_pending_on(partition.partition.0)
+        {
             return Ok(false);
         }
         let _guard = self.offsets_lock.lock().await;
@@ -312,6 +329,7 @@ impl<S: Storage> GroupService<S> {
             let index = partition.partition.0;
             self.groups.borrow_mut().retain(|group, _| partition_for_group(group) != index);
             self.offsets.borrow_mut().retain(|group, _| partition_for_group(group) != index);
+            self.forget_pending_of(index);
             self.loaded.borrow_mut().remove(&partition);
             tracing::info!(%partition, "no longer coordinating the groups of this partition");
         }
@@ -358,7 +376,18 @@ impl<S: Storage> GroupService<S> {
                     break; // the log checked it; cannot happen
                 };
                 offset = header.last_offset() + 1;
+                if header.is_control() {
+                    // A transaction's marker: its offsets committed in it become visible, or go.
+                    if let Some(marker) = wire::txn_marker::parse_marker(&header) {
+                        let index = partition.partition.0;
+                        self.complete_pending(index, header.producer_id(), marker.commit);
+                    }
+                    continue;
+                }
                 match wire::compression::records_of(&header) {
+                    Ok(records) if header.is_transactional() => {
+                        applied += self.hold_pending(header.producer_id(), records)
+                    }
                     Ok(records) => applied += self.replay_records(records, groups),
                     Err(error) => {
                         tracing::warn!(
@@ -371,6 +400,27 @@ impl<S: Storage> GroupService<S> {
                     }
                 }
             }
+        }
+        applied
+    }
+
+    /// Holds the offsets of a transactional batch met in replay until its marker.
+    fn hold_pending(
+        &self,
+        producer_id: i64,
+        records: Vec<wire::compression::OwnedRecord>,
+    ) -> usize {
+        let mut pending = self.pending_txn.borrow_mut();
+        let held = pending.entry(producer_id).or_default();
+        let mut applied = 0;
+        for record in records {
+            let Some((group, partition)) = record.key.as_deref().and_then(parse_key) else {
+                continue;
+            };
+            let Some(committed) = record.value.as_deref().and_then(parse_value) else { continue };
+            held.retain(|(g, p, _)| !(g == &group && p == &partition));
+            held.push((group, partition, committed));
+            applied += 1;
         }
         applied
     }

@@ -86,6 +86,15 @@ fn check_framing(batch: &[u8]) -> Result<wire::RecordBatchHeader<'_>> {
     if header.is_control() {
         return Err(BrokerError::ControlBatchFromClient);
     }
+    // As Kafka's log validator: a producer's batch carries its sequence (only the broker
+    // writes sequence-less batches for a producer, transactional offset commits).
+    if header.producer_id() >= 0 && header.base_sequence() < 0 {
+        return Err(BrokerError::InvalidRecord(format!(
+            "invalid sequence number {} for producer {}",
+            header.base_sequence(),
+            header.producer_id()
+        )));
+    }
     Ok(header)
 }
 

@@ -24,11 +24,7 @@ pub struct MarkerSpec {
 }
 
 impl<S: Storage> PartitionService<S> {
-    pub(super) async fn write_marker(
-        &self,
-        partition: &TopicPartition,
-        marker: MarkerSpec,
-    ) -> Result<()> {
+    pub async fn write_marker(&self, partition: &TopicPartition, marker: MarkerSpec) -> Result<()> {
         let owned = self.owned(partition)?;
         if owned.role().leader != self.node {
             return Err(BrokerError::NotLeader(partition.to_string()));

@@ -1,0 +1,110 @@
+//! TxnOffsetCommit (key 28), v0-3: offsets a transactional producer commits for a consumer
+//! group inside its transaction (read-process-write). Sent to the group's coordinator, which
+//! holds them until the transaction's marker (`services::groups::txn_offsets`): visible to the
+//! group on commit, dropped on abort. v3 carries the member's identity (KIP-447), checked like
+//! an OffsetCommit's; generation -1 with no member id is accepted, as Kafka does.
+
+use crate::error::{error_code, BrokerError, GroupError, NONE};
+use crate::node::Node;
+use crate::request_context::RequestContext;
+use crate::services::groups::{
+    valid_group_id, Committed, GroupRequest, GroupResponse, TxnCommit, OFFSET_METADATA_BYTES_MAX,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use shard::io::Storage;
+use wire::ids::TopicPartition;
+
+pub const VERSIONS: (i16, i16) = (0, 3);
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let group = request.group_id.0.to_string();
+    let now = node.clock.now_ms();
+    let image = node.metadata();
+    let mut outcomes: Vec<(TopicPartition, Option<BrokerError>)> = Vec::new();
+    let mut entries = Vec::new();
+    for topic in &request.topics {
+        for partition in &topic.partitions {
+            let key = TopicPartition::new(topic.name.0.to_string(), partition.partition_index);
+            let metadata =
+                partition.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
+            let refused = if !valid_group_id(&group) {
+                Some(BrokerError::Group(GroupError::InvalidGroupId))
+            } else if image.placement(&key).is_none() {
+                Some(BrokerError::UnknownTopicOrPartition(key.to_string()))
+            } else if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                Some(BrokerError::OffsetMetadataTooLarge(metadata.len()))
+            } else {
+                None
+            };
+            if refused.is_none() {
+                let leader_epoch =
+                    if context.api_version >= 2 { partition.committed_leader_epoch } else { -1 };
+                let committed = Committed {
+                    offset: partition.committed_offset,
+                    metadata,
+                    commit_ms: now,
+                    leader_epoch,
+                };
+                entries.push((key.clone(), committed));
+            }
+            outcomes.push((key, refused));
+        }
+    }
+    let result = if entries.is_empty() {
+        Ok(())
+    } else {
+        let commit = TxnCommit {
+            group: group.clone(),
+            producer_id: request.producer_id.0,
+            producer_epoch: request.producer_epoch,
+            member_id: if context.api_version >= 3 {
+                request.member_id.to_string()
+            } else {
+                String::new()
+            },
+            instance_id: if context.api_version >= 3 {
+                request.group_instance_id.as_ref().map(|id| id.to_string())
+            } else {
+                None
+            },
+            generation: if context.api_version >= 3 { request.generation_id } else { -1 },
+            entries,
+        };
+        match node.group_call(&group, GroupRequest::TxnCommit(commit)).await {
+            Ok(GroupResponse::Commit(result)) => result,
+            Ok(_) => Err(super::unexpected()),
+            Err(error) => Err(error),
+        }
+    };
+    let shared = result.err().map(|error| {
+        tracing::debug!(%error, %group, "TxnOffsetCommit refused");
+        error_code(&error)
+    });
+    let mut response = TxnOffsetCommitResponse::default();
+    for (key, refused) in outcomes {
+        let mut entry = TxnOffsetCommitResponsePartition::default();
+        entry.partition_index = key.partition.0;
+        entry.error_code = match (&refused, shared) {
+            (Some(error), _) => error_code(error),
+            (None, Some(code)) => code,
+            (None, None) => NONE,
+        };
+        match response.topics.iter_mut().find(|t| t.name.0.as_str() == key.topic) {
+            Some(topic) => topic.partitions.push(entry),
+            None => {
+                let mut topic = TxnOffsetCommitResponseTopic::default();
+                topic.name = kafka_protocol::messages::TopicName(super::str_bytes(&key.topic));
+                topic.partitions.push(entry);
+                response.topics.push(topic);
+            }
+        }
+    }
+    response
+}

@@ -65,15 +65,16 @@
 #   The core list is that set without:
 #     - TEST_F_SOCKEM tests (librdkafka's own broker CI runs with -E): 0049 0068 0075 0076 0088
 #       0094;
-#     - transaction-only tests (strata has no transactions): 0098 0103 0129;
+#     - transaction-only tests that need more than one broker or a Java helper: 0098 (Kafka's
+#       Java transactional producer) and 0103 (its topics have replication factor 3);
 #     - tests that need several brokers: 0101 (fetch from follower: racks, replicas);
 #     - long-running tests, over 45 s each in a measured run of this script against strata on
 #       2 cores (mostly consumer-group rebalance, session and max.poll.interval tests), so the
 #       core run stays bounded: 0026 0030 0033 0045 0061 0089 0091 0102 0113 0137 (LONG_TESTS
 #       below; --all-single-broker still runs them). 0055 (producer latency, 49 s) stays in:
-#       issue #14 names its transactional sub-test as its core list's one allowed failure
-#       until transactions exist (a strict known failure below).
-#   That leaves 67 tests (`--list`, plus 0081's families).
+#       its last sub-test is transactional. 0129 (an aborted transaction's records skipped by
+#       a read_committed consumer) is in since transactions exist (issue #17).
+#   That leaves 68 tests (`--list`, plus 0081's families).
 # 0081 by family. 0081 (the admin API) stops at its first failing sub-test, and its ACL
 # sub-tests (security, issue #18) come early: everything after them (configs, records, groups,
 # topics, cluster, offsets) would never run. So both lists also run 0081 once per family of
@@ -118,7 +119,7 @@ ADMIN_FAMILIES=(
     do_test_ListConsumerGroupOffsets do_test_UserScramCredentials
 )
 SOCKEM_TESTS=(0049 0068 0075 0076 0088 0094)
-TXN_ONLY_TESTS=(0098 0103 0129)
+TXN_ONLY_TESTS=(0098 0103)
 MULTI_BROKER_TESTS=(0101)
 # Known failures: a test whose first failure is a feature a later issue builds. Such a test is
 # reported `expected failure` (and does not fail the run) only while its first failure matches
@@ -130,8 +131,6 @@ declare -A KNOWN_FAILURES=(
     # CreatePartitions passed; its config, group and offsets sub-tests come after it and do
     # not run until ACLs exist.
     [0081]='do_test_CreateAcls.*ACLs Admin API \(KIP-140\) not supported'
-    # 0055's last sub-test is transactional (transactions: issue #17); every other passes first.
-    [0055]='test_producer_latency:[0-9]+: transactions .*init_transactions.*Failed to initialize Producer ID'
     # KIP-848 group configs (the GROUP config resource, type 32, of consumer and share groups
     # of the new protocols); strata's groups are classic. Only the group resource of each
     # sub-test fails: its topic and broker resources are checked in the same call.
@@ -142,7 +141,6 @@ declare -A KNOWN_FAILURES=(
 )
 declare -A KNOWN_WHY=(
     [0081]="ACL admin APIs (CreateAcls): security, issue #18"
-    [0055]="its transactional sub-test (InitProducerId with a transactional id): transactions, issue #17"
     [0081:do_test_IncrementalAlterConfigs]="KIP-848 group configs (GROUP resource): strata's groups are classic"
     [0081:do_test_DescribeConfigs_groups]="KIP-848 group configs (GROUP resource): strata's groups are classic"
     [0081:do_test_UserScramCredentials]="SCRAM credential admin APIs (KIP-554): security, issue #18"

@@ -44,6 +44,9 @@ const MARKER_RETRY_MS_MAX: u64 = 2000;
 const STATE_REPLICATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes read at a time when replaying a `__transaction_state` partition.
 const REPLAY_READ_BYTES: usize = 1 << 20;
+/// A fault-test hook: the coordinator waits this long (milliseconds) between a durable
+/// PrepareCommit/PrepareAbort and its markers, so a test can kill the broker in between.
+pub const MARKER_DELAY_ENV: &str = "STRATA_TEST_TXN_MARKER_DELAY_MS";
 /// Transactional ids one shard coordinates at most (each holds its partition set).
 pub const TRANSACTIONAL_IDS_PER_SHARD_MAX: usize = 1_000_000;
 
@@ -135,6 +138,8 @@ pub struct TransactionService<S: Storage> {
     loaded: RefCell<HashSet<TopicPartition>>,
     roles_seen: Cell<Option<u64>>,
     markers: RefCell<Option<Rc<dyn MarkerWriter>>>,
+    /// `MARKER_DELAY_ENV` (zero unless a fault test sets it).
+    marker_delay: Duration,
 }
 
 fn state_partition(transactional_id: &str) -> TopicPartition {
@@ -169,6 +174,10 @@ impl<S: Storage> TransactionService<S> {
             loaded: RefCell::default(),
             roles_seen: Cell::new(None),
             markers: RefCell::new(None),
+            marker_delay: std::env::var(MARKER_DELAY_ENV)
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map_or(Duration::ZERO, Duration::from_millis),
         }
     }
 
@@ -473,6 +482,15 @@ impl<S: Storage> TransactionService<S> {
             self.release(transactional_id);
             return Err(error);
         }
+        if !self.marker_delay.is_zero() {
+            tracing::warn!(
+                transactional_id,
+                state = prepare.state.name(),
+                delay_ms = self.marker_delay.as_millis() as u64,
+                "transaction prepared; markers delayed ({MARKER_DELAY_ENV})"
+            );
+            shard::runtime::sleep(self.marker_delay).await;
+        }
         // Decided: the answer is a success whether or not every marker is written yet.
         if self.write_markers(transactional_id, Some(Instant::now() + MARKERS_INLINE_WAIT)).await {
             self.release(transactional_id);
@@ -607,7 +625,11 @@ impl<S: Storage> TransactionService<S> {
                     .collect()
             };
             self.loaded.borrow_mut().insert(partition.clone());
-            tracing::info!(%partition, prepared = prepared.len(), "coordinating the transactions of this partition");
+            if prepared.is_empty() {
+                tracing::debug!(%partition, "coordinating the transactions of this partition");
+            } else {
+                tracing::info!(%partition, prepared = prepared.len(), "coordinating the transactions of this partition; finishing the prepared ones");
+            }
             for id in prepared {
                 self.finish_in_background(&id);
             }

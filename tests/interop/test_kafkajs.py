@@ -56,3 +56,22 @@ def test_two_kafkajs_members_share_a_topic(shared_broker, topic_name):
     assert a and b, "both members got partitions: %r" % result
     assert sorted(a + b) == list(range(6)), "every partition owned by exactly one member: %r" % result
     assert result["total"] >= n
+
+
+def test_kafkajs_transactions_commit_abort_and_send_offsets(shared_broker, topic_name):
+    """Issue #17, acceptance 6: KafkaJS's transactions (InitProducerId v1, AddPartitionsToTxn,
+    AddOffsetsToTxn, TxnOffsetCommit, EndTxn at its own versions): a committed transaction's
+    messages and offsets are visible, an aborted one's are not, to KafkaJS's read_committed
+    consumer and to confluent-kafka's."""
+    n = 200
+    result = kafkajs("transactions", shared_broker.bootstrap, topic_name, topic_name + "-g", n)
+    assert sorted(result["values"]) == sorted("committed-%d" % i for i in range(n))
+    assert result["committed"] == [[0, 7], [1, -1]], "offsets of the committed transaction only"
+    import confluent_kafka as ck
+    reader = ck.Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": topic_name,
+                          "isolation.level": "read_committed"})
+    # Each partition: n/2 committed, one commit marker, n/2 aborted, one abort marker.
+    for p in range(2):
+        low, high = reader.get_watermark_offsets(ck.TopicPartition(topic_name, p), timeout=10)
+        assert (low, high) == (0, n + 2)
+    reader.close()

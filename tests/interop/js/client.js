@@ -6,6 +6,10 @@
 //   node client.js group BOOTSTRAP TOPIC GROUP COUNT
 //     two consumers in GROUP share TOPIC (already filled with COUNT messages) and report
 //     what each was assigned and consumed.
+//   node client.js transactions BOOTSTRAP TOPIC GROUP COUNT
+//     a transactional producer commits COUNT messages to TOPIC (2 partitions) with offsets of
+//     GROUP sent in the transaction (sendOffsets), then aborts COUNT more; reports what a
+//     read_committed consumer (KafkaJS's default) reads and the offsets GROUP committed.
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 
 const [mode, bootstrap, topic, groupId, countText] = process.argv.slice(2)
@@ -86,7 +90,49 @@ async function group() {
   return { assigned, consumed, total }
 }
 
-const run = { roundtrip, group }[mode]
+async function transactions() {
+  const admin = kafka.admin()
+  await admin.connect()
+  await admin.createTopics({ topics: [{ topic, numPartitions: 2 }], waitForLeaders: true })
+  const producer = kafka.producer({ transactionalId: topic + '-txn', maxInFlightRequests: 1, idempotent: true })
+  await producer.connect()
+  const batch = (prefix) => {
+    const messages = []
+    for (let i = 0; i < count; i++) messages.push({ partition: i % 2, value: prefix + i })
+    return messages
+  }
+  const committed = await producer.transaction()
+  await committed.send({ topic, messages: batch('committed-') })
+  await committed.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition: 0, offset: '7' }] }] })
+  await committed.commit()
+  const aborted = await producer.transaction()
+  await aborted.send({ topic, messages: batch('aborted-') })
+  await aborted.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition: 0, offset: '99' }] }] })
+  await aborted.abort()
+  await producer.disconnect()
+  const offsets = await admin.fetchOffsets({ groupId, topics: [topic] })
+  await admin.disconnect()
+  const consumer = kafka.consumer({ groupId: groupId + '-reader', readUncommitted: false })
+  await consumer.connect()
+  await consumer.subscribe({ topic, fromBeginning: true })
+  const values = []
+  await Promise.race([
+    new Promise((resolve) => {
+      consumer.run({
+        eachMessage: async ({ message }) => {
+          values.push(message.value.toString())
+          if (values.length >= count) setTimeout(resolve, 1500) // and a little longer: nothing more may come
+        },
+      })
+    }),
+    deadline(60000, 'reading the committed transaction'),
+  ])
+  await consumer.disconnect()
+  const group = offsets[0].partitions.map((p) => [p.partition, Number(p.offset)]).sort((a, b) => a[0] - b[0])
+  return { values, committed: group }
+}
+
+const run = { roundtrip, group, transactions }[mode]
 Promise.race([run(), deadline(120000, mode)])
   .then((result) => { console.log(JSON.stringify(result)); process.exit(0) })
   .catch((error) => { console.error('FAILED', error); process.exit(1) })

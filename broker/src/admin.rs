@@ -112,7 +112,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 23] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 26] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -202,6 +202,24 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 23] = [
         "counter",
         "Fetch sessions evicted to make room for a new one.",
         |r| r.fetch_sessions.2,
+    ),
+    (
+        "strata_transactions_open",
+        "gauge",
+        "Transactions open (Ongoing or being committed or aborted) on this broker's coordinators.",
+        |r| r.open_transactions,
+    ),
+    (
+        "strata_transactions_committed_total",
+        "counter",
+        "Transactions this broker's coordinators committed (markers written everywhere).",
+        |r| r.counters.txn_commits,
+    ),
+    (
+        "strata_transactions_aborted_total",
+        "counter",
+        "Transactions this broker's coordinators aborted (by the producer, fencing or timeout).",
+        |r| r.counters.txn_aborts,
     ),
     (
         "strata_produce_duplicate_batches_total",
@@ -496,6 +514,35 @@ fn write_requests(out: &mut String, reports: &[(shard::runtime::ShardId, Box<Sta
                 partition.partition.0,
                 follower.0,
                 (*ms).max(0) as f64 / 1000.0
+            ));
+        }
+    }
+    family(
+        out,
+        "strata_transaction_duration_seconds",
+        "histogram",
+        "How long completed transactions were open (first partition added to completion), by shard.",
+    );
+    for (shard, report) in reports {
+        let labels = format!("shard=\"{}\"", shard.0);
+        write_histogram(
+            out,
+            "strata_transaction_duration_seconds",
+            &labels,
+            &report.txn_duration_us,
+        );
+    }
+    family(
+        out,
+        "strata_last_stable_offset_lag",
+        "gauge",
+        "High watermark minus last stable offset, per partition an open transaction holds back.",
+    );
+    for (_, report) in reports {
+        for (partition, lag) in &report.lso_lags {
+            out.push_str(&format!(
+                "strata_last_stable_offset_lag{{topic=\"{}\",partition=\"{}\"}} {lag}\n",
+                partition.topic, partition.partition.0
             ));
         }
     }

@@ -80,6 +80,8 @@ api_registry! {
     OffsetDelete => offset_delete,
     DescribeCluster => describe_cluster,
     DescribeProducers => describe_producers,
+    DescribeTransactions => describe_transactions,
+    ListTransactions => list_transactions,
     DescribeQuorum => describe_quorum,
     OffsetForLeaderEpoch => offset_for_leader_epoch,
     ElectLeaders => elect_leaders,

@@ -134,6 +134,8 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         OffsetDelete,
         DescribeCluster,
         DescribeProducers,
+        DescribeTransactions,
+        ListTransactions,
         DescribeQuorum,
         OffsetForLeaderEpoch,
         ElectLeaders,

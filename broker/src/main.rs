@@ -38,6 +38,13 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
+    /// Transactions: list transactional ids, describe one, abort its open transaction.
+    Txn {
+        #[command(subcommand)]
+        command: TxnCommand,
+        #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
+        bootstrap: String,
+    },
     /// A cluster: its status, or a local one on loopback ports for trying it.
     Cluster {
         #[command(subcommand)]
@@ -164,6 +171,15 @@ fn main() {
                 cli::cluster::local(nodes, &data_dir, base_port)
             }
         },
+        Command::Txn { command, bootstrap } => match command {
+            TxnCommand::List => cli::txn::list(&bootstrap),
+            TxnCommand::Describe { transactional_id } => {
+                cli::txn::describe(&bootstrap, &transactional_id)
+            }
+            TxnCommand::Abort { transactional_id } => {
+                cli::txn::abort(&bootstrap, &transactional_id)
+            }
+        },
         Command::Group { command, bootstrap } => match command {
             GroupCommand::List => cli::group::list(&bootstrap),
             GroupCommand::Describe { group } => cli::group::describe(&bootstrap, &group),
@@ -251,6 +267,16 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 9092)]
         base_port: u16,
     },
+}
+
+#[derive(Subcommand)]
+enum TxnCommand {
+    /// Every transactional id on every broker, with its state and producer id.
+    List,
+    /// A transactional id's state, producer, timeout, open time and partitions.
+    Describe { transactional_id: String },
+    /// Abort the id's open transaction and fence its producer (as a new instance would).
+    Abort { transactional_id: String },
 }
 
 #[derive(Subcommand)]

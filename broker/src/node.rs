@@ -122,6 +122,7 @@ impl<S: Storage> Node<S> {
         ));
         let transactions = Rc::new(TransactionService::new(
             partitions.clone(),
+            stats.clone(),
             mesh.clone(),
             clock.clone(),
             TxnConfig {
@@ -156,6 +157,7 @@ impl<S: Storage> Node<S> {
             stats.clone(),
             partitions.clone(),
             groups.clone(),
+            transactions.clone(),
             replication.clone(),
             fetch_sessions.clone(),
             mesh.clone(),

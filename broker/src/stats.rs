@@ -76,6 +76,9 @@ pub struct Counters {
     pub duplicate_batches: u64,
     /// ISR changes this shard's leaders made (shrinks and expands).
     pub isr_changes: u64,
+    /// Transactions this shard's coordinator completed, committed and aborted.
+    pub txn_commits: u64,
+    pub txn_aborts: u64,
     /// Records removed by log compaction, and compaction runs that rewrote something.
     pub compacted_records: u64,
     pub compaction_runs: u64,
@@ -158,6 +161,15 @@ impl ShardStats {
 
     pub fn isr_changed(&self) {
         self.counters.borrow_mut().isr_changes += 1;
+    }
+
+    pub fn transaction_completed(&self, committed: bool) {
+        let mut counters = self.counters.borrow_mut();
+        if committed {
+            counters.txn_commits += 1;
+        } else {
+            counters.txn_aborts += 1;
+        }
     }
 
     pub fn duplicate_batch(&self) {

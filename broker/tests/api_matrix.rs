@@ -79,6 +79,17 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.topics = vec![topic];
             RequestKind::TxnOffsetCommit(request)
         }
+        ApiKey::DescribeTransactions => {
+            let mut request = DescribeTransactionsRequest::default();
+            request.transactional_ids = vec![txn_id()];
+            RequestKind::DescribeTransactions(request)
+        }
+        ApiKey::ListTransactions => {
+            let mut request = ListTransactionsRequest::default();
+            request.state_filters = vec![StrBytes::from_static_str("CompleteAbort")];
+            request.duration_filter = -1;
+            RequestKind::ListTransactions(request)
+        }
         ApiKey::WriteTxnMarkers => {
             let mut topic = write_txn_markers_request::WritableTxnMarkerTopic::default();
             topic.name = name("matrix");
@@ -490,6 +501,20 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
             .collect(),
         ResponseKind::AddOffsetsToTxn(r) => vec![r.error_code],
+        ResponseKind::DescribeTransactions(r) => {
+            assert!(r
+                .transaction_states
+                .iter()
+                .all(|s| s.transactional_id.0.as_str() == MATRIX_TXN));
+            r.transaction_states.iter().map(|s| s.error_code).collect()
+        }
+        ResponseKind::ListTransactions(r) => {
+            assert!(r
+                .transaction_states
+                .iter()
+                .any(|s| s.transactional_id.0.as_str() == MATRIX_TXN));
+            vec![r.error_code]
+        }
         ResponseKind::TxnOffsetCommit(r) => {
             r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
         }

@@ -912,6 +912,8 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::OffsetDelete, offset_delete::VERSIONS),
         (ApiKey::DescribeCluster, describe_cluster::VERSIONS),
         (ApiKey::DescribeProducers, describe_producers::VERSIONS),
+        (ApiKey::DescribeTransactions, describe_transactions::VERSIONS),
+        (ApiKey::ListTransactions, list_transactions::VERSIONS),
         (ApiKey::DescribeQuorum, describe_quorum::VERSIONS),
         (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
         (ApiKey::ElectLeaders, elect_leaders::VERSIONS),
@@ -941,7 +943,7 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "37 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "39 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });

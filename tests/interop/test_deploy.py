@@ -218,11 +218,23 @@ def test_grafana_dashboard_queries_only_metrics_and_labels_the_broker_exports(
         consumer.commit(offsets=[ck.TopicPartition(topic_name, 0, 5)], asynchronous=False)
     finally:
         consumer.close()
+    # A committed transaction (the transaction counters and duration) and one left open (the
+    # last stable offset lag), aborted after the scrape.
+    transactional = ck.Producer({"bootstrap.servers": bootstrap,
+                                 "transactional.id": topic_name + "-txn"})
+    transactional.init_transactions(30)
+    for commit in (True, False):
+        transactional.begin_transaction()
+        transactional.produce(topic_name, value=b"txn", partition=1)
+        transactional.flush(30)
+        if commit:
+            transactional.commit_transaction(30)
 
     exported = {}  # sample name (with _total, _bucket, ...) -> label names seen on it
     for family in text_string_to_metric_families(scrape(shared_broker)):
         for sample in family.samples:
             exported.setdefault(sample.name, set()).update(sample.labels)
+    transactional.abort_transaction(30)
 
     queries = dashboard_queries(dashboard)
     assert len(queries) >= 10

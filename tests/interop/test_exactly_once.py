@@ -270,3 +270,40 @@ def test_aborted_transactions_stay_invisible_across_a_restart_and_segment_rolls(
     list(result.values())[0].result(timeout=T)
     trimmed = _consume_all(bootstrap, topic_name, 1, "read_committed")[0]
     assert trimmed == committed[20:], len(trimmed)
+
+
+def test_strata_txn_list_describe_and_abort_a_hanging_transaction(shared_broker, topic_name):
+    """`strata txn list|describe|abort` (kafka-transactions.sh's view): an open transaction is
+    listed Ongoing with its producer, described with its partitions and age, and aborted by
+    `abort` (its producer fenced), after which read_committed readers get past it."""
+    bootstrap = shared_broker.bootstrap
+    admin = ck_admin(bootstrap)
+    admin.create_topics([NewTopic(topic_name, 2, 1)], request_timeout=T)[topic_name].result(timeout=T)
+    txn_id = topic_name + "-txn"
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    p.init_transactions(T)
+    p.begin_transaction()
+    p.produce(topic_name, value=b"open", partition=1)
+    p.flush(T)
+
+    def strata(*args):
+        out = subprocess.run([str(strata_bin()), "txn", *args, "--bootstrap", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    listed = [line.split() for line in strata("list").splitlines()]
+    assert [txn_id, "Ongoing"] in [row[:2] for row in listed], listed
+    described = strata("describe", txn_id)
+    assert "state:             Ongoing" in described, described
+    assert "partitions:        %s [1]" % topic_name in described, described
+    assert "open for:" in described
+    aborted = strata("abort", txn_id)
+    assert "fenced" in aborted, aborted
+    assert "CompleteAbort" in strata("describe", txn_id) or "Empty" in strata("describe", txn_id)
+    reader = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": topic_name,
+                          "isolation.level": "read_committed"})
+    assert reader.get_watermark_offsets(ck.TopicPartition(topic_name, 1), timeout=T)[1] == 2
+    reader.close()
+    with pytest.raises(ck.KafkaException):
+        p.commit_transaction(T)  # fenced by the abort

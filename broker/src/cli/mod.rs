@@ -10,6 +10,7 @@ pub mod group;
 pub mod produce;
 pub mod recover_metadata;
 pub mod topic;
+pub mod txn;
 
 pub use client::Client;
 

@@ -6,6 +6,7 @@ use crate::services::fetch_sessions::SharedFetchSessions;
 use crate::services::groups::{GroupRequest, GroupResponse, GroupService};
 use crate::services::partitions::{PartitionRequest, PartitionResponse, PartitionService};
 use crate::services::replication::ReplicaFetchers;
+use crate::services::transactions::TransactionService;
 use crate::stats::{Counters, ShardStats};
 use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
@@ -36,12 +37,19 @@ pub struct StatsReport {
     pub peer_round_trip_us: hdrhistogram::Histogram<u64>,
     /// Fetch sessions open on this shard, the partitions they hold, and sessions evicted.
     pub fetch_sessions: (u64, u64, u64),
+    /// Transactions open on this shard's coordinator.
+    pub open_transactions: u64,
+    /// How long completed transactions were open, microseconds.
+    pub txn_duration_us: hdrhistogram::Histogram<u64>,
+    /// (partition, high watermark - last stable offset) of partitions with open transactions.
+    pub lso_lags: Vec<(TopicPartition, i64)>,
 }
 
 pub struct StatsService<S: Storage> {
     stats: Rc<ShardStats>,
     partitions: Rc<PartitionService<S>>,
     groups: Rc<GroupService<S>>,
+    transactions: Rc<TransactionService<S>>,
     replication: Rc<ReplicaFetchers<S>>,
     fetch_sessions: SharedFetchSessions,
     mesh: Rc<Mesh>,
@@ -52,11 +60,12 @@ impl<S: Storage> StatsService<S> {
         stats: Rc<ShardStats>,
         partitions: Rc<PartitionService<S>>,
         groups: Rc<GroupService<S>>,
+        transactions: Rc<TransactionService<S>>,
         replication: Rc<ReplicaFetchers<S>>,
         fetch_sessions: SharedFetchSessions,
         mesh: Rc<Mesh>,
     ) -> Self {
-        StatsService { stats, partitions, groups, replication, fetch_sessions, mesh }
+        StatsService { stats, partitions, groups, transactions, replication, fetch_sessions, mesh }
     }
 
     async fn report(&self) -> StatsReport {
@@ -86,6 +95,9 @@ impl<S: Storage> StatsService<S> {
                 let (open, partitions) = sessions.sizes();
                 (open as u64, partitions as u64, sessions.evictions)
             },
+            open_transactions: self.transactions.open_transactions() as u64,
+            txn_duration_us: self.transactions.durations_us(),
+            lso_lags: self.partitions.lso_lags(),
         }
     }
 }

@@ -24,6 +24,20 @@ pub struct MarkerSpec {
 }
 
 impl<S: Storage> PartitionService<S> {
+    /// (partition, high watermark - last stable offset) of this shard's partitions whose
+    /// last stable offset is held back by a transaction (for `/metrics`).
+    pub fn lso_lags(&self) -> Vec<(TopicPartition, i64)> {
+        self.partitions
+            .borrow()
+            .iter()
+            .filter(|(_, partition)| partition.log.open_transactions() > 0)
+            .map(|(key, partition)| {
+                let lag = partition.log.high_watermark() - partition.log.last_stable_offset();
+                (key.clone(), lag.max(0))
+            })
+            .collect()
+    }
+
     pub async fn write_marker(&self, partition: &TopicPartition, marker: MarkerSpec) -> Result<()> {
         let owned = self.owned(partition)?;
         if owned.role().leader != self.node {

@@ -130,6 +130,9 @@ struct TxnCell {
 
 pub struct TransactionService<S: Storage> {
     partitions: Rc<PartitionService<S>>,
+    stats: Rc<crate::stats::ShardStats>,
+    /// How long completed transactions were open (first AddPartitions to Complete), µs.
+    durations_us: RefCell<hdrhistogram::Histogram<u64>>,
     mesh: Rc<Mesh>,
     clock: Clock,
     config: TxnConfig,
@@ -161,12 +164,15 @@ fn describe(transactional_id: &str, metadata: &TxnMetadata) -> DescribedTxn {
 impl<S: Storage> TransactionService<S> {
     pub fn new(
         partitions: Rc<PartitionService<S>>,
+        stats: Rc<crate::stats::ShardStats>,
         mesh: Rc<Mesh>,
         clock: Clock,
         config: TxnConfig,
     ) -> Self {
         TransactionService {
             partitions,
+            stats,
+            durations_us: RefCell::new(shard::partition_log::latency_histogram()),
             mesh,
             clock,
             config,
@@ -184,6 +190,11 @@ impl<S: Storage> TransactionService<S> {
     /// Where markers go (set once the node exists).
     pub fn set_marker_writer(&self, writer: Rc<dyn MarkerWriter>) {
         *self.markers.borrow_mut() = Some(writer);
+    }
+
+    /// How long this shard's completed transactions were open, microseconds.
+    pub fn durations_us(&self) -> hdrhistogram::Histogram<u64> {
+        self.durations_us.borrow().clone()
     }
 
     /// Open transactions this shard coordinates (for `/metrics`).
@@ -558,7 +569,14 @@ impl<S: Storage> TransactionService<S> {
         let completed = state_machine::complete(&prepared, self.clock.now_ms());
         loop {
             match self.write(transactional_id, &completed).await {
-                Ok(()) => return true,
+                Ok(()) => {
+                    self.stats.transaction_completed(completed.state == TxnState::CompleteCommit);
+                    if prepared.start_ms >= 0 {
+                        let open_ms = (completed.last_update_ms - prepared.start_ms).max(0) as u64;
+                        let _ = self.durations_us.borrow_mut().record(open_ms.saturating_mul(1000));
+                    }
+                    return true;
+                }
                 Err(BrokerError::Txn(TxnError::NotCoordinator)) => return true,
                 Err(error) => {
                     tracing::warn!(transactional_id, %error, "writing a completed transaction failed; retrying");

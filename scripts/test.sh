@@ -76,6 +76,12 @@ STRATA_BIN=target/release/strata scripts/librdkafka-suite.sh 2>&1 | tee -a "$log
 librdkafka_status=${PIPESTATUS[0]}
 set -e
 
+step "librdkafka's transactions test 0103 against a 3-node cluster (its topics have RF 3)"
+set +e
+SUITE_CLUSTER=3 STRATA_BIN=target/release/strata scripts/librdkafka-suite.sh 0103 2>&1 | tee -a "$log"
+librdkafka_cluster_status=${PIPESTATUS[0]}
+set -e
+
 step "fresh clone: the README's run command with only a Rust toolchain (scripts/fresh_clone_check.sh)"
 set +e
 scripts/fresh_clone_check.sh 2>&1 | tee -a "$log"
@@ -99,7 +105,7 @@ awk '
     }
     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
 if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$cluster_status" -ne 0 ] ||
-    [ "$librdkafka_status" -ne 0 ] ||
+    [ "$librdkafka_status" -ne 0 ] || [ "$librdkafka_cluster_status" -ne 0 ] ||
     [ "$fresh_status" -ne 0 ]; then
     exit 1
 fi

@@ -215,6 +215,20 @@ def main():
         rows.append("| Produce acks=all, idempotent producers, 1 KiB | (issue #6: a ratio) | %.0f MB/s, p99.9 "
                     "%.1f ms | %.0f%% of plain acks=all (%.0f MB/s); %.0f%% of fio | |"
                     % (idem_mb, r["latency_us"]["p999"] / 1000.0, 100 * idem_mb / mb, mb, 100 * idem_mb / fio))
+        # Issue #17: the same producers in transactions, one committed every 100 batches each
+        # (AddPartitionsToTxn, the batches, EndTxn after their acknowledgements), as a ratio to
+        # the idempotent figure just measured.
+        r = bench(b, "produce", "--topic", "ptxn", "--partitions", "16", "--producers", "8",
+                  "--message-size", "1024", "--batch-bytes", "131072", "--acks", "all",
+                  "--transactional", "100", "--duration", "8", "--warmup", "2",
+                  "--batches-per-request", "1")
+        drop_topic(b, "ptxn")
+        txn_mb = r["megabytes_per_second"]
+        rows.append("| Produce acks=all, transactional producers (commit every 100 batches of 128 KB), 1 KiB "
+                    "| (issue #17: a ratio) | %.0f MB/s, p99.9 %.1f ms, %d transactions | %.2f x idempotent "
+                    "acks=all (%.0f MB/s); %.0f%% of fio | |"
+                    % (txn_mb, r["latency_us"]["p999"] / 1000.0, r.get("transactions", 0),
+                       txn_mb / idem_mb if idem_mb else 0.0, idem_mb, 100 * txn_mb / fio))
 
         # Issue #13: the clients' default settings. strata-bench's own defaults: 1 producer,
         # 16 KiB batches, 5 requests in flight, to 8 partitions, a batch for each partition in

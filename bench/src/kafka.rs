@@ -101,6 +101,136 @@ pub async fn init_producer_id(connection: &mut Connection) -> Result<(i64, i16),
     }
 }
 
+/// Kafka's CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE: retry.
+const TXN_RETRIABLE: [i16; 3] = [51, 14, 15];
+/// How long a transactional call is retried.
+const TXN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Where `transactional_id`'s coordinator is (FindCoordinator, key type 1).
+pub async fn txn_coordinator(bootstrap: &str, transactional_id: &str) -> Result<String, String> {
+    let mut connection = Connection::connect(bootstrap).await?;
+    let deadline = std::time::Instant::now() + TXN_PATIENCE;
+    loop {
+        let mut request = FindCoordinatorRequest::default();
+        request.key = StrBytes::from_string(transactional_id.to_string());
+        request.key_type = 1;
+        match connection
+            .call(ApiKey::FindCoordinator, 3, RequestKind::FindCoordinator(request))
+            .await?
+        {
+            ResponseKind::FindCoordinator(r) if r.error_code == 0 => {
+                return Ok(format!("{}:{}", r.host.as_str(), r.port))
+            }
+            ResponseKind::FindCoordinator(r)
+                if TXN_RETRIABLE.contains(&r.error_code)
+                    && std::time::Instant::now() < deadline =>
+            {
+                shard::runtime::sleep(std::time::Duration::from_millis(100)).await
+            }
+            ResponseKind::FindCoordinator(r) => {
+                return Err(format!("FindCoordinator: error {}", r.error_code))
+            }
+            _ => return Err("FindCoordinator: unexpected answer".into()),
+        }
+    }
+}
+
+/// A transactional producer's calls to its coordinator (KIP-98, transaction version 1).
+pub struct TxnCoordinator {
+    connection: Connection,
+    transactional_id: TransactionalId,
+    pub producer: (i64, i16),
+}
+
+impl TxnCoordinator {
+    /// InitProducerId for `transactional_id` on its coordinator.
+    pub async fn init(bootstrap: &str, transactional_id: &str) -> Result<Self, String> {
+        let address = txn_coordinator(bootstrap, transactional_id).await?;
+        let mut connection = Connection::connect(&address).await?;
+        let id = TransactionalId(StrBytes::from_string(transactional_id.to_string()));
+        let deadline = std::time::Instant::now() + TXN_PATIENCE;
+        loop {
+            let mut request = InitProducerIdRequest::default();
+            request.transactional_id = Some(id.clone());
+            request.transaction_timeout_ms = 60_000;
+            request.producer_id = ProducerId(-1);
+            request.producer_epoch = -1;
+            let answer =
+                connection.call(ApiKey::InitProducerId, 4, RequestKind::InitProducerId(request));
+            match answer.await? {
+                ResponseKind::InitProducerId(r) if r.error_code == 0 => {
+                    let producer = (r.producer_id.0, r.producer_epoch);
+                    return Ok(Self { connection, transactional_id: id, producer });
+                }
+                ResponseKind::InitProducerId(r)
+                    if TXN_RETRIABLE.contains(&r.error_code)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    shard::runtime::sleep(std::time::Duration::from_millis(20)).await
+                }
+                ResponseKind::InitProducerId(r) => {
+                    return Err(format!("InitProducerId: error {}", r.error_code))
+                }
+                _ => return Err("InitProducerId: unexpected answer".into()),
+            }
+        }
+    }
+
+    /// AddPartitionsToTxn (v3) for `partitions` of `topic`.
+    pub async fn add_partitions(&mut self, topic: &str, partitions: &[i32]) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + TXN_PATIENCE;
+        loop {
+            let mut wanted = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            wanted.name = topic_name(topic);
+            wanted.partitions = partitions.to_vec();
+            let mut request = AddPartitionsToTxnRequest::default();
+            request.v3_and_below_transactional_id = self.transactional_id.clone();
+            request.v3_and_below_producer_id = ProducerId(self.producer.0);
+            request.v3_and_below_producer_epoch = self.producer.1;
+            request.v3_and_below_topics = vec![wanted];
+            let answer = self.connection.call(
+                ApiKey::AddPartitionsToTxn,
+                3,
+                RequestKind::AddPartitionsToTxn(request),
+            );
+            let code = match answer.await? {
+                ResponseKind::AddPartitionsToTxn(r) => r
+                    .results_by_topic_v3_and_below
+                    .iter()
+                    .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+                    .find(|code| *code != 0)
+                    .unwrap_or(0),
+                _ => return Err("AddPartitionsToTxn: unexpected answer".into()),
+            };
+            match code {
+                0 => return Ok(()),
+                code if TXN_RETRIABLE.contains(&code) && std::time::Instant::now() < deadline => {
+                    shard::runtime::sleep(std::time::Duration::from_millis(20)).await
+                }
+                code => return Err(format!("AddPartitionsToTxn: error {code}")),
+            }
+        }
+    }
+
+    /// EndTxn (v3): commits (or aborts) the open transaction.
+    pub async fn end(&mut self, commit: bool) -> Result<(), String> {
+        let mut request = EndTxnRequest::default();
+        request.transactional_id = self.transactional_id.clone();
+        request.producer_id = ProducerId(self.producer.0);
+        request.producer_epoch = self.producer.1;
+        request.committed = commit;
+        match self.connection.call(ApiKey::EndTxn, 3, RequestKind::EndTxn(request)).await? {
+            ResponseKind::EndTxn(r) if r.error_code == 0 => Ok(()),
+            ResponseKind::EndTxn(r) => Err(format!("EndTxn: error {}", r.error_code)),
+            _ => Err("EndTxn: unexpected answer".into()),
+        }
+    }
+
+    pub fn transactional_id(&self) -> &TransactionalId {
+        &self.transactional_id
+    }
+}
+
 pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
@@ -311,6 +441,19 @@ impl ProducePipeline {
             self.queue.borrow_mut().push_back((correlation_id, scheduled, count));
         }
         self.writer.write_all(&frame).await.map_err(|e| format!("write: {e}"))
+    }
+
+    /// Waits until every request sent so far is acknowledged (the window stays open).
+    pub async fn drain(&mut self) -> Result<(), String> {
+        self.writer.flush().await.map_err(|e| format!("flush: {e}"))?;
+        if self.expect_answers {
+            for _ in 0..self.window {
+                self.permits.acquire().await.forget();
+                self.check()?;
+            }
+            self.permits.add_permits(self.window);
+        }
+        self.check()
     }
 
     /// Waits for every outstanding acknowledgement.

@@ -102,6 +102,10 @@ pub struct LoadArgs {
     /// --acks all, as Kafka clients require).
     #[arg(long)]
     pub idempotent: bool,
+    /// Transactional producers (KIP-98): each commits a transaction every this many batches
+    /// (AddPartitionsToTxn for its partitions, the batches, EndTxn). Implies --idempotent.
+    #[arg(long)]
+    pub transactional: Option<u64>,
     /// Produce requests each producer keeps in flight.
     #[arg(long, default_value_t = 5)]
     pub in_flight: usize,
@@ -144,6 +148,8 @@ struct Shared {
     recording: AtomicBool,
     stop: AtomicBool,
     produce_done: AtomicBool,
+    /// Transactions committed (transactional producers).
+    transactions: AtomicU64,
     first_error: Mutex<Option<String>>,
     /// e2e mode: only consumers record latency.
     e2e: bool,
@@ -186,7 +192,10 @@ pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
         "0" => 0,
         other => return Err(format!("--acks {other:?}: use 0, 1 or all")),
     };
-    if args.idempotent && acks != -1 {
+    if args.transactional == Some(0) {
+        return Err("--transactional takes the batches per transaction (at least 1)".into());
+    }
+    if (args.idempotent || args.transactional.is_some()) && acks != -1 {
         return Err("--idempotent needs --acks all (as Kafka producers require)".into());
     }
     if args.idempotent && args.in_flight > 5 {
@@ -213,6 +222,7 @@ pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
         recording: AtomicBool::new(args.warmup <= 0.0),
         stop: AtomicBool::new(false),
         produce_done: AtomicBool::new(false),
+        transactions: AtomicU64::new(0),
         first_error: Mutex::new(None),
         e2e: mode == Mode::E2e,
     });
@@ -334,7 +344,12 @@ fn build_batch(
 }
 
 /// One produce request for `batches`, each (partition, records) for a different partition.
-fn produce_request(topic: &str, batches: Vec<(i32, Bytes)>, acks: i16) -> RequestKind {
+fn produce_request(
+    topic: &str,
+    batches: Vec<(i32, Bytes)>,
+    acks: i16,
+    transactional_id: Option<TransactionalId>,
+) -> RequestKind {
     let mut topic_data = produce_request::TopicProduceData::default();
     topic_data.name = kafka::topic_name(topic);
     topic_data.partition_data = batches
@@ -347,6 +362,7 @@ fn produce_request(topic: &str, batches: Vec<(i32, Bytes)>, acks: i16) -> Reques
         })
         .collect();
     let mut request = ProduceRequest::default();
+    request.transactional_id = transactional_id;
     request.acks = acks;
     request.timeout_ms = 30_000;
     request.topic_data = vec![topic_data];
@@ -366,12 +382,24 @@ async fn produce(
         let shared = shared.clone();
         std::rc::Rc::new(move |scheduled, count| record_batch(&shared, scheduled, count, rate))
     };
-    let idempotence = if args.idempotent {
+    let mut coordinator = match args.transactional {
+        Some(_) => {
+            let id = format!("strata-bench-{}-{producer}", std::process::id());
+            Some(kafka::TxnCoordinator::init(&args.bootstrap, &id).await?)
+        }
+        None => None,
+    };
+    let transactional_id = coordinator.as_ref().map(|c| c.transactional_id().clone());
+    let idempotence = if let Some(coordinator) = &coordinator {
+        Some(coordinator.producer)
+    } else if args.idempotent {
         let mut connection = kafka::Connection::connect(&args.bootstrap).await?;
         Some(kafka::init_producer_id(&mut connection).await?)
     } else {
         None
     };
+    // Batches in the open transaction (transactional producers).
+    let mut in_txn: u64 = 0;
     // Next sequence number per partition (idempotent producers).
     let mut sequences: HashMap<i32, i32> = HashMap::new();
     let mut pipeline =
@@ -411,7 +439,16 @@ async fn produce(
                 let waited = elapsed - sent as f64 / rate;
                 if count == 0 || (count < per_batch && waited < linger) {
                     // Nothing more is ready: what is packed goes now.
-                    pending.send(&mut pipeline, &args.topic, acks, args, shared).await?;
+                    pending
+                        .send(
+                            &mut pipeline,
+                            &args.topic,
+                            acks,
+                            transactional_id.clone(),
+                            args,
+                            shared,
+                        )
+                        .await?;
                     let next_due = (sent + 1) as f64 / rate - elapsed;
                     let wait = if count == 0 { next_due } else { linger - waited };
                     shard::runtime::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.05))).await;
@@ -443,10 +480,19 @@ async fn produce(
         };
         let partition = my_partitions[next_partition % my_partitions.len()];
         next_partition += 1;
+        if let (Some(coordinator), 0) = (coordinator.as_mut(), in_txn) {
+            coordinator.add_partitions(&args.topic, &my_partitions).await?;
+        }
         let records = match idempotence {
             Some((producer_id, epoch)) => {
                 let sequence = sequences.entry(partition).or_insert(0);
                 let mut bytes = bytes::BytesMut::from(&records[..]);
+                if coordinator.is_some() {
+                    // Attribute bit 4 (transactional), set before the CRC is recomputed.
+                    let attributes = i16::from_be_bytes([bytes[21], bytes[22]])
+                        | wire::record_batch::TRANSACTIONAL_FLAG;
+                    bytes[21..23].copy_from_slice(&attributes.to_be_bytes());
+                }
                 wire::record_batch::RecordBatchMut::new(&mut bytes, kafka::RESPONSE_BYTES_MAX)
                     .map_err(|e| e.to_string())?
                     .set_producer_and_crc(producer_id, epoch, *sequence);
@@ -462,11 +508,29 @@ async fn produce(
         pending.count += count as u64;
         pending.batches.push((partition, records));
         sent += count as u64;
-        if pending.batches.len() >= per_request || pending.bytes >= args.max_request_bytes {
-            pending.send(&mut pipeline, &args.topic, acks, args, shared).await?;
+        in_txn += 1;
+        let txn_full = args.transactional.is_some_and(|every| in_txn >= every);
+        if pending.batches.len() >= per_request
+            || pending.bytes >= args.max_request_bytes
+            || txn_full
+        {
+            pending
+                .send(&mut pipeline, &args.topic, acks, transactional_id.clone(), args, shared)
+                .await?;
+        }
+        if let (Some(coordinator), true) = (coordinator.as_mut(), txn_full) {
+            pipeline.drain().await?;
+            coordinator.end(true).await?;
+            shared.transactions.fetch_add(1, Ordering::Relaxed);
+            in_txn = 0;
         }
     }
-    pending.send(&mut pipeline, &args.topic, acks, args, shared).await?;
+    pending.send(&mut pipeline, &args.topic, acks, transactional_id.clone(), args, shared).await?;
+    pipeline.drain().await?;
+    if let (Some(coordinator), true) = (coordinator.as_mut(), in_txn > 0) {
+        coordinator.end(true).await?;
+        shared.transactions.fetch_add(1, Ordering::Relaxed);
+    }
     pipeline.finish().await?;
     shared.produce_done.store(true, Ordering::Relaxed);
     Ok(())
@@ -488,6 +552,7 @@ impl PendingRequest {
         pipeline: &mut kafka::ProducePipeline,
         topic: &str,
         acks: i16,
+        transactional_id: Option<TransactionalId>,
         args: &LoadArgs,
         shared: &Shared,
     ) -> Result<(), String> {
@@ -497,7 +562,8 @@ impl PendingRequest {
         let batches = std::mem::take(&mut self.batches);
         let (count, first_scheduled) = (self.count, self.first_scheduled);
         (self.count, self.bytes) = (0, 0);
-        pipeline.send(produce_request(topic, batches, acks), first_scheduled, count).await?;
+        let request = produce_request(topic, batches, acks, transactional_id);
+        pipeline.send(request, first_scheduled, count).await?;
         if shared.recording.load(Ordering::Relaxed) {
             shared.produced.fetch_add(count, Ordering::Relaxed);
             shared.produced_bytes.fetch_add(count * args.message_size as u64, Ordering::Relaxed);
@@ -748,6 +814,8 @@ fn summarize(mode: Mode, args: &LoadArgs, shared: &Shared, seconds: f64) -> Resu
             "topic": args.topic,
             "acks": args.acks,
             "idempotent": args.idempotent,
+            "transactional": args.transactional,
+            "transactions": shared.transactions.load(Ordering::Relaxed),
             "compression": format!("{:?}", args.compression).to_lowercase(),
             "message_size": args.message_size,
             "seconds": seconds,

@@ -128,6 +128,8 @@ impl<S: Storage> Node<S> {
             TxnConfig {
                 max_timeout_ms: config.transaction_max_timeout_ms,
                 abort_interval_ms: config.transaction_abort_interval_ms,
+                id_expiration_ms: config.transactional_id_expiration_ms,
+                expiry_interval_ms: config.transaction_expiry_interval_ms,
             },
         ));
         let view = Rc::new(MetadataView::default());

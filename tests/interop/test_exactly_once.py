@@ -358,3 +358,56 @@ def test_a_prepared_commit_completes_on_a_new_coordinator_when_the_old_one_is_ki
         assert values == sorted(b"committed-%d" % i for i in range(10)), (values, c.log_tails())
     finally:
         c.stop()
+
+
+class _ExpiringBroker(Broker):
+    """A broker that forgets idle transactional ids after 2 s (checked every 0.5 s)."""
+
+    def command(self):
+        return super().command() + [
+            "--set", "transactional.id.expiration.ms=2000",
+            "--set", "transaction.remove.expired.transaction.cleanup.interval.ms=500",
+            "--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
+        ]
+
+
+@pytest.mark.single_node
+def test_an_idle_transactional_id_expires_and_starts_afresh(tmp_path, topic_name):
+    """transactional.id.expiration.ms: an id with no open transaction and no request for that
+    long is forgotten (a tombstone in __transaction_state, so it stays forgotten after a
+    restart): DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND and the next producer with
+    the id gets a new producer id at epoch 0. An id with an open transaction is not expired."""
+    broker = _ExpiringBroker(strata_bin(), tmp_path / "broker")
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap
+        admin = ck_admin(bootstrap)
+        admin.create_topics([NewTopic(topic_name, 1, 1)], request_timeout=T)[topic_name].result(timeout=T)
+
+        def describe(txn_id):
+            out = subprocess.run([str(strata_bin()), "txn", "describe", txn_id, "--bootstrap",
+                                  bootstrap], capture_output=True, text=True, timeout=60)
+            return out.returncode, out.stdout + out.stderr
+
+        idle = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "idle-txn"})
+        idle.init_transactions(T)
+        idle.begin_transaction()
+        idle.produce(topic_name, value=b"v", partition=0)
+        idle.commit_transaction(T)
+        busy = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "busy-txn",
+                            "transaction.timeout.ms": 60000})
+        busy.init_transactions(T)
+        busy.begin_transaction()
+        busy.produce(topic_name, value=b"open", partition=0)
+        busy.flush(T)
+        code, text = describe("idle-txn")
+        assert code == 0 and "CompleteCommit" in text, text
+        wait_until(lambda: "TRANSACTIONAL_ID_NOT_FOUND" in describe("idle-txn")[1], timeout=20,
+                   message="the idle id expires")
+        code, text = describe("busy-txn")
+        assert code == 0 and "Ongoing" in text, text
+        broker.restart()
+        assert "TRANSACTIONAL_ID_NOT_FOUND" in describe("idle-txn")[1]
+        assert "Ongoing" in describe("busy-txn")[1]
+    finally:
+        broker.kill()

@@ -51,6 +51,10 @@ pub struct BrokerConfig {
     pub transaction_max_timeout_ms: i32,
     /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
     pub transaction_abort_interval_ms: u64,
+    /// Kafka's `transactional.id.expiration.ms`.
+    pub transactional_id_expiration_ms: i64,
+    /// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub transaction_expiry_interval_ms: i64,
     /// Kafka's `replica.lag.time.max.ms`: how long a follower may go without catching up
     /// before its leader takes it out of the ISR.
     pub replica_lag_time_max_ms: u64,
@@ -158,6 +162,10 @@ impl BrokerConfig {
             transaction_abort_interval_ms: integer(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             )? as u64,
+            transactional_id_expiration_ms: integer("transactional.id.expiration.ms")?,
+            transaction_expiry_interval_ms: integer(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+            )?,
             leader_rebalance_interval_ms: (settings.get("auto.leader.rebalance.enable").trim()
                 == "true")
                 .then_some(integer("leader.imbalance.check.interval.seconds")? as u64 * 1000),

@@ -75,6 +75,10 @@ pub struct TxnConfig {
     pub max_timeout_ms: i32,
     /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
     pub abort_interval_ms: u64,
+    /// Kafka's `transactional.id.expiration.ms`.
+    pub id_expiration_ms: i64,
+    /// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub expiry_interval_ms: i64,
 }
 
 pub enum TxnRequest {
@@ -289,16 +293,37 @@ impl<S: Storage> TransactionService<S> {
 
     /// Appends `metadata` as the id's record (durably), then applies it (still pending).
     async fn write(&self, transactional_id: &str, metadata: &TxnMetadata) -> Result<()> {
+        self.append_record(transactional_id, Some(metadata)).await?;
+        let mut txns = self.txns.borrow_mut();
+        match txns.get_mut(transactional_id) {
+            Some(cell) => cell.metadata = metadata.clone(),
+            None => {
+                txns.insert(
+                    transactional_id.to_string(),
+                    TxnCell { metadata: metadata.clone(), pending: true },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the id's record (a tombstone for `None`) to its `__transaction_state`
+    /// partition: synced, and committed by the in-sync replicas where it is replicated.
+    async fn append_record(
+        &self,
+        transactional_id: &str,
+        metadata: Option<&TxnMetadata>,
+    ) -> Result<()> {
         let partition = state_partition(transactional_id);
         let owned =
             self.partitions.local(&partition).ok_or(BrokerError::Txn(TxnError::NotCoordinator))?;
         let now = self.clock.now_ms();
         let key = stored::key(transactional_id);
-        let value = stored::value(metadata);
+        let value = metadata.map(stored::value);
         let mut builder = wire::RecordBatchBuilder::new(now);
         builder.push(wire::BatchRecord {
             key: Some(&key),
-            value: Some(&value),
+            value: value.as_deref(),
             timestamp_delta: 0,
         });
         let appended = owned
@@ -320,16 +345,6 @@ impl<S: Storage> TransactionService<S> {
                     BrokerError::NotLeader(_) => BrokerError::Txn(TxnError::NotCoordinator),
                     _ => BrokerError::Txn(TxnError::CoordinatorNotAvailable),
                 })?;
-        }
-        let mut txns = self.txns.borrow_mut();
-        match txns.get_mut(transactional_id) {
-            Some(cell) => cell.metadata = metadata.clone(),
-            None => {
-                txns.insert(
-                    transactional_id.to_string(),
-                    TxnCell { metadata: metadata.clone(), pending: true },
-                );
-            }
         }
         Ok(())
     }
@@ -735,13 +750,53 @@ impl<S: Storage> TransactionService<S> {
         }
     }
 
-    /// The timer, forever: leadership changes and timed-out transactions.
+    /// Forgets transactional ids idle past `transactional.id.expiration.ms` with no
+    /// transaction open (Kafka's `removeExpiredTransactionalIds`): a tombstone is written to
+    /// `__transaction_state`, then the id is dropped. Its next InitProducerId starts afresh.
+    pub async fn expire_ids(&self) {
+        let horizon = self.clock.now_ms().saturating_sub(self.config.id_expiration_ms);
+        let expired: Vec<String> = self
+            .txns
+            .borrow()
+            .iter()
+            .filter(|(_, cell)| {
+                !cell.pending
+                    && matches!(
+                        cell.metadata.state,
+                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                    )
+                    && cell.metadata.last_update_ms < horizon
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            let Ok(Some(_)) = self.take(&id) else { continue };
+            match self.append_record(&id, None).await {
+                Ok(()) => {
+                    self.txns.borrow_mut().remove(&id);
+                    tracing::info!(transactional_id = %id, "expired an idle transactional id");
+                }
+                Err(error) => {
+                    tracing::warn!(transactional_id = %id, %error, "expiring a transactional id failed");
+                    self.release(&id);
+                }
+            }
+        }
+    }
+
+    /// The timer, forever: leadership changes, timed-out transactions, expired ids.
     pub async fn tick(self: Rc<Self>) {
         let interval = self.config.abort_interval_ms.clamp(10, 3_600_000);
+        let mut last_expiry = self.clock.now_ms();
         loop {
             shard::runtime::sleep(Duration::from_millis(interval)).await;
             self.follow_leadership().await;
             self.abort_timed_out().await;
+            let now = self.clock.now_ms();
+            if now - last_expiry >= self.config.expiry_interval_ms {
+                last_expiry = now;
+                self.expire_ids().await;
+            }
         }
     }
 }

@@ -286,7 +286,6 @@ fn storage_error(error: &StorageError) -> ResponseError {
         StorageError::InvalidArgument(_) => ResponseError::InvalidConfig,
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
-        StorageError::UnknownProducerId { .. } => ResponseError::UnknownProducerId,
         StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         StorageError::TransactionCoordinatorFenced { .. } => {
             ResponseError::TransactionCoordinatorFenced

@@ -46,9 +46,6 @@ pub enum StorageError {
         "producer {producer_id}: epoch {epoch} is older than the current epoch {current_epoch}"
     )]
     InvalidProducerEpoch { producer_id: i64, epoch: i16, current_epoch: i16 },
-    /// Kafka: UNKNOWN_PRODUCER_ID.
-    #[error("producer {producer_id} is unknown to this partition (sequence {sequence}, not 0)")]
-    UnknownProducerId { producer_id: i64, sequence: i32 },
     /// Kafka: INVALID_TXN_STATE.
     #[error("producer {producer_id}: {reason}")]
     InvalidTxnState { producer_id: i64, reason: &'static str },

@@ -549,7 +549,6 @@ mod tests {
         match error {
             StorageError::OutOfOrderSequence { .. } => "OUT_OF_ORDER_SEQUENCE_NUMBER",
             StorageError::InvalidProducerEpoch { .. } => "INVALID_PRODUCER_EPOCH",
-            StorageError::UnknownProducerId { .. } => "UNKNOWN_PRODUCER_ID",
             StorageError::InvalidTxnState { .. } => "INVALID_TXN_STATE",
             StorageError::TransactionCoordinatorFenced { .. } => "TRANSACTION_COORDINATOR_FENCED",
             other => panic!("unexpected {other}"),

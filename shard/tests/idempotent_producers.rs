@@ -91,10 +91,6 @@ fn sequence_and_epoch_errors_are_typed_and_write_nothing() {
             append(&log, batch(7, 2, 2, 1)).await,
             Err(StorageError::OutOfOrderSequence { expected: 0, .. })
         ));
-        assert!(matches!(
-            append(&log, batch(8, 0, 40, 1)).await,
-            Err(StorageError::UnknownProducerId { producer_id: 8, sequence: 40 })
-        ));
         assert_eq!(log.log_end_offset(), end, "refused batches wrote nothing");
         // A bumped epoch starting at 0 is accepted, and the old epoch is fenced from then on.
         assert_eq!(append(&log, batch(7, 2, 0, 1)).await.ok(), Some((end, false)));
@@ -102,6 +98,8 @@ fn sequence_and_epoch_errors_are_typed_and_write_nothing() {
             append(&log, batch(7, 1, 2, 1)).await,
             Err(StorageError::InvalidProducerEpoch { .. })
         ));
+        // A producer this partition does not know may start at any sequence (Kafka 2.5+).
+        assert_eq!(append(&log, batch(8, 0, 40, 1)).await.ok(), Some((end + 1, false)));
     })
 }
 
@@ -188,10 +186,13 @@ fn producers_whose_batches_are_all_deleted_expire() {
         append(&log, batch(2, 0, 0, 1)).await.expect("append");
         log.delete_records_before(1).await.expect("delete records");
         assert_eq!(log.producer_count(), 1);
+        // Its state gone, producer 1 goes on where it was (Kafka 2.5+ accepts an unknown
+        // producer at any sequence) and producer 2's sequences are still checked.
+        assert_eq!(append(&log, batch(1, 0, 1, 1)).await.ok(), Some((2, false)));
+        assert_eq!(append(&log, batch(2, 0, 1, 1)).await.ok(), Some((3, false)));
         assert!(matches!(
-            append(&log, batch(1, 0, 1, 1)).await,
-            Err(StorageError::UnknownProducerId { producer_id: 1, .. })
+            append(&log, batch(2, 0, 5, 1)).await,
+            Err(StorageError::OutOfOrderSequence { producer_id: 2, .. })
         ));
-        assert_eq!(append(&log, batch(2, 0, 1, 1)).await.ok(), Some((2, false)));
     })
 }

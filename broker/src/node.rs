@@ -493,6 +493,14 @@ impl<S: Storage> Node<S> {
         Ok(self.mesh.call::<TransactionService<S>>(coordinator, request).await?)
     }
 
+    /// A transaction coordinator request answered with success or an error.
+    pub async fn txn_done(&self, transactional_id: &str, request: TxnRequest) -> Result<()> {
+        match self.txn_call(transactional_id, request).await? {
+            TxnResponse::Done(result) => result,
+            _ => Err(unexpected("transactions")),
+        }
+    }
+
     /// The same request to every shard's transaction coordinator.
     pub async fn txn_call_all(&self, request: impl Fn() -> TxnRequest) -> Vec<Result<TxnResponse>> {
         let answers = self.mesh.call_all::<TransactionService<S>>(request).await;

@@ -7,7 +7,7 @@ use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::groups::valid_group_id;
-use crate::services::transactions::{TxnRequest, TxnResponse};
+use crate::services::transactions::TxnRequest;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use shard::io::Storage;
 use wire::ids::TopicPartition;
@@ -33,11 +33,7 @@ pub async fn handle<S: Storage>(
             producer_epoch: request.producer_epoch,
             partitions: vec![TopicPartition::new(OFFSETS_TOPIC, partition_for_group(&group))],
         };
-        match node.txn_call(&transactional_id, call).await {
-            Ok(TxnResponse::Done(result)) => result,
-            Ok(_) => Err(super::unexpected()),
-            Err(error) => Err(error),
-        }
+        node.txn_done(&transactional_id, call).await
     };
     response.error_code = match result {
         Ok(()) => NONE,

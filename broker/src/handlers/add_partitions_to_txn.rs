@@ -8,7 +8,7 @@ use crate::error::{txn_error_code, NONE};
 use crate::metadata::internal::is_internal;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::transactions::{TxnRequest, TxnResponse};
+use crate::services::transactions::TxnRequest;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
@@ -55,11 +55,7 @@ pub async fn handle<S: Storage>(
             producer_epoch: request.v3_and_below_producer_epoch,
             partitions: wanted.clone(),
         };
-        let result = match node.txn_call(&transactional_id, call).await {
-            Ok(TxnResponse::Done(result)) => result,
-            Ok(_) => Err(super::unexpected()),
-            Err(error) => Err(error),
-        };
+        let result = node.txn_done(&transactional_id, call).await;
         Some(match result {
             Ok(()) => NONE,
             Err(error) => {

@@ -8,7 +8,7 @@
 use crate::error::{txn_error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::transactions::{TxnRequest, TxnResponse};
+use crate::services::transactions::TxnRequest;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use shard::io::Storage;
 
@@ -31,11 +31,7 @@ pub async fn handle<S: Storage>(
         producer_epoch: request.producer_epoch,
         commit: request.committed,
     };
-    let result = match node.txn_call(&transactional_id, call).await {
-        Ok(TxnResponse::Done(result)) => result,
-        Ok(_) => Err(super::unexpected()),
-        Err(error) => Err(error),
-    };
+    let result = node.txn_done(&transactional_id, call).await;
     response.error_code = match result {
         Ok(()) => NONE,
         Err(error) => {

@@ -1,29 +1,12 @@
-//! Transactions on one partition (KIP-98): markers written for the transaction coordinator,
-//! the last stable offset, and the aborted transactions read_committed readers must skip.
+//! Transactions on one partition (KIP-98): the last stable offset, and the aborted
+//! transactions read_committed readers must skip. Markers (`wire::txn_marker`) are appended as
+//! any batch; the producer state checks and records them.
 //! The bookkeeping itself is `producer_state`'s (checked and recorded under the write lock
 //! with every batch, replayed at open, rebuilt by truncation).
 
 use super::*;
-use wire::txn_marker::{marker_batch, EndTxnMarker};
 
 impl<S: Storage> PartitionLog<S> {
-    /// Appends the marker ending `producer_id`'s transaction (a control batch), stamped with
-    /// `leader_epoch`; with `sync`, returns once it is durable. Refused with
-    /// INVALID_PRODUCER_EPOCH for an epoch older than the producer's, and
-    /// TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch than the last marker's.
-    pub async fn append_marker(
-        &self,
-        producer_id: i64,
-        producer_epoch: i16,
-        marker: EndTxnMarker,
-        leader_epoch: i32,
-        now_ms: i64,
-        sync: bool,
-    ) -> Result<AppendInfo> {
-        let batch = marker_batch(producer_id, producer_epoch, marker, now_ms);
-        self.append_with(BytesMut::from(&batch[..]), leader_epoch, now_ms, sync).await
-    }
-
     /// Offsets below this are stable: no transaction below it is still open, and every
     /// closed one has its marker below the high watermark. Never above the high watermark,
     /// never below the log start (read_committed readers stop here).

@@ -123,29 +123,16 @@ impl<S: Storage> GroupService<S> {
                 timestamp_delta: 0,
             });
         }
-        let info = owned
-            .log
-            .append_with(BytesMut::from(&builder.build()[..]), owned.leader_epoch(), now, true)
-            .await?;
-        owned.notify_appended();
-        if owned.role().replicated() {
-            // Acknowledged once every in-sync replica has it (the group survives this broker).
-            let me = self.partitions.node();
-            owned.advance_high_watermark(me);
-            owned
-                .wait_committed(
-                    &offsets_partition(group),
-                    me,
-                    info.last_offset + 1,
-                    GROUP_REPLICATION_TIMEOUT,
-                )
-                .await
-                .map_err(|error| match error {
-                    BrokerError::NotLeader(_) => BrokerError::Group(GroupError::NotCoordinator),
-                    _ => BrokerError::Group(GroupError::CoordinatorNotAvailable),
-                })?;
+        // Acknowledged once every in-sync replica has it (the group survives this broker).
+        let batch = BytesMut::from(&builder.build()[..]);
+        let partition = offsets_partition(group);
+        let me = self.partitions.node();
+        match owned.append_committed(&partition, me, batch, now, GROUP_REPLICATION_TIMEOUT).await {
+            Ok(_) => Ok(()),
+            Err(error @ BrokerError::Storage(_)) => Err(error),
+            Err(BrokerError::NotLeader(_)) => Err(BrokerError::Group(GroupError::NotCoordinator)),
+            Err(_) => Err(BrokerError::Group(GroupError::CoordinatorNotAvailable)),
         }
-        Ok(())
     }
 
     /// Appends `entries` of `group` durably, then applies them to the in-memory table.

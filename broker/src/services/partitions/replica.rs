@@ -147,6 +147,26 @@ impl<S: Storage> Partition<S> {
 
     /// The leader's high watermark: the minimum durable end over the ISR; it stays where it is
     /// while a member's end is unknown or the ISR is smaller than `min.insync.replicas`.
+    /// Appends a batch the broker writes itself (group and transaction records, transaction
+    /// markers) as acks=all: synced, and on a replicated partition committed by the in-sync
+    /// replicas within `timeout` (`wait_committed`'s errors otherwise).
+    pub async fn append_committed(
+        self: &Rc<Self>,
+        partition: &TopicPartition,
+        me: NodeId,
+        batch: bytes::BytesMut,
+        now_ms: i64,
+        timeout: Duration,
+    ) -> Result<shard::AppendInfo> {
+        let info = self.log.append_with(batch, self.leader_epoch(), now_ms, true).await?;
+        self.notify_appended();
+        if self.role().replicated() {
+            self.advance_high_watermark(me);
+            self.wait_committed(partition, me, info.last_offset + 1, timeout).await?;
+        }
+        Ok(info)
+    }
+
     /// Starts a sync when the followers are ahead of the leader's own durable end.
     pub fn advance_high_watermark(self: &Rc<Self>, me: NodeId) {
         let role = self.role.borrow().clone();

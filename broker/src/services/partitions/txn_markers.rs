@@ -9,7 +9,7 @@ use crate::error::{BrokerError, Result};
 use shard::io::Storage;
 use std::time::Duration;
 use wire::ids::TopicPartition;
-use wire::txn_marker::EndTxnMarker;
+use wire::txn_marker::{marker_batch, EndTxnMarker};
 
 /// How long a marker waits for the in-sync replicas.
 pub const MARKER_REPLICATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -46,29 +46,11 @@ impl<S: Storage> PartitionService<S> {
         let now = self.clock.now_ms();
         let end =
             EndTxnMarker { commit: marker.commit, coordinator_epoch: marker.coordinator_epoch };
-        let info = owned
-            .log
-            .append_marker(
-                marker.producer_id,
-                marker.producer_epoch,
-                end,
-                owned.leader_epoch(),
-                now,
-                true,
-            )
+        let batch = marker_batch(marker.producer_id, marker.producer_epoch, end, now);
+        let batch = bytes::BytesMut::from(&batch[..]);
+        owned
+            .append_committed(partition, self.node, batch, now, MARKER_REPLICATION_TIMEOUT)
             .await?;
-        owned.notify_appended();
-        if owned.role().replicated() {
-            owned.advance_high_watermark(self.node);
-            owned
-                .wait_committed(
-                    partition,
-                    self.node,
-                    info.last_offset + 1,
-                    MARKER_REPLICATION_TIMEOUT,
-                )
-                .await?;
-        }
         Ok(())
     }
 }

@@ -326,27 +326,16 @@ impl<S: Storage> TransactionService<S> {
             value: value.as_deref(),
             timestamp_delta: 0,
         });
-        let appended = owned
-            .log
-            .append_with(BytesMut::from(&builder.build()[..]), owned.leader_epoch(), now, true)
-            .await;
-        let info = appended.map_err(|error| {
-            tracing::warn!(%partition, %error, "writing a transaction record failed");
-            BrokerError::Txn(TxnError::CoordinatorNotAvailable)
-        })?;
-        owned.notify_appended();
-        if owned.role().replicated() {
-            let me = self.partitions.node();
-            owned.advance_high_watermark(me);
-            owned
-                .wait_committed(&partition, me, info.last_offset + 1, STATE_REPLICATION_TIMEOUT)
-                .await
-                .map_err(|error| match error {
-                    BrokerError::NotLeader(_) => BrokerError::Txn(TxnError::NotCoordinator),
-                    _ => BrokerError::Txn(TxnError::CoordinatorNotAvailable),
-                })?;
+        let batch = BytesMut::from(&builder.build()[..]);
+        let me = self.partitions.node();
+        match owned.append_committed(&partition, me, batch, now, STATE_REPLICATION_TIMEOUT).await {
+            Ok(_) => Ok(()),
+            Err(BrokerError::NotLeader(_)) => Err(BrokerError::Txn(TxnError::NotCoordinator)),
+            Err(error) => {
+                tracing::warn!(%partition, %error, "writing a transaction record failed");
+                Err(BrokerError::Txn(TxnError::CoordinatorNotAvailable))
+            }
         }
-        Ok(())
     }
 
     /// The coordinator epoch of the id's partition (its leader epoch).
@@ -725,17 +714,10 @@ impl<S: Storage> TransactionService<S> {
     /// Kafka's `abortTimedOutTransactions`).
     pub async fn abort_timed_out(self: &Rc<Self>) {
         let now = self.clock.now_ms();
-        let expired: Vec<String> = self
-            .txns
-            .borrow()
-            .iter()
-            .filter(|(_, cell)| {
-                !cell.pending
-                    && cell.metadata.state == TxnState::Ongoing
-                    && cell.metadata.start_ms + i64::from(cell.metadata.timeout_ms) < now
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
+        let expired = self.idle_ids_where(|metadata| {
+            metadata.state == TxnState::Ongoing
+                && metadata.start_ms + i64::from(metadata.timeout_ms) < now
+        });
         for id in expired {
             let Ok(Some(current)) = self.take(&id) else { continue };
             let prepare_abort = state_machine::fence(&current, now);
@@ -750,25 +732,27 @@ impl<S: Storage> TransactionService<S> {
         }
     }
 
+    /// The ids with no transition in progress whose metadata `wanted` selects.
+    fn idle_ids_where(&self, wanted: impl Fn(&TxnMetadata) -> bool) -> Vec<String> {
+        self.txns
+            .borrow()
+            .iter()
+            .filter(|(_, cell)| !cell.pending && wanted(&cell.metadata))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Forgets transactional ids idle past `transactional.id.expiration.ms` with no
     /// transaction open (Kafka's `removeExpiredTransactionalIds`): a tombstone is written to
     /// `__transaction_state`, then the id is dropped. Its next InitProducerId starts afresh.
     pub async fn expire_ids(&self) {
         let horizon = self.clock.now_ms().saturating_sub(self.config.id_expiration_ms);
-        let expired: Vec<String> = self
-            .txns
-            .borrow()
-            .iter()
-            .filter(|(_, cell)| {
-                !cell.pending
-                    && matches!(
-                        cell.metadata.state,
-                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
-                    )
-                    && cell.metadata.last_update_ms < horizon
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
+        let expired = self.idle_ids_where(|metadata| {
+            matches!(
+                metadata.state,
+                TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+            ) && metadata.last_update_ms < horizon
+        });
         for id in expired {
             let Ok(Some(_)) = self.take(&id) else { continue };
             match self.append_record(&id, None).await {

@@ -65,7 +65,8 @@ STRATA_INTEROP_CLUSTER=3 STRATA_BIN=target/debug/strata scripts/interop.sh \
     tests/interop/test_fetch_semantics.py tests/interop/test_list_offsets.py \
     tests/interop/test_idempotence.py tests/interop/test_admin.py \
     tests/interop/test_kafkajs.py tests/interop/test_aiokafka.py \
-    tests/interop/test_transactions.py tests/interop/test_exactly_once.py 2>&1 | tee -a "$log"
+    tests/interop/test_transactions.py tests/interop/test_exactly_once.py \
+    tests/interop/test_txn_verification.py 2>&1 | tee -a "$log"
 cluster_status=${PIPESTATUS[0]}
 set -e
 

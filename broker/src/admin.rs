@@ -112,7 +112,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 26] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 28] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -220,6 +220,18 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 26] = [
         "counter",
         "Transactions this broker's coordinators aborted (by the producer, fencing or timeout).",
         |r| r.counters.txn_aborts,
+    ),
+    (
+        "strata_txn_verifications_total",
+        "counter",
+        "First transactional batches on a partition verified with their transaction coordinator (KIP-890).",
+        |r| r.counters.txn_verifications,
+    ),
+    (
+        "strata_txn_verifications_refused_total",
+        "counter",
+        "Transactional batches refused by partition verification (not in an ongoing transaction, fenced, or the coordinator unavailable).",
+        |r| r.counters.txn_verifications_refused,
     ),
     (
         "strata_produce_duplicate_batches_total",

@@ -92,6 +92,8 @@ pub enum BrokerError {
     Group(#[from] GroupError),
     #[error(transparent)]
     Txn(#[from] TxnError),
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
     /// A change the broker's resources (the open-files limit) cannot hold (Kafka: a policy
     /// violation, with the reason).
     #[error("{0}")]
@@ -194,6 +196,52 @@ pub enum TxnError {
     TransactionalIdNotFound,
 }
 
+/// Why a transactional batch was refused by partition verification (KIP-890 part 1): its
+/// partition leader asked the transaction coordinator whether the partition is in the
+/// producer's ongoing transaction. Named as Kafka's `ReplicaManager` names the coordinator's
+/// answer to a producer (`VerifyError::from_coordinator_code`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// The partition is not in the transaction (or the transaction is over): a late or stray
+    /// batch that would otherwise open a transaction nobody ends (INVALID_TXN_STATE).
+    #[error("the partition is not in the producer's ongoing transaction")]
+    NotInTransaction,
+    /// A newer producer of the transactional id exists (INVALID_PRODUCER_EPOCH, which
+    /// producers expect here).
+    #[error("the producer's epoch is not its transactional id's")]
+    StaleEpoch,
+    /// The producer id is not the transactional id's (INVALID_PRODUCER_ID_MAPPING).
+    #[error("the producer id does not belong to the transactional id")]
+    ProducerIdMapping,
+    /// The coordinator could not answer now (moving, loading, a transition in progress,
+    /// unreachable): retriable, NOT_ENOUGH_REPLICAS as in Kafka.
+    #[error("the transaction could not be verified: {0}")]
+    Unavailable(String),
+}
+
+impl VerifyError {
+    /// The verification outcome of the coordinator's code for one partition (`None`: the
+    /// partition is in the transaction).
+    pub fn from_coordinator_code(code: i16) -> Option<Self> {
+        use ResponseError as E;
+        match code {
+            NONE => None,
+            code if code == E::InvalidTxnState.code() => Some(VerifyError::NotInTransaction),
+            // Kafka does not show an authorization failure between brokers to the producer.
+            code if code == E::ClusterAuthorizationFailed.code() => {
+                Some(VerifyError::NotInTransaction)
+            }
+            code if code == E::ProducerFenced.code() || code == E::InvalidProducerEpoch.code() => {
+                Some(VerifyError::StaleEpoch)
+            }
+            code if code == E::InvalidProducerIdMapping.code() => {
+                Some(VerifyError::ProducerIdMapping)
+            }
+            code => Some(VerifyError::Unavailable(format!("the coordinator answered code {code}"))),
+        }
+    }
+}
+
 /// Why a cross-core call did not complete.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MeshError {
@@ -256,6 +304,12 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnknownLeaderEpoch(_) => ResponseError::UnknownLeaderEpoch,
         BrokerError::Group(group) => group_error(group),
         BrokerError::Txn(txn) => txn_error(txn),
+        BrokerError::Verify(verify) => match verify {
+            VerifyError::NotInTransaction => ResponseError::InvalidTxnState,
+            VerifyError::StaleEpoch => ResponseError::InvalidProducerEpoch,
+            VerifyError::ProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+            VerifyError::Unavailable(_) => ResponseError::NotEnoughReplicas,
+        },
         BrokerError::MetadataUnavailable(_) => ResponseError::UnknownServerError,
         BrokerError::NoController(_) => ResponseError::NotController,
         BrokerError::QuorumTimeout(_) => ResponseError::RequestTimedOut,

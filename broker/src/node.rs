@@ -12,7 +12,7 @@
 use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::controller::quorum::ControllerHandle;
-use crate::error::TxnError;
+use crate::error::{error_code, TxnError, VerifyError, NONE};
 use crate::error::{BrokerError, GroupError, Result};
 use crate::mesh::{Mesh, MeshReceivers};
 use crate::metadata::decide::MetadataChange;
@@ -28,6 +28,7 @@ use crate::services::metadata::{
     MetadataRequest, MetadataResponse, MetadataService, MetadataView, METADATA_SHARD,
 };
 use crate::services::partitions::txn_markers::MarkerSpec;
+use crate::services::partitions::txn_verify::TxnVerifier;
 use crate::services::partitions::waits::{PartitionWaits, WaitForAppend};
 use crate::services::partitions::{
     PartitionRequest, PartitionResponse, PartitionService, PartitionServiceParts,
@@ -39,6 +40,7 @@ use crate::services::transactions::{
     MarkerFailure, MarkerWriter, TransactionService, TxnConfig, TxnRequest, TxnResponse,
 };
 use crate::stats::ShardStats;
+use kafka_protocol::error::ResponseError;
 use shard::io::Storage;
 use shard::runtime::ShardId;
 use std::cell::{Cell, RefCell};
@@ -187,6 +189,10 @@ impl<S: Storage> Node<S> {
             requests_in_progress: Cell::new(0),
         });
         node.transactions.set_marker_writer(Rc::new(NodeMarkers { node: Rc::downgrade(&node) }));
+        if node.config.transaction_partition_verification {
+            let verifier = NodeVerifier { node: Rc::downgrade(&node) };
+            node.partitions.set_txn_verifier(Some(Rc::new(verifier)));
+        }
         Ok(node)
     }
 
@@ -536,6 +542,55 @@ impl<S: Storage> Node<S> {
             .map_err(|error| classify_marker_error(partition, &error))
     }
 
+    /// Partition verification (KIP-890 part 1): asks the coordinator of `transactional_id`
+    /// (a shard of this node, or another broker with AddPartitionsToTxn v4 `verify_only`)
+    /// whether `partition` is in the producer's ongoing transaction.
+    pub async fn verify_in_transaction(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: &TopicPartition,
+    ) -> std::result::Result<(), VerifyError> {
+        let state = TopicPartition::new(
+            TRANSACTION_STATE_TOPIC,
+            partition_for_transactional_id(transactional_id),
+        );
+        let image = self.metadata();
+        // Kafka: no __transaction_state (or no leader for it) is COORDINATOR_NOT_AVAILABLE.
+        let unavailable =
+            || VerifyError::Unavailable(format!("{state} has no leader for {transactional_id}"));
+        let placement = image.placement(&state).ok_or_else(unavailable)?;
+        let code = if placement.leader == self.node_id() {
+            let request = TxnRequest::Verify {
+                transactional_id: transactional_id.to_string(),
+                producer_id,
+                producer_epoch,
+                partitions: vec![partition.clone()],
+            };
+            match self.txn_call(transactional_id, request).await {
+                Ok(TxnResponse::Verified(Ok(verified))) if verified == [true] => NONE,
+                Ok(TxnResponse::Verified(Ok(_))) => ResponseError::InvalidTxnState.code(),
+                Ok(TxnResponse::Verified(Err(error))) | Err(error) => error_code(&error),
+                Ok(_) => ResponseError::UnknownServerError.code(),
+            }
+        } else {
+            let endpoint = self.broker(placement.leader).ok_or_else(unavailable)?;
+            let port = u16::try_from(endpoint.port).unwrap_or(0);
+            crate::services::transactions::remote::verify_partition(
+                &endpoint.host,
+                port,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partition,
+            )
+            .await
+            .map_err(VerifyError::Unavailable)?
+        };
+        VerifyError::from_coordinator_code(code).map_or(Ok(()), Err)
+    }
+
     /// Writes a transaction marker on `partition`, led by this node: through the group
     /// coordinator for an `__consumer_offsets` partition (its transactional offsets become
     /// visible or go), else on the partition's owner shard.
@@ -630,6 +685,37 @@ impl<S: Storage> MarkerWriter for NodeMarkers<S> {
             match node {
                 Some(node) => node.write_marker(&partition, marker).await,
                 None => Err(MarkerFailure::Retry("the node is shutting down".into())),
+            }
+        })
+    }
+}
+
+/// The node as the partitions' transaction verifier (KIP-890 part 1).
+struct NodeVerifier<S: Storage> {
+    node: std::rc::Weak<Node<S>>,
+}
+
+impl<S: Storage> TxnVerifier for NodeVerifier<S> {
+    fn verify(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: TopicPartition,
+    ) -> futures_util::future::LocalBoxFuture<'static, std::result::Result<(), VerifyError>> {
+        let node = self.node.upgrade();
+        Box::pin(async move {
+            match node {
+                Some(node) => {
+                    node.verify_in_transaction(
+                        &transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        &partition,
+                    )
+                    .await
+                }
+                None => Err(VerifyError::Unavailable("the node is shutting down".into())),
             }
         })
     }

@@ -79,6 +79,9 @@ pub struct Counters {
     /// Transactions this shard's coordinator completed, committed and aborted.
     pub txn_commits: u64,
     pub txn_aborts: u64,
+    /// Partition verifications (KIP-890) of first transactional batches: passed, refused.
+    pub txn_verifications: u64,
+    pub txn_verifications_refused: u64,
     /// Records removed by log compaction, and compaction runs that rewrote something.
     pub compacted_records: u64,
     pub compaction_runs: u64,
@@ -169,6 +172,14 @@ impl ShardStats {
             counters.txn_commits += 1;
         } else {
             counters.txn_aborts += 1;
+        }
+    }
+
+    pub fn txn_verification(&self, passed: bool) {
+        let mut counters = self.counters.borrow_mut();
+        counters.txn_verifications += 1;
+        if !passed {
+            counters.txn_verifications_refused += 1;
         }
     }
 

@@ -53,6 +53,8 @@ pub struct BrokerConfig {
     pub transaction_abort_interval_ms: u64,
     /// Kafka's `transactional.id.expiration.ms`.
     pub transactional_id_expiration_ms: i64,
+    /// Kafka's `transaction.partition.verification.enable` (KIP-890 part 1).
+    pub transaction_partition_verification: bool,
     /// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub transaction_expiry_interval_ms: i64,
     /// Kafka's `replica.lag.time.max.ms`: how long a follower may go without catching up
@@ -163,6 +165,10 @@ impl BrokerConfig {
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             )? as u64,
             transactional_id_expiration_ms: integer("transactional.id.expiration.ms")?,
+            transaction_partition_verification: settings
+                .get("transaction.partition.verification.enable")
+                .trim()
+                == "true",
             transaction_expiry_interval_ms: integer(
                 "transaction.remove.expired.transaction.cleanup.interval.ms",
             )?,

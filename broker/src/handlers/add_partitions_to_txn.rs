@@ -1,25 +1,51 @@
-//! AddPartitionsToTxn (key 24), v0-3 (the client form; v4+ is broker-to-broker verification,
-//! KIP-890, not served yet): adds partitions to the producer's transaction on its coordinator.
-//! As Kafka: an unknown partition is answered UNKNOWN_TOPIC_OR_PARTITION and every other one
-//! OPERATION_NOT_ATTEMPTED, nothing added; otherwise every partition gets the coordinator's
-//! answer. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+//! AddPartitionsToTxn (key 24). v0-3 are the client form: one transaction, whose partitions
+//! the coordinator adds to it. v4 is the broker-to-broker form (KIP-890 part 1): a batch of
+//! transactions, each either added or, with `verify_only`, only checked (partition
+//! verification: is each partition in the producer's ongoing transaction?).
+//! As Kafka, when adding: an unknown partition is answered UNKNOWN_TOPIC_OR_PARTITION and
+//! every other one OPERATION_NOT_ATTEMPTED, nothing added; otherwise every partition gets the
+//! coordinator's answer. A verification answers per partition: NONE or INVALID_TXN_STATE, or
+//! the coordinator's error for all of them. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before
+//! v2. (Kafka requires CLUSTER_ACTION for v4; strata has no authorizer yet, issue #18.)
 
 use crate::error::{txn_error_code, NONE};
 use crate::metadata::internal::is_internal;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::transactions::TxnRequest;
+use crate::services::transactions::{TxnRequest, TxnResponse};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use shard::io::Storage;
 use wire::ids::TopicPartition;
 
-pub const VERSIONS: (i16, i16) = (0, 3);
+pub const VERSIONS: (i16, i16) = (0, 4);
 /// The first version that answers PRODUCER_FENCED (KIP-588).
 const PRODUCER_FENCED_VERSION: i16 = 2;
+/// The first broker-to-broker version (a batch of transactions, `verify_only`).
+const BROKER_VERSION: i16 = 4;
+
+/// One transaction of a request.
+struct Transaction {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    verify_only: bool,
+    partitions: Vec<TopicPartition>,
+}
+
+fn partitions_of(topics: &[AddPartitionsToTxnTopic]) -> Vec<TopicPartition> {
+    topics
+        .iter()
+        .flat_map(|topic| {
+            let name = topic.name.0.to_string();
+            topic.partitions.iter().map(move |p| TopicPartition::new(name.clone(), *p))
+        })
+        .collect()
+}
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
@@ -27,63 +53,118 @@ pub async fn handle<S: Storage>(
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
     let mut response = AddPartitionsToTxnResponse::default();
+    let version = context.api_version;
+    if version < BROKER_VERSION {
+        let transaction = Transaction {
+            transactional_id: request.v3_and_below_transactional_id.0.to_string(),
+            producer_id: request.v3_and_below_producer_id.0,
+            producer_epoch: request.v3_and_below_producer_epoch,
+            verify_only: false,
+            partitions: partitions_of(&request.v3_and_below_topics),
+        };
+        let codes = answer(node, version, &transaction).await;
+        response.results_by_topic_v3_and_below = topic_results(codes);
+        return response;
+    }
+    for entry in &request.transactions {
+        let transaction = Transaction {
+            transactional_id: entry.transactional_id.0.to_string(),
+            producer_id: entry.producer_id.0,
+            producer_epoch: entry.producer_epoch,
+            verify_only: entry.verify_only,
+            partitions: partitions_of(&entry.topics),
+        };
+        let codes = answer(node, version, &transaction).await;
+        let mut result = AddPartitionsToTxnResult::default();
+        result.transactional_id = entry.transactional_id.clone();
+        result.topic_results = topic_results(codes);
+        response.results_by_transaction.push(result);
+    }
+    response
+}
+
+/// Each partition of `transaction` with its code.
+async fn answer<S: Storage>(
+    node: &Node<S>,
+    version: i16,
+    transaction: &Transaction,
+) -> Vec<(TopicPartition, i16)> {
+    let wanted = &transaction.partitions;
+    let transactional_id = transaction.transactional_id.clone();
+    let code_of = |error| txn_error_code(&error, version, PRODUCER_FENCED_VERSION);
+    if transaction.verify_only {
+        let call = TxnRequest::Verify {
+            transactional_id: transactional_id.clone(),
+            producer_id: transaction.producer_id,
+            producer_epoch: transaction.producer_epoch,
+            partitions: wanted.clone(),
+        };
+        let answer = node.txn_call(&transactional_id, call).await;
+        let codes: Vec<i16> = match answer {
+            Ok(TxnResponse::Verified(Ok(verified))) if verified.len() == wanted.len() => verified
+                .into_iter()
+                .map(|inside| if inside { NONE } else { ResponseError::InvalidTxnState.code() })
+                .collect(),
+            Ok(TxnResponse::Verified(Err(error))) | Err(error) => {
+                vec![code_of(error); wanted.len()]
+            }
+            Ok(_) => vec![ResponseError::UnknownServerError.code(); wanted.len()],
+        };
+        return wanted.iter().cloned().zip(codes).collect();
+    }
     let image = node.metadata();
-    let wanted: Vec<TopicPartition> = request
-        .v3_and_below_topics
-        .iter()
-        .flat_map(|topic| {
-            let name = topic.name.0.to_string();
-            topic.partitions.iter().map(move |p| TopicPartition::new(name.clone(), *p))
-        })
-        .collect();
     // Clients may not add internal topics' partitions (AddOffsetsToTxn adds the group's).
     let unknown = |partition: &TopicPartition| {
         image.placement(partition).is_none() || is_internal(&partition.topic)
     };
-    let code_for = |partition: &TopicPartition, outcome: Option<i16>| match outcome {
-        Some(code) => code,
-        None if unknown(partition) => ResponseError::UnknownTopicOrPartition.code(),
-        None => ResponseError::OperationNotAttempted.code(),
-    };
     let outcome = if wanted.iter().any(unknown) {
         None
     } else {
-        let transactional_id = request.v3_and_below_transactional_id.0.to_string();
         let call = TxnRequest::AddPartitions {
             transactional_id: transactional_id.clone(),
-            producer_id: request.v3_and_below_producer_id.0,
-            producer_epoch: request.v3_and_below_producer_epoch,
+            producer_id: transaction.producer_id,
+            producer_epoch: transaction.producer_epoch,
             partitions: wanted.clone(),
         };
-        let result = node.txn_done(&transactional_id, call).await;
-        Some(match result {
+        Some(match node.txn_done(&transactional_id, call).await {
             Ok(()) => NONE,
             Err(error) => {
                 tracing::debug!(%error, "AddPartitionsToTxn refused");
-                txn_error_code(&error, context.api_version, PRODUCER_FENCED_VERSION)
+                code_of(error)
             }
         })
     };
-    for partition in &wanted {
-        let code = code_for(partition, outcome);
+    wanted
+        .iter()
+        .map(|partition| {
+            let code = match outcome {
+                Some(code) => code,
+                None if unknown(partition) => ResponseError::UnknownTopicOrPartition.code(),
+                None => ResponseError::OperationNotAttempted.code(),
+            };
+            (partition.clone(), code)
+        })
+        .collect()
+}
+
+/// The per-topic answer of (partition, code) pairs, topics in first-seen order.
+fn topic_results(codes: Vec<(TopicPartition, i16)>) -> Vec<AddPartitionsToTxnTopicResult> {
+    let mut topics: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+    for (partition, code) in codes {
         let mut result = AddPartitionsToTxnPartitionResult::default();
         result.partition_index = partition.partition.0;
         result.partition_error_code = code;
-        let topic = match response
-            .results_by_topic_v3_and_below
-            .iter_mut()
-            .position(|topic| topic.name.0.as_str() == partition.topic)
-        {
-            Some(index) => &mut response.results_by_topic_v3_and_below[index],
+        let topic = match topics.iter_mut().position(|t| t.name.0.as_str() == partition.topic) {
+            Some(index) => &mut topics[index],
             None => {
                 let mut topic = AddPartitionsToTxnTopicResult::default();
                 topic.name =
                     kafka_protocol::messages::TopicName(super::str_bytes(&partition.topic));
-                response.results_by_topic_v3_and_below.push(topic);
-                response.results_by_topic_v3_and_below.last_mut().expect("just pushed")
+                topics.push(topic);
+                topics.last_mut().expect("just pushed")
             }
         };
         topic.results_by_partition.push(result);
     }
-    response
+    topics
 }

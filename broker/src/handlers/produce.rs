@@ -23,8 +23,8 @@ use shard::runtime::ShardId;
 use wire::ids::TopicPartition;
 
 /// v10+ answer NOT_LEADER_OR_FOLLOWER with the leader this broker knows and its endpoint
-/// (KIP-951); v11's TRANSACTION_ABORTABLE concerns transactional producers, which strata
-/// does not take yet (issue #17), so v11 answers as v10.
+/// (KIP-951). v11 answers as v10: a failed partition verification that v11 could name
+/// TRANSACTION_ABORTABLE is NOT_ENOUGH_REPLICAS (retried) or INVALID_TXN_STATE there too.
 pub const VERSIONS: (i16, i16) = (3, 11);
 /// The first version with leader hints (KIP-951).
 pub const LEADER_HINT_VERSION: i16 = 10;
@@ -124,6 +124,7 @@ async fn append_all<S: Storage>(
             partitions,
             sync: acks == -1,
             timeout_ms: u64::try_from(request.timeout_ms).unwrap_or(0).min(PRODUCE_TIMEOUT_MS_MAX),
+            transactional_id: request.transactional_id.as_ref().map(|id| id.0.to_string()),
         };
         calls.push((node.partition_start(owner, request).await, places));
     }

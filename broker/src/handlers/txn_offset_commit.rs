@@ -62,6 +62,7 @@ pub async fn handle<S: Storage>(
     } else {
         let commit = TxnCommit {
             group: group.clone(),
+            transactional_id: request.transactional_id.0.to_string(),
             producer_id: request.producer_id.0,
             producer_epoch: request.producer_epoch,
             member_id: if context.api_version >= 3 {

@@ -24,6 +24,15 @@ impl<S: Storage> PartitionLog<S> {
         self.producers.borrow().aborted_between(from, upper)
     }
 
+    /// Whether `producer_id`, at `epoch`, has a transaction open on this partition (a later
+    /// transactional batch of it needs no verification with its coordinator, KIP-890).
+    pub fn producer_in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .borrow()
+            .get(producer_id)
+            .is_some_and(|entry| entry.epoch == epoch && entry.txn_first_offset.is_some())
+    }
+
     /// Transactions open on this partition.
     pub fn open_transactions(&self) -> usize {
         self.producers.borrow().open_transactions()

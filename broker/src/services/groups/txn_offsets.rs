@@ -12,7 +12,7 @@
 
 use super::offsets::{offsets_partition, record_key, record_value, Committed};
 use super::GroupService;
-use crate::error::{BrokerError, GroupError, Result};
+use crate::error::{BrokerError, GroupError, Result, VerifyError};
 use crate::metadata::internal::partition_for_group;
 use crate::services::partitions::txn_markers::MarkerSpec;
 use shard::io::Storage;
@@ -25,6 +25,7 @@ pub type PendingTxnOffsets = HashMap<i64, Vec<(String, TopicPartition, Committed
 /// A TxnOffsetCommit as the group coordinator receives it.
 pub struct TxnCommit {
     pub group: String,
+    pub transactional_id: String,
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub member_id: String,
@@ -37,6 +38,7 @@ impl<S: Storage> GroupService<S> {
     pub(super) async fn txn_commit(&self, commit: TxnCommit) -> Result<()> {
         let TxnCommit {
             group,
+            transactional_id,
             producer_id,
             producer_epoch,
             member_id,
@@ -54,6 +56,23 @@ impl<S: Storage> GroupService<S> {
                 .map_err(BrokerError::Group)?;
         }
         let _guard = self.offsets_lock.lock().await;
+        // Partition verification (KIP-890 part 1), as for a produce: the group's offsets
+        // partition must be in the ongoing transaction (AddOffsetsToTxn), unless the producer
+        // already committed offsets there in it. Markers for this partition take the offsets
+        // lock, so none comes between the answer and the append.
+        let partition = offsets_partition(&group);
+        if let Some(owned) = self.partitions.local(&partition) {
+            self.partitions
+                .verify_producer(&partition, &owned, &transactional_id, producer_id, producer_epoch)
+                .await
+                .map_err(|error| match error {
+                    // Kafka's maybeConvertOffsetCommitError: retried after a coordinator lookup.
+                    BrokerError::Verify(VerifyError::Unavailable(_)) => {
+                        BrokerError::Group(GroupError::CoordinatorNotAvailable)
+                    }
+                    other => other,
+                })?;
+        }
         let records: Vec<(Vec<u8>, Option<Vec<u8>>)> = entries
             .iter()
             .map(|(partition, committed)| {

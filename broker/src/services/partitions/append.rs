@@ -245,6 +245,15 @@ fn stored_copy(batch: &[u8], checked: &Checked, log_append_time: Option<i64>) ->
     Ok(copy)
 }
 
+/// One partition's part of a produce request.
+struct Append<'a> {
+    records: Bytes,
+    /// acks=all.
+    sync: bool,
+    timeout_ms: u64,
+    transactional_id: Option<&'a str>,
+}
+
 impl<S: Storage> PartitionService<S> {
     /// Appends a request's records for several partitions, concurrently across them. Every
     /// partition's place in its append order is taken before anything waits (see `order`), so
@@ -254,6 +263,7 @@ impl<S: Storage> PartitionService<S> {
         partitions: Vec<(TopicPartition, Bytes)>,
         sync: bool,
         timeout_ms: u64,
+        transactional_id: Option<&str>,
     ) -> Vec<Result<AppendResult>> {
         let appends: Vec<_> = partitions
             .into_iter()
@@ -264,7 +274,8 @@ impl<S: Storage> PartitionService<S> {
                 });
                 async move {
                     let (owned, ticket) = taken?;
-                    self.append(&partition, &owned, ticket, records, sync, timeout_ms).await
+                    let append = Append { records, sync, timeout_ms, transactional_id };
+                    self.append(&partition, &owned, ticket, append).await
                 }
             })
             .collect();
@@ -276,10 +287,9 @@ impl<S: Storage> PartitionService<S> {
         partition: &TopicPartition,
         owned: &std::rc::Rc<super::Partition<S>>,
         ticket: super::order::Ticket,
-        records: Bytes,
-        sync: bool,
-        timeout_ms: u64,
+        append: Append<'_>,
     ) -> Result<AppendResult> {
+        let Append { records, sync, timeout_ms, transactional_id } = append;
         // Checked without cloning the role (this runs for every partition of every produce).
         let replicated = {
             let role = owned.role.borrow();
@@ -323,6 +333,7 @@ impl<S: Storage> PartitionService<S> {
         let mut durable_target = None;
         let mut bytes = 0u64;
         ticket.turn().await;
+        self.verify_batches(partition, owned, transactional_id, &batches).await?;
         for (batch, checked) in batches.iter().zip(&checked) {
             let length = batch.len() as u64;
             // The log owns its copy: the request's buffer is released with the answer.

@@ -16,6 +16,7 @@ pub mod order;
 mod read;
 pub mod replica;
 pub mod txn_markers;
+pub mod txn_verify;
 pub mod waits;
 
 pub use append::AppendResult;
@@ -109,6 +110,8 @@ pub enum PartitionRequest {
         sync: bool,
         /// The produce request's `timeout_ms`: how long acks=all waits for the ISR.
         timeout_ms: u64,
+        /// The producer's transactional id: its transactional batches are verified (KIP-890).
+        transactional_id: Option<String>,
     },
     Read {
         partition: TopicPartition,
@@ -203,6 +206,9 @@ pub struct PartitionService<S: Storage> {
     /// Back-off of offline partitions whose reopening failed.
     repairs: RefCell<HashMap<TopicPartition, Repair>>,
     roles_version: std::cell::Cell<u64>,
+    /// Partition verification of transactional batches (`txn_verify`); `None` when
+    /// `transaction.partition.verification.enable` is off.
+    txn_verifier: RefCell<Option<Rc<dyn txn_verify::TxnVerifier>>>,
 }
 
 /// When an offline partition is tried again.
@@ -234,6 +240,7 @@ impl<S: Storage> PartitionService<S> {
             partitions: RefCell::new(HashMap::new()),
             repairs: RefCell::new(HashMap::new()),
             roles_version: std::cell::Cell::new(1),
+            txn_verifier: RefCell::new(None),
         }
     }
 
@@ -289,8 +296,10 @@ impl<S: Storage> PartitionService<S> {
             PartitionRequest::WriteMarker { partition, marker } => {
                 PartitionResponse::WriteMarker(self.write_marker(&partition, marker).await)
             }
-            PartitionRequest::Append { partitions, sync, timeout_ms } => {
-                PartitionResponse::Append(self.append_all(partitions, sync, timeout_ms).await)
+            PartitionRequest::Append { partitions, sync, timeout_ms, transactional_id } => {
+                let appended =
+                    self.append_all(partitions, sync, timeout_ms, transactional_id.as_deref());
+                PartitionResponse::Append(appended.await)
             }
             PartitionRequest::ReplicaRead {
                 partition,

@@ -158,7 +158,12 @@ impl<S: Storage> Partition<S> {
         now_ms: i64,
         timeout: Duration,
     ) -> Result<shard::AppendInfo> {
+        // In the partition's append order, as produce requests: a transaction marker never
+        // comes between a batch's partition verification and its append (`txn_verify`).
+        let ticket = self.order.ticket();
+        ticket.turn().await;
         let info = self.log.append_with(batch, self.leader_epoch(), now_ms, true).await?;
+        drop(ticket);
         self.notify_appended();
         if self.role().replicated() {
             self.advance_high_watermark(me);

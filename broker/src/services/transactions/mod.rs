@@ -100,6 +100,15 @@ pub enum TxnRequest {
         producer_epoch: i16,
         commit: bool,
     },
+    /// Partition verification (KIP-890 part 1): whether each partition is in the producer's
+    /// ongoing transaction, asked by a partition leader before it takes the first
+    /// transactional batch of a transaction. Answered `Verified`, nothing written.
+    Verify {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<TopicPartition>,
+    },
     /// Every transactional id this shard coordinates (ListTransactions, `strata txn list`).
     List,
     Describe {
@@ -122,6 +131,8 @@ pub struct DescribedTxn {
 pub enum TxnResponse {
     ProducerId(Result<(i64, i16)>),
     Done(Result<()>),
+    /// Per partition of a `Verify`, in its order: in the ongoing transaction or not.
+    Verified(Result<Vec<bool>>),
     Listed(Vec<DescribedTxn>),
     Described(Result<DescribedTxn>),
 }
@@ -237,6 +248,14 @@ impl<S: Storage> TransactionService<S> {
                     self.end_txn(&transactional_id, producer_id, producer_epoch, commit).await,
                 )
             }
+            TxnRequest::Verify { transactional_id, producer_id, producer_epoch, partitions } => {
+                TxnResponse::Verified(self.verify(
+                    &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &partitions,
+                ))
+            }
             TxnRequest::List => {
                 let mut listed: Vec<DescribedTxn> = self
                     .txns
@@ -270,6 +289,36 @@ impl<S: Storage> TransactionService<S> {
             return Err(BrokerError::Txn(TxnError::CoordinatorNotAvailable));
         }
         Ok(())
+    }
+
+    /// Partition verification: answered from the id's metadata as it stands. A partition not
+    /// in it while a transition is in progress (an AddPartitionsToTxn being written) is
+    /// CONCURRENT_TRANSACTIONS, retried by the producer; one already in the Ongoing
+    /// transaction stays in it until the markers, which wait for the batch being verified
+    /// (they take their turn in the partition's append order).
+    fn verify(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<bool>> {
+        self.check_coordinator(transactional_id)?;
+        let txns = self.txns.borrow();
+        let cell = txns
+            .get(transactional_id)
+            .ok_or(BrokerError::Txn(TxnError::InvalidProducerIdMapping))?;
+        let verified = state_machine::verify_partitions(
+            &cell.metadata,
+            producer_id,
+            producer_epoch,
+            partitions,
+        )
+        .map_err(BrokerError::Txn)?;
+        if cell.pending && verified.contains(&false) {
+            return Err(BrokerError::Txn(TxnError::ConcurrentTransactions));
+        }
+        Ok(verified)
     }
 
     /// The id's metadata, marked pending; CONCURRENT_TRANSACTIONS if it already is.

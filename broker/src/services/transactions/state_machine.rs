@@ -214,6 +214,26 @@ pub fn add_partitions(
     Ok(Some(next))
 }
 
+/// Partition verification (KIP-890 part 1, Kafka's `handleVerifyPartitionsInTransaction`):
+/// whether each partition is in the producer's Ongoing transaction. Nothing is written.
+pub fn verify_partitions(
+    current: &TxnMetadata,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &[TopicPartition],
+) -> Result<Vec<bool>, TxnError> {
+    check_producer(current, producer_id, producer_epoch)?;
+    match current.state {
+        TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
+            Err(TxnError::ConcurrentTransactions)
+        }
+        TxnState::Ongoing => {
+            Ok(partitions.iter().map(|p| current.partitions.contains(p)).collect())
+        }
+        _ => Ok(vec![false; partitions.len()]),
+    }
+}
+
 /// What EndTxn does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndStep {
@@ -310,6 +330,31 @@ mod tests {
         // The next transaction starts from CompleteCommit.
         let next = add_partitions(&done, 7, 0, &[tp(5)], 20).unwrap().unwrap();
         assert_eq!((next.state, next.start_ms, next.partitions.len()), (TxnState::Ongoing, 20, 1));
+    }
+
+    #[test]
+    fn verification_answers_whether_partitions_are_in_the_ongoing_transaction() {
+        let empty = TxnMetadata::new(7, 2, 60_000, 0);
+        // Nothing added yet: no partition is in a transaction.
+        assert_eq!(verify_partitions(&empty, 7, 2, &[tp(0)]), Ok(vec![false]));
+        let ongoing = add_partitions(&empty, 7, 2, &[tp(0)], 1).unwrap().unwrap();
+        assert_eq!(verify_partitions(&ongoing, 7, 2, &[tp(0), tp(1)]), Ok(vec![true, false]));
+        assert_eq!(verify_partitions(&ongoing, 7, 1, &[tp(0)]), Err(TxnError::ProducerFenced));
+        assert_eq!(
+            verify_partitions(&ongoing, 8, 2, &[tp(0)]),
+            Err(TxnError::InvalidProducerIdMapping)
+        );
+        let EndStep::Prepare(prepare) = end_transaction(&ongoing, 7, 2, false, 2).unwrap() else {
+            panic!("prepare")
+        };
+        assert_eq!(
+            verify_partitions(&prepare, 7, 2, &[tp(0)]),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        // Once the transaction is over, its partitions are no longer in one: a late batch of
+        // it is refused.
+        let done = complete(&prepare, 3);
+        assert_eq!(verify_partitions(&done, 7, 2, &[tp(0)]), Ok(vec![false]));
     }
 
     #[test]

@@ -338,3 +338,15 @@ def test_without_verification_a_late_batch_leaves_the_lso_hanging(tmp_path, topi
         assert stable(bootstrap, topic_name, p) == (2, 3)
     finally:
         b.kill()
+
+
+@pytest.mark.skipif(CLUSTER_SIZE < 2, reason="a cluster creates __transaction_state with "
+                    "transaction.state.log.min.isr; a single node's has one replica")
+def test_a_cluster_creates_transaction_state_with_its_min_isr(shared_broker, topic_name):
+    bootstrap = shared_broker.bootstrap
+    find_coordinator(address(bootstrap), "min-isr-" + topic_name)  # creates the topic
+    admin = ck_admin(bootstrap)
+    resource = ck.admin.ConfigResource("topic", "__transaction_state")
+    (future,) = admin.describe_configs([resource], request_timeout=T).values()
+    configs = future.result(timeout=T)
+    assert configs["min.insync.replicas"].value == "2"  # Kafka's default, below RF 3

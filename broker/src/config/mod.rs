@@ -47,6 +47,8 @@ pub struct BrokerConfig {
     pub offsets_topic_replication_factor: i32,
     /// Kafka's `transaction.state.log.replication.factor` (a cluster's).
     pub transaction_state_replication_factor: i32,
+    /// Kafka's `transaction.state.log.min.isr`.
+    pub transaction_state_min_isr: i32,
     /// Kafka's `transaction.max.timeout.ms`.
     pub transaction_max_timeout_ms: i32,
     /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
@@ -160,6 +162,7 @@ impl BrokerConfig {
             transaction_state_replication_factor: integer(
                 "transaction.state.log.replication.factor",
             )? as i32,
+            transaction_state_min_isr: integer("transaction.state.log.min.isr")? as i32,
             transaction_max_timeout_ms: integer("transaction.max.timeout.ms")? as i32,
             transaction_abort_interval_ms: integer(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",

@@ -75,7 +75,12 @@ pub async fn handle<S: Storage>(
             topic
         } else {
             let mut topic = crate::metadata::startup::transaction_state_topic();
-            topic.replication_factor = node.config.transaction_state_replication_factor;
+            let replicas = node.config.transaction_state_replication_factor;
+            topic.replication_factor = replicas;
+            // Kafka's transaction.state.log.min.isr, at most the replication factor (Kafka
+            // takes it as given; a larger one could never be met).
+            let min_isr = node.config.transaction_state_min_isr.min(replicas);
+            topic.configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
             topic
         };
         let create = MetadataChange::CreateTopics(vec![topic]);

@@ -158,6 +158,18 @@ impl<S: Storage> Partition<S> {
         now_ms: i64,
         timeout: Duration,
     ) -> Result<shard::AppendInfo> {
+        // As Kafka's acks=-1 append from a coordinator: refused before anything is written
+        // while the ISR is below min.insync.replicas (the caller retries).
+        {
+            let role = self.role.borrow();
+            if role.replicated() && role.isr.len() < role.min_insync {
+                return Err(BrokerError::NotEnoughReplicas(format!(
+                    "{partition}: {} in sync, min.insync.replicas is {}",
+                    role.isr.len(),
+                    role.min_insync
+                )));
+            }
+        }
         // In the partition's append order, as produce requests: a transaction marker never
         // comes between a batch's partition verification and its append (`txn_verify`).
         let ticket = self.order.ticket();

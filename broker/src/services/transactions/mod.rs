@@ -137,6 +137,15 @@ pub enum TxnResponse {
     Described(Result<DescribedTxn>),
 }
 
+/// Who clears an id's pending flag after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// The request, once answered.
+    Release,
+    /// A background task finishing the transaction's markers.
+    HandedOff,
+}
+
 struct TxnCell {
     metadata: TxnMetadata,
     /// A transition or its markers are in progress.
@@ -426,27 +435,38 @@ impl<S: Storage> TransactionService<S> {
             written?;
             return Ok((producer_id, 0));
         };
-        let result = self.init_existing(transactional_id, &current, timeout_ms, expected).await;
-        self.release(transactional_id);
+        let (result, pending) =
+            self.init_existing(transactional_id, &current, timeout_ms, expected).await;
+        if pending == Pending::Release {
+            self.release(transactional_id);
+        }
         result
     }
 
-    /// InitProducerId for a known id (it is pending).
+    /// InitProducerId for a known id (it is pending); whether the caller releases it (not when
+    /// the fenced transaction's markers were handed to a background task, which does).
     async fn init_existing(
         self: &Rc<Self>,
         transactional_id: &str,
         current: &TxnMetadata,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
-    ) -> Result<(i64, i16)> {
+    ) -> (Result<(i64, i16)>, Pending) {
         let now = self.clock.now_ms();
-        let step = state_machine::init_producer_id(current, timeout_ms, expected, now)
-            .map_err(BrokerError::Txn)?;
+        let step = match state_machine::init_producer_id(current, timeout_ms, expected, now) {
+            Ok(step) => step,
+            Err(error) => return (Err(BrokerError::Txn(error)), Pending::Release),
+        };
         let next = match step {
-            InitStep::Answer(producer_id, epoch) => return Ok((producer_id, epoch)),
+            InitStep::Answer(producer_id, epoch) => {
+                return (Ok((producer_id, epoch)), Pending::Release)
+            }
             InitStep::Write(next) => next,
             InitStep::NewProducerId => {
-                let producer_id = self.new_producer_id().await?;
+                let producer_id = match self.new_producer_id().await {
+                    Ok(producer_id) => producer_id,
+                    Err(error) => return (Err(error), Pending::Release),
+                };
                 let mut next = TxnMetadata::new(producer_id, 0, timeout_ms, now);
                 next.last_producer_epoch = -1;
                 next
@@ -460,18 +480,23 @@ impl<S: Storage> TransactionService<S> {
                     epoch = prepare_abort.producer_epoch,
                     "fencing the open transaction of a re-initialised transactional id"
                 );
-                self.write(transactional_id, &prepare_abort).await?;
+                if let Err(error) = self.write(transactional_id, &prepare_abort).await {
+                    return (Err(error), Pending::Release);
+                }
                 if !self
                     .write_markers(transactional_id, Some(Instant::now() + MARKERS_INLINE_WAIT))
                     .await
                 {
+                    // The id stays pending until the background task has written them.
                     self.finish_in_background(transactional_id);
-                    return Err(BrokerError::Txn(TxnError::ConcurrentTransactions));
+                    let retry = Err(BrokerError::Txn(TxnError::ConcurrentTransactions));
+                    return (retry, Pending::HandedOff);
                 }
                 let completed =
                     self.txns.borrow().get(transactional_id).map(|c| c.metadata.clone());
                 let Some(completed) = completed.filter(|_| expected.is_none()) else {
-                    return Err(BrokerError::Txn(TxnError::ConcurrentTransactions));
+                    let retry = Err(BrokerError::Txn(TxnError::ConcurrentTransactions));
+                    return (retry, Pending::Release);
                 };
                 return Box::pin(self.init_existing(
                     transactional_id,
@@ -482,8 +507,8 @@ impl<S: Storage> TransactionService<S> {
                 .await;
             }
         };
-        self.write(transactional_id, &next).await?;
-        Ok((next.producer_id, next.producer_epoch))
+        let written = self.write(transactional_id, &next).await;
+        (written.map(|()| (next.producer_id, next.producer_epoch)), Pending::Release)
     }
 
     async fn add_partitions(

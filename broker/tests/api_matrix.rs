@@ -28,8 +28,10 @@ const MATRIX_TXN: &str = "matrix-tx";
 /// `matrix_id` is the topic id of "matrix": Fetch v13+ names topics by id only; `txn` is the
 /// (producer id, epoch) of `MATRIX_TXN`. The transaction APIs run in registry order: every
 /// AddPartitionsToTxn version (the first opens the transaction, the rest add nothing new),
-/// AddOffsetsToTxn, EndTxn (the first aborts, the rest are retries of a finished abort), then
-/// WriteTxnMarkers as another coordinator would send it.
+/// the v4 verification of that partition, AddOffsetsToTxn and TxnOffsetCommit, then (moved
+/// to the end) EndTxn (the first aborts, the rest are retries of a finished abort),
+/// WriteTxnMarkers as another coordinator would send it, and the aborted transaction
+/// described and listed.
 fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> RequestKind {
     let txn_id = || TransactionalId(StrBytes::from_static_str(MATRIX_TXN));
     match api {
@@ -38,10 +40,23 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             topic.name = name("matrix");
             topic.partitions = vec![0];
             let mut request = AddPartitionsToTxnRequest::default();
-            request.v3_and_below_transactional_id = txn_id();
-            request.v3_and_below_producer_id = ProducerId(txn.0);
-            request.v3_and_below_producer_epoch = txn.1;
-            request.v3_and_below_topics = vec![topic];
+            if version >= 4 {
+                // The broker-to-broker form: a partition leader's verification (KIP-890) of
+                // the partition the client versions added.
+                let mut transaction =
+                    add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                transaction.transactional_id = txn_id();
+                transaction.producer_id = ProducerId(txn.0);
+                transaction.producer_epoch = txn.1;
+                transaction.verify_only = true;
+                transaction.topics = vec![topic];
+                request.transactions = vec![transaction];
+            } else {
+                request.v3_and_below_transactional_id = txn_id();
+                request.v3_and_below_producer_id = ProducerId(txn.0);
+                request.v3_and_below_producer_epoch = txn.1;
+                request.v3_and_below_topics = vec![topic];
+            }
             RequestKind::AddPartitionsToTxn(request)
         }
         ApiKey::AddOffsetsToTxn => {
@@ -495,10 +510,13 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),
         ResponseKind::InitProducerId(r) => vec![r.error_code],
-        ResponseKind::AddPartitionsToTxn(r) => r
-            .results_by_topic_v3_and_below
-            .iter()
-            .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+        ResponseKind::AddPartitionsToTxn(r) => std::iter::once(r.error_code)
+            .chain(
+                r.results_by_topic_v3_and_below
+                    .iter()
+                    .chain(r.results_by_transaction.iter().flat_map(|t| t.topic_results.iter()))
+                    .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code)),
+            )
             .collect(),
         ResponseKind::AddOffsetsToTxn(r) => vec![r.error_code],
         ResponseKind::DescribeTransactions(r) => {
@@ -571,9 +589,18 @@ fn every_advertised_api_version_is_answered_without_error() {
         other => panic!("InitProducerId for {MATRIX_TXN}: {other:?}\n{}", broker.log()),
     };
     let mut checked = 0;
-    // Create before delete: DeleteTopics v(n) removes the topic CreateTopics v(n+1) made.
+    // Create before delete: DeleteTopics v(n) removes the topic CreateTopics v(n+1) made. The
+    // transaction's offsets before its end: TxnOffsetCommit after EndTxn is refused by
+    // partition verification (KIP-890), as Kafka 3.6+ does.
     let mut order: Vec<_> = SUPPORTED.to_vec();
-    order.sort_by_key(|(api, _, _)| if *api == ApiKey::DeleteTopics { 1 } else { 0 });
+    order.sort_by_key(|(api, _, _)| match *api {
+        ApiKey::DeleteTopics => 2,
+        ApiKey::EndTxn
+        | ApiKey::WriteTxnMarkers
+        | ApiKey::DescribeTransactions
+        | ApiKey::ListTransactions => 1,
+        _ => 0,
+    });
     for (api, min, max) in order {
         for version in min..=max {
             if api == ApiKey::DeleteTopics && version + 1 > 7 {

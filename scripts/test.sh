@@ -83,6 +83,12 @@ SUITE_CLUSTER=3 STRATA_BIN=target/release/strata scripts/librdkafka-suite.sh 010
 librdkafka_cluster_status=${PIPESTATUS[0]}
 set -e
 
+step "librdkafka's transactional batch-consume test 0137 (in LONG_TESTS, so not in the core run: 61 s)"
+set +e
+STRATA_BIN=target/release/strata scripts/librdkafka-suite.sh 0137 2>&1 | tee -a "$log"
+librdkafka_long_status=${PIPESTATUS[0]}
+set -e
+
 step "fresh clone: the README's run command with only a Rust toolchain (scripts/fresh_clone_check.sh)"
 set +e
 scripts/fresh_clone_check.sh 2>&1 | tee -a "$log"
@@ -107,6 +113,6 @@ awk '
     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
 if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$cluster_status" -ne 0 ] ||
     [ "$librdkafka_status" -ne 0 ] || [ "$librdkafka_cluster_status" -ne 0 ] ||
-    [ "$fresh_status" -ne 0 ]; then
+    [ "$librdkafka_long_status" -ne 0 ] || [ "$fresh_status" -ne 0 ]; then
     exit 1
 fi

@@ -45,6 +45,12 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
+    /// Certificates for trying the SSL listener: a CA, a broker certificate it signs, and a
+    /// client certificate for mTLS.
+    Cert {
+        #[command(subcommand)]
+        command: CertCommand,
+    },
     /// A cluster: its status, or a local one on loopback ports for trying it.
     Cluster {
         #[command(subcommand)]
@@ -171,6 +177,9 @@ fn main() {
                 cli::cluster::local(nodes, &data_dir, base_port)
             }
         },
+        Command::Cert { command } => match command {
+            CertCommand::SelfSigned { out, hosts } => cli::cert::self_signed(&out, &hosts),
+        },
         Command::Txn { command, bootstrap } => match command {
             TxnCommand::List => cli::txn::list(&bootstrap),
             TxnCommand::Describe { transactional_id } => {
@@ -266,6 +275,19 @@ enum ClusterCommand {
         data_dir: PathBuf,
         #[arg(long, default_value_t = 9092)]
         base_port: u16,
+    },
+}
+
+#[derive(Subcommand)]
+enum CertCommand {
+    /// Write ca.pem, broker.pem (key and chain), client.pem and client.key into a directory.
+    SelfSigned {
+        /// Where to write them.
+        #[arg(long, default_value = "strata-certs")]
+        out: std::path::PathBuf,
+        /// Names and IP addresses the broker certificate is for (repeat the flag).
+        #[arg(long = "host", default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
+        hosts: Vec<String>,
     },
 }
 

@@ -405,7 +405,28 @@ impl<S: Storage> Node<S> {
         Some((placement.leader, placement.leader_epoch.0, self.broker(placement.leader)))
     }
 
-    /// A live broker's endpoint.
+    /// The brokers as a client that came in on `listener` reaches them (Kafka advertises the
+    /// endpoint of the client's own listener): a single node's advertised address of that
+    /// listener; a cluster's registered endpoints (its brokers serve one client listener).
+    pub fn brokers_on(&self, listener: &str) -> Vec<BrokerEndpoint> {
+        let mut brokers = self.brokers();
+        if self.cluster.is_none() {
+            if let Some(own) = self.config.listeners.iter().find(|l| l.name == listener) {
+                for broker in &mut brokers {
+                    broker.host = own.advertise_host.clone();
+                    broker.port = own.advertise_port;
+                }
+            }
+        }
+        brokers
+    }
+
+    /// A live broker's endpoint on `listener` (see `brokers_on`).
+    pub fn broker_on(&self, node: NodeId, listener: &str) -> Option<BrokerEndpoint> {
+        self.brokers_on(listener).into_iter().find(|broker| broker.node == node)
+    }
+
+    /// A live broker's endpoint (its registered one: the inter-broker listener's).
     pub fn broker(&self, node: NodeId) -> Option<BrokerEndpoint> {
         self.brokers().into_iter().find(|broker| broker.node == node)
     }

@@ -34,7 +34,8 @@ pub struct RequestContext {
     pub connection_id: u64,
     pub client_id: Option<String>,
     pub client_address: SocketAddr,
-    pub listener: &'static str,
+    /// The name of the listener the connection came in on (`PLAINTEXT`, `SSL`, ...).
+    pub listener: Rc<str>,
     pub principal: Principal,
     pub api_key: ApiKey,
     pub api_version: i16,
@@ -102,7 +103,7 @@ impl RequestContext {
             connection_id: 0,
             client_id: Some("strata-internal".into()),
             client_address: SocketAddr::from(([127, 0, 0, 1], 0)),
-            listener: PLAINTEXT_LISTENER,
+            listener: Rc::from(PLAINTEXT_LISTENER),
             principal: Principal::Anonymous,
             api_key,
             api_version,

@@ -26,13 +26,26 @@ use wire::ids::NodeId;
 /// mask) and waits for them on a dedicated thread: the first asks every shard to stop cleanly,
 /// a second one exits at once.
 fn install_signal_handling() -> Result<(), String> {
-    let set = crate::shutdown::block_stop_signals()?;
+    let mut set = crate::shutdown::block_stop_signals()?;
+    // SIGHUP reloads the SSL listeners' certificates (Kafka reloads on a config change; a
+    // signal is the Unix way). Blocked here so the executor threads inherit it too.
+    // SAFETY: adds to a local set, then blocks it in this thread.
+    unsafe {
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return Err("could not block SIGHUP".into());
+        }
+    }
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || loop {
             let mut signal: libc::c_int = 0;
             // SAFETY: sigwait on a set this process blocked, into a local.
             if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
+                continue;
+            }
+            if signal == libc::SIGHUP {
+                crate::net::tls::reload_installed();
                 continue;
             }
             if crate::shutdown::request() {
@@ -189,8 +202,16 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     }
     // Every shard binds the Kafka port with SO_REUSEPORT, which would let a second broker on
     // this machine share it too: claim each port once, exclusively, first.
-    for address in [config.listen, config.admin_listen] {
+    for address in config.listeners.iter().map(|l| l.listen).chain([config.admin_listen]) {
         claim_port(address)?;
+    }
+    // An SSL listener's key, chain and CAs, read (and checked) before anything starts.
+    let tls = match &config.tls {
+        Some(settings) => Some(Arc::new(crate::net::tls::TlsServer::new(settings.clone())?)),
+        None => None,
+    };
+    if let Some(tls) = &tls {
+        crate::net::tls::install_for_reload(tls.clone());
     }
     let policy =
         PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
@@ -228,6 +249,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
             limits: limits.clone(),
             bound: bound.clone(),
             progress: progress.clone(),
+            tls: tls.clone(),
         };
         async move { shard_main(context, startup).await }
     })
@@ -250,6 +272,8 @@ struct Startup {
     /// Shards bound to the listener so far (the last logs `ready`).
     bound: Arc<AtomicUsize>,
     progress: Arc<StartupProgress>,
+    /// The SSL listeners' server config, when there is one.
+    tls: Option<Arc<crate::net::tls::TlsServer>>,
 }
 
 /// How far each shard's start has come, for a start that takes long: until every shard is
@@ -330,7 +354,7 @@ fn admission(
 }
 
 async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), String> {
-    let Startup { config, cluster, meshes, image, persist, limits, bound, progress } = startup;
+    let Startup { config, cluster, meshes, image, persist, limits, bound, progress, tls } = startup;
     let id = context.shard_id;
     progress.step(id, 1);
     let storage: DmaStorage = runtime::open_storage(&config.data_dir)
@@ -351,8 +375,20 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     progress.step(id, 4);
     node.start(image, persist, Some(receivers)).await?;
     progress.step(id, 5);
-    let listener =
-        TcpListener::bind(config.listen).map_err(|e| format!("binding {}: {e}", config.listen))?;
+    let mut listeners = Vec::new();
+    for listener in &config.listeners {
+        let socket = TcpListener::bind(listener.listen)
+            .map_err(|e| format!("binding {} ({}): {e}", listener.listen, listener.name))?;
+        let tls = if listener.tls {
+            let tls = tls.clone().ok_or_else(|| format!("{}: no TLS settings", listener.name))?;
+            Some(tls)
+        } else {
+            None
+        };
+        let info =
+            crate::net::listener::ListenerInfo { name: Rc::from(listener.name.as_str()), tls };
+        listeners.push((socket, Rc::new(info)));
+    }
     if id == ShardId(0) {
         let admin = TcpListener::bind(config.admin_listen)
             .map_err(|e| format!("binding admin {}: {e}", config.admin_listen))?;
@@ -360,8 +396,11 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     }
     progress.step(id, STARTUP_STEPS.len() as u8);
     if bound.fetch_add(1, Ordering::SeqCst) + 1 == context.shard_count {
+        let served: Vec<String> =
+            config.listeners.iter().map(|l| format!("{}://{}", l.name, l.listen)).collect();
         tracing::info!(
             listen = %config.listen,
+            listeners = %served.join(","),
             advertise = %format!("{}:{}", config.advertise_host, config.advertise_port),
             admin = %config.admin_listen,
             shards = context.shard_count,
@@ -369,7 +408,14 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
         );
     }
     let admission = admission(&config, &node, limits, context.shard_count);
-    let accept = crate::net::listener::accept_loop(node.clone(), &listener, admission);
+    let accepts = listeners.iter().enumerate().map(|(index, (socket, info))| {
+        // Connection ids: the shard in the top 16 bits, the listener in the next 8.
+        let first_id = u64::from(id.0) << 48 | (index as u64) << 40;
+        let node = node.clone();
+        let admission = admission.clone();
+        Box::pin(crate::net::listener::accept_loop(node, socket, info.clone(), admission, first_id))
+    });
+    let accept = futures_util::future::join_all(accepts);
     if id == ShardId(0) {
         runtime::spawn(controlled_shutdown(node.clone())).detach();
     }
@@ -378,8 +424,14 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
             runtime::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
         }
     };
-    futures_lite::future::or(accept, shutdown).await;
-    drop(listener);
+    futures_lite::future::or(
+        async {
+            accept.await;
+        },
+        shutdown,
+    )
+    .await;
+    drop(listeners);
     drain(&node, context.shard_count).await;
     node.close().await;
     Ok(())

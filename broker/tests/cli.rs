@@ -256,6 +256,11 @@ fn doctor_passes_here_and_names_the_fix_for_a_low_memlock_limit() {
     {
         assert!(text.contains(check), "reports {check}:\n{text}");
     }
+    // The default listener (0.0.0.0:9092, PLAINTEXT) is open to every host: a warning.
+    assert!(
+        text.contains("warn  listeners") && text.contains("no authentication"),
+        "warns about the open listener:\n{text}"
+    );
     assert!(text.contains("strata can run here") && !text.contains("FAIL"), "{text}");
     let (passed, text) = run(Some(64));
     assert!(!passed, "a 64 KiB memlock limit must fail:\n{text}");

@@ -54,6 +54,7 @@ pub fn run(config: &BrokerConfig) -> Result<(), String> {
         check_cpus(config.cores),
         check_transparent_huge_pages(),
         check_clock_source(),
+        check_listeners(config),
     ];
     if findings.iter().all(|f| f.status != Status::Fail) {
         findings.push(check_shards(config));
@@ -331,6 +332,36 @@ fn check_clock_source() -> Finding {
 }
 
 /// Starts every shard as `serve` would and opens the data directory with direct I/O from each.
+/// Warns about a client listener other hosts can reach with no authentication: anyone who
+/// reaches the port may produce, consume, delete topics and reset offsets.
+fn check_listeners(config: &BrokerConfig) -> Finding {
+    let open: Vec<String> = config
+        .listeners
+        .iter()
+        .filter(|listener| !listener.listen.ip().is_loopback())
+        .filter(|listener| {
+            // TLS with required client certificates authenticates; SASL is not built yet.
+            let mtls = listener.tls
+                && config
+                    .tls
+                    .as_ref()
+                    .is_some_and(|tls| tls.client_auth == crate::net::tls::ClientAuth::Required);
+            !mtls
+        })
+        .map(|listener| format!("{}://{}", listener.name, listener.listen))
+        .collect();
+    if open.is_empty() {
+        return ok("listeners", "every client listener is on loopback or authenticates".into());
+    }
+    problem(
+        Status::Warn,
+        "listeners",
+        format!("{} reachable from other hosts with no authentication", open.join(", ")),
+        "bind it to a loopback or private address, or serve SSL with ssl.client.auth=required \
+         (strata cert self-signed to try it)",
+    )
+}
+
 fn check_shards(config: &BrokerConfig) -> Finding {
     let runtime_config = RuntimeConfig { cores: config.cores, ..RuntimeConfig::all_cores() };
     let data_dir = config.data_dir.clone();

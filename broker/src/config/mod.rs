@@ -9,13 +9,30 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// A client listener the broker serves (Kafka's `listeners` entry with its security protocol
+/// and advertised address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientListener {
+    pub name: String,
+    /// TLS on this listener (`SSL`); `PLAINTEXT` otherwise (`check_runnable` refuses SASL).
+    pub tls: bool,
+    pub listen: SocketAddr,
+    pub advertise_host: String,
+    pub advertise_port: i32,
+}
+
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
     pub data_dir: PathBuf,
+    /// The primary client listener's (the inter-broker one's) address and advertised address.
     pub listen: SocketAddr,
     pub advertise_host: String,
     pub advertise_port: i32,
+    /// Every client listener, the primary first.
+    pub listeners: Vec<ClientListener>,
+    /// `ssl.*`, read when a listener is SSL.
+    pub tls: Option<crate::net::tls::TlsSettings>,
     pub admin_listen: SocketAddr,
     pub cores: usize,
     pub auto_create_topics: bool,
@@ -100,20 +117,20 @@ impl BrokerConfig {
             inter_broker_listener: settings.get("inter.broker.listener.name"),
             rack: settings.get("broker.rack"),
         })?;
-        // The client listener this build serves (`ClusterConfig::check_runnable` refuses more
-        // than one at startup).
-        let client = cluster
-            .client_listeners()
-            .next()
-            .ok_or("listeners: no client listener (every one is a controller listener)")?;
-        let listen = resolve_address(&join_host_port(&client.host, client.port))
-            .map_err(|e| format!("listeners = {:?}: {e}", settings.get("listeners")))?;
+        // The client listeners, the inter-broker one (the primary: the address a cluster
+        // registers) first.
         let advertised = cluster::parse_listeners(settings.get("advertised.listeners"))
             .map_err(|e| format!("advertised.listeners: {e}"))?;
-        let (advertise_host, advertise_port) =
-            match advertised.iter().find(|a| a.name == client.name) {
+        let mut listeners = Vec::new();
+        for client in cluster.client_listeners() {
+            let listen = resolve_address(&join_host_port(&client.host, client.port))
+                .map_err(|e| format!("listeners = {:?}: {e}", settings.get("listeners")))?;
+            let (advertise_host, advertise_port) = match advertised
+                .iter()
+                .find(|a| a.name == client.name)
+            {
                 Some(entry) => (entry.host.clone(), i32::from(entry.port)),
-                None if advertised.is_empty() => default_advertise(listen),
+                None if advertised.is_empty() || !listeners.is_empty() => default_advertise(listen),
                 None => {
                     return Err(format!(
                         "advertised.listeners has no entry for the listener {}",
@@ -121,6 +138,59 @@ impl BrokerConfig {
                     ))
                 }
             };
+            let protocol = cluster.protocol_map.get(&client.name).map_or("", String::as_str);
+            let listener = ClientListener {
+                name: client.name.clone(),
+                tls: protocol == "SSL" || protocol == "SASL_SSL",
+                listen,
+                advertise_host,
+                advertise_port,
+            };
+            if client.name == cluster.inter_broker_listener {
+                listeners.insert(0, listener);
+            } else {
+                listeners.push(listener);
+            }
+        }
+        let primary = listeners
+            .first()
+            .cloned()
+            .ok_or("listeners: no client listener (every one is a controller listener)")?;
+        let (listen, advertise_host, advertise_port) =
+            (primary.listen, primary.advertise_host, primary.advertise_port);
+        let tls = if listeners.iter().any(|listener| listener.tls) {
+            if settings.get("ssl.keystore.type").trim() != "PEM" {
+                return Err(format!(
+                    "ssl.keystore.type = {:?}: strata reads PEM keystores only (KIP-651)",
+                    settings.get("ssl.keystore.type")
+                ));
+            }
+            let keystore = settings.get("ssl.keystore.location").trim();
+            if keystore.is_empty() {
+                return Err("an SSL listener needs ssl.keystore.location (PEM: the private key \
+                            and its certificate chain)"
+                    .into());
+            }
+            let truststore = settings.get("ssl.truststore.location").trim();
+            let rules = settings.get("ssl.principal.mapping.rules").trim();
+            if rules != "DEFAULT" {
+                return Err(format!(
+                    "ssl.principal.mapping.rules = {rules:?}: only DEFAULT (the subject's full \
+                     distinguished name) in this build"
+                ));
+            }
+            Some(crate::net::tls::TlsSettings {
+                keystore: std::path::absolute(keystore)
+                    .map_err(|e| format!("ssl.keystore.location: {e}"))?,
+                truststore: (!truststore.is_empty())
+                    .then(|| std::path::absolute(truststore))
+                    .transpose()
+                    .map_err(|e| format!("ssl.truststore.location: {e}"))?,
+                client_auth: crate::net::tls::ClientAuth::parse(settings.get("ssl.client.auth"))?,
+            })
+        } else {
+            None
+        };
         let cores = match settings.get("num.cores").trim() {
             "all" => shard::runtime::available_cores(),
             value => value.parse().map_err(|_| format!("num.cores = {value:?}"))?,
@@ -141,6 +211,8 @@ impl BrokerConfig {
             listen,
             advertise_host,
             advertise_port,
+            listeners,
+            tls,
             admin_listen: address("admin.listener")?,
             cores,
             auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",

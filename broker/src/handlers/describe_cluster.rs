@@ -26,7 +26,7 @@ pub async fn handle<S: Storage>(
     response.cluster_id = str_bytes(&node.metadata().cluster_id);
     response.controller_id = BrokerId(node.controller_id());
     response.brokers = node
-        .brokers()
+        .brokers_on(&context.listener)
         .into_iter()
         .map(|endpoint| {
             let mut broker = DescribeClusterBroker::default();

@@ -32,6 +32,7 @@ fn not_available() -> i16 {
 /// The coordinator of `key`, or the error code to answer.
 fn coordinator<S: Storage>(
     node: &Node<S>,
+    listener: &str,
     key_type: i8,
     key: &str,
 ) -> std::result::Result<BrokerEndpoint, i16> {
@@ -48,13 +49,13 @@ fn coordinator<S: Storage>(
     };
     if node.cluster.is_none() {
         return node
-            .broker(node.node_id())
-            .or_else(|| node.brokers().into_iter().next())
+            .broker_on(node.node_id(), listener)
+            .or_else(|| node.brokers_on(listener).into_iter().next())
             .ok_or_else(not_available);
     }
     let image = node.metadata();
     let leader = image.placement(&partition).ok_or_else(not_available)?.leader;
-    node.broker(leader).ok_or_else(not_available)
+    node.broker_on(leader, listener).ok_or_else(not_available)
 }
 
 pub async fn handle<S: Storage>(
@@ -95,7 +96,7 @@ pub async fn handle<S: Storage>(
         }
     }
     let mut response = FindCoordinatorResponse::default();
-    let answer = |key: &str| coordinator(node, request.key_type, key);
+    let answer = |key: &str| coordinator(node, &context.listener, request.key_type, key);
     if context.api_version >= 4 {
         response.coordinators = request
             .coordinator_keys

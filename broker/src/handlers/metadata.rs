@@ -81,7 +81,7 @@ pub async fn handle<S: Storage>(
     let image = node.metadata();
     let mut response = MetadataResponse::default();
     response.brokers = node
-        .brokers()
+        .brokers_on(&context.listener)
         .into_iter()
         .map(|endpoint| {
             let mut broker = MetadataResponseBroker::default();

@@ -1,4 +1,7 @@
-//! One client connection: reads size-prefixed requests, answers each in order.
+//! One client connection: reads size-prefixed requests, answers each in order. On an SSL
+//! listener the TLS handshake comes first (bounded by `socket.request.frame.timeout.ms`; a
+//! failed one closes the connection with a log line), and the client certificate's subject,
+//! when there is one, is the connection's principal.
 //!
 //! Pipelining: Kafka clients keep several requests in flight on a connection (5 in the Java
 //! client, more in librdkafka). Up to `PIPELINED_REQUESTS_MAX` run at once, and their answers
@@ -26,7 +29,7 @@ use crate::api;
 use crate::error::{error_code, BrokerError};
 use crate::handlers;
 use crate::node::Node;
-use crate::request_context::{Admission, Principal, RequestContext, PLAINTEXT_LISTENER};
+use crate::request_context::{Admission, Principal, RequestContext};
 use crate::stats::Closed;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -40,6 +43,13 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use wire::protocol::{self, FRAME_PREFIX_BYTES};
+
+/// The listener a connection came in on and who authenticated on it (mTLS), for its
+/// requests' contexts.
+struct Who {
+    listener: Rc<str>,
+    principal: Principal,
+}
 
 /// Who is on the other end, for request contexts and logs.
 pub struct Peer {
@@ -76,6 +86,7 @@ pub struct Connection<S: Storage> {
     pub budget: Rc<RequestBudget>,
     pub timeouts: ConnectionTimeouts,
     pub peer: Peer,
+    pub listener: Rc<super::listener::ListenerInfo>,
     /// Its place in the broker's connection counts, released when it closes.
     pub slot: ConnectionSlot,
 }
@@ -94,7 +105,28 @@ pub async fn serve<S: Storage>(connection: Connection<S>, mut stream: TcpStream)
     let _ = stream.set_nodelay(true);
     let node = connection.node.clone();
     node.stats.connection_opened();
-    let ending = serve_requests(&connection, &mut stream).await;
+    let ending = match connection.listener.tls.clone() {
+        None => serve_requests(&connection, &mut stream, Principal::Anonymous).await,
+        Some(tls) => {
+            let deadline = Instant::now() + connection.timeouts.frame;
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
+            match before(deadline, acceptor.accept(stream)).await {
+                Some(Ok(mut stream)) => {
+                    let principal = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .and_then(super::tls::subject_name)
+                        .map_or(Principal::Anonymous, Principal::User);
+                    tracing::debug!(address = %connection.peer.address, %principal, "TLS handshake done");
+                    serve_requests(&connection, &mut stream, principal).await
+                }
+                Some(Err(error)) => Ending::Failed(format!("TLS handshake failed: {error}")),
+                None => Ending::Closed(Closed::FrameDeadline),
+            }
+        }
+    };
     node.stats.connection_closed();
     let address = connection.peer.address;
     match ending {
@@ -283,16 +315,23 @@ impl Drop for Running {
 
 /// Serves the connection: one side reads and starts requests, the other writes their answers
 /// in request order; it ends once every started request was answered.
-async fn serve_requests<S: Storage>(connection: &Connection<S>, stream: &mut TcpStream) -> Ending {
+async fn serve_requests<S: Storage>(
+    connection: &Connection<S>,
+    stream: &mut (impl futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin),
+    principal: Principal,
+) -> Ending {
     let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let who = Who { listener: connection.listener.name.clone(), principal };
     let pipeline = Rc::new(Pipeline::default());
     let reading = async {
-        let ending =
-            futures_lite::future::or(read_requests(connection, &mut reader, &pipeline), async {
+        let ending = futures_lite::future::or(
+            read_requests(connection, &who, &mut reader, &pipeline),
+            async {
                 pipeline.until(|pipeline| pipeline.failed.get()).await;
                 Ending::Shutdown // replaced by the writer's reason
-            })
-            .await;
+            },
+        )
+        .await;
         pipeline.reading_done.set(true);
         pipeline.notify();
         ending
@@ -350,6 +389,7 @@ async fn write_answers<S: Storage>(
 
 async fn read_requests<S: Storage>(
     connection: &Connection<S>,
+    who: &Who,
     stream: &mut (impl futures_lite::AsyncRead + Unpin),
     pipeline: &Rc<Pipeline>,
 ) -> Ending {
@@ -386,7 +426,7 @@ async fn read_requests<S: Storage>(
         if let Err(ending) = read_by(stream, &mut frame, deadline).await {
             return ending;
         }
-        if let Err(ending) = start(connection, pipeline, frame.freeze(), reservation).await {
+        if let Err(ending) = start(connection, who, pipeline, frame.freeze(), reservation).await {
             return ending;
         }
     }
@@ -395,6 +435,7 @@ async fn read_requests<S: Storage>(
 /// Decodes one request frame and starts its handler (see `Flow` for when).
 async fn start<S: Storage>(
     connection: &Connection<S>,
+    who: &Who,
     pipeline: &Rc<Pipeline>,
     frame: Bytes,
     reservation: Reservation,
@@ -426,8 +467,8 @@ async fn start<S: Storage>(
         connection_id: connection.peer.connection_id,
         client_id: header.client_id.as_ref().map(|id| id.to_string()),
         client_address: connection.peer.address,
-        listener: PLAINTEXT_LISTENER,
-        principal: Principal::Anonymous,
+        listener: who.listener.clone(),
+        principal: who.principal.clone(),
         api_key,
         api_version: version,
         correlation_id,
@@ -527,5 +568,7 @@ async fn write_chunks(
         stream.write_all(chunk).await.map_err(|e| Ending::WriteFailed(e.to_string()))?;
         written += chunk.len();
     }
+    // A TLS stream may still hold the last records' ciphertext (a plain one holds nothing).
+    stream.flush().await.map_err(|e| Ending::WriteFailed(e.to_string()))?;
     Ok(written)
 }

@@ -1,6 +1,7 @@
-//! Accepting Kafka connections on one shard: every shard binds the same port (SO_REUSEPORT)
-//! and serves the connections it accepts as tasks of its own, within the broker's connection
-//! limits (`limits`) and the shard's request budget (`budget`).
+//! Accepting Kafka connections on one shard: every shard binds each client listener's port
+//! (SO_REUSEPORT) and serves the connections it accepts as tasks of its own, within the
+//! broker's connection limits (`limits`) and the shard's request budget (`budget`). An SSL
+//! listener's connections start with a TLS handshake (`tls`), in their own task.
 
 use super::budget::RequestBudget;
 use super::connection::{self, Connection, ConnectionTimeouts, Peer};
@@ -16,7 +17,15 @@ use std::time::Duration;
 /// How often a full broker looks again for a free connection slot.
 pub const CONNECTION_SLOT_POLL_MS: u64 = 10;
 
+/// A client listener as its connections see it: its name, and the TLS server config of an
+/// SSL listener.
+pub struct ListenerInfo {
+    pub name: Rc<str>,
+    pub tls: Option<Arc<super::tls::TlsServer>>,
+}
+
 /// What every connection a shard accepts shares.
+#[derive(Clone)]
 pub struct Admission {
     pub limits: Arc<ConnectionLimits>,
     pub budget: Rc<RequestBudget>,
@@ -27,9 +36,11 @@ pub struct Admission {
 pub async fn accept_loop<S: Storage>(
     node: Rc<Node<S>>,
     listener: &TcpListener,
+    info: Rc<ListenerInfo>,
     admission: Admission,
+    first_connection_id: u64,
 ) {
-    let mut next_connection_id: u64 = u64::from(node.shard().0) << 48;
+    let mut next_connection_id = first_connection_id;
     loop {
         let stream = match listener.accept().await {
             Ok(stream) => stream,
@@ -49,6 +60,7 @@ pub async fn accept_loop<S: Storage>(
             budget: admission.budget.clone(),
             timeouts: admission.timeouts,
             peer: Peer { connection_id: next_connection_id, address },
+            listener: info.clone(),
             slot,
         };
         shard::runtime::spawn(connection::serve(connection, stream)).detach();

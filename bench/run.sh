@@ -23,5 +23,7 @@ cargo build --release -p broker -p bench
 bench/build_rdkafka_performance.sh >/dev/null ||
     echo "building rdkafka_performance failed: its scenarios are reported as not run" >&2
 python3 bench/run_report.py --dir "${BENCH_DIR:-$PWD/target/bench-data}" --out BENCHMARKS.md "$@"
+# TLS (issue #18): the same load over an SSL listener and a PLAINTEXT one, as a ratio.
+python3 bench/tls.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/tls" --out BENCHMARKS.md
 # Replication (issue #16): RF=3 against RF=1 on three brokers, fio in the same run.
 exec python3 bench/replication.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/replication" --out BENCHMARKS.md

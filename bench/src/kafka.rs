@@ -13,8 +13,55 @@ use wire::protocol::{self, FRAME_PREFIX_BYTES};
 /// Largest response the load generator accepts.
 pub const RESPONSE_BYTES_MAX: usize = 256 << 20;
 
+/// A connection's bytes: plain TCP, or TLS to an SSL listener (`use_tls`).
+pub trait Duplex: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin {}
+impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin> Duplex for T {}
+pub type Stream = Box<dyn Duplex>;
+
+/// The TLS client config every connection uses once `use_tls` set it.
+static TLS: std::sync::OnceLock<std::sync::Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+
+/// Connects over TLS from now on, trusting the CA certificates in `ca_file` (PEM).
+pub fn use_tls(ca_file: &std::path::Path) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let certificates = rustls::pki_types::CertificateDer::pem_file_iter(ca_file)
+        .map_err(|e| format!("--tls-ca {}: {e}", ca_file.display()))?;
+    for certificate in certificates {
+        let certificate =
+            certificate.map_err(|e| format!("--tls-ca {}: {e}", ca_file.display()))?;
+        roots.add(certificate).map_err(|e| format!("--tls-ca {}: {e}", ca_file.display()))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let _ = TLS.set(std::sync::Arc::new(config));
+    Ok(())
+}
+
+/// A connection to `address` (`host:port`), over TLS after `use_tls`.
+async fn open(address: &str) -> Result<Stream, String> {
+    let stream =
+        TcpStream::connect(address).await.map_err(|e| format!("connecting to {address}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let Some(config) = TLS.get() else {
+        return Ok(Box::new(stream));
+    };
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{host}: {e}"))?;
+    let connector = futures_rustls::TlsConnector::from(config.clone());
+    let stream =
+        connector.connect(name, stream).await.map_err(|e| format!("TLS to {address}: {e}"))?;
+    Ok(Box::new(stream))
+}
+
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     next_correlation_id: i32,
     /// (correlation id, api, version) of requests written and not yet answered, oldest first.
     in_flight: std::collections::VecDeque<(i32, ApiKey, i16)>,
@@ -22,10 +69,7 @@ pub struct Connection {
 
 impl Connection {
     pub async fn connect(address: &str) -> Result<Self, String> {
-        let stream = TcpStream::connect(address)
-            .await
-            .map_err(|e| format!("connecting to {address}: {e}"))?;
-        let _ = stream.set_nodelay(true);
+        let stream = open(address).await?;
         Ok(Self { stream, next_correlation_id: 1, in_flight: Default::default() })
     }
 
@@ -319,7 +363,7 @@ pub type OnAck = Rc<dyn Fn(u64, u64)>;
 /// Produce requests pipelined on one connection, acknowledgements read by their own task as
 /// they arrive (so their latency is measured on arrival, not when the sender next looks).
 pub struct ProducePipeline {
-    writer: futures_lite::io::WriteHalf<TcpStream>,
+    writer: futures_lite::io::WriteHalf<Stream>,
     next_correlation_id: i32,
     permits: Rc<async_lock::Semaphore>,
     window: usize,
@@ -338,10 +382,7 @@ impl ProducePipeline {
         expect_answers: bool,
         on_ack: OnAck,
     ) -> Result<Self, String> {
-        let stream = TcpStream::connect(address)
-            .await
-            .map_err(|e| format!("connecting to {address}: {e}"))?;
-        let _ = stream.set_nodelay(true);
+        let stream = open(address).await?;
         let (mut reader_half, writer) = futures_lite::io::split(stream);
         let permits = Rc::new(async_lock::Semaphore::new(window.max(1)));
         let queue: Rc<std::cell::RefCell<std::collections::VecDeque<(i32, u64, u64)>>> =

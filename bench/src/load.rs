@@ -60,6 +60,9 @@ pub enum Payload {
 pub struct LoadArgs {
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
+    /// Connect over TLS (an SSL listener), trusting the CA certificates in this PEM file.
+    #[arg(long)]
+    pub tls_ca: Option<std::path::PathBuf>,
     #[arg(long, default_value = "strata-bench")]
     pub topic: String,
     /// Partitions to create the topic with (an existing topic keeps its own).
@@ -186,6 +189,9 @@ impl Shared {
 }
 
 pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
+    if let Some(ca_file) = &args.tls_ca {
+        crate::kafka::use_tls(ca_file)?;
+    }
     let acks: i16 = match args.acks.as_str() {
         "all" | "-1" => -1,
         "1" => 1,

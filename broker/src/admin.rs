@@ -112,7 +112,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 28] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 29] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -220,6 +220,12 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 28] = [
         "counter",
         "Transactions this broker's coordinators aborted (by the producer, fencing or timeout).",
         |r| r.counters.txn_aborts,
+    ),
+    (
+        "strata_authentication_failures_total",
+        "counter",
+        "SASL authentications that failed (wrong password, unknown user or mechanism).",
+        |r| r.counters.authentication_failures,
     ),
     (
         "strata_txn_verifications_total",

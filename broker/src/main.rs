@@ -485,7 +485,11 @@ fn log_startup(settings: &config::sources::Settings, config: &config::BrokerConf
         .values
         .iter()
         .filter(|(_, (_, source))| *source != config::sources::Source::Default)
-        .map(|(name, (value, source))| format!("{name}={value} ({source})"))
+        .map(|(name, (value, source))| {
+            // Secrets (PLAIN's passwords in sasl.jaas.config) are never logged.
+            let value = if config::keys::is_secret(name) { "[hidden]" } else { value.as_str() };
+            format!("{name}={value} ({source})")
+        })
         .collect();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),

@@ -37,6 +37,8 @@ pub struct RequestContext {
     /// The name of the listener the connection came in on (`PLAINTEXT`, `SSL`, ...).
     pub listener: Rc<str>,
     pub principal: Principal,
+    /// The connection's authentication (SaslHandshake and SaslAuthenticate move it on).
+    pub session: Rc<crate::net::sasl::Session>,
     pub api_key: ApiKey,
     pub api_version: i16,
     pub correlation_id: i32,
@@ -105,6 +107,7 @@ impl RequestContext {
             client_address: SocketAddr::from(([127, 0, 0, 1], 0)),
             listener: Rc::from(PLAINTEXT_LISTENER),
             principal: Principal::Anonymous,
+            session: Rc::new(crate::net::sasl::Session::new(false, Principal::Anonymous)),
             api_key,
             api_version,
             correlation_id: 0,

@@ -385,8 +385,11 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
         } else {
             None
         };
-        let info =
-            crate::net::listener::ListenerInfo { name: Rc::from(listener.name.as_str()), tls };
+        let info = crate::net::listener::ListenerInfo {
+            name: Rc::from(listener.name.as_str()),
+            tls,
+            sasl: listener.sasl,
+        };
         listeners.push((socket, Rc::new(info)));
     }
     if id == ShardId(0) {

@@ -82,6 +82,8 @@ pub struct Counters {
     /// Partition verifications (KIP-890) of first transactional batches: passed, refused.
     pub txn_verifications: u64,
     pub txn_verifications_refused: u64,
+    /// SASL authentications that failed (a wrong password, an unknown user or mechanism).
+    pub authentication_failures: u64,
     /// Records removed by log compaction, and compaction runs that rewrote something.
     pub compacted_records: u64,
     pub compaction_runs: u64,
@@ -173,6 +175,10 @@ impl ShardStats {
         } else {
             counters.txn_aborts += 1;
         }
+    }
+
+    pub fn authentication_failed(&self) {
+        self.counters.borrow_mut().authentication_failures += 1;
     }
 
     pub fn txn_verification(&self, passed: bool) {

@@ -269,7 +269,7 @@ impl ClusterConfig {
 
     /// What this build can run: a voter (`broker,controller` or `controller`), or a
     /// broker-only node with a controller listener to be pushed the metadata log on. A single
-    /// node serves any number of PLAINTEXT and SSL client listeners; a cluster's brokers one
+    /// node serves any number of client listeners of every protocol; a cluster's brokers one
     /// PLAINTEXT client listener (their registrations carry one endpoint, and they reach each
     /// other in plaintext). Anything else is refused with the issue that builds it.
     pub fn check_runnable(&self) -> Result<(), String> {
@@ -285,16 +285,6 @@ impl ClusterConfig {
             return Ok(());
         }
         let client: Vec<&Listener> = self.client_listeners().collect();
-        for listener in &client {
-            let protocol = self.protocol_map.get(&listener.name).map_or("unmapped", String::as_str);
-            if protocol.starts_with("SASL") {
-                return Err(format!(
-                    "listeners: {} is {protocol}; this build serves PLAINTEXT and SSL (SASL: \
-                     issue #18, not built yet)",
-                    listener.name
-                ));
-            }
-        }
         if self.voters.is_empty() {
             return Ok(());
         }
@@ -429,7 +419,7 @@ mod tests {
 
     #[test]
     fn what_this_build_cannot_run_is_refused_with_the_issue_that_builds_it() {
-        // A single node: PLAINTEXT and SSL listeners, as many as wanted; no SASL yet.
+        // A single node: listeners of every protocol, as many as wanted.
         let mut tls = keys(0, "broker,controller", "", "SSL://h:9093");
         tls.inter_broker_listener = "SSL";
         ClusterConfig::from_keys(&tls).expect("valid").check_runnable().expect("single-node SSL");
@@ -438,8 +428,7 @@ mod tests {
                 .expect("valid");
         two.check_runnable().expect("two single-node listeners");
         let sasl = keys(0, "broker,controller", "", "h:9092,SASL_SSL://h:9094");
-        let error = ClusterConfig::from_keys(&sasl).expect("valid").check_runnable();
-        assert!(error.expect_err("sasl").contains("issue #18"));
+        ClusterConfig::from_keys(&sasl).expect("valid").check_runnable().expect("single-node SASL");
         // A cluster: one PLAINTEXT client listener.
         let voters = "0@h:9093";
         let mut cluster = keys(0, "broker,controller", voters, "h:9092,SSL://h:9094");

@@ -64,6 +64,10 @@ pub const KEYS: &[Key] = &[
     Key { name: "ssl.truststore.location", default: "", kind: Kind::Text, help: "PEM file with the CA certificates client certificates are checked against (ssl.client.auth)." },
     Key { name: "ssl.client.auth", default: "none", kind: Kind::Text, help: "Client certificates on SSL listeners: none, requested (checked when given) or required (a client without a valid one fails the handshake)." },
     Key { name: "ssl.principal.mapping.rules", default: "DEFAULT", kind: Kind::Text, help: "How a client certificate's subject becomes a principal: DEFAULT, the full distinguished name (RFC 2253), as Kafka." },
+    Key { name: "sasl.enabled.mechanisms", default: "PLAIN", kind: Kind::Text, help: "SASL mechanisms SASL listeners offer, comma-separated: PLAIN in this build (Kafka's default, GSSAPI, is not offered)." },
+    Key { name: "sasl.jaas.config", default: "", kind: Kind::Text, help: "PLAIN's users, as Kafka's PlainLoginModule JAAS line: org.apache.kafka.common.security.plain.PlainLoginModule required user_NAME=\"PASSWORD\" ...;" },
+    Key { name: "sasl.server.max.receive.size", default: "524288", kind: int(1, 104_857_600), help: "The largest request a SASL listener reads before the client authenticated." },
+    Key { name: "connection.failed.authentication.delay.ms", default: "100", kind: int(0, 60_000), help: "How long a connection whose authentication failed stays open (answered, then closed) before it is closed." },
     Key { name: "inter.broker.listener.name", default: "PLAINTEXT", kind: Kind::Names { one: true }, help: "The listener brokers use to reach each other." },
     Key { name: "broker.heartbeat.interval.ms", default: "2000", kind: int(10, 3_600_000), help: "How often a broker heartbeats to the active controller." },
     Key { name: "broker.session.timeout.ms", default: "9000", kind: int(100, 3_600_000), help: "A broker without a heartbeat this long is fenced: it leaves Metadata and its partitions get new leaders." },
@@ -129,6 +133,12 @@ pub fn find(name: &str) -> Option<&'static Key> {
 /// `STRATA_` + the key upper-cased with dots as underscores: `log.dirs` → `STRATA_LOG_DIRS`.
 pub fn env_name(name: &str) -> String {
     format!("STRATA_{}", name.to_ascii_uppercase().replace('.', "_"))
+}
+
+/// Whether a key's value is a secret, never logged or shown (`sasl.jaas.config` holds PLAIN's
+/// passwords).
+pub fn is_secret(name: &str) -> bool {
+    name.ends_with("jaas.config") || name.contains("password")
 }
 
 /// Checks `value` for `key`; the error names the valid range.

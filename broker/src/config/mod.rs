@@ -14,8 +14,10 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientListener {
     pub name: String,
-    /// TLS on this listener (`SSL`); `PLAINTEXT` otherwise (`check_runnable` refuses SASL).
+    /// TLS on this listener (`SSL`, `SASL_SSL`).
     pub tls: bool,
+    /// SASL authentication on this listener (`SASL_PLAINTEXT`, `SASL_SSL`).
+    pub sasl: bool,
     pub listen: SocketAddr,
     pub advertise_host: String,
     pub advertise_port: i32,
@@ -33,6 +35,8 @@ pub struct BrokerConfig {
     pub listeners: Vec<ClientListener>,
     /// `ssl.*`, read when a listener is SSL.
     pub tls: Option<crate::net::tls::TlsSettings>,
+    /// `sasl.*`, read when a listener is SASL.
+    pub sasl: Option<crate::net::sasl::SaslSettings>,
     pub admin_listen: SocketAddr,
     pub cores: usize,
     pub auto_create_topics: bool,
@@ -142,6 +146,7 @@ impl BrokerConfig {
             let listener = ClientListener {
                 name: client.name.clone(),
                 tls: protocol == "SSL" || protocol == "SASL_SSL",
+                sasl: protocol.starts_with("SASL_"),
                 listen,
                 advertise_host,
                 advertise_port,
@@ -191,6 +196,34 @@ impl BrokerConfig {
         } else {
             None
         };
+        let sasl = if listeners.iter().any(|listener| listener.sasl) {
+            let mechanisms: Vec<String> = settings
+                .get("sasl.enabled.mechanisms")
+                .split(',')
+                .map(|m| m.trim().to_string())
+                .filter(|m| !m.is_empty())
+                .collect();
+            if let Some(unknown) =
+                mechanisms.iter().find(|m| !crate::net::sasl::MECHANISMS.contains(&m.as_str()))
+            {
+                return Err(format!(
+                    "sasl.enabled.mechanisms: {unknown} is not offered (this build: {})",
+                    crate::net::sasl::MECHANISMS.join(", ")
+                ));
+            }
+            if mechanisms.is_empty() {
+                return Err("sasl.enabled.mechanisms: a SASL listener needs a mechanism".into());
+            }
+            let plain_users = crate::net::sasl::plain_users(settings.get("sasl.jaas.config"))?;
+            Some(crate::net::sasl::SaslSettings {
+                mechanisms,
+                plain_users,
+                max_receive_bytes: integer("sasl.server.max.receive.size")? as usize,
+                failure_delay_ms: integer("connection.failed.authentication.delay.ms")? as u64,
+            })
+        } else {
+            None
+        };
         let cores = match settings.get("num.cores").trim() {
             "all" => shard::runtime::available_cores(),
             value => value.parse().map_err(|_| format!("num.cores = {value:?}"))?,
@@ -213,6 +246,7 @@ impl BrokerConfig {
             advertise_port,
             listeners,
             tls,
+            sasl,
             admin_listen: address("admin.listener")?,
             cores,
             auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",

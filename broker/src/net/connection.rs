@@ -28,6 +28,7 @@ use super::limits::ConnectionSlot;
 use crate::api;
 use crate::error::{error_code, BrokerError};
 use crate::handlers;
+use crate::net::sasl::Session;
 use crate::node::Node;
 use crate::request_context::{Admission, Principal, RequestContext};
 use crate::stats::Closed;
@@ -44,11 +45,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use wire::protocol::{self, FRAME_PREFIX_BYTES};
 
-/// The listener a connection came in on and who authenticated on it (mTLS), for its
+/// The listener a connection came in on and its authentication (mTLS, SASL), for its
 /// requests' contexts.
 struct Who {
     listener: Rc<str>,
-    principal: Principal,
+    session: Rc<Session>,
 }
 
 /// Who is on the other end, for request contexts and logs.
@@ -174,7 +175,13 @@ async fn first_byte(
     match read {
         Ok(0) => Err(Ending::ClientClosed),
         Ok(_) => Ok(byte[0]),
-        Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {
+        // A TLS client may close without close_notify between requests: still a close.
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
             Err(Ending::ClientClosed)
         }
         Err(error) => Err(Ending::Failed(format!("read failed: {error}"))),
@@ -321,7 +328,8 @@ async fn serve_requests<S: Storage>(
     principal: Principal,
 ) -> Ending {
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let who = Who { listener: connection.listener.name.clone(), principal };
+    let session = Rc::new(Session::new(connection.listener.sasl, principal));
+    let who = Who { listener: connection.listener.name.clone(), session };
     let pipeline = Rc::new(Pipeline::default());
     let reading = async {
         let ending = futures_lite::future::or(
@@ -393,8 +401,22 @@ async fn read_requests<S: Storage>(
     stream: &mut (impl futures_lite::AsyncRead + Unpin),
     pipeline: &Rc<Pipeline>,
 ) -> Ending {
-    let limit = connection.node.config.request_bytes_max;
+    let sasl_limit = connection.node.config.sasl.as_ref().map(|sasl| sasl.max_receive_bytes);
     loop {
+        if who.session.failed() {
+            // Authentication failed: the answer is written, then the connection waits
+            // `connection.failed.authentication.delay.ms` and closes.
+            pipeline.until(|pipeline| pipeline.outstanding.get() == 0).await;
+            let delay =
+                connection.node.config.sasl.as_ref().map_or(0, |sasl| sasl.failure_delay_ms);
+            shard::runtime::sleep(Duration::from_millis(delay)).await;
+            return Ending::Failed("SASL authentication failed".into());
+        }
+        // Before authentication a frame is bounded by `sasl.server.max.receive.size`.
+        let limit = match sasl_limit {
+            Some(limit) if !who.session.authenticated() => limit,
+            _ => connection.node.config.request_bytes_max,
+        };
         pipeline
             .until(|pipeline| {
                 pipeline.outstanding.get() < PIPELINED_REQUESTS_MAX
@@ -463,12 +485,21 @@ async fn start<S: Storage>(
         }
         return Err(Ending::Failed(format!("unsupported {api_key:?} version {version}")));
     }
+    if !who.session.authenticated()
+        && !matches!(
+            api_key,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        )
+    {
+        return Err(Ending::Failed(format!("{api_key:?} before SASL authentication")));
+    }
     let context = RequestContext {
         connection_id: connection.peer.connection_id,
         client_id: header.client_id.as_ref().map(|id| id.to_string()),
         client_address: connection.peer.address,
         listener: who.listener.clone(),
-        principal: who.principal.clone(),
+        principal: who.session.principal(),
+        session: who.session.clone(),
         api_key,
         api_version: version,
         correlation_id,

@@ -22,6 +22,8 @@ pub const CONNECTION_SLOT_POLL_MS: u64 = 10;
 pub struct ListenerInfo {
     pub name: Rc<str>,
     pub tls: Option<Arc<super::tls::TlsServer>>,
+    /// SASL_PLAINTEXT or SASL_SSL: clients authenticate before anything else (`sasl`).
+    pub sasl: bool,
 }
 
 /// What every connection a shard accepts shares.

@@ -8,4 +8,5 @@ pub mod budget;
 pub mod connection;
 pub mod limits;
 pub mod listener;
+pub mod sasl;
 pub mod tls;

@@ -31,6 +31,7 @@ pub mod metadata;
 pub mod net;
 pub mod node;
 pub mod request_context;
+pub mod sasl;
 pub mod server;
 pub mod services;
 pub mod shutdown;

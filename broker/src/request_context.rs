@@ -4,7 +4,7 @@
 //! References: Redpanda `request_context.h`; Kafka `RequestContext`.
 
 use kafka_protocol::messages::ApiKey;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 
@@ -25,6 +25,70 @@ impl std::fmt::Display for Principal {
     }
 }
 
+/// Where a connection is in its SASL authentication (issue #18).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Not a SASL listener: nothing to do, SASL requests are out of place.
+    NotSasl,
+    /// Waiting for SaslHandshake.
+    Handshake,
+    /// The mechanism is chosen; waiting for SaslAuthenticate.
+    Authenticate(String),
+    Authenticated,
+    /// Authentication failed: the connection closes once the answer is written.
+    Failed,
+}
+
+/// A connection's authentication: its SASL step and its principal. On a SASL listener it
+/// starts at `Handshake`: only ApiVersions, SaslHandshake and SaslAuthenticate may run until
+/// `Authenticated` (`net::connection` closes the connection otherwise); the two SASL requests
+/// are barriers, so the requests after them see the new principal.
+#[derive(Debug)]
+pub struct Session {
+    step: RefCell<Step>,
+    principal: RefCell<Principal>,
+}
+
+impl Session {
+    /// A session on a listener: `sasl` for SASL_PLAINTEXT and SASL_SSL ones, and the
+    /// principal the transport established (an mTLS subject, or anonymous).
+    pub fn new(sasl: bool, principal: Principal) -> Self {
+        let step = if sasl { Step::Handshake } else { Step::NotSasl };
+        Session { step: RefCell::new(step), principal: RefCell::new(principal) }
+    }
+
+    pub fn step(&self) -> Step {
+        self.step.borrow().clone()
+    }
+
+    pub fn principal(&self) -> Principal {
+        self.principal.borrow().clone()
+    }
+
+    /// Requests other than ApiVersions and the SASL ones may run.
+    pub fn authenticated(&self) -> bool {
+        matches!(*self.step.borrow(), Step::NotSasl | Step::Authenticated)
+    }
+
+    pub fn failed(&self) -> bool {
+        *self.step.borrow() == Step::Failed
+    }
+
+    /// SaslHandshake: `mechanism` is enabled (the next step is its SaslAuthenticate).
+    pub fn choose(&self, mechanism: &str) {
+        *self.step.borrow_mut() = Step::Authenticate(mechanism.to_string());
+    }
+
+    pub fn succeed(&self, user: &str) {
+        *self.step.borrow_mut() = Step::Authenticated;
+        *self.principal.borrow_mut() = Principal::User(user.to_string());
+    }
+
+    pub fn fail(&self) {
+        *self.step.borrow_mut() = Step::Failed;
+    }
+}
+
 /// The plaintext listener's name (Kafka's default listener name).
 pub const PLAINTEXT_LISTENER: &str = "PLAINTEXT";
 
@@ -38,7 +102,7 @@ pub struct RequestContext {
     pub listener: Rc<str>,
     pub principal: Principal,
     /// The connection's authentication (SaslHandshake and SaslAuthenticate move it on).
-    pub session: Rc<crate::net::sasl::Session>,
+    pub session: Rc<Session>,
     pub api_key: ApiKey,
     pub api_version: i16,
     pub correlation_id: i32,
@@ -107,7 +171,7 @@ impl RequestContext {
             client_address: SocketAddr::from(([127, 0, 0, 1], 0)),
             listener: Rc::from(PLAINTEXT_LISTENER),
             principal: Principal::Anonymous,
-            session: Rc::new(crate::net::sasl::Session::new(false, Principal::Anonymous)),
+            session: Rc::new(Session::new(false, Principal::Anonymous)),
             api_key,
             api_version,
             correlation_id: 0,

@@ -385,7 +385,7 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
         } else {
             None
         };
-        let info = crate::net::listener::ListenerInfo {
+        let info = crate::net::connection::ListenerInfo {
             name: Rc::from(listener.name.as_str()),
             tls,
             sasl: listener.sasl,

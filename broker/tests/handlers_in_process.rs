@@ -893,6 +893,7 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::SyncGroup, sync_group::VERSIONS),
         (ApiKey::DescribeGroups, describe_groups::VERSIONS),
         (ApiKey::ListGroups, list_groups::VERSIONS),
+        (ApiKey::SaslHandshake, sasl_handshake::VERSIONS),
         (ApiKey::ApiVersions, api_versions::VERSIONS),
         (ApiKey::CreateTopics, create_topics::VERSIONS),
         (ApiKey::DeleteTopics, delete_topics::VERSIONS),
@@ -906,6 +907,7 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::DescribeConfigs, describe_configs::VERSIONS),
         (ApiKey::AlterConfigs, alter_configs::VERSIONS),
         (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS),
+        (ApiKey::SaslAuthenticate, sasl_authenticate::VERSIONS),
         (ApiKey::CreatePartitions, create_partitions::VERSIONS),
         (ApiKey::DeleteGroups, delete_groups::VERSIONS),
         (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS),
@@ -943,7 +945,7 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "39 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "41 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });

@@ -342,10 +342,9 @@ fn check_listeners(config: &BrokerConfig) -> Finding {
         .filter(|listener| {
             // TLS with required client certificates authenticates; SASL is not built yet.
             let mtls = listener.tls
-                && config
-                    .tls
-                    .as_ref()
-                    .is_some_and(|tls| tls.client_auth == crate::net::tls::ClientAuth::Required);
+                && config.tls.as_ref().is_some_and(|tls| {
+                    tls.client_auth == crate::config::security::ClientAuth::Required
+                });
             !mtls
         })
         .map(|listener| format!("{}://{}", listener.name, listener.listen))

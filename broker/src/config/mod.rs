@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod keys;
+pub mod security;
 pub mod sources;
 
 use std::collections::BTreeMap;
@@ -34,9 +35,9 @@ pub struct BrokerConfig {
     /// Every client listener, the primary first.
     pub listeners: Vec<ClientListener>,
     /// `ssl.*`, read when a listener is SSL.
-    pub tls: Option<crate::net::tls::TlsSettings>,
+    pub tls: Option<security::TlsSettings>,
     /// `sasl.*`, read when a listener is SASL.
-    pub sasl: Option<crate::net::sasl::SaslSettings>,
+    pub sasl: Option<security::SaslSettings>,
     pub admin_listen: SocketAddr,
     pub cores: usize,
     pub auto_create_topics: bool,
@@ -184,14 +185,14 @@ impl BrokerConfig {
                      distinguished name) in this build"
                 ));
             }
-            Some(crate::net::tls::TlsSettings {
+            Some(security::TlsSettings {
                 keystore: std::path::absolute(keystore)
                     .map_err(|e| format!("ssl.keystore.location: {e}"))?,
                 truststore: (!truststore.is_empty())
                     .then(|| std::path::absolute(truststore))
                     .transpose()
                     .map_err(|e| format!("ssl.truststore.location: {e}"))?,
-                client_auth: crate::net::tls::ClientAuth::parse(settings.get("ssl.client.auth"))?,
+                client_auth: security::ClientAuth::parse(settings.get("ssl.client.auth"))?,
             })
         } else {
             None
@@ -204,18 +205,18 @@ impl BrokerConfig {
                 .filter(|m| !m.is_empty())
                 .collect();
             if let Some(unknown) =
-                mechanisms.iter().find(|m| !crate::net::sasl::MECHANISMS.contains(&m.as_str()))
+                mechanisms.iter().find(|m| !security::MECHANISMS.contains(&m.as_str()))
             {
                 return Err(format!(
                     "sasl.enabled.mechanisms: {unknown} is not offered (this build: {})",
-                    crate::net::sasl::MECHANISMS.join(", ")
+                    security::MECHANISMS.join(", ")
                 ));
             }
             if mechanisms.is_empty() {
                 return Err("sasl.enabled.mechanisms: a SASL listener needs a mechanism".into());
             }
-            let plain_users = crate::net::sasl::plain_users(settings.get("sasl.jaas.config"))?;
-            Some(crate::net::sasl::SaslSettings {
+            let plain_users = security::plain_users(settings.get("sasl.jaas.config"))?;
+            Some(security::SaslSettings {
                 mechanisms,
                 plain_users,
                 max_receive_bytes: integer("sasl.server.max.receive.size")? as usize,

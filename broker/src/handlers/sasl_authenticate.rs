@@ -1,4 +1,4 @@
-//! SaslAuthenticate (key 36), v0-2: the mechanism's token after SaslHandshake (`net::sasl`).
+//! SaslAuthenticate (key 36), v0-2: the mechanism's token after SaslHandshake (`crate::sasl`).
 //! PLAIN's token is checked against the configured users: success makes the connection's
 //! principal `User:<name>`; failure is SASL_AUTHENTICATION_FAILED, counted, logged with the
 //! client's address and user name (never the password), and the connection is closed after
@@ -6,9 +6,9 @@
 //! re-authentication is required (Kafka's `connections.max.reauth.ms` default).
 
 use crate::error::NONE;
-use crate::net::sasl::{self, Step, AUTHENTICATION_FAILED};
 use crate::node::Node;
-use crate::request_context::RequestContext;
+use crate::request_context::{RequestContext, Step};
+use crate::sasl::{self, AUTHENTICATION_FAILED};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use shard::io::Storage;

@@ -1,13 +1,12 @@
 //! SaslHandshake (key 17), v1: the client names its SASL mechanism on a SASL listener
-//! (`net::sasl`). Answered with the enabled mechanisms; an unknown one is
+//! (`crate::sasl`, `request_context::Session`). Answered with the enabled mechanisms; an unknown one is
 //! UNSUPPORTED_SASL_MECHANISM and ends the connection. Out of place (a listener without SASL,
 //! or a second handshake) it is ILLEGAL_SASL_STATE. v0 (raw SASL tokens after the handshake,
 //! outside Kafka frames) is not served: every client since Kafka 1.0 sends v1.
 
 use crate::error::NONE;
-use crate::net::sasl::Step;
 use crate::node::Node;
-use crate::request_context::RequestContext;
+use crate::request_context::{RequestContext, Step};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use shard::io::Storage;

@@ -28,9 +28,8 @@ use super::limits::ConnectionSlot;
 use crate::api;
 use crate::error::{error_code, BrokerError};
 use crate::handlers;
-use crate::net::sasl::Session;
 use crate::node::Node;
-use crate::request_context::{Admission, Principal, RequestContext};
+use crate::request_context::{Admission, Principal, RequestContext, Session};
 use crate::stats::Closed;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -44,6 +43,15 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use wire::protocol::{self, FRAME_PREFIX_BYTES};
+
+/// A client listener as its connections see it: its name, the TLS server config of an SSL
+/// listener, and whether clients authenticate with SASL first.
+pub struct ListenerInfo {
+    pub name: Rc<str>,
+    pub tls: Option<std::sync::Arc<super::tls::TlsServer>>,
+    /// SASL_PLAINTEXT or SASL_SSL: clients authenticate before anything else.
+    pub sasl: bool,
+}
 
 /// The listener a connection came in on and its authentication (mTLS, SASL), for its
 /// requests' contexts.
@@ -87,7 +95,7 @@ pub struct Connection<S: Storage> {
     pub budget: Rc<RequestBudget>,
     pub timeouts: ConnectionTimeouts,
     pub peer: Peer,
-    pub listener: Rc<super::listener::ListenerInfo>,
+    pub listener: Rc<ListenerInfo>,
     /// Its place in the broker's connection counts, released when it closes.
     pub slot: ConnectionSlot,
 }

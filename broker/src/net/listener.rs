@@ -4,7 +4,7 @@
 //! listener's connections start with a TLS handshake (`tls`), in their own task.
 
 use super::budget::RequestBudget;
-use super::connection::{self, Connection, ConnectionTimeouts, Peer};
+use super::connection::{self, Connection, ConnectionTimeouts, ListenerInfo, Peer};
 use super::limits::{ConnectionLimits, ConnectionSlot, Refused};
 use crate::node::Node;
 use crate::stats::Refusal;
@@ -16,15 +16,6 @@ use std::time::Duration;
 
 /// How often a full broker looks again for a free connection slot.
 pub const CONNECTION_SLOT_POLL_MS: u64 = 10;
-
-/// A client listener as its connections see it: its name, and the TLS server config of an
-/// SSL listener.
-pub struct ListenerInfo {
-    pub name: Rc<str>,
-    pub tls: Option<Arc<super::tls::TlsServer>>,
-    /// SASL_PLAINTEXT or SASL_SSL: clients authenticate before anything else (`sasl`).
-    pub sasl: bool,
-}
 
 /// What every connection a shard accepts shares.
 #[derive(Clone)]

@@ -8,5 +8,4 @@ pub mod budget;
 pub mod connection;
 pub mod limits;
 pub mod listener;
-pub mod sasl;
 pub mod tls;

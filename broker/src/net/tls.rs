@@ -16,40 +16,10 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-/// Kafka's `ssl.client.auth`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientAuth {
-    /// No client certificate is asked for.
-    None,
-    /// Asked for; a client without one is still served (as `User:ANONYMOUS`).
-    Requested,
-    /// A client without a valid certificate fails the handshake.
-    Required,
-}
-
-impl ClientAuth {
-    pub fn parse(value: &str) -> Result<Self, String> {
-        match value.trim() {
-            "none" | "" => Ok(ClientAuth::None),
-            "requested" => Ok(ClientAuth::Requested),
-            "required" => Ok(ClientAuth::Required),
-            other => Err(format!("ssl.client.auth = {other:?}: none, requested or required")),
-        }
-    }
-}
-
-/// The `ssl.*` settings of the broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsSettings {
-    /// `ssl.keystore.location`: the private key and its certificate chain, PEM.
-    pub keystore: PathBuf,
-    /// `ssl.truststore.location`: CA certificates for client certificates, PEM.
-    pub truststore: Option<PathBuf>,
-    pub client_auth: ClientAuth,
-}
+pub use crate::config::security::{ClientAuth, TlsSettings};
 
 fn read_certificates(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
@@ -229,12 +199,5 @@ mod tests {
         let name = subject_name(certificate.der()).expect("parses");
         assert_eq!(name, "CN=app-1,O=acme\\, inc,C=SE");
         assert_eq!(subject_name(&CertificateDer::from(vec![1, 2, 3])), None);
-    }
-
-    #[test]
-    fn client_auth_takes_kafkas_values() {
-        assert_eq!(ClientAuth::parse("required"), Ok(ClientAuth::Required));
-        assert_eq!(ClientAuth::parse("none"), Ok(ClientAuth::None));
-        assert!(ClientAuth::parse("yes").is_err());
     }
 }

@@ -1,0 +1,106 @@
+//! The security settings of the listeners (issue #18): TLS (`ssl.*`, Kafka's KIP-651 PEM keys)
+//! and SASL (`sasl.*`). Read by `BrokerConfig`; used by `net::tls` and the SASL handlers.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Kafka's `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    None,
+    /// Asked for; a client without one is still served (as `User:ANONYMOUS`).
+    Requested,
+    /// A client without a valid certificate fails the handshake.
+    Required,
+}
+
+impl ClientAuth {
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value.trim() {
+            "none" | "" => Ok(ClientAuth::None),
+            "requested" => Ok(ClientAuth::Requested),
+            "required" => Ok(ClientAuth::Required),
+            other => Err(format!("ssl.client.auth = {other:?}: none, requested or required")),
+        }
+    }
+}
+
+/// The `ssl.*` settings of the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// `ssl.keystore.location`: the private key and its certificate chain, PEM.
+    pub keystore: PathBuf,
+    /// `ssl.truststore.location`: CA certificates for client certificates, PEM.
+    pub truststore: Option<PathBuf>,
+    pub client_auth: ClientAuth,
+}
+
+/// The SASL mechanisms this build offers.
+pub const MECHANISMS: &[&str] = &["PLAIN"];
+
+/// The broker's SASL settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslSettings {
+    /// `sasl.enabled.mechanisms`, each one of `MECHANISMS`.
+    pub mechanisms: Vec<String>,
+    /// PLAIN's users and passwords (`sasl.jaas.config`'s `user_<name>="<password>"`).
+    pub plain_users: BTreeMap<String, String>,
+    /// `sasl.server.max.receive.size`: the largest frame before authentication.
+    pub max_receive_bytes: usize,
+    /// `connection.failed.authentication.delay.ms`.
+    pub failure_delay_ms: u64,
+}
+
+/// The users of a `PlainLoginModule` JAAS configuration: its `user_<name>="<password>"`
+/// options (`username`/`password`, the broker's own login, are not users).
+pub fn plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> {
+    let jaas = jaas.trim();
+    if jaas.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let body = jaas
+        .strip_prefix("org.apache.kafka.common.security.plain.PlainLoginModule")
+        .ok_or("sasl.jaas.config: strata reads org.apache.kafka.common.security.plain.PlainLoginModule")?
+        .trim_start();
+    let body = body.strip_prefix("required").ok_or("sasl.jaas.config: expected `required`")?;
+    let body = body.trim().strip_suffix(';').ok_or("sasl.jaas.config: expected a final `;`")?;
+    let mut users = BTreeMap::new();
+    let mut rest = body.trim();
+    while !rest.is_empty() {
+        let (key, after) =
+            rest.split_once('=').ok_or("sasl.jaas.config: expected key=\"value\"")?;
+        let after = after.trim_start();
+        let after = after.strip_prefix('"').ok_or("sasl.jaas.config: values are quoted")?;
+        let (value, after) = after.split_once('"').ok_or("sasl.jaas.config: unclosed quote")?;
+        if let Some(user) = key.trim().strip_prefix("user_") {
+            users.insert(user.to_string(), value.to_string());
+        }
+        rest = after.trim_start();
+    }
+    Ok(users)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jaas_users_are_read_and_the_login_is_not_a_user() {
+        let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required
+            username="admin" password="admin-secret"
+            user_admin="admin-secret" user_alice="alice secret";"#;
+        let users = plain_users(jaas).expect("parses");
+        assert_eq!(users.len(), 2);
+        assert_eq!(users["alice"], "alice secret");
+        assert!(plain_users("com.example.Other required;").is_err());
+        assert!(plain_users("").expect("empty").is_empty());
+    }
+
+    #[test]
+    fn client_auth_takes_kafkas_values() {
+        assert_eq!(ClientAuth::parse("required"), Ok(ClientAuth::Required));
+        assert_eq!(ClientAuth::parse("none"), Ok(ClientAuth::None));
+        assert!(ClientAuth::parse("yes").is_err());
+    }
+}

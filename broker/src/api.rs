@@ -89,6 +89,8 @@ api_registry! {
     ElectLeaders => elect_leaders,
     AlterPartitionReassignments => alter_partition_reassignments,
     ListPartitionReassignments => list_partition_reassignments,
+    DescribeUserScramCredentials => describe_user_scram_credentials,
+    AlterUserScramCredentials => alter_user_scram_credentials,
 }
 
 /// Whether `version` of `api_key` is served.

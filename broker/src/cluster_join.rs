@@ -15,6 +15,7 @@ use crate::config::BrokerConfig;
 use crate::controller::protocol::ProposeError;
 use crate::controller::quorum::{self, ControllerHandle, Identity, QuorumConfig};
 use crate::controller::types::{Proposal, Refused};
+use crate::metadata::image::RegisteredListener;
 use crate::metadata::meta_properties::{self, MetaProperties};
 use crate::metadata::records::BrokerRegistration;
 use crate::metadata::{store, MetadataImage, MetadataRecord};
@@ -163,6 +164,19 @@ pub fn join(
             .map_err(|_| format!("advertised port {} is not a port", config.advertise_port))?,
         rack: config.cluster.rack.clone(),
         shards: u16::try_from(shards).unwrap_or(u16::MAX),
+        listeners: config
+            .listeners
+            .iter()
+            .map(|listener| -> Result<RegisteredListener, String> {
+                Ok(RegisteredListener {
+                    name: listener.name.clone(),
+                    host: listener.advertise_host.clone(),
+                    port: u16::try_from(listener.advertise_port).map_err(|_| {
+                        format!("advertised port {} is not a port", listener.advertise_port)
+                    })?,
+                })
+            })
+            .collect::<Result<_, _>>()?,
     };
     let handle = started.handle;
     let mut registered = false;

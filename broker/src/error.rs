@@ -129,6 +129,24 @@ pub enum BrokerError {
     /// AlterPartitionReassignments: a cancellation of a partition that is not being moved.
     #[error("no reassignment of {0} is in progress")]
     NoReassignmentInProgress(String),
+    /// A SCRAM credential that is not acceptable (an empty user name, iterations out of
+    /// Kafka's bounds).
+    #[error("{0}")]
+    UnacceptableCredential(String),
+    /// A SCRAM mechanism code Kafka does not define.
+    #[error("{0}")]
+    UnsupportedSaslMechanism(String),
+    /// A request names something that does not exist (a SCRAM credential to delete or
+    /// describe).
+    #[error("{0}")]
+    ResourceNotFound(String),
+    /// ListOffsets on a leader whose high watermark has not reached the start of its epoch
+    /// (retriable: it will once its followers fetch).
+    #[error("{0}")]
+    OffsetNotAvailable(String),
+    /// A request names the same resource twice where Kafka refuses it.
+    #[error("{0}")]
+    DuplicateResource(String),
 }
 
 /// What the group coordinator answers instead of a success (Kafka's classic group protocol).
@@ -321,6 +339,11 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::FetchSessionIdNotFound(_) => ResponseError::FetchSessionIdNotFound,
         BrokerError::InvalidFetchSessionEpoch(_) => ResponseError::InvalidFetchSessionEpoch,
         BrokerError::FetchSessionTopicIdError(_) => ResponseError::FetchSessionTopicIdError,
+        BrokerError::UnacceptableCredential(_) => ResponseError::UnacceptableCredential,
+        BrokerError::UnsupportedSaslMechanism(_) => ResponseError::UnsupportedSaslMechanism,
+        BrokerError::ResourceNotFound(_) => ResponseError::ResourceNotFound,
+        BrokerError::DuplicateResource(_) => ResponseError::DuplicateResource,
+        BrokerError::OffsetNotAvailable(_) => ResponseError::OffsetNotAvailable,
     };
     kafka.code()
 }

@@ -45,6 +45,13 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
+    /// SCRAM users (SCRAM-SHA-256 and -512 logins on SASL listeners): create, list, delete.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+        #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
+        bootstrap: String,
+    },
     /// Certificates for trying the SSL listener: a CA, a broker certificate it signs, and a
     /// client certificate for mTLS.
     Cert {
@@ -180,6 +187,15 @@ fn main() {
         Command::Cert { command } => match command {
             CertCommand::SelfSigned { out, hosts } => cli::cert::self_signed(&out, &hosts),
         },
+        Command::User { command, bootstrap } => match command {
+            UserCommand::Create { user, password, mechanism, iterations } => {
+                cli::user::create(&bootstrap, &user, &password, &mechanism, iterations)
+            }
+            UserCommand::List => cli::user::list(&bootstrap),
+            UserCommand::Delete { user, mechanism } => {
+                cli::user::delete(&bootstrap, &user, mechanism.as_deref())
+            }
+        },
         Command::Txn { command, bootstrap } => match command {
             TxnCommand::List => cli::txn::list(&bootstrap),
             TxnCommand::Describe { transactional_id } => {
@@ -288,6 +304,31 @@ enum CertCommand {
         /// Names and IP addresses the broker certificate is for (repeat the flag).
         #[arg(long = "host", default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
         hosts: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Give a user a SCRAM credential (or a new password): salted and hashed here, only the
+    /// derived keys are kept by the cluster.
+    Create {
+        user: String,
+        #[arg(long)]
+        password: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-256")]
+        mechanism: String,
+        /// PBKDF2 iterations (Kafka accepts 4096 to 16384).
+        #[arg(long, default_value_t = 8192)]
+        iterations: i32,
+    },
+    /// Every SCRAM user, with its mechanisms and iterations.
+    List,
+    /// Remove a user's credential for one mechanism, or for all of them.
+    Delete {
+        user: String,
+        #[arg(long)]
+        mechanism: Option<String>,
     },
 }
 

@@ -407,15 +407,35 @@ impl<S: Storage> Node<S> {
 
     /// The brokers as a client that came in on `listener` reaches them (Kafka advertises the
     /// endpoint of the client's own listener): a single node's advertised address of that
-    /// listener; a cluster's registered endpoints (its brokers serve one client listener).
+    /// listener; a cluster's live brokers' registered endpoints of that listener name (a
+    /// broker without one is left out, as Kafka leaves it out; one registered before
+    /// listeners were serves its one endpoint for all).
     pub fn brokers_on(&self, listener: &str) -> Vec<BrokerEndpoint> {
+        if self.cluster.is_some() {
+            return self
+                .metadata()
+                .live_brokers()
+                .filter_map(|broker| {
+                    let (host, port) = if broker.listeners.is_empty() {
+                        (broker.host.clone(), broker.port)
+                    } else {
+                        let own = broker.listeners.iter().find(|l| l.name == listener)?;
+                        (own.host.clone(), own.port)
+                    };
+                    Some(BrokerEndpoint {
+                        node: broker.node,
+                        host,
+                        port: i32::from(port),
+                        rack: broker.rack.clone(),
+                    })
+                })
+                .collect();
+        }
         let mut brokers = self.brokers();
-        if self.cluster.is_none() {
-            if let Some(own) = self.config.listeners.iter().find(|l| l.name == listener) {
-                for broker in &mut brokers {
-                    broker.host = own.advertise_host.clone();
-                    broker.port = own.advertise_port;
-                }
+        if let Some(own) = self.config.listeners.iter().find(|l| l.name == listener) {
+            for broker in &mut brokers {
+                broker.host = own.advertise_host.clone();
+                broker.port = own.advertise_port;
             }
         }
         brokers

@@ -3,6 +3,7 @@
 //! version. Authentication (SASL, mTLS) sets the principal and ACL checks read it here.
 //! References: Redpanda `request_context.h`; Kafka `RequestContext`.
 
+use crate::sasl::scram::ScramExchange;
 use kafka_protocol::messages::ApiKey;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -34,6 +35,8 @@ pub enum Step {
     Handshake,
     /// The mechanism is chosen; waiting for SaslAuthenticate.
     Authenticate(String),
+    /// SCRAM: the server's first message was sent; waiting for the client's final one.
+    ScramFinal(Box<ScramExchange>),
     Authenticated,
     /// Authentication failed: the connection closes once the answer is written.
     Failed,
@@ -77,6 +80,11 @@ impl Session {
     /// SaslHandshake: `mechanism` is enabled (the next step is its SaslAuthenticate).
     pub fn choose(&self, mechanism: &str) {
         *self.step.borrow_mut() = Step::Authenticate(mechanism.to_string());
+    }
+
+    /// SCRAM's first round trip is done: its final message comes next.
+    pub fn continue_scram(&self, exchange: ScramExchange) {
+        *self.step.borrow_mut() = Step::ScramFinal(Box::new(exchange));
     }
 
     pub fn succeed(&self, user: &str) {

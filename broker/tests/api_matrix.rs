@@ -443,6 +443,26 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.auth_bytes = Bytes::from_static(b"\0user\0password");
             RequestKind::SaslAuthenticate(request)
         }
+        // A user per version: created, then described (the describe runs after: `order`).
+        ApiKey::AlterUserScramCredentials => {
+            let mut upsertion =
+                alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+            upsertion.name = StrBytes::from_static_str("matrix-user");
+            upsertion.mechanism = 1;
+            upsertion.iterations = 4096;
+            upsertion.salt = Bytes::from_static(b"salt");
+            upsertion.salted_password = Bytes::from(vec![7u8; 32]);
+            let mut request = AlterUserScramCredentialsRequest::default();
+            request.upsertions.push(upsertion);
+            RequestKind::AlterUserScramCredentials(request)
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let mut user = describe_user_scram_credentials_request::UserName::default();
+            user.name = StrBytes::from_static_str("matrix-user");
+            let mut request = DescribeUserScramCredentialsRequest::default();
+            request.users = Some(vec![user]);
+            RequestKind::DescribeUserScramCredentials(request)
+        }
         other => panic!("no request written for {other:?}"),
     }
 }
@@ -551,6 +571,13 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::EndTxn(r) => vec![r.error_code],
         ResponseKind::SaslHandshake(r) => vec![r.error_code],
         ResponseKind::SaslAuthenticate(r) => vec![r.error_code],
+        ResponseKind::AlterUserScramCredentials(r) => {
+            r.results.iter().map(|result| result.error_code).collect()
+        }
+        ResponseKind::DescribeUserScramCredentials(r) => {
+            assert!(r.results.iter().all(|result| result.credential_infos.len() == 1), "{r:?}");
+            r.results.iter().map(|result| result.error_code).chain([r.error_code]).collect()
+        }
         ResponseKind::WriteTxnMarkers(r) => r
             .markers
             .iter()
@@ -612,7 +639,8 @@ fn every_advertised_api_version_is_answered_without_error() {
         ApiKey::EndTxn
         | ApiKey::WriteTxnMarkers
         | ApiKey::DescribeTransactions
-        | ApiKey::ListTransactions => 1,
+        | ApiKey::ListTransactions
+        | ApiKey::DescribeUserScramCredentials => 1,
         _ => 0,
     });
     for (api, min, max) in order {

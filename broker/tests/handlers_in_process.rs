@@ -921,6 +921,8 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::ElectLeaders, elect_leaders::VERSIONS),
         (ApiKey::AlterPartitionReassignments, alter_partition_reassignments::VERSIONS),
         (ApiKey::ListPartitionReassignments, list_partition_reassignments::VERSIONS),
+        (ApiKey::DescribeUserScramCredentials, describe_user_scram_credentials::VERSIONS),
+        (ApiKey::AlterUserScramCredentials, alter_user_scram_credentials::VERSIONS),
     ];
     ranges.into_iter().map(|(key, (min, max))| (key, min, max)).collect()
 }
@@ -945,7 +947,7 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "41 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "43 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });

@@ -6,14 +6,16 @@
 //! What it proves, for every seed:
 //! - a record the model accepts is applied: `apply` returns `Ok`, and the image equals the
 //!   model (topics by name and id, every partition's leader, shard, leader epoch and replicas,
-//!   topic configs, broker configs, brokers with their fenced flags, the cluster id) with
+//!   topic configs, broker configs, brokers with their fenced flags, the cluster id, SCRAM
+//!   credentials by user and mechanism) with
 //!   `version` one higher;
 //! - a record the model refuses (a partition of an unknown topic id, a partition index that
 //!   skips ahead, repeats or is negative, a partition with no replicas, an ISR that is empty,
 //!   repeats a broker or names a non-replica, a leader outside the ISR, a taken topic name or
 //!   id, a config or removal of an unknown topic, a second different cluster id, fencing or
 //!   unfencing an unregistered broker, a producer-id block that does not move past the last
-//!   one, a change of an unknown partition or one whose leader
+//!   one, the removal of a SCRAM credential the user does not have, a change of an unknown
+//!   partition or one whose leader
 //!   epoch goes back or stays for a new leader) is refused with the error the model names
 //!   (for an invalid partition state: the variant, topic and partition), and the image the
 //!   test keeps still equals the model;
@@ -47,6 +49,7 @@
 use broker::metadata::decide::{fence_broker, unfence_broker, NO_LEADER};
 use broker::metadata::image::{BrokerRegistration, TopicId};
 use broker::metadata::{apply, apply_all, ApplyError, MetadataImage, MetadataRecord, Placement};
+use broker::sasl::scram::{ScramCredential, ScramMechanism};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -77,6 +80,8 @@ const BROKER_CONFIG_KEYS: [&str; 3] = ["log.retention.ms", "num.io.threads", "my
 const CLUSTER_IDS: [&str; 3] = ["alpha", "beta", ""];
 /// Brokers `0..BROKER_NODES` may register; broker `BROKER_NODES` never does.
 const BROKER_NODES: i32 = 5;
+/// SCRAM users the workload names.
+const SCRAM_USERS: [&str; 3] = ["alice", "bob", ""];
 
 /// Every situation a default run must reach, so that a change to the generator cannot quietly
 /// stop testing one of them.
@@ -99,6 +104,9 @@ const COVERAGE: &[&str] = &[
     "PartitionReplicas: bad replica lists",
     "PartitionReplicas: leader epoch goes back",
     "PartitionReplicas: bad ISR",
+    "ScramCredential: applied",
+    "RemoveScramCredential: applied",
+    "RemoveScramCredential: no such credential",
     "Topic: name taken",
     "Topic: id taken",
     "Partition: unknown topic id",
@@ -248,6 +256,8 @@ struct Model {
     controllers: BTreeMap<i32, String>,
     /// The first producer id not yet given to a broker.
     next_producer_id: i64,
+    /// SCRAM credentials: (user, mechanism) → the credential.
+    scram: BTreeMap<(String, ScramMechanism), ScramCredential>,
 }
 
 /// Why the model refuses a record: the error `apply` must return, and the situation's name.
@@ -443,9 +453,18 @@ impl Model {
                     );
                 }
             }
+            MetadataRecord::RemoveScramCredential { user, mechanism } => {
+                if !self.scram.contains_key(&(user.clone(), *mechanism)) {
+                    return refuse(
+                        ApplyError::UnknownScramCredential(user.clone(), mechanism.name()),
+                        "RemoveScramCredential: no such credential",
+                    );
+                }
+            }
             MetadataRecord::BrokerConfig { .. }
             | MetadataRecord::RegisterBroker { .. }
-            | MetadataRecord::RegisterController { .. } => {}
+            | MetadataRecord::RegisterController { .. }
+            | MetadataRecord::ScramCredential { .. } => {}
         }
         Ok(())
     }
@@ -500,6 +519,12 @@ impl Model {
                 self.controllers.insert(node.0, directory_id.clone());
             }
             MetadataRecord::ProducerIds { next, .. } => self.next_producer_id = *next,
+            MetadataRecord::ScramCredential { user, mechanism, credential } => {
+                self.scram.insert((user.clone(), *mechanism), credential.clone());
+            }
+            MetadataRecord::RemoveScramCredential { user, mechanism } => {
+                self.scram.remove(&(user.clone(), *mechanism));
+            }
             MetadataRecord::FenceBroker { node } => {
                 self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = true;
             }
@@ -704,6 +729,19 @@ fn compare(model: &Model, image: &MetadataImage) -> Result<(), String> {
             image.next_producer_id, model.next_producer_id
         ));
     }
+    let scram: BTreeMap<(String, ScramMechanism), ScramCredential> = image
+        .scram
+        .iter()
+        .flat_map(|(user, credentials)| {
+            credentials.iter().map(|(m, c)| ((user.clone(), *m), c.clone()))
+        })
+        .collect();
+    if scram != model.scram || image.scram.values().any(|credentials| credentials.is_empty()) {
+        return Err(format!(
+            "the SCRAM credentials are {:?}, the model's {:?}",
+            image.scram, model.scram
+        ));
+    }
     let controllers: BTreeMap<i32, String> =
         image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect();
     if controllers != model.controllers {
@@ -876,6 +914,7 @@ fn random_registration(rng: &mut StdRng) -> BrokerRegistration {
         port: rng.gen_range(9092..9096),
         rack: ["a", "b"].choose(rng).filter(|_| rng.gen_bool(0.5)).map(|rack| rack.to_string()),
         shards: rng.gen_range(1..=8),
+        listeners: Vec::new(),
     }
 }
 
@@ -1056,7 +1095,21 @@ fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
             node: NodeId(rng.gen_range(0..BROKER_NODES)),
             directory_id: format!("controller-directory-{}", rng.gen_range(0..3)),
         },
-        85..=93 => random_partition_change(rng, model),
+        85..=91 => random_partition_change(rng, model),
+        92..=93 => MetadataRecord::ScramCredential {
+            user: SCRAM_USERS.choose(rng).expect("users").to_string(),
+            mechanism: *ScramMechanism::ALL.choose(rng).expect("mechanisms"),
+            credential: ScramCredential {
+                salt: vec![rng.gen(); 4],
+                stored_key: vec![rng.gen(); 32],
+                server_key: vec![rng.gen(); 32],
+                iterations: rng.gen_range(4096..=16384),
+            },
+        },
+        94 => MetadataRecord::RemoveScramCredential {
+            user: SCRAM_USERS.choose(rng).expect("users").to_string(),
+            mechanism: *ScramMechanism::ALL.choose(rng).expect("mechanisms"),
+        },
         _ => random_partition_replicas(rng, model),
     }
 }
@@ -1103,6 +1156,8 @@ fn kind(record: &MetadataRecord) -> &'static str {
         MetadataRecord::ProducerIds { .. } => "ProducerIds: applied",
         MetadataRecord::PartitionChange { .. } => "PartitionChange: applied",
         MetadataRecord::PartitionReplicas { .. } => "PartitionReplicas: applied",
+        MetadataRecord::ScramCredential { .. } => "ScramCredential: applied",
+        MetadataRecord::RemoveScramCredential { .. } => "RemoveScramCredential: applied",
     }
 }
 
@@ -1435,6 +1490,7 @@ fn the_comparison_tells_every_field_apart() {
                 port: 9092,
                 rack: None,
                 shards: 2,
+                listeners: Vec::new(),
             },
         },
         MetadataRecord::Topic { name: "orders".into(), topic_id: topic_id(1) },
@@ -1469,7 +1525,7 @@ fn the_comparison_tells_every_field_apart() {
     }
     let image = apply_all(&MetadataImage::default(), &records).expect("valid records");
     assert_eq!(compare(&model, &image), Ok(()));
-    let changes: [ImageChange; 15] = [
+    let changes: [ImageChange; 16] = [
         ("version not bumped", |image| image.version -= 1),
         ("cluster id", |image| image.cluster_id = "beta".into()),
         ("broker config", |image| image.broker_configs.clear()),
@@ -1490,6 +1546,15 @@ fn the_comparison_tells_every_field_apart() {
         ("next producer id", |image| image.next_producer_id = 7),
         ("controllers", |image| {
             image.controllers.insert(NodeId(9), "directory-9".into());
+        }),
+        ("scram credentials", |image| {
+            let credential = ScramCredential {
+                salt: vec![1],
+                stored_key: vec![2],
+                server_key: vec![3],
+                iterations: 4096,
+            };
+            image.scram.entry("zed".into()).or_default().insert(ScramMechanism::Sha256, credential);
         }),
     ];
     for (what, change) in changes {

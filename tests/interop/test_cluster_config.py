@@ -61,7 +61,9 @@ def test_what_this_build_cannot_run_is_refused_naming_the_key_and_the_issue(tmp_
         # A broker-only node is a Raft learner the leader pushes to: it needs a listener.
         (("process.roles=broker", "controller.quorum.voters=1@127.0.0.1:19093"),
          "a broker-only node needs a CONTROLLER://HOST:PORT listener"),
-        (("listener.security.protocol.map=PLAINTEXT:SSL",), "PLAINTEXT only (TLS and SASL: issue #18)"),
+        # An SSL listener (here the only one, renamed by the map) needs its key and chain.
+        (("listener.security.protocol.map=PLAINTEXT:SSL",),
+         "an SSL listener needs ssl.keystore.location"),
     ]:
         text = refused(tmp_path, *sets)
         assert expected in text, (sets, text)

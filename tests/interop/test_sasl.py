@@ -156,13 +156,13 @@ def test_clients_authenticate_with_plain_over_sasl_ssl_and_sasl_plaintext(broker
 
 def test_a_wrong_password_is_sasl_authentication_failed_and_closes_the_connection(broker):
     with wire.connect(broker.sasl_port, T) as s:
-        assert handshake(s) == (0, ["PLAIN"])
+        assert handshake(s) == (0, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
         code, message = authenticate(s, b"\0alice\0wrong")
         assert code == SASL_AUTHENTICATION_FAILED
         assert message == "Authentication failed: Invalid username or password"
         assert wire.wait_closed(s, timeout=10)
     with wire.connect(broker.sasl_port, T) as s:
-        assert handshake(s, "SCRAM-SHA-512")[0] == UNSUPPORTED_SASL_MECHANISM
+        assert handshake(s, "GSSAPI")[0] == UNSUPPORTED_SASL_MECHANISM
         assert wire.wait_closed(s, timeout=10)
     errors = []
     p = ck.Producer(dict(sasl_conf("127.0.0.1:%d" % broker.sasl_port, "SASL_PLAINTEXT",

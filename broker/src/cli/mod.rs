@@ -12,6 +12,7 @@ pub mod produce;
 pub mod recover_metadata;
 pub mod topic;
 pub mod txn;
+pub mod user;
 
 pub use client::Client;
 

@@ -269,9 +269,10 @@ impl ClusterConfig {
 
     /// What this build can run: a voter (`broker,controller` or `controller`), or a
     /// broker-only node with a controller listener to be pushed the metadata log on. A single
-    /// node serves any number of client listeners of every protocol; a cluster's brokers one
-    /// PLAINTEXT client listener (their registrations carry one endpoint, and they reach each
-    /// other in plaintext). Anything else is refused with the issue that builds it.
+    /// node serves any number of client listeners of every protocol; so does a cluster's
+    /// broker, but its inter-broker listener (the endpoint other brokers replicate from and
+    /// send transaction markers to) must be PLAINTEXT: brokers reach each other without TLS
+    /// or SASL in this build. Anything else is refused with the issue that builds it.
     pub fn check_runnable(&self) -> Result<(), String> {
         if !self.roles.controller && self.controller_address().is_none() {
             let name = self.controller_listener_names.first().map_or("CONTROLLER", String::as_str);
@@ -281,26 +282,16 @@ impl ClusterConfig {
                  brokers fetch it instead and list none)"
             ));
         }
-        if !self.roles.broker {
+        if !self.roles.broker || self.voters.is_empty() {
             return Ok(());
         }
-        let client: Vec<&Listener> = self.client_listeners().collect();
-        if self.voters.is_empty() {
-            return Ok(());
-        }
-        if client.len() != 1 {
-            return Err(format!(
-                "listeners: a cluster's broker serves one client listener in this build, not {} \
-                 (several, and TLS between brokers: issue #18, not built yet)",
-                client.len()
-            ));
-        }
-        let protocol = self.protocol_map.get(&client[0].name).map(String::as_str);
+        let protocol = self.protocol_map.get(&self.inter_broker_listener).map(String::as_str);
         if protocol != Some("PLAINTEXT") {
             return Err(format!(
-                "listeners: {} is {}; a cluster's brokers serve PLAINTEXT in this build (TLS \
-                 between brokers: issue #18, not built yet)",
-                client[0].name,
+                "inter.broker.listener.name: {} is {}; a cluster's brokers reach each other over \
+                 PLAINTEXT in this build (TLS and SASL between brokers: issue #18, not built \
+                 yet); clients may use SSL and SASL listeners beside it",
+                self.inter_broker_listener,
                 protocol.unwrap_or("unmapped")
             ));
         }
@@ -429,11 +420,12 @@ mod tests {
         two.check_runnable().expect("two single-node listeners");
         let sasl = keys(0, "broker,controller", "", "h:9092,SASL_SSL://h:9094");
         ClusterConfig::from_keys(&sasl).expect("valid").check_runnable().expect("single-node SASL");
-        // A cluster: one PLAINTEXT client listener.
+        // A cluster: client listeners of every protocol, but brokers reach each other over a
+        // PLAINTEXT inter-broker listener.
         let voters = "0@h:9093";
-        let mut cluster = keys(0, "broker,controller", voters, "h:9092,SSL://h:9094");
-        let error = ClusterConfig::from_keys(&cluster).expect("valid").check_runnable();
-        assert!(error.expect_err("two").contains("one client listener"));
+        let mut cluster = keys(0, "broker,controller", voters, "h:9092,SASL_SSL://h:9094");
+        let two = ClusterConfig::from_keys(&cluster).expect("valid");
+        two.check_runnable().expect("a cluster's SASL_SSL client listener");
         cluster.listeners = "SSL://h:9094";
         cluster.inter_broker_listener = "SSL";
         let error = ClusterConfig::from_keys(&cluster).expect("valid").check_runnable();

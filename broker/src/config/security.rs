@@ -37,7 +37,7 @@ pub struct TlsSettings {
 }
 
 /// The SASL mechanisms this build offers.
-pub const MECHANISMS: &[&str] = &["PLAIN"];
+pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// The broker's SASL settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

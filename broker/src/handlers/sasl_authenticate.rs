@@ -1,19 +1,33 @@
-//! SaslAuthenticate (key 36), v0-2: the mechanism's token after SaslHandshake (`crate::sasl`).
-//! PLAIN's token is checked against the configured users: success makes the connection's
-//! principal `User:<name>`; failure is SASL_AUTHENTICATION_FAILED, counted, logged with the
-//! client's address and user name (never the password), and the connection is closed after
-//! `connection.failed.authentication.delay.ms`. v1+ answers a session lifetime of 0: no
+//! SaslAuthenticate (key 36), v0-2: the mechanism's tokens after SaslHandshake (`crate::sasl`).
+//! PLAIN's one token is checked against the configured users. SCRAM-SHA-256/512 take two
+//! round trips (`sasl::scram`): the client's first message is answered with the salt and
+//! iterations of the user's credential in this broker's metadata image, and its final one is
+//! checked against the StoredKey and answered with the server's signature. Success makes the
+//! connection's principal `User:<name>`; failure is SASL_AUTHENTICATION_FAILED, counted, logged
+//! with the client's address and user name (never a secret), and the connection is closed
+//! after `connection.failed.authentication.delay.ms`. v1+ answers a session lifetime of 0: no
 //! re-authentication is required (Kafka's `connections.max.reauth.ms` default).
 
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::{RequestContext, Step};
+use crate::sasl::scram::{self, ScramExchange, ScramMechanism};
 use crate::sasl::{self, AUTHENTICATION_FAILED};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
+
+/// What one token leads to.
+enum Outcome {
+    /// Authenticated as this user; the bytes (SCRAM's server-final) go back to the client.
+    Done(String, Vec<u8>),
+    /// SCRAM's first round trip: the server-first message goes back.
+    Continue(Box<ScramExchange>, Vec<u8>),
+    /// Refused: the message for the client, and the user name for the log.
+    Failed(String, Option<String>),
+}
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
@@ -23,24 +37,56 @@ pub async fn handle<S: Storage>(
     let mut response = SaslAuthenticateResponse::default();
     response.session_lifetime_ms = 0;
     let session = &context.session;
-    let (Step::Authenticate(mechanism), Some(settings)) =
-        (session.step(), node.config.sasl.as_ref())
-    else {
-        response.error_code = ResponseError::IllegalSaslState.code();
-        response.error_message = Some(super::str_bytes("no SASL handshake on this connection"));
-        return response;
-    };
-    let outcome = match mechanism.as_str() {
-        "PLAIN" => sasl::plain(&request.auth_bytes, &settings.plain_users),
-        _ => Err(None),
+    let step = session.step();
+    let (mechanism, outcome) = match (&step, node.config.sasl.as_ref()) {
+        (Step::Authenticate(mechanism), Some(settings)) if mechanism == "PLAIN" => {
+            let outcome = match sasl::plain(&request.auth_bytes, &settings.plain_users) {
+                Ok(user) => Outcome::Done(user, Vec::new()),
+                Err(user) => Outcome::Failed(AUTHENTICATION_FAILED.to_string(), user),
+            };
+            (mechanism.clone(), outcome)
+        }
+        (Step::Authenticate(name), Some(_)) if ScramMechanism::from_name(name).is_some() => {
+            let mechanism = ScramMechanism::from_name(name).unwrap_or(ScramMechanism::Sha256);
+            let image = node.metadata();
+            let started = ScramExchange::start(
+                mechanism,
+                &request.auth_bytes,
+                &scram::server_nonce(),
+                |user| image.scram_credential(user, mechanism).cloned(),
+            );
+            let outcome = match started {
+                Ok((exchange, server_first)) => Outcome::Continue(Box::new(exchange), server_first),
+                Err(failure) => Outcome::Failed(failure.message, failure.user),
+            };
+            (name.clone(), outcome)
+        }
+        (Step::ScramFinal(exchange), Some(_)) => {
+            let outcome = match exchange.finish(&request.auth_bytes) {
+                Ok(server_final) => Outcome::Done(exchange.user.clone(), server_final),
+                Err(failure) => Outcome::Failed(failure.message, failure.user),
+            };
+            (exchange.mechanism.name().to_string(), outcome)
+        }
+        _ => {
+            response.error_code = ResponseError::IllegalSaslState.code();
+            response.error_message = Some(super::str_bytes("no SASL handshake on this connection"));
+            return response;
+        }
     };
     match outcome {
-        Ok(user) => {
+        Outcome::Done(user, bytes) => {
             tracing::debug!(address = %context.client_address, %user, %mechanism, "authenticated");
             session.succeed(&user);
             response.error_code = NONE;
+            response.auth_bytes = bytes.into();
         }
-        Err(user) => {
+        Outcome::Continue(exchange, bytes) => {
+            session.continue_scram(*exchange);
+            response.error_code = NONE;
+            response.auth_bytes = bytes.into();
+        }
+        Outcome::Failed(message, user) => {
             node.stats.authentication_failed();
             tracing::warn!(
                 address = %context.client_address,
@@ -50,7 +96,7 @@ pub async fn handle<S: Storage>(
             );
             session.fail();
             response.error_code = ResponseError::SaslAuthenticationFailed.code();
-            response.error_message = Some(super::str_bytes(AUTHENTICATION_FAILED));
+            response.error_message = Some(super::str_bytes(&message));
         }
     }
     response

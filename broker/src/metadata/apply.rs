@@ -29,6 +29,8 @@ pub enum ApplyError {
     InvalidPartitionState(String, i32, String),
     #[error("a producer id block ending at {0} does not follow the last one, which ends at {1}")]
     ProducerIdsBehind(i64, i64),
+    #[error("user {0} has no {1} credential")]
+    UnknownScramCredential(String, &'static str),
 }
 
 /// A partition's leader, ISR and replicas agree: a non-empty ISR of distinct replicas, the
@@ -229,6 +231,17 @@ pub fn apply(
                 next.removing = removing.clone();
                 Ok(())
             })?;
+        }
+        MetadataRecord::ScramCredential { user, mechanism, credential } => {
+            image.scram.entry(user.clone()).or_default().insert(*mechanism, credential.clone());
+        }
+        MetadataRecord::RemoveScramCredential { user, mechanism } => {
+            let missing = || ApplyError::UnknownScramCredential(user.clone(), mechanism.name());
+            let credentials = image.scram.get_mut(user).ok_or_else(missing)?;
+            credentials.remove(mechanism).ok_or_else(missing)?;
+            if credentials.is_empty() {
+                image.scram.remove(user);
+            }
         }
         MetadataRecord::RemoveTopic { topic_id } => {
             let name = image

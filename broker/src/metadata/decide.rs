@@ -57,6 +57,8 @@ pub enum MetadataChange {
     /// AlterPartitionReassignments: per (topic, partition) the target replicas, or `None` to
     /// cancel the running move (`metadata::reassign`).
     Reassign(Vec<(String, i32, Option<Vec<i32>>)>),
+    /// AlterUserScramCredentials: each user's checked alterations (`metadata::scram`).
+    AlterScram(Vec<(String, Vec<super::scram::ScramAlteration>)>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions
@@ -540,6 +542,7 @@ mod tests {
                     port: 9000 + index as u16,
                     rack: rack.map(String::from),
                     shards: 2,
+                    listeners: Vec::new(),
                 },
             })
             .collect();

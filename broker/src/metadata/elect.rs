@@ -285,6 +285,7 @@ mod tests {
                     port: 9000,
                     rack: None,
                     shards: 1,
+                    listeners: Vec::new(),
                 },
             });
         }

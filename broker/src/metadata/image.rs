@@ -4,6 +4,7 @@
 //! Runs on: any shard (shared read-only).
 
 use super::placement::Placement;
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
 use shard::runtime::ShardId;
 use std::collections::BTreeMap;
 use wire::ids::{NodeId, TopicPartition};
@@ -48,6 +49,8 @@ pub struct MetadataImage {
     pub controllers: BTreeMap<NodeId, String>,
     /// The first producer id no broker has been given yet (`ProducerIds` blocks).
     pub next_producer_id: i64,
+    /// SCRAM credentials (KIP-554): user → mechanism → salt, keys and iterations.
+    pub scram: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +76,15 @@ impl MetadataImage {
     /// The unfenced registered brokers, by id.
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
         self.brokers.values().filter(|broker| !broker.fenced).map(|broker| &broker.registration)
+    }
+
+    /// A user's SCRAM credential for `mechanism`.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<&ScramCredential> {
+        self.scram.get(user)?.get(&mechanism)
     }
 
     pub fn partition_count(&self) -> usize {
@@ -114,4 +126,17 @@ pub struct BrokerRegistration {
     pub port: u16,
     pub rack: Option<String>,
     pub shards: u16,
+    /// Every client listener's advertised endpoint, by listener name (Kafka's registration
+    /// `endPoints`), so a client is answered with the brokers' endpoints of the listener it
+    /// came in on. `host` and `port` are the inter-broker listener's. Empty in registrations
+    /// written before listeners were registered: that one endpoint serves every listener.
+    pub listeners: Vec<RegisteredListener>,
+}
+
+/// A broker's advertised endpoint on one named listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredListener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
 }

@@ -5,6 +5,7 @@
 //! record to an image (`apply`), the decisions that turn an admin request into records after
 //! validating it (`decide`), leader elections (`elect`: fencing, unfencing, preferred and
 //! unclean elections), partition placement (`placement`), replica reassignment (`reassign`),
+//! SCRAM credentials (`scram`),
 //! the internal topics
 //! (`internal`), topic-config rules (`topic_config`), the image's file
 //! `strata-metadata.json` (`store`), the image a node starts from (`startup`) and the data
@@ -28,6 +29,7 @@ pub mod reassign;
 pub mod record_codec;
 pub mod records;
 pub mod recover;
+pub mod scram;
 pub mod startup;
 pub mod store;
 pub mod topic_config;

@@ -233,6 +233,7 @@ mod tests {
                     port: 9092,
                     rack: None,
                     shards: 1,
+                    listeners: Vec::new(),
                 },
             });
         }

@@ -10,13 +10,18 @@
 //! `{"type": "broker_config", "resource", "key", "value"}`; `value` null removes;
 //! `{"type": "partition_replicas", "topic_id", "partition", "replicas", "isr", "adding",
 //! "removing", "leader", "leader_epoch"}` (a reassignment step, issue #16), and placements
-//! carry "adding" and "removing" while one runs (absent: none).
+//! carry "adding" and "removing" while one runs (absent: none); a registered broker carries
+//! "listeners": [{"name", "host", "port"}] (issue #18; absent: its one endpoint serves all);
+//! `{"type": "scram_credential", "user", "mechanism": "SCRAM-SHA-256", "salt": [bytes],
+//! "stored_key": [bytes], "server_key": [bytes], "iterations"}` and `{"type":
+//! "remove_scram_credential", "user", "mechanism"}` (issue #18).
 //! Invariant: variants are only ever added. An unknown `type` fails to decode, and the node
 //! stops with the error rather than skip a record (a skipped record would fork the image).
 
-use super::image::TopicId;
+use super::image::{RegisteredListener, TopicId};
 use super::placement::Placement;
 use super::records::{BrokerRegistration, MetadataRecord};
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
 use serde::{Deserialize, Serialize};
 use shard::runtime::ShardId;
 use wire::ids::{LeaderEpoch, NodeId, PartitionId};
@@ -149,6 +154,72 @@ pub(crate) enum StoredRecord {
         leader: i32,
         leader_epoch: i32,
     },
+    ScramCredential(StoredScram),
+    RemoveScramCredential {
+        user: String,
+        mechanism: StoredMechanism,
+    },
+}
+
+/// A SCRAM mechanism as stored: its SASL name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum StoredMechanism {
+    #[serde(rename = "SCRAM-SHA-256")]
+    Sha256,
+    #[serde(rename = "SCRAM-SHA-512")]
+    Sha512,
+}
+
+impl From<ScramMechanism> for StoredMechanism {
+    fn from(mechanism: ScramMechanism) -> Self {
+        match mechanism {
+            ScramMechanism::Sha256 => StoredMechanism::Sha256,
+            ScramMechanism::Sha512 => StoredMechanism::Sha512,
+        }
+    }
+}
+
+impl From<StoredMechanism> for ScramMechanism {
+    fn from(mechanism: StoredMechanism) -> Self {
+        match mechanism {
+            StoredMechanism::Sha256 => ScramMechanism::Sha256,
+            StoredMechanism::Sha512 => ScramMechanism::Sha512,
+        }
+    }
+}
+
+/// A SCRAM credential as stored (in records and in `strata-metadata.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoredScram {
+    pub(crate) user: String,
+    pub(crate) mechanism: StoredMechanism,
+    salt: Vec<u8>,
+    stored_key: Vec<u8>,
+    server_key: Vec<u8>,
+    iterations: i32,
+}
+
+impl StoredScram {
+    pub(crate) fn new(user: &str, mechanism: ScramMechanism, credential: &ScramCredential) -> Self {
+        StoredScram {
+            user: user.to_string(),
+            mechanism: mechanism.into(),
+            salt: credential.salt.clone(),
+            stored_key: credential.stored_key.clone(),
+            server_key: credential.server_key.clone(),
+            iterations: credential.iterations,
+        }
+    }
+
+    pub(crate) fn credential(&self) -> ScramCredential {
+        ScramCredential {
+            salt: self.salt.clone(),
+            stored_key: self.stored_key.clone(),
+            server_key: self.server_key.clone(),
+            iterations: self.iterations,
+        }
+    }
 }
 
 fn ids(nodes: &[NodeId]) -> Vec<i32> {
@@ -173,6 +244,19 @@ pub(crate) struct StoredBroker {
     shards: u16,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     fenced: bool,
+    /// Every client listener's endpoint (added with issue #18; absent: the one above serves
+    /// every listener).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    listeners: Vec<StoredListener>,
+}
+
+/// A registered listener's endpoint as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoredListener {
+    name: String,
+    host: String,
+    port: u16,
 }
 
 impl StoredBroker {
@@ -186,6 +270,15 @@ impl StoredBroker {
             rack: broker.rack.clone(),
             shards: broker.shards,
             fenced,
+            listeners: broker
+                .listeners
+                .iter()
+                .map(|l| StoredListener {
+                    name: l.name.clone(),
+                    host: l.host.clone(),
+                    port: l.port,
+                })
+                .collect(),
         }
     }
 
@@ -199,6 +292,11 @@ impl StoredBroker {
             port: self.port,
             rack: self.rack,
             shards: self.shards,
+            listeners: self
+                .listeners
+                .into_iter()
+                .map(|l| RegisteredListener { name: l.name, host: l.host, port: l.port })
+                .collect(),
         };
         (registration, self.fenced)
     }
@@ -262,6 +360,12 @@ impl From<&MetadataRecord> for StoredRecord {
                 leader: leader.0,
                 leader_epoch: leader_epoch.0,
             },
+            MetadataRecord::ScramCredential { user, mechanism, credential } => {
+                StoredRecord::ScramCredential(StoredScram::new(&user, mechanism, &credential))
+            }
+            MetadataRecord::RemoveScramCredential { user, mechanism } => {
+                StoredRecord::RemoveScramCredential { user, mechanism: mechanism.into() }
+            }
         }
     }
 }
@@ -328,6 +432,14 @@ impl From<StoredRecord> for MetadataRecord {
                 leader: NodeId(leader),
                 leader_epoch: LeaderEpoch(leader_epoch),
             },
+            StoredRecord::ScramCredential(stored) => MetadataRecord::ScramCredential {
+                credential: stored.credential(),
+                mechanism: stored.mechanism.into(),
+                user: stored.user,
+            },
+            StoredRecord::RemoveScramCredential { user, mechanism } => {
+                MetadataRecord::RemoveScramCredential { user, mechanism: mechanism.into() }
+            }
         }
     }
 }
@@ -420,7 +532,26 @@ mod tests {
                     port: 9092,
                     rack: Some("r1".into()),
                     shards: 2,
+                    listeners: vec![RegisteredListener {
+                        name: "SASL_SSL".into(),
+                        host: "broker-3".into(),
+                        port: 9094,
+                    }],
                 },
+            },
+            MetadataRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha512,
+                credential: ScramCredential {
+                    salt: vec![1, 2],
+                    stored_key: vec![3; 64],
+                    server_key: vec![4; 64],
+                    iterations: 8192,
+                },
+            },
+            MetadataRecord::RemoveScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha256,
             },
         ];
         let json = serde_json::to_string(&StoredRecords::from(records.clone())).expect("encode");

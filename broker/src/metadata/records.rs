@@ -8,6 +8,7 @@
 pub use super::image::BrokerRegistration;
 use super::image::TopicId;
 use super::placement::Placement;
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
 use wire::ids::{LeaderEpoch, NodeId, PartitionId};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,4 +68,10 @@ pub enum MetadataRecord {
         leader: NodeId,
         leader_epoch: LeaderEpoch,
     },
+    /// A user's SCRAM credential for a mechanism set, replacing an earlier one (KIP-554's
+    /// UserScramCredentialRecord): the salt, StoredKey, ServerKey and iterations, never the
+    /// password.
+    ScramCredential { user: String, mechanism: ScramMechanism, credential: ScramCredential },
+    /// A user's SCRAM credential for a mechanism removed (RemoveUserScramCredentialRecord).
+    RemoveScramCredential { user: String, mechanism: ScramMechanism },
 }

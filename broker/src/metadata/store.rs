@@ -4,7 +4,9 @@
 //! Format 2 (this version): `{"format": 2, "version": N, "cluster_id": "...", "topics": {name:
 //! {"name", "topic_id": [16 bytes], "configs": {key: value}, "partitions": [{"leader": node,
 //! "shard": shard, "leader_epoch": epoch, "replicas": [node, ...]}, ...]}}, "broker_configs":
-//! {resource: {key: value}}}` (the last only when a dynamic broker config is set).
+//! {resource: {key: value}}}` (the last only when a dynamic broker config is set), and "scram":
+//! [{"user", "mechanism", "salt", "stored_key", "server_key", "iterations"}] when a user has a
+//! SCRAM credential (salted keys only, never a password).
 //! Format 1 (before placement was stored) has `"partitions": <count>` and no `format` key; it is
 //! read with each partition given its initial placement (the hash it was owned by), and the
 //! caller rewrites the file in format 2.
@@ -12,7 +14,7 @@
 
 use super::image::{MetadataImage, TopicImage};
 use super::placement::{Placement, PlacementPolicy};
-use super::record_codec::StoredPlacement;
+use super::record_codec::{StoredPlacement, StoredScram};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -56,6 +58,9 @@ struct StoredImage {
     /// The next producer id to give out in blocks (added within format 2).
     #[serde(default, skip_serializing_if = "is_zero")]
     next_producer_id: i64,
+    /// SCRAM credentials (added within format 2, issue #18).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    scram: Vec<StoredScram>,
 }
 
 fn is_zero(value: &i64) -> bool {
@@ -77,6 +82,7 @@ pub fn new_cluster() -> MetadataImage {
         brokers: BTreeMap::new(),
         controllers: BTreeMap::new(),
         next_producer_id: 0,
+        scram: BTreeMap::new(),
     }
 }
 
@@ -112,6 +118,15 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
             .collect(),
         controllers: image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect(),
         next_producer_id: image.next_producer_id,
+        scram: image
+            .scram
+            .iter()
+            .flat_map(|(user, credentials)| {
+                credentials
+                    .iter()
+                    .map(|(mechanism, credential)| StoredScram::new(user, *mechanism, credential))
+            })
+            .collect(),
         topics: image
             .topics
             .iter()
@@ -177,7 +192,13 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
             .map(|(node, dir)| (wire::ids::NodeId(node), dir))
             .collect(),
         next_producer_id: stored.next_producer_id,
+        scram: BTreeMap::new(),
     };
+    let mut image = image;
+    for stored in stored.scram {
+        let credential = stored.credential();
+        image.scram.entry(stored.user).or_default().insert(stored.mechanism.into(), credential);
+    }
     Ok((image, migrated))
 }
 
@@ -201,6 +222,17 @@ mod tests {
             },
         );
         image.version = 9;
+        let credential = crate::sasl::scram::ScramCredential {
+            salt: vec![1],
+            stored_key: vec![2; 32],
+            server_key: vec![3; 32],
+            iterations: 4096,
+        };
+        image
+            .scram
+            .entry("alice".into())
+            .or_default()
+            .insert(crate::sasl::scram::ScramMechanism::Sha256, credential);
         assert_eq!(load(&to_json(&image), POLICY), Ok((image, false)));
         assert!(load(b"{garbage", POLICY).is_err());
     }

@@ -360,6 +360,14 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, validate_only)
                 })
                 .collect(),
+            MetadataChange::AlterScram(alterations) => alterations
+                .into_iter()
+                .map(|(user, alterations)| {
+                    let outcome =
+                        crate::metadata::scram::alter(&pending.working, &user, &alterations);
+                    pending.take(outcome, false)
+                })
+                .collect(),
         };
         (results, pending)
     }
@@ -372,6 +380,7 @@ impl<S: Storage> MetadataService<S> {
     async fn publish(&self, image: MetadataImage) -> std::result::Result<(), String> {
         let previous = (*self.view.current()).clone();
         let adds_only = previous.broker_configs == image.broker_configs
+            && previous.scram == image.scram
             && previous.topics.iter().all(|(name, topic)| {
                 image.topic(name).is_some_and(|next| {
                     next.partitions.len() >= topic.partitions.len() && next.configs == topic.configs
@@ -465,6 +474,7 @@ fn change_items(change: &MetadataChange) -> usize {
         MetadataChange::ElectLeaders(_, items) => items.len(),
         MetadataChange::AlterIsr(_, items) => items.len(),
         MetadataChange::Reassign(items) => items.len(),
+        MetadataChange::AlterScram(items) => items.len(),
     }
 }
 

@@ -88,6 +88,22 @@ impl<S: Storage> PartitionService<S> {
         read_committed: bool,
     ) -> Result<Option<(Offset, i64, i32)>> {
         let owned = self.owned(partition)?;
+        // A new leader whose high watermark has not yet reached the start of its epoch would
+        // answer an offset below one a client may already have seen from the old leader:
+        // OFFSET_NOT_AVAILABLE (retriable) until it has, as Kafka's
+        // `Partition.fetchOffsetForTimestamp` answers.
+        let role = owned.role();
+        if role.leader == self.node && role.replicated() {
+            let (high_watermark, epoch_start) =
+                (owned.log.high_watermark(), owned.epoch_start_offset());
+            if high_watermark < epoch_start {
+                return Err(BrokerError::OffsetNotAvailable(format!(
+                    "{partition}: the high watermark ({high_watermark}) is behind the start of \
+                     leader epoch {} ({epoch_start})",
+                    owned.leader_epoch()
+                )));
+            }
+        }
         // LATEST is the last stable offset for read_committed (Kafka's isolation_level, v2+),
         // and a timestamp found at or past it is not answered.
         let bound = if read_committed {

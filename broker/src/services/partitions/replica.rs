@@ -287,7 +287,7 @@ impl<S: Storage> Partition<S> {
     }
 
     /// Where this leader's epoch starts (its log end until a batch of it is written).
-    fn epoch_start_offset(&self) -> i64 {
+    pub(super) fn epoch_start_offset(&self) -> i64 {
         let epoch = self.leader_epoch.get();
         let (found, end) = self.log.end_offset_for_epoch(epoch.saturating_sub(1), Some(epoch));
         if found < 0 {

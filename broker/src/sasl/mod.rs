@@ -1,7 +1,10 @@
-//! SASL mechanisms (issue #18): PLAIN (RFC 4616) today. Pure functions of a token and the
-//! configured credentials; the connection's state is `request_context::Session`, the
+//! SASL mechanisms (issue #18): PLAIN (RFC 4616) here, SCRAM-SHA-256 and -512 in `scram`.
+//! Pure functions of a token and the credentials (PLAIN's configured users, SCRAM's from the
+//! cluster metadata); the connection's state is `request_context::Session`, the
 //! exchange is the SaslHandshake and SaslAuthenticate handlers', and the listeners' gating
 //! (nothing but ApiVersions and SASL before authentication) is `net::connection`'s.
+
+pub mod scram;
 
 use std::collections::BTreeMap;
 
@@ -24,15 +27,17 @@ pub fn plain(token: &[u8], users: &BTreeMap<String, String>) -> Result<String, O
         return Err(Some(user.to_string()));
     }
     let expected = users.get(user).map(String::as_bytes);
-    let matches = expected.is_some_and(|expected| {
-        expected.len() == password.len()
-            && expected.iter().zip(password).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-    });
+    let matches = expected.is_some_and(|expected| equal_in_constant_time(expected, password));
     if matches {
         Ok(user.to_string())
     } else {
         Err(Some(user.to_string()))
     }
+}
+
+/// Whether `a == b`, in a time that depends on their lengths only.
+pub fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

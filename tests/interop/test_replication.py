@@ -74,16 +74,17 @@ def read_all(bootstrap, topic, partitions, timeout=60):
         ends[p] = high
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     records = {}
-    counts = {p: 0 for p in ends}
+    # The next offset to read per partition (not a count: a log whose start was moved by
+    # DeleteRecords holds fewer records than its end offset).
+    positions = {p: 0 for p in ends}
     deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline and any(counts[p] < ends[p] for p in ends):
+        while time.monotonic() < deadline and any(positions[p] < ends[p] for p in ends):
             message = consumer.poll(0.5)
             if message is None or message.error():
                 continue
             key = (message.partition(), message.offset())
-            if key not in records:
-                counts[key[0]] += 1
+            positions[key[0]] = max(positions[key[0]], key[1] + 1)
             records[key] = message.value()
     finally:
         consumer.close()

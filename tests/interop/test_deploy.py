@@ -17,6 +17,7 @@ import re
 import shutil
 import stat
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import wire
 from clients import ck_consume, ck_consumer, ck_produce, make_messages
-from conftest import strata_bin
+from conftest import free_port, strata_bin
 from test_acceptance import create_topic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,3 +311,85 @@ def test_limits_file_is_well_formed_and_matches_the_unit():
     directives = unit_directives(UNIT.read_text())
     assert limits.get(("soft", "nofile")) == limits.get(("hard", "nofile")) \
         == directives[("Service", "LimitNOFILE")][0]
+
+
+# --- SASL_SSL example -----------------------------------------------------------------------
+def test_the_sasl_ssl_example_config_serves_scram_users_over_tls(tmp_path):
+    """deploy/sasl_ssl.toml as it is, with only its addresses, paths and ports moved to this
+    machine: certificates from `strata cert self-signed`, a user made with `strata user
+    create` on the loopback PLAINTEXT listener, and that user producing and consuming with
+    SCRAM-SHA-512 over the SASL_SSL listener; a wrong password is refused."""
+    certs = tmp_path / "certs"
+    made = subprocess.run([str(strata_bin()), "cert", "self-signed", "--out", str(certs)],
+                          capture_output=True, text=True, timeout=T)
+    assert made.returncode == 0, made.stderr
+    plaintext, sasl_ssl, admin = free_ports(3)
+    text = (DEPLOY / "sasl_ssl.toml").read_text()
+    text = (text.replace("127.0.0.1:9092", "127.0.0.1:%d" % plaintext)
+            .replace("0.0.0.0:9094", "127.0.0.1:%d" % sasl_ssl)
+            .replace("10.0.0.1:9094", "127.0.0.1:%d" % sasl_ssl)
+            .replace("127.0.0.1:9644", "127.0.0.1:%d" % admin)
+            .replace("/etc/strata/certs", str(certs))
+            .replace('"/var/lib/strata"', '"%s"' % (tmp_path / "data")))
+    settings = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert not any(s in line for line in settings for s in ("10.0.0.", "/var/lib", "/etc/")), settings
+    config = tmp_path / "strata.toml"
+    config.write_text(text)
+    log = open(tmp_path / "strata.log", "w")
+    proc = subprocess.Popen([str(strata_bin()), "serve", "--config", str(config), "--cores", "1",
+                             "--set", "cpu.pinning=false"], stdout=log, stderr=log)
+    try:
+        local = "127.0.0.1:%d" % plaintext
+
+        def user_created():
+            out = subprocess.run([str(strata_bin()), "user", "create", "app", "--password",
+                                  "app-Secret-9", "--mechanism", "SCRAM-SHA-512", "-b", local],
+                                 capture_output=True, text=True, timeout=T)
+            return out.returncode == 0
+
+        wait_true(user_created, T, "strata user create on the loopback listener")
+        conf = {"bootstrap.servers": "127.0.0.1:%d" % sasl_ssl, "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(certs / "ca.pem"), "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "app", "sasl.password": "app-Secret-9"}
+        producer = ck.Producer(dict(conf, acks="all"))
+        for i in range(20):
+            producer.produce("orders", value=b"order-%d" % i)
+        assert producer.flush(T) == 0
+        consumer = ck.Consumer(dict(conf, **{"group.id": "deploy", "auto.offset.reset": "earliest"}))
+        try:
+            consumer.subscribe(["orders"])
+            values = []
+            deadline = time.monotonic() + T
+            while len(values) < 20 and time.monotonic() < deadline:
+                m = consumer.poll(0.5)
+                if m is not None and m.error() is None:
+                    values.append(m.value())
+            assert sorted(values) == sorted(b"order-%d" % i for i in range(20)), values
+        finally:
+            consumer.close()
+        errors = []
+        wrong = ck.Producer(dict(conf, **{"sasl.password": "guess"}), error_cb=errors.append)
+        deadline = time.monotonic() + T
+        while not errors and time.monotonic() < deadline:
+            wrong.poll(0.5)
+        assert errors and errors[0].code() == ck.KafkaError._AUTHENTICATION, errors
+    finally:
+        proc.terminate()
+        proc.wait(T)
+        log.close()
+
+
+def free_ports(count):
+    ports = set()
+    while len(ports) < count:
+        ports.add(free_port())
+    return sorted(ports)
+
+
+def wait_true(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError("%s: not within %d s" % (what, timeout))

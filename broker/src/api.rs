@@ -91,6 +91,8 @@ api_registry! {
     ListPartitionReassignments => list_partition_reassignments,
     DescribeUserScramCredentials => describe_user_scram_credentials,
     AlterUserScramCredentials => alter_user_scram_credentials,
+    DescribeClientQuotas => describe_client_quotas,
+    AlterClientQuotas => alter_client_quotas,
 }
 
 /// Whether `version` of `api_key` is served.

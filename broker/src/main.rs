@@ -45,6 +45,13 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
+    /// Client quotas (producer byte rate per user and client id): set, delete, list.
+    Quota {
+        #[command(subcommand)]
+        command: QuotaCommand,
+        #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
+        bootstrap: String,
+    },
     /// SCRAM users (SCRAM-SHA-256 and -512 logins on SASL listeners): create, list, delete.
     User {
         #[command(subcommand)]
@@ -187,6 +194,18 @@ fn main() {
         Command::Cert { command } => match command {
             CertCommand::SelfSigned { out, hosts } => cli::cert::self_signed(&out, &hosts),
         },
+        Command::Quota { command, bootstrap } => match command {
+            QuotaCommand::Set { user, client_id, producer_byte_rate } => cli::quota::set(
+                &bootstrap,
+                user.as_deref(),
+                client_id.as_deref(),
+                producer_byte_rate,
+            ),
+            QuotaCommand::Delete { user, client_id, key } => {
+                cli::quota::delete(&bootstrap, user.as_deref(), client_id.as_deref(), &key)
+            }
+            QuotaCommand::List => cli::quota::list(&bootstrap),
+        },
         Command::User { command, bootstrap } => match command {
             UserCommand::Create { user, password, mechanism, iterations } => {
                 cli::user::create(&bootstrap, &user, &password, &mechanism, iterations)
@@ -305,6 +324,32 @@ enum CertCommand {
         #[arg(long = "host", default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
         hosts: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum QuotaCommand {
+    /// Set an entity's producer byte rate (bytes/s across the broker's shards).
+    Set {
+        /// A user (principal name; ANONYMOUS without authentication), or <default>.
+        #[arg(long)]
+        user: Option<String>,
+        /// A client id, or <default>.
+        #[arg(long)]
+        client_id: Option<String>,
+        #[arg(long)]
+        producer_byte_rate: u64,
+    },
+    /// Remove one of an entity's quotas.
+    Delete {
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long)]
+        client_id: Option<String>,
+        #[arg(long, default_value = "producer_byte_rate")]
+        key: String,
+    },
+    /// Every entity with a quota.
+    List,
 }
 
 #[derive(Subcommand)]

@@ -84,6 +84,8 @@ pub struct Node<S: Storage> {
     transactions: Rc<TransactionService<S>>,
     metadata: Rc<MetadataService<S>>,
     replication: Rc<ReplicaFetchers<S>>,
+    /// This shard's side of the client quotas.
+    pub quotas: Rc<crate::services::quotas::QuotaService>,
     /// The fetch sessions of this shard's connections (KIP-227).
     pub fetch_sessions: SharedFetchSessions,
     /// Client requests this shard is handling now (read, not yet answered); shutdown waits for
@@ -151,6 +153,8 @@ impl<S: Storage> Node<S> {
         mesh.register(groups.clone());
         mesh.register(transactions.clone());
         mesh.register(metadata.clone());
+        let quotas = Rc::new(crate::services::quotas::QuotaService::new(mesh.clone()));
+        mesh.register(quotas.clone());
         let fetch_sessions = Rc::new(RefCell::new(FetchSessions::new(
             u32::from(mesh.id().0),
             mesh.shard_count() as u32,
@@ -186,6 +190,7 @@ impl<S: Storage> Node<S> {
             metadata,
             fetch_sessions,
             replication,
+            quotas,
             requests_in_progress: Cell::new(0),
         });
         node.transactions.set_marker_writer(Rc::new(NodeMarkers { node: Rc::downgrade(&node) }));
@@ -230,6 +235,7 @@ impl<S: Storage> Node<S> {
         }
         shard::runtime::spawn(self.clone().maintenance()).detach();
         shard::runtime::spawn(self.groups.clone().tick()).detach();
+        shard::runtime::spawn(self.quotas.clone().gossip()).detach();
         self.transactions.follow_leadership().await;
         shard::runtime::spawn(self.transactions.clone().tick()).detach();
         Ok(())

@@ -17,6 +17,16 @@ pub enum Principal {
     User(String),
 }
 
+impl Principal {
+    /// The name quotas and ACLs know the principal by (Kafka's `ANONYMOUS` when none).
+    pub fn name(&self) -> &str {
+        match self {
+            Principal::Anonymous => "ANONYMOUS",
+            Principal::User(name) => name,
+        }
+    }
+}
+
 impl std::fmt::Display for Principal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -119,6 +129,9 @@ pub struct RequestContext {
     /// Set by a handler that answers nothing (acks=0) but wants the connection closed once
     /// the request is done: Kafka's way of telling an acks=0 producer that it failed.
     pub hang_up: Cell<bool>,
+    /// Set by a handler whose client is over its quota (`services::quotas`): the connection
+    /// reads nothing more for this long (KIP-219), whatever the response says.
+    pub throttle_ms: Cell<i32>,
 }
 
 /// When a pipelined request lets the connection start the next one: a Produce once every
@@ -185,6 +198,7 @@ impl RequestContext {
             correlation_id: 0,
             admission: Admission::default(),
             hang_up: Cell::new(false),
+            throttle_ms: Cell::new(0),
         }
     }
 }

@@ -463,6 +463,30 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.users = Some(vec![user]);
             RequestKind::DescribeUserScramCredentials(request)
         }
+        // A quota for a client id nobody uses, then read back (the describe runs after).
+        ApiKey::AlterClientQuotas => {
+            let mut entity = alter_client_quotas_request::EntityData::default();
+            entity.entity_type = StrBytes::from_static_str("client-id");
+            entity.entity_name = Some(StrBytes::from_static_str("matrix-quota"));
+            let mut op = alter_client_quotas_request::OpData::default();
+            op.key = StrBytes::from_static_str("producer_byte_rate");
+            op.value = 1e9;
+            let mut entry = alter_client_quotas_request::EntryData::default();
+            entry.entity = vec![entity];
+            entry.ops = vec![op];
+            let mut request = AlterClientQuotasRequest::default();
+            request.entries = vec![entry];
+            RequestKind::AlterClientQuotas(request)
+        }
+        ApiKey::DescribeClientQuotas => {
+            let mut component = describe_client_quotas_request::ComponentData::default();
+            component.entity_type = StrBytes::from_static_str("client-id");
+            component.match_type = 0;
+            component._match = Some(StrBytes::from_static_str("matrix-quota"));
+            let mut request = DescribeClientQuotasRequest::default();
+            request.components = vec![component];
+            RequestKind::DescribeClientQuotas(request)
+        }
         other => panic!("no request written for {other:?}"),
     }
 }
@@ -571,6 +595,11 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::EndTxn(r) => vec![r.error_code],
         ResponseKind::SaslHandshake(r) => vec![r.error_code],
         ResponseKind::SaslAuthenticate(r) => vec![r.error_code],
+        ResponseKind::AlterClientQuotas(r) => r.entries.iter().map(|e| e.error_code).collect(),
+        ResponseKind::DescribeClientQuotas(r) => {
+            assert_eq!(r.entries.as_ref().map(Vec::len), Some(1), "{r:?}");
+            vec![r.error_code]
+        }
         ResponseKind::AlterUserScramCredentials(r) => {
             r.results.iter().map(|result| result.error_code).collect()
         }
@@ -640,7 +669,8 @@ fn every_advertised_api_version_is_answered_without_error() {
         | ApiKey::WriteTxnMarkers
         | ApiKey::DescribeTransactions
         | ApiKey::ListTransactions
-        | ApiKey::DescribeUserScramCredentials => 1,
+        | ApiKey::DescribeUserScramCredentials
+        | ApiKey::DescribeClientQuotas => 1,
         _ => 0,
     });
     for (api, min, max) in order {

@@ -923,6 +923,8 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::ListPartitionReassignments, list_partition_reassignments::VERSIONS),
         (ApiKey::DescribeUserScramCredentials, describe_user_scram_credentials::VERSIONS),
         (ApiKey::AlterUserScramCredentials, alter_user_scram_credentials::VERSIONS),
+        (ApiKey::DescribeClientQuotas, describe_client_quotas::VERSIONS),
+        (ApiKey::AlterClientQuotas, alter_client_quotas::VERSIONS),
     ];
     ranges.into_iter().map(|(key, (min, max))| (key, min, max)).collect()
 }
@@ -947,7 +949,7 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "43 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "45 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });

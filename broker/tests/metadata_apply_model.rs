@@ -48,6 +48,7 @@
 
 use broker::metadata::decide::{fence_broker, unfence_broker, NO_LEADER};
 use broker::metadata::image::{BrokerRegistration, TopicId};
+use broker::metadata::quotas::{QuotaEntity, QuotaValue};
 use broker::metadata::{apply, apply_all, ApplyError, MetadataImage, MetadataRecord, Placement};
 use broker::sasl::scram::{ScramCredential, ScramMechanism};
 use rand::rngs::StdRng;
@@ -107,6 +108,7 @@ const COVERAGE: &[&str] = &[
     "ScramCredential: applied",
     "RemoveScramCredential: applied",
     "RemoveScramCredential: no such credential",
+    "ClientQuota: applied",
     "Topic: name taken",
     "Topic: id taken",
     "Partition: unknown topic id",
@@ -258,6 +260,8 @@ struct Model {
     next_producer_id: i64,
     /// SCRAM credentials: (user, mechanism) → the credential.
     scram: BTreeMap<(String, ScramMechanism), ScramCredential>,
+    /// Client quotas: (entity, key) → value bits.
+    quotas: BTreeMap<(QuotaEntity, String), u64>,
 }
 
 /// Why the model refuses a record: the error `apply` must return, and the situation's name.
@@ -464,7 +468,8 @@ impl Model {
             MetadataRecord::BrokerConfig { .. }
             | MetadataRecord::RegisterBroker { .. }
             | MetadataRecord::RegisterController { .. }
-            | MetadataRecord::ScramCredential { .. } => {}
+            | MetadataRecord::ScramCredential { .. }
+            | MetadataRecord::ClientQuota { .. } => {}
         }
         Ok(())
     }
@@ -525,6 +530,14 @@ impl Model {
             MetadataRecord::RemoveScramCredential { user, mechanism } => {
                 self.scram.remove(&(user.clone(), *mechanism));
             }
+            MetadataRecord::ClientQuota { entity, key, value } => match value {
+                Some(value) => {
+                    self.quotas.insert((entity.clone(), key.clone()), value.0.to_bits());
+                }
+                None => {
+                    self.quotas.remove(&(entity.clone(), key.clone()));
+                }
+            },
             MetadataRecord::FenceBroker { node } => {
                 self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = true;
             }
@@ -741,6 +754,16 @@ fn compare(model: &Model, image: &MetadataImage) -> Result<(), String> {
             "the SCRAM credentials are {:?}, the model's {:?}",
             image.scram, model.scram
         ));
+    }
+    let quotas: BTreeMap<(QuotaEntity, String), u64> = image
+        .quotas
+        .iter()
+        .flat_map(|(entity, values)| {
+            values.iter().map(|(key, value)| ((entity.clone(), key.clone()), value.0.to_bits()))
+        })
+        .collect();
+    if quotas != model.quotas || image.quotas.values().any(|values| values.is_empty()) {
+        return Err(format!("the quotas are {:?}, the model's {:?}", image.quotas, model.quotas));
     }
     let controllers: BTreeMap<i32, String> =
         image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect();
@@ -1110,6 +1133,21 @@ fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
             user: SCRAM_USERS.choose(rng).expect("users").to_string(),
             mechanism: *ScramMechanism::ALL.choose(rng).expect("mechanisms"),
         },
+        95 => {
+            let name = |rng: &mut StdRng| match rng.gen_range(0..3) {
+                0 => None,
+                1 => Some(None),
+                _ => Some(Some(SCRAM_USERS.choose(rng).expect("names").to_string())),
+            };
+            MetadataRecord::ClientQuota {
+                entity: QuotaEntity { user: name(rng), client_id: name(rng), ip: None },
+                key: ["producer_byte_rate", "consumer_byte_rate"]
+                    .choose(rng)
+                    .expect("k")
+                    .to_string(),
+                value: rng.gen_bool(0.7).then(|| QuotaValue(rng.gen_range(1..1000) as f64)),
+            }
+        }
         _ => random_partition_replicas(rng, model),
     }
 }
@@ -1158,6 +1196,7 @@ fn kind(record: &MetadataRecord) -> &'static str {
         MetadataRecord::PartitionReplicas { .. } => "PartitionReplicas: applied",
         MetadataRecord::ScramCredential { .. } => "ScramCredential: applied",
         MetadataRecord::RemoveScramCredential { .. } => "RemoveScramCredential: applied",
+        MetadataRecord::ClientQuota { .. } => "ClientQuota: applied",
     }
 }
 
@@ -1525,7 +1564,7 @@ fn the_comparison_tells_every_field_apart() {
     }
     let image = apply_all(&MetadataImage::default(), &records).expect("valid records");
     assert_eq!(compare(&model, &image), Ok(()));
-    let changes: [ImageChange; 16] = [
+    let changes: [ImageChange; 17] = [
         ("version not bumped", |image| image.version -= 1),
         ("cluster id", |image| image.cluster_id = "beta".into()),
         ("broker config", |image| image.broker_configs.clear()),
@@ -1555,6 +1594,11 @@ fn the_comparison_tells_every_field_apart() {
                 iterations: 4096,
             };
             image.scram.entry("zed".into()).or_default().insert(ScramMechanism::Sha256, credential);
+        }),
+        ("quotas", |image| {
+            let entity = QuotaEntity { user: Some(None), client_id: None, ip: None };
+            let values = [("producer_byte_rate".to_string(), QuotaValue(5.0))].into();
+            image.quotas.insert(entity, values);
         }),
     ];
     for (what, change) in changes {

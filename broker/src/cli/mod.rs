@@ -9,6 +9,7 @@ pub mod consume;
 pub mod doctor;
 pub mod group;
 pub mod produce;
+pub mod quota;
 pub mod recover_metadata;
 pub mod topic;
 pub mod txn;

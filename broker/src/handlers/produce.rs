@@ -159,6 +159,18 @@ pub async fn handle<S: Storage>(
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
     let mut outcomes = append_all(node, context, &request).await.into_iter();
+    // The producer byte-rate quota (`services::quotas`): its throttle time goes in the answer,
+    // and the connection reads nothing more for that long (KIP-219), also for acks=0.
+    let bytes: usize = request
+        .topic_data
+        .iter()
+        .flat_map(|topic| topic.partition_data.iter())
+        .map(|data| data.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    let client_id = context.client_id.as_deref().unwrap_or("");
+    let throttle_ms =
+        node.quotas.record_produce(&node.metadata(), context.principal.name(), client_id, bytes);
+    context.throttle_ms.set(throttle_ms);
     // The outcomes follow the request's order: its topics and partitions name them.
     let keys = request
         .topic_data
@@ -177,6 +189,7 @@ pub async fn handle<S: Storage>(
     }
     let version = context.api_version;
     let mut response = ProduceResponse::default();
+    response.throttle_time_ms = throttle_ms;
     for (topic_name, index) in keys {
         let outcome = outcomes.next().unwrap_or_else(|| Err(unexpected()));
         let mut partition = PartitionProduceResponse::default();

@@ -243,6 +243,16 @@ pub fn apply(
                 image.scram.remove(user);
             }
         }
+        MetadataRecord::ClientQuota { entity, key, value } => {
+            let values = image.quotas.entry(entity.clone()).or_default();
+            match value {
+                Some(value) => values.insert(key.clone(), *value),
+                None => values.remove(key),
+            };
+            if values.is_empty() {
+                image.quotas.remove(entity);
+            }
+        }
         MetadataRecord::RemoveTopic { topic_id } => {
             let name = image
                 .topic_by_id(topic_id)

@@ -59,6 +59,8 @@ pub enum MetadataChange {
     Reassign(Vec<(String, i32, Option<Vec<i32>>)>),
     /// AlterUserScramCredentials: each user's checked alterations (`metadata::scram`).
     AlterScram(Vec<(String, Vec<super::scram::ScramAlteration>)>),
+    /// AlterClientQuotas: (entity, its operations, validate only).
+    AlterQuotas(Vec<(super::quotas::QuotaEntity, super::quotas::QuotaOps, bool)>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions

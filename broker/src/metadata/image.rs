@@ -3,6 +3,7 @@
 //!
 //! Runs on: any shard (shared read-only).
 
+use super::client_quota::{QuotaEntity, QuotaValue};
 use super::placement::Placement;
 use crate::sasl::scram::{ScramCredential, ScramMechanism};
 use shard::runtime::ShardId;
@@ -51,6 +52,8 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// SCRAM credentials (KIP-554): user → mechanism → salt, keys and iterations.
     pub scram: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    /// Client quotas (KIP-546): entity → quota key → value.
+    pub quotas: BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

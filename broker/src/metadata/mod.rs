@@ -5,7 +5,7 @@
 //! record to an image (`apply`), the decisions that turn an admin request into records after
 //! validating it (`decide`), leader elections (`elect`: fencing, unfencing, preferred and
 //! unclean elections), partition placement (`placement`), replica reassignment (`reassign`),
-//! SCRAM credentials (`scram`),
+//! SCRAM credentials (`scram`), client quotas (`quotas`),
 //! the internal topics
 //! (`internal`), topic-config rules (`topic_config`), the image's file
 //! `strata-metadata.json` (`store`), the image a node starts from (`startup`) and the data
@@ -18,6 +18,7 @@
 
 pub mod apply;
 pub mod broker_config;
+pub mod client_quota;
 pub mod decide;
 pub mod elect;
 pub mod file_budget;
@@ -25,6 +26,7 @@ pub mod image;
 pub mod internal;
 pub mod meta_properties;
 pub mod placement;
+pub mod quotas;
 pub mod reassign;
 pub mod record_codec;
 pub mod records;

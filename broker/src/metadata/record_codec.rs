@@ -14,10 +14,13 @@
 //! "listeners": [{"name", "host", "port"}] (issue #18; absent: its one endpoint serves all);
 //! `{"type": "scram_credential", "user", "mechanism": "SCRAM-SHA-256", "salt": [bytes],
 //! "stored_key": [bytes], "server_key": [bytes], "iterations"}` and `{"type":
-//! "remove_scram_credential", "user", "mechanism"}` (issue #18).
+//! "remove_scram_credential", "user", "mechanism"}` (issue #18); `{"type": "client_quota",
+//! "entity": [["user", "alice"], ["client-id", null]], "key", "value"}` (null name: the
+//! default; null value: removed).
 //! Invariant: variants are only ever added. An unknown `type` fails to decode, and the node
 //! stops with the error rather than skip a record (a skipped record would fork the image).
 
+use super::client_quota::{QuotaEntity, QuotaValue};
 use super::image::{RegisteredListener, TopicId};
 use super::placement::Placement;
 use super::records::{BrokerRegistration, MetadataRecord};
@@ -159,6 +162,49 @@ pub(crate) enum StoredRecord {
         user: String,
         mechanism: StoredMechanism,
     },
+    ClientQuota {
+        entity: StoredQuotaEntity,
+        key: String,
+        value: Option<QuotaValue>,
+    },
+}
+
+/// A quota entity's type as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum StoredEntityType {
+    #[serde(rename = "user")]
+    User,
+    #[serde(rename = "client-id")]
+    ClientId,
+    #[serde(rename = "ip")]
+    Ip,
+}
+
+/// A quota entity as stored: (type, name or null for the default) pairs.
+pub(crate) type StoredQuotaEntity = Vec<(StoredEntityType, Option<String>)>;
+
+pub(crate) fn stored_entity(entity: &QuotaEntity) -> StoredQuotaEntity {
+    [
+        (StoredEntityType::User, &entity.user),
+        (StoredEntityType::ClientId, &entity.client_id),
+        (StoredEntityType::Ip, &entity.ip),
+    ]
+    .into_iter()
+    .filter_map(|(kind, name)| name.as_ref().map(|name| (kind, name.clone())))
+    .collect()
+}
+
+pub(crate) fn entity_of(stored: StoredQuotaEntity) -> QuotaEntity {
+    let mut entity = QuotaEntity::default();
+    for (kind, name) in stored {
+        let slot = match kind {
+            StoredEntityType::User => &mut entity.user,
+            StoredEntityType::ClientId => &mut entity.client_id,
+            StoredEntityType::Ip => &mut entity.ip,
+        };
+        *slot = Some(name);
+    }
+    entity
 }
 
 /// A SCRAM mechanism as stored: its SASL name.
@@ -366,6 +412,9 @@ impl From<&MetadataRecord> for StoredRecord {
             MetadataRecord::RemoveScramCredential { user, mechanism } => {
                 StoredRecord::RemoveScramCredential { user, mechanism: mechanism.into() }
             }
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                StoredRecord::ClientQuota { entity: stored_entity(&entity), key, value }
+            }
         }
     }
 }
@@ -439,6 +488,9 @@ impl From<StoredRecord> for MetadataRecord {
             },
             StoredRecord::RemoveScramCredential { user, mechanism } => {
                 MetadataRecord::RemoveScramCredential { user, mechanism: mechanism.into() }
+            }
+            StoredRecord::ClientQuota { entity, key, value } => {
+                MetadataRecord::ClientQuota { entity: entity_of(entity), key, value }
             }
         }
     }
@@ -552,6 +604,20 @@ mod tests {
             MetadataRecord::RemoveScramCredential {
                 user: "alice".into(),
                 mechanism: ScramMechanism::Sha256,
+            },
+            MetadataRecord::ClientQuota {
+                entity: QuotaEntity {
+                    user: Some(Some("alice".into())),
+                    client_id: Some(None),
+                    ip: None,
+                },
+                key: "producer_byte_rate".into(),
+                value: Some(QuotaValue(1048576.0)),
+            },
+            MetadataRecord::ClientQuota {
+                entity: QuotaEntity { user: None, client_id: None, ip: Some(None) },
+                key: "producer_byte_rate".into(),
+                value: None,
             },
         ];
         let json = serde_json::to_string(&StoredRecords::from(records.clone())).expect("encode");

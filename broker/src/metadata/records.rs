@@ -5,6 +5,7 @@
 //! blocks, ACLs and SCRAM credentials as new variants.
 //! References: KIP-631 "The Quorum-based Kafka Controller", section "Record Formats".
 
+use super::client_quota::{QuotaEntity, QuotaValue};
 pub use super::image::BrokerRegistration;
 use super::image::TopicId;
 use super::placement::Placement;
@@ -74,4 +75,7 @@ pub enum MetadataRecord {
     ScramCredential { user: String, mechanism: ScramMechanism, credential: ScramCredential },
     /// A user's SCRAM credential for a mechanism removed (RemoveUserScramCredentialRecord).
     RemoveScramCredential { user: String, mechanism: ScramMechanism },
+    /// A client quota set (`Some`) or removed (`None`) for an entity (KIP-546's
+    /// ClientQuotaRecord).
+    ClientQuota { entity: QuotaEntity, key: String, value: Option<QuotaValue> },
 }

@@ -14,7 +14,9 @@
 
 use super::image::{MetadataImage, TopicImage};
 use super::placement::{Placement, PlacementPolicy};
-use super::record_codec::{StoredPlacement, StoredScram};
+use super::record_codec::{
+    entity_of, stored_entity, StoredPlacement, StoredQuotaEntity, StoredScram,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -61,6 +63,9 @@ struct StoredImage {
     /// SCRAM credentials (added within format 2, issue #18).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     scram: Vec<StoredScram>,
+    /// Client quotas (added within format 2, issue #18): (entity, key → value).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    quotas: Vec<(StoredQuotaEntity, BTreeMap<String, f64>)>,
 }
 
 fn is_zero(value: &i64) -> bool {
@@ -83,6 +88,7 @@ pub fn new_cluster() -> MetadataImage {
         controllers: BTreeMap::new(),
         next_producer_id: 0,
         scram: BTreeMap::new(),
+        quotas: BTreeMap::new(),
     }
 }
 
@@ -125,6 +131,14 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
                 credentials
                     .iter()
                     .map(|(mechanism, credential)| StoredScram::new(user, *mechanism, credential))
+            })
+            .collect(),
+        quotas: image
+            .quotas
+            .iter()
+            .map(|(entity, values)| {
+                let values = values.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+                (stored_entity(entity), values)
             })
             .collect(),
         topics: image
@@ -193,6 +207,17 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
             .collect(),
         next_producer_id: stored.next_producer_id,
         scram: BTreeMap::new(),
+        quotas: stored
+            .quotas
+            .into_iter()
+            .map(|(entity, values)| {
+                let values = values
+                    .into_iter()
+                    .map(|(k, v)| (k, super::client_quota::QuotaValue(v)))
+                    .collect();
+                (entity_of(entity), values)
+            })
+            .collect(),
     };
     let mut image = image;
     for stored in stored.scram {
@@ -233,6 +258,16 @@ mod tests {
             .entry("alice".into())
             .or_default()
             .insert(crate::sasl::scram::ScramMechanism::Sha256, credential);
+        let entity = super::super::client_quota::QuotaEntity {
+            user: Some(None),
+            client_id: Some(Some("app".into())),
+            ip: None,
+        };
+        image.quotas.insert(
+            entity,
+            [("producer_byte_rate".to_string(), super::super::client_quota::QuotaValue(1e6))]
+                .into(),
+        );
         assert_eq!(load(&to_json(&image), POLICY), Ok((image, false)));
         assert!(load(b"{garbage", POLICY).is_err());
     }

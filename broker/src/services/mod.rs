@@ -21,6 +21,7 @@ pub mod groups;
 pub mod metadata;
 pub mod partitions;
 pub mod producer_ids;
+pub mod quotas;
 pub mod replication;
 pub mod stats;
 pub mod transactions;

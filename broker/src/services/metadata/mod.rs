@@ -368,6 +368,13 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, false)
                 })
                 .collect(),
+            MetadataChange::AlterQuotas(alterations) => alterations
+                .into_iter()
+                .map(|(entity, ops, validate_only)| {
+                    let outcome = crate::metadata::quotas::alter(&entity, &ops);
+                    pending.take(outcome, validate_only)
+                })
+                .collect(),
         };
         (results, pending)
     }
@@ -381,6 +388,7 @@ impl<S: Storage> MetadataService<S> {
         let previous = (*self.view.current()).clone();
         let adds_only = previous.broker_configs == image.broker_configs
             && previous.scram == image.scram
+            && previous.quotas == image.quotas
             && previous.topics.iter().all(|(name, topic)| {
                 image.topic(name).is_some_and(|next| {
                     next.partitions.len() >= topic.partitions.len() && next.configs == topic.configs
@@ -475,6 +483,7 @@ fn change_items(change: &MetadataChange) -> usize {
         MetadataChange::AlterIsr(_, items) => items.len(),
         MetadataChange::Reassign(items) => items.len(),
         MetadataChange::AlterScram(items) => items.len(),
+        MetadataChange::AlterQuotas(items) => items.len(),
     }
 }
 

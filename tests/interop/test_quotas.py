@@ -1,0 +1,146 @@
+"""Client quotas (issue #18; KIP-13, KIP-55, KIP-219, KIP-546): a producer byte-rate quota
+set with `strata quota` (AlterClientQuotas) holds a producer to it, reports throttle_time_ms,
+and leaves other clients alone.
+
+  * A 1 MB/s `producer_byte_rate` on client id `throttled`: a confluent-kafka producer sending
+    as fast as it can is held to within 20% of 1 MB/s over 10 s, measured after a 3 s warm-up
+    (bytes acknowledged), and librdkafka reports throttle events (throttle_cb) with a positive
+    throttle time. A producer with another client id, at the same time, gets at least five
+    times the quota and is never throttled.
+  * `strata quota list` (DescribeClientQuotas) shows the quota; it survives a restart.
+  * Quotas this build does not enforce (consumer_byte_rate) are refused with
+    INVALID_REQUEST and a message saying so, not stored; an empty entity is refused too.
+"""
+
+import subprocess
+import threading
+import time
+
+import confluent_kafka as ck
+import pytest
+
+import wire
+from conftest import Broker, strata_bin
+from test_acceptance import create_topic
+
+T = 30
+QUOTA = 1024 * 1024  # bytes/s
+WARM_UP, MEASURED = 3.0, 10.0
+PAYLOAD = b"q" * 1000
+pytestmark = pytest.mark.single_node  # raw frames and a restart on one process
+ALTER_CLIENT_QUOTAS, INVALID_REQUEST = 49, 42
+
+
+def strata(*args):
+    done = subprocess.run([str(strata_bin()), *args], capture_output=True, text=True, timeout=T)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+class Load(threading.Thread):
+    """A producer sending PAYLOAD as fast as librdkafka takes it, for `seconds`: the
+    (time, bytes) of every acknowledged message, and the throttle events seen."""
+
+    def __init__(self, bootstrap, topic, client_id, seconds):
+        super().__init__(daemon=True)
+        self.acked, self.throttles, self.errors = [], [], []
+        self.topic, self.seconds = topic, seconds
+        self.producer = ck.Producer({
+            "bootstrap.servers": bootstrap, "client.id": client_id, "acks": 1,
+            "linger.ms": 5, "batch.size": 65536, "queue.buffering.max.kbytes": 4096,
+            "throttle_cb": self.throttles.append, "error_cb": self.errors.append})
+
+    def delivered(self, error, message):
+        if error is None:
+            self.acked.append((time.monotonic(), len(message.value())))
+
+    def run(self):
+        self.started = time.monotonic()
+        end = self.started + self.seconds
+        while time.monotonic() < end:
+            try:
+                self.producer.produce(self.topic, value=PAYLOAD, on_delivery=self.delivered)
+            except BufferError:
+                self.producer.poll(0.05)
+            self.producer.poll(0)
+        self.producer.purge()  # what is still queued is not part of the measurement
+        self.producer.flush(T)
+
+    def rate(self, start, end):
+        """Bytes acknowledged per second between `start` and `end` seconds into the run."""
+        window = [n for t, n in self.acked if start <= t - self.started < end]
+        return sum(window) / (end - start)
+
+
+def test_a_producer_quota_holds_a_producer_to_it_and_leaves_others_alone(tmp_path):
+    b = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        create_topic(b.bootstrap, "quota-topic", 2)
+        out = strata("quota", "set", "--client-id", "throttled", "--producer-byte-rate",
+                     str(QUOTA), "-b", b.bootstrap)
+        assert "client-id=throttled: producer_byte_rate=%d" % QUOTA in out, out
+        seconds = WARM_UP + MEASURED
+        throttled = Load(b.bootstrap, "quota-topic", "throttled", seconds)
+        free = Load(b.bootstrap, "quota-topic", "free", seconds)
+        throttled.start()
+        free.start()
+        throttled.join(seconds + T)
+        free.join(seconds + T)
+        assert not throttled.is_alive() and not free.is_alive()
+        rate = throttled.rate(WARM_UP, seconds)
+        print("throttled: %.0f B/s over %.0f s after %.0f s (quota %d); %d throttle events, "
+              "max %d ms; free: %.0f B/s" % (
+                  rate, MEASURED, WARM_UP, QUOTA, len(throttled.throttles),
+                  max((e.throttle_time for e in throttled.throttles), default=0) * 1000,
+                  free.rate(WARM_UP, seconds)))
+        assert 0.8 * QUOTA <= rate <= 1.2 * QUOTA, "%.0f B/s against a quota of %d" % (rate, QUOTA)
+        assert throttled.throttles and max(e.throttle_time for e in throttled.throttles) > 0
+        assert free.rate(WARM_UP, seconds) >= 5 * QUOTA, free.rate(WARM_UP, seconds)
+        assert not free.throttles, "a client without a quota was throttled"
+        assert not throttled.errors and not free.errors, (throttled.errors, free.errors)
+
+        listed = strata("quota", "list", "-b", b.bootstrap)
+        assert any(line.split() == ["client-id=throttled", "producer_byte_rate", "1048576"]
+                   for line in listed.splitlines()), listed
+        b.kill()
+        b.start()
+        listed = strata("quota", "list", "-b", b.bootstrap)
+        assert "client-id=throttled" in listed, "the quota did not survive a restart: " + listed
+        strata("quota", "delete", "--client-id", "throttled", "-b", b.bootstrap)
+        assert "client-id=throttled" not in strata("quota", "list", "-b", b.bootstrap)
+    finally:
+        b.kill()
+
+
+def alter_v0(port, entity, key, value):
+    """AlterClientQuotas v0 of one entry with one op -> (error code, message)."""
+    body = (wire.i32(1) + wire.i32(len(entity))
+            + b"".join(wire.string(kind) + wire.string(name) for kind, name in entity)
+            + wire.i32(1) + wire.string(key) + wire.struct.pack(">d", value) + wire.i8(0)
+            + wire.i8(0))  # validate_only
+    with wire.connect(port, T) as s:
+        s.sendall(wire.frame(wire.request_header_v1(ALTER_CLIENT_QUOTAS, 0, 5) + body))
+        _, response = wire.read_response(s, T)
+    r = wire.Reader(response)
+    r.i32()  # throttle_time_ms
+    assert r.i32() == 1
+    code, message = r.i16(), r.string()
+    return code, message
+
+
+def test_quotas_this_build_does_not_enforce_are_refused_not_stored(tmp_path):
+    b = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        code, message = alter_v0(b.port, [("user", "alice")], "consumer_byte_rate", 1000.0)
+        assert code == INVALID_REQUEST and "not enforced" in message, (code, message)
+        code, message = alter_v0(b.port, [], "producer_byte_rate", 1000.0)
+        assert code == INVALID_REQUEST, (code, message)
+        code, message = alter_v0(b.port, [("user", None)], "producer_byte_rate", 1.5)
+        assert code == INVALID_REQUEST, (code, message)
+        assert alter_v0(b.port, [("user", None)], "producer_byte_rate", 5000.0) == (0, None)
+        listed = strata("quota", "list", "-b", b.bootstrap)
+        assert "consumer_byte_rate" not in listed, listed
+        assert any(line.split() == ["user=<default>", "producer_byte_rate", "5000"]
+                   for line in listed.splitlines()), listed
+    finally:
+        b.kill()

@@ -120,6 +120,7 @@ def main():
                         help="only the disk read path: produce the 1 KiB log, then consume it")
     parser.add_argument("--validation", action="store_true",
                         help="produce 1 KiB uncompressed, lz4 and zstd (the batch check's cost)")
+    parser.add_argument("--only", help="only the scenarios whose name contains this")
     parser.add_argument("--bench", help="the strata-bench to drive both builds with (default: "
                         "each build's own)")
     args = parser.parse_args()
@@ -128,6 +129,8 @@ def main():
     os.makedirs(args.dir, exist_ok=True)
     fio = fio_write_mib_s(os.path.join(args.dir, "fio")) * 1.048576
     scenarios = [SCENARIOS[1], SCENARIOS[3]] if args.consume_only else SCENARIOS
+    if args.only:
+        scenarios = [scenario for scenario in scenarios if args.only in scenario[0]]
     if args.validation:
         scenarios = VALIDATION_SCENARIOS
     results = {"before": [], "after": []}

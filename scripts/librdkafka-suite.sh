@@ -141,14 +141,11 @@ declare -A KNOWN_FAILURES=(
     # sub-test fails: its topic and broker resources are checked in the same call.
     [0081:do_test_IncrementalAlterConfigs]='ConfigResource #3: expected NO_ERROR \(0\), got INVALID_REQUEST.*resource type 32'
     [0081:do_test_DescribeConfigs_groups]='ConfigResource #0: expected NO_ERROR \(0\), got INVALID_REQUEST.*resource type 32'
-    # SCRAM credentials (DescribeUserScramCredentials, KIP-554): security, issue #18.
-    [0081:do_test_UserScramCredentials]='do_test_UserScramCredentials.*Required feature not supported by broker'
 )
 declare -A KNOWN_WHY=(
     [0081]="ACL admin APIs (CreateAcls): security, issue #18"
     [0081:do_test_IncrementalAlterConfigs]="KIP-848 group configs (GROUP resource): strata's groups are classic"
     [0081:do_test_DescribeConfigs_groups]="KIP-848 group configs (GROUP resource): strata's groups are classic"
-    [0081:do_test_UserScramCredentials]="SCRAM credential admin APIs (KIP-554): security, issue #18"
 )
 # Over 45 s each in the measured run (see the header): 0026 consume pause/resume (64 s),
 # 0030 offset commit (52 s), 0033 regex subscription (69 s), 0045 subscription updates (59 s),

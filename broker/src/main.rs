@@ -45,7 +45,7 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
-    /// Client quotas (producer byte rate per user and client id): set, delete, list.
+    /// Client quotas (produce and fetch byte rates per user and client id): set, delete, list.
     Quota {
         #[command(subcommand)]
         command: QuotaCommand,
@@ -195,12 +195,16 @@ fn main() {
             CertCommand::SelfSigned { out, hosts } => cli::cert::self_signed(&out, &hosts),
         },
         Command::Quota { command, bootstrap } => match command {
-            QuotaCommand::Set { user, client_id, producer_byte_rate } => cli::quota::set(
-                &bootstrap,
-                user.as_deref(),
-                client_id.as_deref(),
-                producer_byte_rate,
-            ),
+            QuotaCommand::Set { user, client_id, producer_byte_rate, consumer_byte_rate } => {
+                let rates: Vec<(&str, u64)> = [
+                    ("producer_byte_rate", producer_byte_rate),
+                    ("consumer_byte_rate", consumer_byte_rate),
+                ]
+                .into_iter()
+                .filter_map(|(key, rate)| Some((key, rate?)))
+                .collect();
+                cli::quota::set(&bootstrap, user.as_deref(), client_id.as_deref(), &rates)
+            }
             QuotaCommand::Delete { user, client_id, key } => {
                 cli::quota::delete(&bootstrap, user.as_deref(), client_id.as_deref(), &key)
             }
@@ -328,7 +332,7 @@ enum CertCommand {
 
 #[derive(Subcommand)]
 enum QuotaCommand {
-    /// Set an entity's producer byte rate (bytes/s across the broker's shards).
+    /// Set an entity's byte rates (bytes/s across the broker's shards).
     Set {
         /// A user (principal name; ANONYMOUS without authentication), or <default>.
         #[arg(long)]
@@ -337,7 +341,9 @@ enum QuotaCommand {
         #[arg(long)]
         client_id: Option<String>,
         #[arg(long)]
-        producer_byte_rate: u64,
+        producer_byte_rate: Option<u64>,
+        #[arg(long)]
+        consumer_byte_rate: Option<u64>,
     },
     /// Remove one of an entity's quotas.
     Delete {

@@ -8,7 +8,11 @@ and leaves other clients alone.
     throttle time. A producer with another client id, at the same time, gets at least five
     times the quota and is never throttled.
   * `strata quota list` (DescribeClientQuotas) shows the quota; it survives a restart.
-  * Quotas this build does not enforce (consumer_byte_rate) are refused with
+  * A 2 MB/s `consumer_byte_rate` on client id `slow-reader` holds a confluent-kafka consumer
+    reading a 40 MB backlog to within 20% of 2 MB/s over 10 s after a 3 s warm-up, with
+    throttle events, while a consumer with another client id reads the same backlog at least
+    five times faster.
+  * Quotas this build does not enforce (request_percentage) are refused with
     INVALID_REQUEST and a message saying so, not stored; an empty entity is refused too.
 """
 
@@ -131,7 +135,7 @@ def alter_v0(port, entity, key, value):
 def test_quotas_this_build_does_not_enforce_are_refused_not_stored(tmp_path):
     b = Broker(strata_bin(), tmp_path / "broker").start()
     try:
-        code, message = alter_v0(b.port, [("user", "alice")], "consumer_byte_rate", 1000.0)
+        code, message = alter_v0(b.port, [("user", "alice")], "request_percentage", 10.0)
         assert code == INVALID_REQUEST and "not enforced" in message, (code, message)
         code, message = alter_v0(b.port, [], "producer_byte_rate", 1000.0)
         assert code == INVALID_REQUEST, (code, message)
@@ -139,8 +143,75 @@ def test_quotas_this_build_does_not_enforce_are_refused_not_stored(tmp_path):
         assert code == INVALID_REQUEST, (code, message)
         assert alter_v0(b.port, [("user", None)], "producer_byte_rate", 5000.0) == (0, None)
         listed = strata("quota", "list", "-b", b.bootstrap)
-        assert "consumer_byte_rate" not in listed, listed
+        assert "request_percentage" not in listed, listed
         assert any(line.split() == ["user=<default>", "producer_byte_rate", "5000"]
                    for line in listed.splitlines()), listed
+    finally:
+        b.kill()
+
+
+class Reader(threading.Thread):
+    """A consumer reading `topic` from the start for `seconds`: (time, bytes) of each message,
+    and the throttle events seen."""
+
+    def __init__(self, bootstrap, topic, client_id, seconds):
+        super().__init__(daemon=True)
+        self.read, self.throttles, self.errors = [], [], []
+        self.seconds = seconds
+        self.consumer = ck.Consumer({
+            "bootstrap.servers": bootstrap, "client.id": client_id, "group.id": client_id,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "throttle_cb": self.throttles.append, "error_cb": self.errors.append})
+        self.consumer.subscribe([topic])
+
+    def run(self):
+        self.started = time.monotonic()
+        end = self.started + self.seconds
+        try:
+            while time.monotonic() < end:
+                m = self.consumer.poll(0.2)
+                if m is not None and m.error() is None:
+                    self.read.append((time.monotonic(), len(m.value())))
+        finally:
+            self.consumer.close()
+
+    def rate(self, start, end):
+        window = [n for t, n in self.read if start <= t - self.started < end]
+        return sum(window) / (end - start)
+
+
+def test_a_consumer_quota_holds_a_consumer_to_it_and_leaves_others_alone(tmp_path):
+    quota = 2 * QUOTA
+    b = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        create_topic(b.bootstrap, "backlog", 2)
+        producer = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20})
+        for _ in range(40_000):
+            while True:
+                try:
+                    producer.produce("backlog", value=PAYLOAD)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        assert producer.flush(T) == 0
+        strata("quota", "set", "--client-id", "slow-reader", "--consumer-byte-rate", str(quota),
+               "-b", b.bootstrap)
+        seconds = WARM_UP + MEASURED
+        slow = Reader(b.bootstrap, "backlog", "slow-reader", seconds)
+        fast = Reader(b.bootstrap, "backlog", "fast-reader", seconds)
+        slow.start()
+        fast.start()
+        slow.join(seconds + T)
+        fast.join(seconds + T)
+        rate = slow.rate(WARM_UP, seconds)
+        total_fast = sum(n for _, n in fast.read)
+        print("slow-reader: %.0f B/s over %.0f s after %.0f s (quota %d); %d throttle events; "
+              "fast-reader read %d bytes in all" % (rate, MEASURED, WARM_UP, quota,
+                                                    len(slow.throttles), total_fast))
+        assert 0.8 * quota <= rate <= 1.2 * quota, "%.0f B/s against a quota of %d" % (rate, quota)
+        assert slow.throttles and max(e.throttle_time for e in slow.throttles) > 0
+        # The other consumer read the whole 40 MB backlog (at least 5x the quota's pace).
+        assert total_fast >= 40_000 * len(PAYLOAD), total_fast
+        assert not fast.throttles, "a client without a quota was throttled"
     finally:
         b.kill()

@@ -1,4 +1,4 @@
-//! `strata quota set|delete|list`: client quotas (KIP-546) through AlterClientQuotas and
+//! `strata quota set|delete|list`: client byte-rate quotas (KIP-546) through AlterClientQuotas and
 //! DescribeClientQuotas, in the spirit of `rpk cluster quotas` and `kafka-configs
 //! --entity-type users/clients`. An entity is a user, a client id, or both; `<default>` names
 //! the default of that type (Kafka's `--entity-default`).
@@ -72,17 +72,23 @@ fn describe_entity(parts: &[(&'static str, Option<String>)]) -> String {
         .join(",")
 }
 
-/// Sets `producer_byte_rate` of the entity.
+/// Sets the entity's byte rates (`producer_byte_rate`, `consumer_byte_rate`), one request
+/// each.
 pub fn set(
     bootstrap: &str,
     user: Option<&str>,
     client_id: Option<&str>,
-    producer_byte_rate: u64,
+    rates: &[(&str, u64)],
 ) -> Result<(), String> {
-    let parts = entity(user, client_id)?;
-    let shown = describe_entity(&parts);
-    alter(bootstrap, parts, "producer_byte_rate", Some(producer_byte_rate as f64))?;
-    println!("{shown}: producer_byte_rate={producer_byte_rate}");
+    if rates.is_empty() {
+        return Err("give --producer-byte-rate and/or --consumer-byte-rate".into());
+    }
+    for (key, rate) in rates {
+        let parts = entity(user, client_id)?;
+        let shown = describe_entity(&parts);
+        alter(bootstrap, parts, key, Some(*rate as f64))?;
+        println!("{shown}: {key}={rate}");
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 
 use super::{error_fields, unexpected};
 use crate::error::{error_code, BrokerError, NONE};
+use crate::metadata::quotas::CONSUMER_BYTE_RATE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::fetch_sessions::{Answered, Opening, PartitionFetch, SessionError};
@@ -243,6 +244,19 @@ pub async fn handle<S: Storage>(
     };
     // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_BYTES_MAX);
+    // A consumer under a byte-rate quota gets at most a second of it per fetch (Kafka caps a
+    // fetch at the quota's window), so one answer never earns a throttle past the maximum.
+    let quota_cap = match fetcher {
+        Fetcher::Consumer => crate::metadata::quotas::resolve(
+            &node.metadata(),
+            context.principal.name(),
+            context.client_id.as_deref().unwrap_or(""),
+            CONSUMER_BYTE_RATE,
+        )
+        .map(|(quota, _)| quota.max(1.0) as usize),
+        Fetcher::Follower(_) => None,
+    };
+    let max_bytes = quota_cap.map_or(max_bytes, |cap| max_bytes.min(cap));
     let min_bytes = request.min_bytes.max(0) as usize;
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
@@ -294,6 +308,28 @@ pub async fn handle<S: Storage>(
         .unzip();
     let mut response = respond(node, version, fetcher, &wanted, results);
     response.session_id = session.id();
+    if fetcher == Fetcher::Consumer {
+        // The consumer byte-rate quota (`services::quotas`), charged with the records answered:
+        // over it, the answer carries the throttle time and the connection reads nothing more
+        // for that long (KIP-219). Followers are not charged (Kafka's replication quotas are
+        // separate).
+        let bytes: usize = response
+            .responses
+            .iter()
+            .flat_map(|topic| topic.partitions.iter())
+            .map(|partition| partition.records.as_ref().map_or(0, Bytes::len))
+            .sum();
+        let client_id = context.client_id.as_deref().unwrap_or("");
+        let throttle_ms = node.quotas.record_bytes(
+            &node.metadata(),
+            CONSUMER_BYTE_RATE,
+            context.principal.name(),
+            client_id,
+            bytes,
+        );
+        response.throttle_time_ms = throttle_ms;
+        context.throttle_ms.set(throttle_ms);
+    }
     response
 }
 

@@ -10,6 +10,7 @@
 use super::{error_fields, unexpected};
 use crate::error::{BrokerError, Result, NONE};
 use crate::metadata::internal::is_internal;
+use crate::metadata::quotas::PRODUCER_BYTE_RATE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
@@ -168,8 +169,13 @@ pub async fn handle<S: Storage>(
         .map(|data| data.records.as_ref().map_or(0, Bytes::len))
         .sum();
     let client_id = context.client_id.as_deref().unwrap_or("");
-    let throttle_ms =
-        node.quotas.record_produce(&node.metadata(), context.principal.name(), client_id, bytes);
+    let throttle_ms = node.quotas.record_bytes(
+        &node.metadata(),
+        PRODUCER_BYTE_RATE,
+        context.principal.name(),
+        client_id,
+        bytes,
+    );
     context.throttle_ms.set(throttle_ms);
     // The outcomes follow the request's order: its topics and partitions name them.
     let keys = request

@@ -4,9 +4,9 @@
 //! (`ClientQuotaControlManager`), and the quota that applies to a request's (user, client
 //! id) with Kafka's precedence (`ClientQuotaManager`, the eight levels of KIP-55).
 //!
-//! Enforced in this build: `producer_byte_rate` (`services::quotas`). `consumer_byte_rate`,
-//! `request_percentage` and `controller_mutation_rate` are refused when set, with a message
-//! saying so, rather than stored and silently not enforced.
+//! Enforced in this build: `producer_byte_rate` and `consumer_byte_rate`
+//! (`services::quotas`). `request_percentage`, `controller_mutation_rate` and ip quotas are
+//! refused when set, with a message saying so, rather than stored and silently not enforced.
 
 pub use super::client_quota::{QuotaEntity, QuotaValue, CLIENT_ID, IP, USER};
 use super::image::MetadataImage;
@@ -42,10 +42,11 @@ pub fn alter(entity: &QuotaEntity, ops: &QuotaOps) -> Result<Vec<MetadataRecord>
         }
         if NOT_ENFORCED.contains(&key.as_str()) {
             return Err(BrokerError::InvalidRequest(format!(
-                "{key} is not enforced in this build (issue #18); {PRODUCER_BYTE_RATE} is"
+                "{key} is not enforced in this build (issue #18); {PRODUCER_BYTE_RATE} and \
+                 {CONSUMER_BYTE_RATE} are"
             )));
         }
-        if key != PRODUCER_BYTE_RATE {
+        if key != PRODUCER_BYTE_RATE && key != CONSUMER_BYTE_RATE {
             return Err(BrokerError::InvalidRequest(format!("Invalid configuration key {key}")));
         }
         if let Some(value) = value {
@@ -223,7 +224,7 @@ mod tests {
         }
         let user = entity(Some(Some("a")), None);
         for ops in [
-            vec![("consumer_byte_rate".to_string(), Some(10.0))],
+            vec![("request_percentage".to_string(), Some(10.0))],
             vec![("nonsense".to_string(), Some(10.0))],
             vec![(PRODUCER_BYTE_RATE.to_string(), Some(-1.0))],
             vec![(PRODUCER_BYTE_RATE.to_string(), Some(1.5))],

@@ -1,4 +1,5 @@
-//! The quota service: client byte-rate quotas (KIP-13, KIP-55) enforced on every shard, with
+//! The quota service: client byte-rate quotas (KIP-13, KIP-55), produce and fetch, enforced on
+//! every shard, with
 //! throttling as KIP-219 has it (the response carries `throttle_time_ms` and the connection is
 //! not read for that long).
 //!
@@ -16,7 +17,7 @@
 //! References: Kafka `ClientQuotaManager` (precedence, tags), KIP-219 (throttle, then mute).
 
 use crate::mesh::{Mesh, Service};
-use crate::metadata::quotas::{resolve, PRODUCER_BYTE_RATE};
+use crate::metadata::quotas::resolve;
 use crate::metadata::MetadataImage;
 use futures_util::future::LocalBoxFuture;
 use shard::runtime::ShardId;
@@ -207,7 +208,7 @@ mod tests {
     }
 
     fn sensor() -> Sensor {
-        (PRODUCER_BYTE_RATE, None, Some("app".into()))
+        (crate::metadata::quotas::PRODUCER_BYTE_RATE, None, Some("app".into()))
     }
 
     #[test]

@@ -228,6 +228,12 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 29] = [
         |r| r.counters.authentication_failures,
     ),
     (
+        "strata_reauthentications_total",
+        "counter",
+        "SASL re-authentications (KIP-368) on open connections that succeeded.",
+        |r| r.counters.reauthentications,
+    ),
+    (
         "strata_txn_verifications_total",
         "counter",
         "First transactional batches on a partition verified with their transaction coordinator (KIP-890).",

@@ -56,18 +56,36 @@ pub enum Step {
 /// starts at `Handshake`: only ApiVersions, SaslHandshake and SaslAuthenticate may run until
 /// `Authenticated` (`net::connection` closes the connection otherwise); the two SASL requests
 /// are barriers, so the requests after them see the new principal.
+///
+/// Re-authentication (KIP-368): an authenticated connection may run SaslHandshake and
+/// SaslAuthenticate again, with the same mechanism, and must end as the same user; the
+/// connection stays authenticated meanwhile. With `connections.max.reauth.ms` set, a session
+/// expires that long after its authentication: past it, only ApiVersions and the SASL requests
+/// are served (anything else closes the connection).
 #[derive(Debug)]
 pub struct Session {
     step: RefCell<Step>,
     principal: RefCell<Principal>,
+    /// The mechanism and user of the first authentication (re-authentication must match).
+    first: RefCell<Option<(String, String)>>,
+    /// When the session expires (`connections.max.reauth.ms` after its authentication).
+    expires: Cell<Option<std::time::Instant>>,
 }
+
+/// Why a re-authentication is refused.
+pub const REAUTH_CHANGED: &str = "Cannot change principals or mechanisms during re-authentication";
 
 impl Session {
     /// A session on a listener: `sasl` for SASL_PLAINTEXT and SASL_SSL ones, and the
     /// principal the transport established (an mTLS subject, or anonymous).
     pub fn new(sasl: bool, principal: Principal) -> Self {
         let step = if sasl { Step::Handshake } else { Step::NotSasl };
-        Session { step: RefCell::new(step), principal: RefCell::new(principal) }
+        Session {
+            step: RefCell::new(step),
+            principal: RefCell::new(principal),
+            first: RefCell::new(None),
+            expires: Cell::new(None),
+        }
     }
 
     pub fn step(&self) -> Step {
@@ -78,18 +96,38 @@ impl Session {
         self.principal.borrow().clone()
     }
 
-    /// Requests other than ApiVersions and the SASL ones may run.
+    /// Requests other than ApiVersions and the SASL ones may run: not a SASL listener, or
+    /// authenticated (also while re-authenticating).
     pub fn authenticated(&self) -> bool {
-        matches!(*self.step.borrow(), Step::NotSasl | Step::Authenticated)
+        match *self.step.borrow() {
+            Step::NotSasl | Step::Authenticated => true,
+            Step::Authenticate(_) | Step::ScramFinal(_) => self.first.borrow().is_some(),
+            Step::Handshake | Step::Failed => false,
+        }
+    }
+
+    /// The session's lifetime has passed (`connections.max.reauth.ms`) without a
+    /// re-authentication.
+    pub fn expired(&self, now: std::time::Instant) -> bool {
+        self.expires.get().is_some_and(|expires| now >= expires)
     }
 
     pub fn failed(&self) -> bool {
         *self.step.borrow() == Step::Failed
     }
 
-    /// SaslHandshake: `mechanism` is enabled (the next step is its SaslAuthenticate).
-    pub fn choose(&self, mechanism: &str) {
-        *self.step.borrow_mut() = Step::Authenticate(mechanism.to_string());
+    /// SaslHandshake may start (again, to re-authenticate, once authenticated).
+    pub fn may_handshake(&self) -> bool {
+        matches!(*self.step.borrow(), Step::Handshake | Step::Authenticated)
+    }
+
+    /// SaslHandshake: `mechanism` is enabled (the next step is its SaslAuthenticate). A
+    /// re-authentication must use the first one: false, and the session fails, otherwise.
+    pub fn choose(&self, mechanism: &str) -> bool {
+        let same = self.first.borrow().as_ref().is_none_or(|(first, _)| first == mechanism);
+        *self.step.borrow_mut() =
+            if same { Step::Authenticate(mechanism.to_string()) } else { Step::Failed };
+        same
     }
 
     /// SCRAM's first round trip is done: its final message comes next.
@@ -97,9 +135,29 @@ impl Session {
         *self.step.borrow_mut() = Step::ScramFinal(Box::new(exchange));
     }
 
-    pub fn succeed(&self, user: &str) {
+    /// `user` authenticated with `mechanism`, for `lifetime` (none: the session never
+    /// expires). A re-authentication as another user fails the session: false.
+    pub fn succeed(
+        &self,
+        mechanism: &str,
+        user: &str,
+        lifetime: Option<std::time::Duration>,
+    ) -> bool {
+        let mut first = self.first.borrow_mut();
+        if first.as_ref().is_some_and(|(m, u)| m != mechanism || u != user) {
+            *self.step.borrow_mut() = Step::Failed;
+            return false;
+        }
+        first.get_or_insert_with(|| (mechanism.to_string(), user.to_string()));
         *self.step.borrow_mut() = Step::Authenticated;
         *self.principal.borrow_mut() = Principal::User(user.to_string());
+        self.expires.set(lifetime.map(|lifetime| std::time::Instant::now() + lifetime));
+        true
+    }
+
+    /// Whether this authentication is a re-authentication.
+    pub fn reauthenticating(&self) -> bool {
+        self.first.borrow().is_some()
     }
 
     pub fn fail(&self) {

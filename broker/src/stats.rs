@@ -84,6 +84,8 @@ pub struct Counters {
     pub txn_verifications_refused: u64,
     /// SASL authentications that failed (a wrong password, an unknown user or mechanism).
     pub authentication_failures: u64,
+    /// SASL re-authentications (KIP-368) that succeeded.
+    pub reauthentications: u64,
     /// Records removed by log compaction, and compaction runs that rewrote something.
     pub compacted_records: u64,
     pub compaction_runs: u64,
@@ -179,6 +181,10 @@ impl ShardStats {
 
     pub fn authentication_failed(&self) {
         self.counters.borrow_mut().authentication_failures += 1;
+    }
+
+    pub fn reauthenticated(&self) {
+        self.counters.borrow_mut().reauthentications += 1;
     }
 
     pub fn txn_verification(&self, passed: bool) {

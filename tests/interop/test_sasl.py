@@ -10,6 +10,10 @@ Kafka's PlainLoginModule line in `sasl.jaas.config`.
     connection.
   * 1,000 failed logins in a row and a SASL frame announcing 100 MB leave the broker serving
     other clients. The failures are counted in /metrics and the broker's memory stays bounded.
+  * Re-authentication (KIP-368) with `connections.max.reauth.ms`: SaslAuthenticate v1 answers
+    the session lifetime; a request after it passes closes the connection; a re-authentication
+    on the same connection renews it, and one with another mechanism is refused; a
+    confluent-kafka producer running past several lifetimes re-authenticates and loses nothing.
 """
 
 import os
@@ -214,3 +218,83 @@ def test_failed_logins_and_a_huge_sasl_token_leave_the_broker_serving(broker):
     # Other clients are still served.
     round_trip(sasl_conf("127.0.0.1:%d" % broker.sasl_port, "SASL_PLAINTEXT"), "after-abuse", 5)
     assert broker.running()
+
+
+REAUTH_MS = 2000
+METADATA = 3
+
+
+class ReauthBroker(SaslBroker):
+    def command(self):
+        return super().command() + ["--set", "connections.max.reauth.ms=%d" % REAUTH_MS]
+
+
+def authenticate_v1(sock, token):
+    """SaslAuthenticate v1 -> (error code, message, session lifetime ms)."""
+    sock.sendall(wire.frame(wire.request_header_v1(SASL_AUTHENTICATE, 1, 2) + wire.bytes_(token)))
+    _, body = wire.read_response(sock, T)
+    r = wire.Reader(body)
+    code, message = r.i16(), r.string()
+    r.bytes_()
+    return code, message, r.i64()
+
+
+def metadata_ok(sock):
+    sock.sendall(wire.metadata_v1_request(9, topics=[]))
+    wire.read_response(sock, T)
+
+
+def test_sessions_expire_and_are_renewed_by_re_authentication(tmp_path):
+    b = ReauthBroker(strata_bin(), tmp_path / "broker", Pki(str(tmp_path / "pki"))).start()
+    try:
+        # The lifetime is answered, and a request after it closes the connection.
+        with wire.connect(b.sasl_port, T) as s:
+            assert handshake(s)[0] == 0
+            assert authenticate_v1(s, b"\0alice\0alice-secret") == (0, None, REAUTH_MS)
+            metadata_ok(s)
+            time.sleep(REAUTH_MS / 1000 + 0.3)
+            s.sendall(wire.metadata_v1_request(10, topics=[]))
+            assert wire.wait_closed(s, timeout=10), "served after the session expired"
+        # Re-authenticating on the connection renews the session.
+        with wire.connect(b.sasl_port, T) as s:
+            assert handshake(s)[0] == 0
+            assert authenticate_v1(s, b"\0alice\0alice-secret")[0] == 0
+            time.sleep(REAUTH_MS / 1000 * 0.6)
+            assert handshake(s)[0] == 0
+            assert authenticate_v1(s, b"\0alice\0alice-secret") == (0, None, REAUTH_MS)
+            time.sleep(REAUTH_MS / 1000 * 0.6)
+            metadata_ok(s)  # past the first lifetime, within the second
+        # Another principal (or mechanism) is refused, and the connection closed.
+        with wire.connect(b.sasl_port, T) as s:
+            assert handshake(s)[0] == 0
+            assert authenticate_v1(s, b"\0alice\0alice-secret")[0] == 0
+            assert handshake(s)[0] == 0
+            code, message, _ = authenticate_v1(s, b"\0admin\0admin-secret")
+            assert code == SASL_AUTHENTICATION_FAILED and "re-authentication" in message
+            assert wire.wait_closed(s, timeout=10)
+        with wire.connect(b.sasl_port, T) as s:
+            assert handshake(s)[0] == 0
+            assert authenticate_v1(s, b"\0alice\0alice-secret")[0] == 0
+            assert handshake(s, "SCRAM-SHA-256")[0] == 34  # ILLEGAL_SASL_STATE
+            assert wire.wait_closed(s, timeout=10)
+
+        # librdkafka re-authenticates before each lifetime ends (KIP-368, librdkafka 2.2+).
+        before = b.metric("strata_reauthentications_total")
+        errors = []
+        conf = sasl_conf("127.0.0.1:%d" % b.sasl_port, "SASL_PLAINTEXT")
+        producer = ck.Producer(dict(conf, acks="all", error_cb=errors.append))
+        delivered = []
+        end = time.monotonic() + 3.5 * REAUTH_MS / 1000
+        sent = 0
+        while time.monotonic() < end:
+            producer.produce("reauth", value=b"r-%d" % sent,
+                             on_delivery=lambda e, m: delivered.append(e))
+            sent += 1
+            producer.poll(0.05)
+        assert producer.flush(T) == 0
+        assert len(delivered) == sent and not any(delivered), delivered[:3]
+        assert not errors, errors
+        reauths = b.metric("strata_reauthentications_total") - before
+        assert reauths >= 2, "%d re-authentications in %.1f lifetimes" % (reauths, 3.5)
+    finally:
+        b.kill()

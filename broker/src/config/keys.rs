@@ -68,6 +68,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "sasl.jaas.config", default: "", kind: Kind::Text, help: "PLAIN's users, as Kafka's PlainLoginModule JAAS line: org.apache.kafka.common.security.plain.PlainLoginModule required user_NAME=\"PASSWORD\" ...;" },
     Key { name: "sasl.server.max.receive.size", default: "524288", kind: int(1, 104_857_600), help: "The largest request a SASL listener reads before the client authenticated." },
     Key { name: "connection.failed.authentication.delay.ms", default: "100", kind: int(0, 60_000), help: "How long a connection whose authentication failed stays open (answered, then closed) before it is closed." },
+    Key { name: "connections.max.reauth.ms", default: "0", kind: int(0, i64::MAX), help: "A SASL session's lifetime: clients re-authenticate on the same connection before it ends (KIP-368), else the connection is closed at their next request. 0 (Kafka's default): sessions never expire." },
     Key { name: "inter.broker.listener.name", default: "PLAINTEXT", kind: Kind::Names { one: true }, help: "The listener brokers use to reach each other (PLAINTEXT in a cluster, in this build)." },
     Key { name: "broker.heartbeat.interval.ms", default: "2000", kind: int(10, 3_600_000), help: "How often a broker heartbeats to the active controller." },
     Key { name: "broker.session.timeout.ms", default: "9000", kind: int(100, 3_600_000), help: "A broker without a heartbeat this long is fenced: it leaves Metadata and its partitions get new leaders." },

@@ -221,6 +221,7 @@ impl BrokerConfig {
                 plain_users,
                 max_receive_bytes: integer("sasl.server.max.receive.size")? as usize,
                 failure_delay_ms: integer("connection.failed.authentication.delay.ms")? as u64,
+                reauth_ms: integer("connections.max.reauth.ms")? as u64,
             })
         } else {
             None

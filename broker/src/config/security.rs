@@ -50,6 +50,8 @@ pub struct SaslSettings {
     pub max_receive_bytes: usize,
     /// `connection.failed.authentication.delay.ms`.
     pub failure_delay_ms: u64,
+    /// `connections.max.reauth.ms`: a session's lifetime (0: it never expires).
+    pub reauth_ms: u64,
 }
 
 /// The users of a `PlainLoginModule` JAAS configuration: its `user_<name>="<password>"`

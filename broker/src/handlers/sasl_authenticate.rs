@@ -5,12 +5,14 @@
 //! checked against the StoredKey and answered with the server's signature. Success makes the
 //! connection's principal `User:<name>`; failure is SASL_AUTHENTICATION_FAILED, counted, logged
 //! with the client's address and user name (never a secret), and the connection is closed
-//! after `connection.failed.authentication.delay.ms`. v1+ answers a session lifetime of 0: no
-//! re-authentication is required (Kafka's `connections.max.reauth.ms` default).
+//! after `connection.failed.authentication.delay.ms`. v1+ answers the session lifetime,
+//! `connections.max.reauth.ms` (0, Kafka's default: the session never expires); a client
+//! re-authenticates on the same connection before it passes (KIP-368), as the same user with
+//! the same mechanism.
 
 use crate::error::NONE;
 use crate::node::Node;
-use crate::request_context::{RequestContext, Step};
+use crate::request_context::{RequestContext, Step, REAUTH_CHANGED};
 use crate::sasl::scram::{self, ScramExchange, ScramMechanism};
 use crate::sasl::{self, AUTHENTICATION_FAILED};
 use kafka_protocol::error::ResponseError;
@@ -36,6 +38,7 @@ pub async fn handle<S: Storage>(
 ) -> SaslAuthenticateResponse {
     let mut response = SaslAuthenticateResponse::default();
     response.session_lifetime_ms = 0;
+    let reauth_ms = node.config.sasl.as_ref().map_or(0, |sasl| sasl.reauth_ms);
     let session = &context.session;
     let step = session.step();
     let (mechanism, outcome) = match (&step, node.config.sasl.as_ref()) {
@@ -76,10 +79,22 @@ pub async fn handle<S: Storage>(
     };
     match outcome {
         Outcome::Done(user, bytes) => {
-            tracing::debug!(address = %context.client_address, %user, %mechanism, "authenticated");
-            session.succeed(&user);
-            response.error_code = NONE;
-            response.auth_bytes = bytes.into();
+            let again = session.reauthenticating();
+            let lifetime = (reauth_ms > 0).then(|| std::time::Duration::from_millis(reauth_ms));
+            if session.succeed(&mechanism, &user, lifetime) {
+                tracing::debug!(address = %context.client_address, %user, %mechanism, again, "authenticated");
+                if again {
+                    node.stats.reauthenticated();
+                }
+                response.error_code = NONE;
+                response.auth_bytes = bytes.into();
+                response.session_lifetime_ms = i64::try_from(reauth_ms).unwrap_or(i64::MAX);
+            } else {
+                node.stats.authentication_failed();
+                tracing::warn!(address = %context.client_address, %user, %mechanism, "{REAUTH_CHANGED}");
+                response.error_code = ResponseError::SaslAuthenticationFailed.code();
+                response.error_message = Some(super::str_bytes(REAUTH_CHANGED));
+            }
         }
         Outcome::Continue(exchange, bytes) => {
             session.continue_scram(*exchange);

@@ -1,12 +1,14 @@
 //! SaslHandshake (key 17), v1: the client names its SASL mechanism on a SASL listener
 //! (`crate::sasl`, `request_context::Session`). Answered with the enabled mechanisms; an unknown one is
 //! UNSUPPORTED_SASL_MECHANISM and ends the connection. Out of place (a listener without SASL,
-//! or a second handshake) it is ILLEGAL_SASL_STATE. v0 (raw SASL tokens after the handshake,
+//! or a handshake in the middle of one) it is ILLEGAL_SASL_STATE. On an authenticated
+//! connection it starts a re-authentication (KIP-368), which must use the same mechanism
+//! (ILLEGAL_SASL_STATE and the connection closed otherwise). v0 (raw SASL tokens after the handshake,
 //! outside Kafka frames) is not served: every client since Kafka 1.0 sends v1.
 
 use crate::error::NONE;
 use crate::node::Node;
-use crate::request_context::{RequestContext, Step};
+use crate::request_context::{RequestContext, REAUTH_CHANGED};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use shard::io::Storage;
@@ -22,14 +24,19 @@ pub async fn handle<S: Storage>(
     let enabled = node.config.sasl.as_ref().map(|sasl| sasl.mechanisms.clone()).unwrap_or_default();
     response.mechanisms = enabled.iter().map(|m| super::str_bytes(m)).collect();
     let session = &context.session;
-    if session.step() != Step::Handshake {
+    if !session.may_handshake() {
         response.error_code = ResponseError::IllegalSaslState.code();
         return response;
     }
     let mechanism = request.mechanism.to_string();
     if enabled.contains(&mechanism) {
-        session.choose(&mechanism);
-        response.error_code = NONE;
+        if session.choose(&mechanism) {
+            response.error_code = NONE;
+        } else {
+            node.stats.authentication_failed();
+            tracing::warn!(address = %context.client_address, %mechanism, "{REAUTH_CHANGED}");
+            response.error_code = ResponseError::IllegalSaslState.code();
+        }
     } else {
         tracing::info!(address = %context.client_address, %mechanism, "SASL mechanism not enabled");
         session.fail();

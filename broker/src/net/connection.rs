@@ -518,6 +518,15 @@ async fn start<S: Storage>(
     {
         return Err(Ending::Failed(format!("{api_key:?} before SASL authentication")));
     }
+    if who.session.expired(Instant::now())
+        && !matches!(
+            api_key,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        )
+    {
+        // KIP-368: past `connections.max.reauth.ms` without re-authenticating.
+        return Err(Ending::Failed(format!("{api_key:?} after the SASL session expired")));
+    }
     let context = RequestContext {
         connection_id: connection.peer.connection_id,
         client_id: header.client_id.as_ref().map(|id| id.to_string()),

@@ -146,19 +146,17 @@ impl QuotaService {
         demands
     }
 
-    /// Every shard, for the life of the node (when it has more than one shard): tells the
-    /// others this shard's demand per sensor every `GOSSIP_INTERVAL`.
+    /// Every shard, for the life of the node: measures this shard's demand per sensor every
+    /// `GOSSIP_INTERVAL`, forgetting idle sensors (so client ids that come and go do not
+    /// accumulate), and tells the other shards, if any.
     pub async fn gossip(self: Rc<Self>) {
-        if self.mesh.shard_count() < 2 {
-            return;
-        }
         loop {
             shard::runtime::sleep(GOSSIP_INTERVAL).await;
             if crate::shutdown::stopping() {
                 return;
             }
             let demands = self.measure(Instant::now());
-            if demands.is_empty() {
+            if demands.is_empty() || self.mesh.shard_count() < 2 {
                 continue;
             }
             let me = self.mesh.id();
@@ -222,6 +220,19 @@ mod tests {
         // Sending at the quota after paying the debt back is not throttled.
         let later = start + Duration::from_millis(600);
         assert_eq!(quotas.record(sensor(), 1000.0, 100.0, later), 0);
+    }
+
+    #[test]
+    fn idle_sensors_are_forgotten() {
+        let quotas = service();
+        let start = Instant::now();
+        quotas.record(sensor(), 1000.0, 10.0, start);
+        assert_eq!(quotas.measure(start + GOSSIP_INTERVAL).len(), 1, "10 B in 200 ms: 25 B/s");
+        let later = start + DEMAND_TTL * 4;
+        for step in 1..=20 {
+            quotas.measure(later + GOSSIP_INTERVAL * step);
+        }
+        assert!(quotas.buckets.borrow().is_empty(), "an idle sensor is kept");
     }
 
     #[test]

@@ -112,7 +112,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 29] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 30] = [
     (
         "strata_partitions_under_replicated",
         "gauge",

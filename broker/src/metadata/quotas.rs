@@ -15,13 +15,10 @@ use crate::error::{BrokerError, Result};
 
 /// The quota keys this build enforces.
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
+pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
 /// Kafka's other quota keys: known, refused until enforced.
-const NOT_ENFORCED: &[&str] = &[
-    "consumer_byte_rate",
-    "request_percentage",
-    "controller_mutation_rate",
-    "connection_creation_rate",
-];
+const NOT_ENFORCED: &[&str] =
+    &["request_percentage", "controller_mutation_rate", "connection_creation_rate"];
 
 /// One entity's alteration: (key, `Some(value)` to set, `None` to remove).
 pub type QuotaOps = Vec<(String, Option<f64>)>;

@@ -68,21 +68,21 @@ impl QuotaService {
         QuotaService { mesh, buckets: RefCell::default(), remote: RefCell::default() }
     }
 
-    /// Records `bytes` produced by `user` with `client_id` and returns the throttle time in
+    /// Records `bytes` produced or fetched (`key`: `producer_byte_rate` or
+    /// `consumer_byte_rate`) by `user` with `client_id`, and returns the throttle time in
     /// milliseconds (0: within the quota, or no quota applies).
-    pub fn record_produce(
+    pub fn record_bytes(
         &self,
         image: &MetadataImage,
+        key: &'static str,
         user: &str,
         client_id: &str,
         bytes: usize,
     ) -> i32 {
-        let Some((quota, (user_tag, client_tag))) =
-            resolve(image, user, client_id, PRODUCER_BYTE_RATE)
-        else {
+        let Some((quota, (user_tag, client_tag))) = resolve(image, user, client_id, key) else {
             return 0;
         };
-        self.record((PRODUCER_BYTE_RATE, user_tag, client_tag), quota, bytes as f64, Instant::now())
+        self.record((key, user_tag, client_tag), quota, bytes as f64, Instant::now())
     }
 
     fn share(&self, sensor: &Sensor, local: f64, now: Instant) -> f64 {

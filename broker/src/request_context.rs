@@ -187,9 +187,25 @@ pub struct RequestContext {
     /// Set by a handler that answers nothing (acks=0) but wants the connection closed once
     /// the request is done: Kafka's way of telling an acks=0 producer that it failed.
     pub hang_up: Cell<bool>,
-    /// Set by a handler whose client is over its quota (`services::quotas`): the connection
-    /// reads nothing more for this long (KIP-219), whatever the response says.
-    pub throttle_ms: Cell<i32>,
+    /// The connection's mute (KIP-219): no request of it starts before this instant. Shared
+    /// with the connection, so a handler's throttle holds back the next request at once.
+    pub muted_until: Rc<Cell<Option<std::time::Instant>>>,
+}
+
+impl RequestContext {
+    /// The client is over its quota (`services::quotas`): no further request of this
+    /// connection starts for `throttle_ms` from now (the latest mute wins), whatever the
+    /// client does with the throttle time its answer carries.
+    pub fn throttle(&self, throttle_ms: i32) {
+        if throttle_ms <= 0 {
+            return;
+        }
+        let until = std::time::Instant::now()
+            + std::time::Duration::from_millis(u64::from(throttle_ms.unsigned_abs()));
+        if self.muted_until.get().is_none_or(|current| current < until) {
+            self.muted_until.set(Some(until));
+        }
+    }
 }
 
 /// When a pipelined request lets the connection start the next one: a Produce once every
@@ -256,7 +272,7 @@ impl RequestContext {
             correlation_id: 0,
             admission: Admission::default(),
             hang_up: Cell::new(false),
-            throttle_ms: Cell::new(0),
+            muted_until: Rc::new(Cell::new(None)),
         }
     }
 }

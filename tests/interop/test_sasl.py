@@ -234,7 +234,7 @@ def authenticate_v1(sock, token):
     sock.sendall(wire.frame(wire.request_header_v1(SASL_AUTHENTICATE, 1, 2) + wire.bytes_(token)))
     _, body = wire.read_response(sock, T)
     r = wire.Reader(body)
-    code, message = r.i16(), r.string()
+    code, message = r.i16(), r.string() or None  # null or "" on success (Kafka sends "")
     r.bytes_()
     return code, message, r.i64()
 

@@ -244,8 +244,8 @@ pub async fn handle<S: Storage>(
     };
     // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_BYTES_MAX);
-    // A consumer under a byte-rate quota gets at most a second of it per fetch (Kafka caps a
-    // fetch at the quota's window), so one answer never earns a throttle past the maximum.
+    // A consumer under a byte-rate quota gets at most half a second of it per fetch (Kafka caps
+    // a fetch at the quota's window), so throttles stay short and the rate even.
     let quota_cap = match fetcher {
         Fetcher::Consumer => crate::metadata::quotas::resolve(
             &node.metadata(),
@@ -253,7 +253,7 @@ pub async fn handle<S: Storage>(
             context.client_id.as_deref().unwrap_or(""),
             CONSUMER_BYTE_RATE,
         )
-        .map(|(quota, _)| quota.max(1.0) as usize),
+        .map(|(quota, _)| (quota / 2.0).max(1.0) as usize),
         Fetcher::Follower(_) => None,
     };
     let max_bytes = quota_cap.map_or(max_bytes, |cap| max_bytes.min(cap));
@@ -328,7 +328,7 @@ pub async fn handle<S: Storage>(
             bytes,
         );
         response.throttle_time_ms = throttle_ms;
-        context.throttle_ms.set(throttle_ms);
+        context.throttle(throttle_ms);
     }
     response
 }

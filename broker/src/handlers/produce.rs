@@ -159,9 +159,9 @@ pub async fn handle<S: Storage>(
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
-    let mut outcomes = append_all(node, context, &request).await.into_iter();
-    // The producer byte-rate quota (`services::quotas`): its throttle time goes in the answer,
-    // and the connection reads nothing more for that long (KIP-219), also for acks=0.
+    // The producer byte-rate quota (`services::quotas`), charged before the append so that the
+    // connection's next request already waits out the throttle (KIP-219); the throttle time
+    // goes in the answer, and holds for acks=0 too.
     let bytes: usize = request
         .topic_data
         .iter()
@@ -176,7 +176,8 @@ pub async fn handle<S: Storage>(
         client_id,
         bytes,
     );
-    context.throttle_ms.set(throttle_ms);
+    context.throttle(throttle_ms);
+    let mut outcomes = append_all(node, context, &request).await.into_iter();
     // The outcomes follow the request's order: its topics and partitions name them.
     let keys = request
         .topic_data

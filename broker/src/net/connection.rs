@@ -276,7 +276,7 @@ struct Pipeline {
     /// Writing a response failed (or one could not be encoded): reading stops.
     failed: Cell<bool>,
     /// A client over its quota: nothing more is read before this (KIP-219's muted channel).
-    muted_until: Cell<Option<Instant>>,
+    muted_until: Rc<Cell<Option<Instant>>>,
     /// A request without an answer (acks=0) ended the connection: reading stops, and the
     /// connection ends with this once every started request is done.
     hung_up: RefCell<Option<Ending>>,
@@ -303,14 +303,6 @@ impl Pipeline {
 
     fn busy(&self) -> bool {
         self.outstanding.get() > 0
-    }
-
-    /// Reads nothing more for `throttle_ms` from now (the latest mute wins).
-    fn mute(&self, throttle_ms: i32) {
-        let until = Instant::now() + Duration::from_millis(throttle_ms.max(0) as u64);
-        if self.muted_until.get().is_none_or(|current| current < until) {
-            self.muted_until.set(Some(until));
-        }
     }
 }
 
@@ -441,13 +433,6 @@ async fn read_requests<S: Storage>(
                     && pipeline.running_bytes.get() < PIPELINED_BYTES_MAX
             })
             .await;
-        if let Some(until) = pipeline.muted_until.take() {
-            // Throttled (KIP-219): the answer said how long; the client waits, and so do we.
-            let left = until.saturating_duration_since(Instant::now());
-            if !left.is_zero() {
-                shard::runtime::sleep(left).await;
-            }
-        }
         if crate::shutdown::stopping() {
             return Ending::Shutdown; // answers everything it read; takes no new requests
         }
@@ -472,6 +457,15 @@ async fn read_requests<S: Storage>(
         let mut frame = BytesMut::zeroed(len);
         if let Err(ending) = read_by(stream, &mut frame, deadline).await {
             return ending;
+        }
+        // Throttled (KIP-219): the answer said how long, and no request starts before it has
+        // passed. Checked here, not before reading: the reader is usually already waiting for
+        // the next request when a running one sets the throttle.
+        if let Some(until) = pipeline.muted_until.get() {
+            let left = until.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                shard::runtime::sleep(left).await;
+            }
         }
         if let Err(ending) = start(connection, who, pipeline, frame.freeze(), reservation).await {
             return ending;
@@ -539,7 +533,7 @@ async fn start<S: Storage>(
         correlation_id,
         admission: Admission::default(),
         hang_up: std::cell::Cell::new(false),
-        throttle_ms: std::cell::Cell::new(0),
+        muted_until: pipeline.muted_until.clone(),
     };
     let body = protocol::decode_body(api_key, version, request.body)
         .map_err(|e| Ending::Failed(e.to_string()))?;
@@ -556,14 +550,10 @@ async fn start<S: Storage>(
     }
     let admission = context.admission.clone();
     let node = node.clone();
-    let throttled = pipeline.clone();
     spawn_request(pipeline, flow, fetch, reservation, async move {
         let started = Instant::now();
         let _in_progress = node.request_started();
         let response = api::dispatch(&node, &context, body).await;
-        if context.throttle_ms.get() > 0 {
-            throttled.mute(context.throttle_ms.get());
-        }
         context.admission.admit();
         node.stats.record_latency(api_key as i16, started.elapsed().as_micros() as u64);
         if context.hang_up.get() {

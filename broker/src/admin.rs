@@ -112,7 +112,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 30] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 31] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -226,6 +226,12 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 30] = [
         "counter",
         "SASL authentications that failed (wrong password, unknown user or mechanism).",
         |r| r.counters.authentication_failures,
+    ),
+    (
+        "strata_authorization_denials_total",
+        "counter",
+        "Operations the authorizer refused (a principal without the ACL, or a DENY).",
+        |r| r.counters.authorization_denials,
     ),
     (
         "strata_reauthentications_total",

@@ -93,6 +93,9 @@ api_registry! {
     AlterUserScramCredentials => alter_user_scram_credentials,
     DescribeClientQuotas => describe_client_quotas,
     AlterClientQuotas => alter_client_quotas,
+    DescribeAcls => describe_acls,
+    CreateAcls => create_acls,
+    DeleteAcls => delete_acls,
 }
 
 /// Whether `version` of `api_key` is served.

@@ -144,6 +144,18 @@ pub enum BrokerError {
     /// (retriable: it will once its followers fetch).
     #[error("{0}")]
     OffsetNotAvailable(String),
+    /// The authorizer refused an operation on a topic (the topic's name).
+    #[error("Topic authorization failed.")]
+    TopicAuthorizationFailed(String),
+    /// ... on a consumer group.
+    #[error("Group authorization failed.")]
+    GroupAuthorizationFailed(String),
+    /// ... on the cluster.
+    #[error("Cluster authorization failed.")]
+    ClusterAuthorizationFailed,
+    /// ... on a transactional id.
+    #[error("Transactional Id authorization failed.")]
+    TransactionalIdAuthorizationFailed(String),
     /// A request names the same resource twice where Kafka refuses it.
     #[error("{0}")]
     DuplicateResource(String),
@@ -344,6 +356,12 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::ResourceNotFound(_) => ResponseError::ResourceNotFound,
         BrokerError::DuplicateResource(_) => ResponseError::DuplicateResource,
         BrokerError::OffsetNotAvailable(_) => ResponseError::OffsetNotAvailable,
+        BrokerError::TopicAuthorizationFailed(_) => ResponseError::TopicAuthorizationFailed,
+        BrokerError::GroupAuthorizationFailed(_) => ResponseError::GroupAuthorizationFailed,
+        BrokerError::ClusterAuthorizationFailed => ResponseError::ClusterAuthorizationFailed,
+        BrokerError::TransactionalIdAuthorizationFailed(_) => {
+            ResponseError::TransactionalIdAuthorizationFailed
+        }
     };
     kafka.code()
 }

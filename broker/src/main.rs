@@ -52,6 +52,13 @@ enum Command {
         #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
         bootstrap: String,
     },
+    /// ACLs (enforced when authorizer.class.name is set): create, list, delete.
+    Acl {
+        #[command(subcommand)]
+        command: AclCommand,
+        #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
+        bootstrap: String,
+    },
     /// SCRAM users (SCRAM-SHA-256 and -512 logins on SASL listeners): create, list, delete.
     User {
         #[command(subcommand)]
@@ -210,6 +217,24 @@ fn main() {
             }
             QuotaCommand::List => cli::quota::list(&bootstrap),
         },
+        Command::Acl { command, bootstrap } => match command {
+            AclCommand::Create { resource, allow_principal, deny_principal, operation, host } => {
+                cli::acl::create(
+                    &bootstrap,
+                    &resource.into(),
+                    &allow_principal,
+                    &deny_principal,
+                    &operation,
+                    &host,
+                )
+            }
+            AclCommand::List { resource, principal } => {
+                cli::acl::list(&bootstrap, &resource.into(), principal.as_deref())
+            }
+            AclCommand::Delete { resource, principal, all } => {
+                cli::acl::delete(&bootstrap, &resource.into(), principal.as_deref(), all)
+            }
+        },
         Command::User { command, bootstrap } => match command {
             UserCommand::Create { user, password, mechanism, iterations } => {
                 cli::user::create(&bootstrap, &user, &password, &mechanism, iterations)
@@ -327,6 +352,74 @@ enum CertCommand {
         /// Names and IP addresses the broker certificate is for (repeat the flag).
         #[arg(long = "host", default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
         hosts: Vec<String>,
+    },
+}
+
+/// The resource of an ACL command.
+#[derive(clap::Args)]
+struct AclResourceArgs {
+    #[arg(long)]
+    topic: Option<String>,
+    #[arg(long)]
+    group: Option<String>,
+    #[arg(long)]
+    transactional_id: Option<String>,
+    /// The cluster resource (kafka-cluster).
+    #[arg(long)]
+    cluster: bool,
+    /// The name is a prefix (PREFIXED pattern); default LITERAL (`*` alone: every name).
+    #[arg(long)]
+    prefixed: bool,
+}
+
+impl From<AclResourceArgs> for cli::acl::AclResource {
+    fn from(args: AclResourceArgs) -> Self {
+        cli::acl::AclResource {
+            topic: args.topic,
+            group: args.group,
+            transactional_id: args.transactional_id,
+            cluster: args.cluster,
+            prefixed: args.prefixed,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum AclCommand {
+    /// Allow or deny principals operations on a resource.
+    Create {
+        #[command(flatten)]
+        resource: AclResourceArgs,
+        /// A principal to allow (User:name, or a bare name), repeatable.
+        #[arg(long)]
+        allow_principal: Vec<String>,
+        /// A principal to deny, repeatable (DENY wins over ALLOW).
+        #[arg(long)]
+        deny_principal: Vec<String>,
+        /// Operations, comma-separated: read, write, create, delete, alter, describe,
+        /// cluster_action, describe_configs, alter_configs, idempotent_write, all.
+        #[arg(long, value_delimiter = ',')]
+        operation: Vec<String>,
+        /// The client host the ACL applies to.
+        #[arg(long, default_value = "*")]
+        host: String,
+    },
+    /// ACLs on a resource and/or of a principal (all of them with no filter).
+    List {
+        #[command(flatten)]
+        resource: AclResourceArgs,
+        #[arg(long)]
+        principal: Option<String>,
+    },
+    /// Delete the ACLs on a resource and/or of a principal.
+    Delete {
+        #[command(flatten)]
+        resource: AclResourceArgs,
+        #[arg(long)]
+        principal: Option<String>,
+        /// Delete every ACL (needed when no resource or principal is named).
+        #[arg(long)]
+        all: bool,
     },
 }
 

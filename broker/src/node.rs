@@ -9,6 +9,7 @@
 //! and on the simulated disk (`SimStorage`) in in-process tests (`crate::in_process`).
 //! Runs on: one shard (`Rc`).
 
+use crate::authorization::{AclOperation, Resource};
 use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::controller::quorum::ControllerHandle;
@@ -20,6 +21,7 @@ use crate::metadata::internal::{
     partition_for_group, partition_for_transactional_id, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
 };
 use crate::metadata::{MetadataImage, PlacementPolicy};
+use crate::request_context::RequestContext;
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
 };
@@ -310,6 +312,68 @@ impl<S: Storage> Node<S> {
 
     pub fn metadata(&self) -> Rc<MetadataImage> {
         self.view.current()
+    }
+
+    /// Whether the request's principal may do `operation` on `resource` (always, with the
+    /// authorizer off). A refusal is counted and logged (Kafka's authorizer logger).
+    pub fn allowed(
+        &self,
+        context: &RequestContext,
+        operation: AclOperation,
+        resource: Resource<'_>,
+    ) -> bool {
+        let authorizer = &self.config.authorizer;
+        if !authorizer.enabled {
+            return true;
+        }
+        let principal = context.principal.to_string();
+        let host = context.client_address.ip().to_string();
+        let image = self.metadata();
+        let allowed = authorizer.authorize(&image.acls, &principal, &host, operation, resource);
+        if !allowed {
+            self.stats.authorization_denied();
+            tracing::debug!(%principal, %host, ?operation, ?resource, api = ?context.api_key,
+                "authorization denied");
+        }
+        allowed
+    }
+
+    /// Whether the request's principal may do `operation` on some resource of `kind`
+    /// (IDEMPOTENT_WRITE's "WRITE on any topic", KIP-679).
+    pub fn allowed_any(
+        &self,
+        context: &RequestContext,
+        operation: AclOperation,
+        kind: crate::metadata::acl::ResourceType,
+    ) -> bool {
+        let authorizer = &self.config.authorizer;
+        if !authorizer.enabled {
+            return true;
+        }
+        let principal = context.principal.to_string();
+        let host = context.client_address.ip().to_string();
+        authorizer.authorize_any(&self.metadata().acls, &principal, &host, operation, kind)
+    }
+
+    /// An authorized-operations field (KIP-430): the operations of `operations` the request's
+    /// principal may do on `resource`, or "not requested".
+    pub fn authorized_operations(
+        &self,
+        context: &RequestContext,
+        requested: bool,
+        operations: &[AclOperation],
+        resource: Resource<'_>,
+    ) -> i32 {
+        let principal = context.principal.to_string();
+        let host = context.client_address.ip().to_string();
+        self.config.authorizer.authorized_operations(
+            requested,
+            &self.metadata().acls,
+            &principal,
+            &host,
+            operations,
+            resource,
+        )
     }
 
     /// (usable, total) bytes of the data directory's file system.

@@ -86,6 +86,8 @@ pub struct Counters {
     pub authentication_failures: u64,
     /// SASL re-authentications (KIP-368) that succeeded.
     pub reauthentications: u64,
+    /// Operations the authorizer refused (issue #18).
+    pub authorization_denials: u64,
     /// Records removed by log compaction, and compaction runs that rewrote something.
     pub compacted_records: u64,
     pub compaction_runs: u64,
@@ -181,6 +183,10 @@ impl ShardStats {
 
     pub fn authentication_failed(&self) {
         self.counters.borrow_mut().authentication_failures += 1;
+    }
+
+    pub fn authorization_denied(&self) {
+        self.counters.borrow_mut().authorization_denials += 1;
     }
 
     pub fn reauthenticated(&self) {

@@ -487,6 +487,38 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.components = vec![component];
             RequestKind::DescribeClientQuotas(request)
         }
+        ApiKey::CreateAcls => {
+            let mut creation = create_acls_request::AclCreation::default();
+            creation.resource_type = 2;
+            creation.resource_name = StrBytes::from_static_str("matrix-acl");
+            creation.resource_pattern_type = 3;
+            creation.principal = StrBytes::from_static_str("User:matrix");
+            creation.host = StrBytes::from_static_str("*");
+            creation.operation = 3;
+            creation.permission_type = 3;
+            let mut request = CreateAclsRequest::default();
+            request.creations = vec![creation];
+            RequestKind::CreateAcls(request)
+        }
+        ApiKey::DescribeAcls => {
+            let mut request = DescribeAclsRequest::default();
+            request.resource_type_filter = 1;
+            request.pattern_type_filter = 1;
+            request.operation = 1;
+            request.permission_type = 1;
+            RequestKind::DescribeAcls(request)
+        }
+        ApiKey::DeleteAcls => {
+            let mut filter = delete_acls_request::DeleteAclsFilter::default();
+            filter.resource_type_filter = 2;
+            filter.resource_name_filter = Some(StrBytes::from_static_str("matrix-acl"));
+            filter.pattern_type_filter = 3;
+            filter.operation = 1;
+            filter.permission_type = 1;
+            let mut request = DeleteAclsRequest::default();
+            request.filters = vec![filter];
+            RequestKind::DeleteAcls(request)
+        }
         other => panic!("no request written for {other:?}"),
     }
 }
@@ -596,6 +628,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::SaslHandshake(r) => vec![r.error_code],
         ResponseKind::SaslAuthenticate(r) => vec![r.error_code],
         ResponseKind::AlterClientQuotas(r) => r.entries.iter().map(|e| e.error_code).collect(),
+        ResponseKind::CreateAcls(r) => r.results.iter().map(|result| result.error_code).collect(),
+        ResponseKind::DescribeAcls(r) => vec![r.error_code],
+        ResponseKind::DeleteAcls(r) => r.filter_results.iter().map(|f| f.error_code).collect(),
         ResponseKind::DescribeClientQuotas(r) => {
             assert_eq!(r.entries.as_ref().map(Vec::len), Some(1), "{r:?}");
             vec![r.error_code]

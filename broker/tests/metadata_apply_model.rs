@@ -46,6 +46,7 @@
 //! `version`; a `PartitionChange` may name any leader of the ISR, including a fenced or
 //! unregistered broker (liveness is `decide`'s concern, not `apply`'s).
 
+use broker::metadata::acl::{AclBinding, AclId};
 use broker::metadata::decide::{fence_broker, unfence_broker, NO_LEADER};
 use broker::metadata::image::{BrokerRegistration, TopicId};
 use broker::metadata::quotas::{QuotaEntity, QuotaValue};
@@ -109,6 +110,10 @@ const COVERAGE: &[&str] = &[
     "RemoveScramCredential: applied",
     "RemoveScramCredential: no such credential",
     "ClientQuota: applied",
+    "Acl: applied",
+    "Acl: id taken",
+    "RemoveAcl: applied",
+    "RemoveAcl: unknown id",
     "Topic: name taken",
     "Topic: id taken",
     "Partition: unknown topic id",
@@ -262,6 +267,8 @@ struct Model {
     scram: BTreeMap<(String, ScramMechanism), ScramCredential>,
     /// Client quotas: (entity, key) → value bits.
     quotas: BTreeMap<(QuotaEntity, String), u64>,
+    /// ACLs by id.
+    acls: BTreeMap<AclId, AclBinding>,
 }
 
 /// Why the model refuses a record: the error `apply` must return, and the situation's name.
@@ -465,6 +472,16 @@ impl Model {
                     );
                 }
             }
+            MetadataRecord::Acl { id, .. } => {
+                if self.acls.contains_key(id) {
+                    return refuse(ApplyError::AclExists(*id), "Acl: id taken");
+                }
+            }
+            MetadataRecord::RemoveAcl { id } => {
+                if !self.acls.contains_key(id) {
+                    return refuse(ApplyError::UnknownAcl(*id), "RemoveAcl: unknown id");
+                }
+            }
             MetadataRecord::BrokerConfig { .. }
             | MetadataRecord::RegisterBroker { .. }
             | MetadataRecord::RegisterController { .. }
@@ -538,6 +555,12 @@ impl Model {
                     self.quotas.remove(&(entity.clone(), key.clone()));
                 }
             },
+            MetadataRecord::Acl { id, binding } => {
+                self.acls.insert(*id, binding.clone());
+            }
+            MetadataRecord::RemoveAcl { id } => {
+                self.acls.remove(id);
+            }
             MetadataRecord::FenceBroker { node } => {
                 self.brokers.get_mut(&node.0).expect("verdict: registered").fenced = true;
             }
@@ -764,6 +787,18 @@ fn compare(model: &Model, image: &MetadataImage) -> Result<(), String> {
         .collect();
     if quotas != model.quotas || image.quotas.values().any(|values| values.is_empty()) {
         return Err(format!("the quotas are {:?}, the model's {:?}", image.quotas, model.quotas));
+    }
+    let acls: BTreeMap<AclId, AclBinding> =
+        image.acls.iter().map(|(id, binding)| (*id, binding.clone())).collect();
+    if acls != model.acls {
+        return Err(format!("the ACLs are {acls:?}, the model's {:?}", model.acls));
+    }
+    // The index a check reads agrees with the list: each ACL covers its own resource name.
+    for binding in acls.values() {
+        if !image.acls.covering(binding.resource_type, &binding.resource_name).any(|b| b == binding)
+        {
+            return Err(format!("{binding:?} is stored but not indexed"));
+        }
     }
     let controllers: BTreeMap<i32, String> =
         image.controllers.iter().map(|(node, dir)| (node.0, dir.clone())).collect();
@@ -1148,6 +1183,23 @@ fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
                 value: rng.gen_bool(0.7).then(|| QuotaValue(rng.gen_range(1..1000) as f64)),
             }
         }
+        96 => MetadataRecord::Acl {
+            // A small id space, so ids are taken again and removals find them.
+            id: [rng.gen_range(0..4); 16],
+            binding: AclBinding::from_wire(
+                rng.gen_range(2..=5),
+                if rng.gen_bool(0.5) { "a-" } else { "kafka-cluster" },
+                rng.gen_range(3..=4),
+                "User:alice",
+                "*",
+                rng.gen_range(2..=12),
+                rng.gen_range(2..=3),
+            )
+            .unwrap_or_else(|_| {
+                AclBinding::from_wire(2, "t", 3, "User:bob", "*", 3, 3).expect("a valid binding")
+            }),
+        },
+        97 => MetadataRecord::RemoveAcl { id: [rng.gen_range(0..4); 16] },
         _ => random_partition_replicas(rng, model),
     }
 }
@@ -1197,6 +1249,8 @@ fn kind(record: &MetadataRecord) -> &'static str {
         MetadataRecord::ScramCredential { .. } => "ScramCredential: applied",
         MetadataRecord::RemoveScramCredential { .. } => "RemoveScramCredential: applied",
         MetadataRecord::ClientQuota { .. } => "ClientQuota: applied",
+        MetadataRecord::Acl { .. } => "Acl: applied",
+        MetadataRecord::RemoveAcl { .. } => "RemoveAcl: applied",
     }
 }
 

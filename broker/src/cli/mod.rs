@@ -2,6 +2,7 @@
 //! `strata consume`, `strata cluster status|local`. Each command talks to a running broker over the Kafka protocol, except
 //! `doctor` and `recover-metadata`, which work on this host and its data directory.
 
+pub mod acl;
 pub mod cert;
 mod client;
 pub mod cluster;

@@ -38,6 +38,8 @@ pub struct BrokerConfig {
     pub tls: Option<security::TlsSettings>,
     /// `sasl.*`, read when a listener is SASL.
     pub sasl: Option<security::SaslSettings>,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+    pub authorizer: crate::authorization::Authorizer,
     pub admin_listen: SocketAddr,
     pub cores: usize,
     pub auto_create_topics: bool,
@@ -252,6 +254,11 @@ impl BrokerConfig {
             admin_listen: address("admin.listener")?,
             cores,
             auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",
+            authorizer: security::authorizer(
+                settings.get("authorizer.class.name"),
+                settings.get("super.users"),
+                settings.get("allow.everyone.if.no.acl.found"),
+            )?,
             num_partitions: integer("num.partitions")? as i32,
             default_replication_factor: integer("default.replication.factor")? as i32,
             request_bytes_max: integer("socket.request.max.bytes")? as usize,

@@ -83,6 +83,34 @@ pub fn plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> {
     Ok(users)
 }
 
+/// The authorizer settings: on when `authorizer.class.name` is set; `super.users` is Kafka's
+/// semicolon-separated principal list, each `Type:name`.
+pub fn authorizer(
+    class: &str,
+    super_users: &str,
+    allow_if_no_acl: &str,
+) -> Result<crate::authorization::Authorizer, String> {
+    let super_users: Vec<String> = super_users
+        .split(';')
+        .map(str::trim)
+        .filter(|user| !user.is_empty())
+        .map(str::to_string)
+        .collect();
+    if let Some(bad) = super_users.iter().find(|user| {
+        user.split_once(':').is_none_or(|(kind, name)| kind.is_empty() || name.is_empty())
+    }) {
+        return Err(format!(
+            "super.users: {bad:?} is not a principal (Type:name, e.g. User:admin; several are \
+             separated by ';')"
+        ));
+    }
+    Ok(crate::authorization::Authorizer {
+        enabled: !class.trim().is_empty(),
+        super_users,
+        allow_if_no_acl: allow_if_no_acl.trim() == "true",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! producer's transaction, so the offsets it commits in the transaction (TxnOffsetCommit) get
 //! the transaction's marker. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{txn_error_code, BrokerError, GroupError, NONE};
 use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
 use crate::node::Node;
@@ -23,7 +24,17 @@ pub async fn handle<S: Storage>(
 ) -> AddOffsetsToTxnResponse {
     let mut response = AddOffsetsToTxnResponse::default();
     let group = request.group_id.0.to_string();
-    let result = if !valid_group_id(&group) {
+    let transactional_id = request.transactional_id.0.to_string();
+    // As Kafka: WRITE on the transactional id, then READ on the group.
+    let result = if !node.allowed(
+        context,
+        AclOperation::Write,
+        Resource::TransactionalId(&transactional_id),
+    ) {
+        Err(BrokerError::TransactionalIdAuthorizationFailed(transactional_id))
+    } else if !node.allowed(context, AclOperation::Read, Resource::Group(&group)) {
+        Err(BrokerError::GroupAuthorizationFailed(group))
+    } else if !valid_group_id(&group) {
         Err(BrokerError::Group(GroupError::InvalidGroupId))
     } else {
         let transactional_id = request.transactional_id.0.to_string();

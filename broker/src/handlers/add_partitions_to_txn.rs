@@ -6,8 +6,12 @@
 //! every other one OPERATION_NOT_ATTEMPTED, nothing added; otherwise every partition gets the
 //! coordinator's answer. A verification answers per partition: NONE or INVALID_TXN_STATE, or
 //! the coordinator's error for all of them. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before
-//! v2. (Kafka requires CLUSTER_ACTION for v4; strata has no authorizer yet, issue #18.)
+//! v2. With the authorizer on, as Kafka: v4 needs CLUSTER_ACTION on the cluster (brokers
+//! only); the client form WRITE on the transactional id (else every partition is
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else its partitions are
+//! TOPIC_AUTHORIZATION_FAILED and the rest OPERATION_NOT_ATTEMPTED, nothing added).
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{txn_error_code, NONE};
 use crate::metadata::internal::is_internal;
 use crate::node::Node;
@@ -62,8 +66,13 @@ pub async fn handle<S: Storage>(
             verify_only: false,
             partitions: partitions_of(&request.v3_and_below_topics),
         };
-        let codes = answer(node, version, &transaction).await;
+        let codes = answer(node, context, version, &transaction).await;
         response.results_by_topic_v3_and_below = topic_results(codes);
+        return response;
+    }
+    if !node.allowed(context, AclOperation::ClusterAction, Resource::Cluster) {
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
         return response;
     }
     for entry in &request.transactions {
@@ -74,7 +83,7 @@ pub async fn handle<S: Storage>(
             verify_only: entry.verify_only,
             partitions: partitions_of(&entry.topics),
         };
-        let codes = answer(node, version, &transaction).await;
+        let codes = answer(node, context, version, &transaction).await;
         let mut result = AddPartitionsToTxnResult::default();
         result.transactional_id = entry.transactional_id.clone();
         result.topic_results = topic_results(codes);
@@ -86,6 +95,7 @@ pub async fn handle<S: Storage>(
 /// Each partition of `transaction` with its code.
 async fn answer<S: Storage>(
     node: &Node<S>,
+    context: &RequestContext,
     version: i16,
     transaction: &Transaction,
 ) -> Vec<(TopicPartition, i16)> {
@@ -111,6 +121,28 @@ async fn answer<S: Storage>(
             Ok(_) => vec![ResponseError::UnknownServerError.code(); wanted.len()],
         };
         return wanted.iter().cloned().zip(codes).collect();
+    }
+    let id = Resource::TransactionalId(&transactional_id);
+    if !node.allowed(context, AclOperation::Write, id) {
+        let code = crate::error::error_code(
+            &crate::error::BrokerError::TransactionalIdAuthorizationFailed(
+                transactional_id.clone(),
+            ),
+        );
+        return wanted.iter().map(|partition| (partition.clone(), code)).collect();
+    }
+    let refused = |partition: &TopicPartition| {
+        !node.allowed(context, AclOperation::Write, Resource::Topic(&partition.topic))
+    };
+    if wanted.iter().any(refused) {
+        let code = ResponseError::TopicAuthorizationFailed.code();
+        return wanted
+            .iter()
+            .map(|partition| match refused(partition) {
+                true => (partition.clone(), code),
+                false => (partition.clone(), ResponseError::OperationNotAttempted.code()),
+            })
+            .collect();
     }
     let image = node.metadata();
     // Clients may not add internal topics' partitions (AddOffsetsToTxn adds the group's).

@@ -5,6 +5,7 @@
 //! result per entry, in request order.
 
 use super::{error_fields, nth_result};
+use crate::authorization::{AclOperation, Resource};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::quotas::{QuotaEntity, QuotaOps};
 use crate::node::Node;
@@ -17,13 +18,18 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: AlterClientQuotasRequest,
 ) -> AlterClientQuotasResponse {
+    // As Kafka: ALTER_CONFIGS on the cluster, else every entry is refused.
+    let refused = !node.allowed(context, AclOperation::AlterConfigs, Resource::Cluster);
     let checked: Vec<_> = request
         .entries
         .iter()
         .map(|entry| {
+            if refused {
+                return Err(crate::error::BrokerError::ClusterAuthorizationFailed);
+            }
             let components: Vec<(String, Option<String>)> = entry
                 .entity
                 .iter()

@@ -3,6 +3,7 @@
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{error_fields, nth_result};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::BrokerError;
 use crate::metadata::decide::{ConfigEdit, MetadataChange};
 use crate::node::Node;
@@ -16,7 +17,7 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
@@ -31,6 +32,7 @@ pub async fn handle<S: Storage>(
         let mut result = AlterConfigsResourceResponse::default();
         (result.error_code, result.error_message) = alter_topic(
             node,
+            context,
             resource.resource_type,
             &resource.resource_name,
             ConfigEdit::Replace(configs),
@@ -49,11 +51,25 @@ pub async fn handle<S: Storage>(
 /// owner. Returns the response's error fields.
 pub(super) async fn alter_topic<S: Storage>(
     node: &Node<S>,
+    context: &RequestContext,
     resource_type: i8,
     name: &str,
     edit: ConfigEdit,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
+    // As Kafka: ALTER_CONFIGS on the topic, or on the cluster for the BROKER resource.
+    let refused = match resource_type {
+        RESOURCE_TOPIC => {
+            (!node.allowed(context, AclOperation::AlterConfigs, Resource::Topic(name)))
+                .then(|| BrokerError::TopicAuthorizationFailed(name.to_string()))
+        }
+        RESOURCE_BROKER => (!node.allowed(context, AclOperation::AlterConfigs, Resource::Cluster))
+            .then_some(BrokerError::ClusterAuthorizationFailed),
+        _ => None,
+    };
+    if let Some(error) = refused {
+        return error_fields(&error);
+    }
     let change = match resource_type {
         RESOURCE_TOPIC => {
             MetadataChange::AlterConfigs(vec![(name.to_string(), edit, validate_only)])

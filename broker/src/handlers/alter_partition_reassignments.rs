@@ -7,6 +7,7 @@
 //! changes the replica count and `allow_replication_factor_change` is false.
 
 use super::{error_fields, nth_result};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, NONE};
 use crate::metadata::decide::MetadataChange;
 use crate::node::Node;
@@ -26,6 +27,12 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
+    if !node.allowed(context, AclOperation::Alter, Resource::Cluster) {
+        let mut response = AlterPartitionReassignmentsResponse::default();
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     let allow_factor_change = context.api_version < 1 || request.allow_replication_factor_change;
     let image = node.metadata();
     // (topic, partition, target) to decide, and per requested partition the error found here.

@@ -8,6 +8,7 @@
 //! user, in request order.
 
 use super::{error_fields, nth_result, str_bytes};
+use crate::authorization::{AclOperation, Resource};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::scram::{check_alterations, RequestedAlteration, ScramCredentialInput};
 use crate::node::Node;
@@ -22,7 +23,7 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let deletions = request.deletions.iter().map(|deletion| -> RequestedAlteration {
@@ -35,7 +36,13 @@ pub async fn handle<S: Storage>(
         };
         (upsertion.name.to_string(), upsertion.mechanism, Some((upsertion.iterations, input)))
     });
-    let checked = check_alterations(deletions.chain(upsertions).collect());
+    let mut checked = check_alterations(deletions.chain(upsertions).collect());
+    // As Kafka: ALTER on the cluster, else every user's alteration is refused.
+    if !node.allowed(context, AclOperation::Alter, Resource::Cluster) {
+        for (_, outcome) in checked.iter_mut() {
+            *outcome = Err(crate::error::BrokerError::ClusterAuthorizationFailed);
+        }
+    }
     let valid: Vec<_> = checked
         .iter()
         .filter_map(|(user, outcome)| Some((user.clone(), outcome.as_ref().ok()?.clone())))

@@ -3,6 +3,7 @@
 //! one per new partition, of registered brokers, as many replicas as the topic has).
 
 use super::nth_result;
+use crate::authorization::{AclOperation, Resource};
 use crate::error::BrokerError;
 use crate::metadata::decide::{validate_assignments, MetadataChange};
 use crate::node::Node;
@@ -15,7 +16,7 @@ pub const VERSIONS: (i16, i16) = (0, 3);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let image = node.metadata();
@@ -26,6 +27,9 @@ pub async fn handle<S: Storage>(
         let duplicate = request.topics.iter().filter(|other| other.name == topic.name).count() > 1;
         let checked = match (&topic.assignments, image.topic(&name)) {
             _ if duplicate => Err(BrokerError::InvalidRequest("Duplicate topic name.".into())),
+            _ if !node.allowed(context, AclOperation::Alter, Resource::Topic(&name)) => {
+                Err(BrokerError::TopicAuthorizationFailed(name.clone()))
+            }
             (Some(assignments), Some(existing)) => {
                 let added = topic.count - existing.partition_count();
                 if added > 0 && assignments.len() as i32 != added {

@@ -2,6 +2,7 @@
 //! and opens the partitions on their owner shards before answering.
 
 use super::{nth_result, str_bytes};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, NONE};
 use crate::metadata::decide::{validate_assignments, CreateTopic, MetadataChange};
 use crate::metadata::{config_value, TopicImage, TOPIC_CONFIGS};
@@ -117,8 +118,15 @@ pub async fn handle<S: Storage>(
         let partitions = resolved_partitions(node, topic);
         let configs = requested_configs(topic);
         let duplicate = request.topics.iter().filter(|other| other.name == topic.name).count() > 1;
+        // As Kafka: CREATE on the cluster, or on the topic.
+        let may_create = || {
+            node.allowed(context, AclOperation::Create, Resource::Cluster)
+                || node.allowed(context, AclOperation::Create, Resource::Topic(&name))
+        };
         let checked = if duplicate {
             Err(BrokerError::InvalidRequest("Duplicate topic name.".into()))
+        } else if !may_create() {
+            Err(BrokerError::TopicAuthorizationFailed(name.clone()))
         } else if topic.assignments.is_empty() {
             // -1 is `default.replication.factor`; a single node holds one replica of
             // everything, and a cluster as many as it has live brokers (checked when decided).

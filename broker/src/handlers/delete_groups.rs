@@ -2,6 +2,7 @@
 //! (NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown groups).
 
 use super::offset_delete::delete_offsets;
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -13,7 +14,7 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let mut response = DeleteGroupsResponse::default();
@@ -21,9 +22,14 @@ pub async fn handle<S: Storage>(
         let name = group_id.0.to_string();
         let mut result = DeletableGroupResult::default();
         result.group_id = group_id;
-        result.error_code = match delete_offsets(node, &name, None).await {
-            Ok(_) => NONE,
-            Err(error) => error_code(&error),
+        result.error_code = if !node.allowed(context, AclOperation::Delete, Resource::Group(&name))
+        {
+            error_code(&crate::error::BrokerError::GroupAuthorizationFailed(name))
+        } else {
+            match delete_offsets(node, &name, None).await {
+                Ok(_) => NONE,
+                Err(error) => error_code(&error),
+            }
         };
         response.results.push(result);
     }

@@ -2,6 +2,7 @@
 //! watermark) on its owner shard, durably.
 
 use super::{error_fields, unexpected};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -29,7 +30,7 @@ async fn delete<S: Storage>(
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let mut response = DeleteRecordsResponse::default();
@@ -37,13 +38,18 @@ pub async fn handle<S: Storage>(
         let name = topic.name.0.to_string();
         let mut topic_result = DeleteRecordsTopicResult::default();
         topic_result.name = topic.name.clone();
+        let refused = !node.allowed(context, AclOperation::Delete, Resource::Topic(&name));
         for partition in topic.partitions {
             let index = partition.partition_index;
-            let outcome =
-                delete(node, TopicPartition::new(name.clone(), index), Offset(partition.offset));
+            let outcome = if refused {
+                Err(crate::error::BrokerError::TopicAuthorizationFailed(name.clone()))
+            } else {
+                delete(node, TopicPartition::new(name.clone(), index), Offset(partition.offset))
+                    .await
+            };
             let mut entry = DeleteRecordsPartitionResult::default();
             entry.partition_index = index;
-            match outcome.await {
+            match outcome {
                 Ok(low_watermark) => {
                     entry.error_code = NONE;
                     entry.low_watermark = low_watermark.0;

@@ -3,6 +3,7 @@
 //! UNKNOWN_TOPIC_ID with the id and no name, as Kafka's controller does.
 
 use super::{error_fields, nth_result};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::BrokerError;
 use crate::metadata::decide::MetadataChange;
 use crate::node::Node;
@@ -18,6 +19,8 @@ pub const VERSIONS: (i16, i16) = (1, 6);
 enum Named {
     Name(String),
     UnknownId(uuid::Uuid),
+    /// The principal may not delete it.
+    Refused(String),
 }
 
 pub async fn handle<S: Storage>(
@@ -43,11 +46,23 @@ pub async fn handle<S: Storage>(
     } else {
         request.topic_names.iter().map(|name| Named::Name(name.0.to_string())).collect()
     };
+    // As Kafka: DELETE on each topic.
+    let named: Vec<Named> = named
+        .into_iter()
+        .map(|named| match named {
+            Named::Name(name)
+                if !node.allowed(context, AclOperation::Delete, Resource::Topic(&name)) =>
+            {
+                Named::Refused(name)
+            }
+            other => other,
+        })
+        .collect();
     let names: Vec<String> = named
         .iter()
         .filter_map(|named| match named {
             Named::Name(name) => Some(name.clone()),
-            Named::UnknownId(_) => None,
+            Named::UnknownId(_) | Named::Refused(_) => None,
         })
         .collect();
     let results = if names.is_empty() {
@@ -64,6 +79,11 @@ pub async fn handle<S: Storage>(
                 result.name = None;
                 result.topic_id = id;
                 error_fields(&BrokerError::UnknownTopicId(id.to_string()))
+            }
+            Named::Refused(name) => {
+                let error = BrokerError::TopicAuthorizationFailed(name.clone());
+                result.name = Some(TopicName(StrBytes::from_string(name)));
+                error_fields(&error)
             }
             Named::Name(name) => {
                 if let (Some(meta), true) = (image.topic(&name), version >= 6) {

@@ -4,6 +4,7 @@
 //! INVALID_REQUEST for the whole request, as Kafka answers.
 
 use super::{error_fields, str_bytes};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::NONE;
 use crate::metadata::quotas::Match;
 use crate::node::Node;
@@ -16,9 +17,15 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
+    if !node.allowed(context, AclOperation::DescribeConfigs, Resource::Cluster) {
+        let mut response = DescribeClientQuotasResponse::default();
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     let mut response = DescribeClientQuotasResponse::default();
     let mut components = Vec::new();
     for component in &request.components {

@@ -3,8 +3,8 @@
 //! perform. v2 (KIP-1073) lists fenced brokers too when asked, marked `is_fenced`.
 
 use super::str_bytes;
-use crate::authorization::{self, authorized};
-use crate::error::NONE;
+use crate::authorization::{self, AclOperation, Resource};
+use crate::error::{BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -20,6 +20,11 @@ pub async fn handle<S: Storage>(
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
     response.error_code = NONE;
+    if !node.allowed(context, AclOperation::Describe, Resource::Cluster) {
+        (response.error_code, response.error_message) =
+            super::error_fields(&BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     if context.api_version >= 1 {
         response.endpoint_type = 1;
     }
@@ -51,9 +56,11 @@ pub async fn handle<S: Storage>(
         }
         response.brokers.sort_by_key(|broker| broker.broker_id.0);
     }
-    response.cluster_authorized_operations = authorized(
+    response.cluster_authorized_operations = node.authorized_operations(
+        context,
         request.include_cluster_authorized_operations,
         authorization::CLUSTER_OPERATIONS,
+        Resource::Cluster,
     );
     response
 }

@@ -4,6 +4,7 @@
 //! types and documentation.
 
 use super::{error_fields, str_bytes};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, NONE};
 use crate::metadata::broker_config::{self, broker_synonym};
 use crate::metadata::topic_config::{
@@ -214,6 +215,24 @@ pub async fn handle<S: Storage>(
                 .as_ref()
                 .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == key))
         };
+        // As Kafka: DESCRIBE_CONFIGS on the topic, or on the cluster for the BROKER resource.
+        let name = resource.resource_name.as_str();
+        let refused = match resource.resource_type {
+            RESOURCE_TOPIC => {
+                (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Topic(name)))
+                    .then(|| BrokerError::TopicAuthorizationFailed(name.to_string()))
+            }
+            RESOURCE_BROKER => {
+                (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Cluster))
+                    .then_some(BrokerError::ClusterAuthorizationFailed)
+            }
+            _ => None,
+        };
+        if let Some(error) = refused {
+            (result.error_code, result.error_message) = error_fields(&error);
+            response.results.push(result);
+            continue;
+        }
         match resource.resource_type {
             RESOURCE_TOPIC => match image.topic(resource.resource_name.as_str()) {
                 Some(topic) => {

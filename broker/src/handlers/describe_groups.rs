@@ -1,7 +1,7 @@
 //! DescribeGroups (key 15): state, protocol and members (with their metadata and assignment)
 //! of each group; a group with only committed offsets is `Empty`, an unknown one `Dead`.
 
-use crate::authorization::{self, authorized};
+use crate::authorization::{self, AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -29,7 +29,12 @@ pub async fn handle<S: Storage>(
         let name = group_id.0.to_string();
         let mut described = DescribedGroup::default();
         described.group_id = group_id;
-        match describe(node, &name).await {
+        let outcome = if node.allowed(context, AclOperation::Describe, Resource::Group(&name)) {
+            describe(node, &name).await
+        } else {
+            Err(BrokerError::GroupAuthorizationFailed(name.clone()))
+        };
+        match outcome {
             Ok(group) => {
                 described.error_code = NONE;
                 described.group_state = super::str_bytes(group.state);
@@ -55,8 +60,12 @@ pub async fn handle<S: Storage>(
             Err(error) => described.error_code = error_code(&error),
         }
         if context.api_version >= 3 {
-            described.authorized_operations =
-                authorized(request.include_authorized_operations, authorization::GROUP_OPERATIONS);
+            described.authorized_operations = node.authorized_operations(
+                context,
+                request.include_authorized_operations,
+                authorization::GROUP_OPERATIONS,
+                Resource::Group(&name),
+            );
         }
         response.groups.push(described);
     }

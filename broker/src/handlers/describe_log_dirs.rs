@@ -3,6 +3,7 @@
 //! show topic sizes (kafka-log-dirs.sh, admin UIs) use it. There is no replica movement, so
 //! `offset_lag` is 0 and nothing is a future replica.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -22,6 +23,12 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
+    if !node.allowed(context, AclOperation::Describe, Resource::Cluster) {
+        let mut response = DescribeLogDirsResponse::default();
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     let version = context.api_version;
     // None: every partition; otherwise only those asked for (unknown ones are left out, as
     // Kafka does).

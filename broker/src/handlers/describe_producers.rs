@@ -3,6 +3,7 @@
 //! yet, so `coordinator_epoch` and `current_txn_start_offset` are always -1.
 
 use super::{error_fields, unexpected};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::Result;
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -29,7 +30,7 @@ async fn producers<S: Storage>(
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let mut response = DescribeProducersResponse::default();
@@ -40,7 +41,12 @@ pub async fn handle<S: Storage>(
         for index in topic.partition_indexes {
             let mut partition = DescribedPartition::default();
             partition.partition_index = index;
-            match producers(node, TopicPartition::new(name.clone(), index)).await {
+            let outcome = if node.allowed(context, AclOperation::Read, Resource::Topic(&name)) {
+                producers(node, TopicPartition::new(name.clone(), index)).await
+            } else {
+                Err(crate::error::BrokerError::TopicAuthorizationFailed(name.clone()))
+            };
+            match outcome {
                 Ok(producers) => {
                     partition.active_producers = producers
                         .into_iter()

@@ -9,6 +9,7 @@
 //! reachable leader, NOT_LEADER_OR_FOLLOWER (the tool retries).
 
 use super::{error_fields, str_bytes};
+use crate::authorization::{AclOperation, Resource};
 use crate::controller::protocol::{QuorumState, ReplicaState};
 use crate::error::{BrokerError, NONE};
 use crate::node::Node;
@@ -26,9 +27,15 @@ pub const METADATA_TOPIC: &str = "__cluster_metadata";
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DescribeQuorumRequest,
 ) -> DescribeQuorumResponse {
+    if !node.allowed(context, AclOperation::Describe, Resource::Cluster) {
+        let mut response = DescribeQuorumResponse::default();
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     let mut response = DescribeQuorumResponse::default();
     response.error_code = NONE;
     let asks_for_the_log = match request.topics.as_slice() {

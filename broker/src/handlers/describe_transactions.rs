@@ -2,6 +2,7 @@
 //! holds it (state, timeout, start time, producer id and epoch, partitions). An id this broker
 //! does not coordinate is NOT_COORDINATOR; an unknown one TRANSACTIONAL_ID_NOT_FOUND.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -16,7 +17,7 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let mut response = DescribeTransactionsResponse::default();
@@ -28,10 +29,20 @@ pub async fn handle<S: Storage>(
         state.producer_epoch = -1;
         state.transaction_start_time_ms = -1;
         let call = TxnRequest::Describe { transactional_id: transactional_id.clone() };
-        let described = match node.txn_call(&transactional_id, call).await {
-            Ok(TxnResponse::Described(result)) => result,
-            Ok(_) => Err(super::unexpected()),
-            Err(error) => Err(error),
+        let allowed = node.allowed(
+            context,
+            AclOperation::Describe,
+            Resource::TransactionalId(&transactional_id),
+        );
+        let described = match allowed {
+            false => Err(crate::error::BrokerError::TransactionalIdAuthorizationFailed(
+                transactional_id.clone(),
+            )),
+            true => match node.txn_call(&transactional_id, call).await {
+                Ok(TxnResponse::Described(result)) => result,
+                Ok(_) => Err(super::unexpected()),
+                Err(error) => Err(error),
+            },
         };
         match described {
             Ok(txn) => {

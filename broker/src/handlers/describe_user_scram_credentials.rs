@@ -3,6 +3,7 @@
 //! metadata image (`metadata::scram::describe`). Never the salt or the keys.
 
 use super::{error_fields, str_bytes};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -18,9 +19,15 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    if !node.allowed(context, AclOperation::Describe, Resource::Cluster) {
+        let mut response = DescribeUserScramCredentialsResponse::default();
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     let users = request.users.map(|users| users.iter().map(|u| u.name.to_string()).collect());
     let mut response = DescribeUserScramCredentialsResponse::default();
     response.error_code = NONE;

@@ -8,6 +8,7 @@
 //! ELECTION_NOT_NEEDED are listed. v0 has no election type (preferred).
 
 use super::nth_result;
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, NONE};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::elect::ElectionType;
@@ -25,6 +26,12 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: ElectLeadersRequest,
 ) -> ElectLeadersResponse {
+    if !node.allowed(context, AclOperation::Alter, Resource::Cluster) {
+        let mut response = ElectLeadersResponse::default();
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     let mut response = ElectLeadersResponse::default();
     let kind = match (context.api_version, request.election_type) {
         (0, _) | (_, 0) => Some(ElectionType::Preferred),

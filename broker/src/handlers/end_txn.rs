@@ -5,6 +5,7 @@
 //! PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2. v5 (transaction version 2) is not
 //! served: strata does not advertise `transaction.version`.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{txn_error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -31,7 +32,13 @@ pub async fn handle<S: Storage>(
         producer_epoch: request.producer_epoch,
         commit: request.committed,
     };
-    let result = node.txn_done(&transactional_id, call).await;
+    let result =
+        if node.allowed(context, AclOperation::Write, Resource::TransactionalId(&transactional_id))
+        {
+            node.txn_done(&transactional_id, call).await
+        } else {
+            Err(crate::error::BrokerError::TransactionalIdAuthorizationFailed(transactional_id))
+        };
     response.error_code = match result {
         Ok(()) => NONE,
         Err(error) => {

@@ -6,6 +6,7 @@
 //! one, later epochs send and answer only what changed (`services::fetch_sessions`).
 
 use super::{error_fields, unexpected};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, NONE};
 use crate::metadata::quotas::CONSUMER_BYTE_RATE;
 use crate::node::Node;
@@ -133,8 +134,25 @@ fn fetcher_of(request: &FetchRequest) -> Fetcher {
     }
 }
 
+/// Whether the fetcher may read `topic`: a consumer needs READ on it, a follower CLUSTER_ACTION
+/// on the cluster (Kafka answers an unauthorized follower TOPIC_AUTHORIZATION_FAILED too).
+fn may_read<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    fetcher: Fetcher,
+    topic: &str,
+) -> bool {
+    match fetcher {
+        Fetcher::Consumer => node.allowed(context, AclOperation::Read, Resource::Topic(topic)),
+        Fetcher::Follower(_) => {
+            node.allowed(context, AclOperation::ClusterAction, Resource::Cluster)
+        }
+    }
+}
+
 async fn read_one<S: Storage>(
     node: &Node<S>,
+    context: &RequestContext,
     fetcher: Fetcher,
     wanted: &Wanted,
     max_bytes: usize,
@@ -142,6 +160,9 @@ async fn read_one<S: Storage>(
 ) -> Result<ReadResult, BrokerError> {
     if wanted.fetch.unknown_id {
         return Err(BrokerError::UnknownTopicId(wanted.fetch.topic_id.to_string()));
+    }
+    if !may_read(node, context, fetcher, &wanted.partition.topic) {
+        return Err(BrokerError::TopicAuthorizationFailed(wanted.partition.topic.clone()));
     }
     let (partition, offset) = (wanted.partition.clone(), Offset(wanted.fetch.offset));
     let request = match fetcher {
@@ -171,6 +192,7 @@ async fn read_one<S: Storage>(
 /// left answers no records this time (its offsets still go back).
 async fn read_all<S: Storage>(
     node: &Node<S>,
+    context: &RequestContext,
     fetcher: Fetcher,
     wanted: &[Wanted],
     max_bytes: usize,
@@ -190,7 +212,8 @@ async fn read_all<S: Storage>(
                 diverging: None,
             })
         } else {
-            let mut result = read_one(node, fetcher, item, budget.max(1), read_committed).await;
+            let mut result =
+                read_one(node, context, fetcher, item, budget.max(1), read_committed).await;
             if let Ok(read) = &mut result {
                 // The log always answers at least one batch: past the first partition with
                 // data, one that does not fit is not sent.
@@ -263,7 +286,8 @@ pub async fn handle<S: Storage>(
     // isolation_level 1 (READ_COMMITTED, v4+): stop at the last stable offset (KIP-98).
     let read_committed = request.isolation_level == 1;
     let results = loop {
-        let (results, total) = read_all(node, fetcher, &wanted, max_bytes, read_committed).await;
+        let (results, total) =
+            read_all(node, context, fetcher, &wanted, max_bytes, read_committed).await;
         let now = Instant::now();
         // A follower told where its log diverges truncates before anything else: no wait.
         let any_error = results

@@ -6,6 +6,7 @@
 //! (KIP-699).
 
 use super::str_bytes;
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::internal::{
@@ -96,7 +97,28 @@ pub async fn handle<S: Storage>(
         }
     }
     let mut response = FindCoordinatorResponse::default();
-    let answer = |key: &str| coordinator(node, &context.listener, request.key_type, key);
+    // As Kafka: DESCRIBE on the group or the transactional id.
+    let answer = |key: &str| {
+        let refused = match request.key_type {
+            GROUP if !node.allowed(context, AclOperation::Describe, Resource::Group(key)) => {
+                Some(BrokerError::GroupAuthorizationFailed(key.to_string()))
+            }
+            TRANSACTION
+                if !node.allowed(
+                    context,
+                    AclOperation::Describe,
+                    Resource::TransactionalId(key),
+                ) =>
+            {
+                Some(BrokerError::TransactionalIdAuthorizationFailed(key.to_string()))
+            }
+            _ => None,
+        };
+        match refused {
+            Some(error) => Err(error_code(&error)),
+            None => coordinator(node, &context.listener, request.key_type, key),
+        }
+    };
     if context.api_version >= 4 {
         response.coordinators = request
             .coordinator_keys

@@ -1,5 +1,6 @@
 //! Heartbeat (key 12): keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -11,9 +12,15 @@ pub const VERSIONS: (i16, i16) = (0, 4);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
+    if !node.allowed(context, AclOperation::Read, Resource::Group(&request.group_id.0)) {
+        let mut response = HeartbeatResponse::default();
+        let refused = BrokerError::GroupAuthorizationFailed(request.group_id.0.to_string());
+        response.error_code = crate::error::error_code(&refused);
+        return response;
+    }
     let group = request.group_id.0.to_string();
     let call = GroupRequest::Heartbeat {
         group: group.clone(),

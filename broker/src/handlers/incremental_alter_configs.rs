@@ -13,7 +13,7 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
@@ -32,6 +32,7 @@ pub async fn handle<S: Storage>(
         let mut result = AlterConfigsResourceResponse::default();
         (result.error_code, result.error_message) = alter_topic(
             node,
+            context,
             resource.resource_type,
             &resource.resource_name,
             ConfigEdit::Incremental(operations),

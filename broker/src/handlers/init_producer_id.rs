@@ -5,6 +5,7 @@
 //! id, a known one its next epoch, and an open transaction of an older producer with the same
 //! id is aborted first (zombie fencing). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, txn_error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -33,6 +34,26 @@ pub async fn handle<S: Storage>(
     let result = match request.transactional_id.as_ref().map(|id| id.0.to_string()) {
         Some(id) if id.is_empty() => {
             Err(BrokerError::InvalidRequest("an empty transactional id".into()))
+        }
+        // As Kafka: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE
+        // on the cluster or WRITE on some topic (KIP-679).
+        Some(transactional_id)
+            if !node.allowed(
+                context,
+                AclOperation::Write,
+                Resource::TransactionalId(&transactional_id),
+            ) =>
+        {
+            Err(BrokerError::TransactionalIdAuthorizationFailed(transactional_id))
+        }
+        None if !node.allowed(context, AclOperation::IdempotentWrite, Resource::Cluster)
+            && !node.allowed_any(
+                context,
+                AclOperation::Write,
+                crate::metadata::acl::ResourceType::Topic,
+            ) =>
+        {
+            Err(BrokerError::ClusterAuthorizationFailed)
         }
         Some(transactional_id) => {
             let expected = (producer_id >= 0).then_some((producer_id, epoch));

@@ -2,6 +2,7 @@
 //! v4+ first answers MEMBER_ID_REQUIRED with the member's id (KIP-394). The member's client
 //! host (DescribeGroups shows it) is the connection's address, as Kafka reports it.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -28,6 +29,12 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
+    if !node.allowed(context, AclOperation::Read, Resource::Group(&request.group_id.0)) {
+        let mut response = JoinGroupResponse::default();
+        let refused = BrokerError::GroupAuthorizationFailed(request.group_id.0.to_string());
+        response.error_code = crate::error::error_code(&refused);
+        return response;
+    }
     let version = context.api_version;
     let join_request = JoinRequest {
         group: request.group_id.0.to_string(),

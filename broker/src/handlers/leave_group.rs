@@ -1,6 +1,7 @@
 //! LeaveGroup (key 13): members leave (v3+ several at once, each named by member id and/or
 //! group instance id, KIP-345); the rest rebalance. v3+ answers echo each identity.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -25,6 +26,12 @@ pub async fn handle<S: Storage>(
 ) -> LeaveGroupResponse {
     let version = context.api_version;
     let group = request.group_id.0.to_string();
+    if !node.allowed(context, AclOperation::Read, Resource::Group(&group)) {
+        let mut response = LeaveGroupResponse::default();
+        response.error_code =
+            crate::error::error_code(&BrokerError::GroupAuthorizationFailed(group));
+        return response;
+    }
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         request
             .members

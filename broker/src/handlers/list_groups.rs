@@ -3,6 +3,7 @@
 //! (KIP-848: every group here is a `classic` one; a filter naming only other or unknown types
 //! lists none), both case-insensitively.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -43,9 +44,14 @@ pub async fn handle<S: Storage>(
             || request.types_filter.iter().any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
         state && kind
     };
+    // As Kafka: every group with DESCRIBE on the cluster, else those the principal may describe.
+    let all = node.allowed(context, AclOperation::Describe, Resource::Cluster);
     response.groups = groups
         .into_values()
         .filter(|group| wanted(group.state))
+        .filter(|group| {
+            all || node.allowed(context, AclOperation::Describe, Resource::Group(&group.group))
+        })
         .map(|group| {
             let mut listed = ListedGroup::default();
             listed.group_id = GroupId(super::str_bytes(&group.group));

@@ -5,6 +5,7 @@
 //! UNSUPPORTED_VERSION, as in Kafka.
 
 use super::{error_fields, unexpected};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -43,6 +44,7 @@ pub async fn handle<S: Storage>(
         let name = topic.name.0.to_string();
         let mut topic_response = ListOffsetsTopicResponse::default();
         topic_response.name = topic.name.clone();
+        let refused = !node.allowed(context, AclOperation::Describe, Resource::Topic(&name));
         for partition in topic.partitions {
             let index = partition.partition_index;
             let key = TopicPartition::new(name.clone(), index);
@@ -52,7 +54,9 @@ pub async fn handle<S: Storage>(
                 -5 => 9,
                 _ => 0,
             };
-            let outcome = if context.api_version < newest_for {
+            let outcome = if refused {
+                Err(BrokerError::TopicAuthorizationFailed(name.clone()))
+            } else if context.api_version < newest_for {
                 Err(BrokerError::UnsupportedVersion("ListOffsets", context.api_version))
             } else {
                 match node.check_leader_epoch(&key, partition.current_leader_epoch) {

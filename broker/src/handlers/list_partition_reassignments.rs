@@ -3,6 +3,7 @@
 //! their full replica lists and the replicas being added and removed. Unknown partitions and
 //! partitions not being moved are left out, as in Kafka.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::NONE;
 use crate::metadata::reassign;
 use crate::node::Node;
@@ -19,9 +20,15 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !node.allowed(context, AclOperation::Describe, Resource::Cluster) {
+        let mut response = ListPartitionReassignmentsResponse::default();
+        response.error_code =
+            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        return response;
+    }
     let wanted: Option<Vec<(String, i32)>> = request.topics.map(|topics| {
         topics
             .into_iter()

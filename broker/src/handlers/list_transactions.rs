@@ -2,6 +2,7 @@
 //! ids this broker coordinates, filtered by state names, producer ids and (v1+) how long their
 //! transaction has been open. Unknown state names are echoed in `unknown_state_filters`.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -35,7 +36,13 @@ pub async fn handle<S: Storage>(
             let state_ok = states.is_empty() || states.iter().any(|s| s == txn.state);
             let producer_ok = producers.is_empty() || producers.contains(&txn.producer_id);
             let duration_ok = duration < 0 || (txn.start_ms >= 0 && now - txn.start_ms > duration);
-            if state_ok && producer_ok && duration_ok {
+            // As Kafka: only the transactional ids the principal may describe.
+            let described = node.allowed(
+                context,
+                AclOperation::Describe,
+                Resource::TransactionalId(&txn.transactional_id),
+            );
+            if state_ok && producer_ok && duration_ok && described {
                 let mut state = TransactionState::default();
                 state.transactional_id = TransactionalId(super::str_bytes(&txn.transactional_id));
                 state.producer_id = ProducerId(txn.producer_id);

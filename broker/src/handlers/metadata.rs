@@ -1,9 +1,12 @@
 //! Metadata (key 3): brokers (this node), topics with their partitions as placed (leader,
 //! leader epoch, replicas); auto-creates requested topics when `auto.create.topics.enable` is
-//! on and the client allows it.
+//! on and the client allows it. With the authorizer on, as Kafka: a request for every topic
+//! lists those the principal may DESCRIBE; a named topic it may not describe is answered
+//! TOPIC_AUTHORIZATION_FAILED, and so is one it may describe but not create (CREATE on the
+//! cluster or the topic) when it would be auto-created.
 
 use super::str_bytes;
-use crate::authorization::{self, authorized};
+use crate::authorization::{self, AclOperation, Resource};
 use crate::error::{error_code, BrokerError};
 use crate::metadata::decide::NO_LEADER;
 use crate::metadata::decide::{CreateTopic, MetadataChange};
@@ -24,6 +27,7 @@ pub const VERSIONS: (i16, i16) = (0, 12);
 /// not be created.
 async fn auto_create<S: Storage>(
     node: &Node<S>,
+    context: &RequestContext,
     version: i16,
     request: &MetadataRequest,
     requested: &[String],
@@ -35,8 +39,21 @@ async fn auto_create<S: Storage>(
         return errors;
     }
     let image = node.metadata();
-    let missing: Vec<&String> =
-        requested.iter().filter(|name| image.topic(name).is_none()).collect();
+    let may_create = |name: &str| {
+        node.allowed(context, AclOperation::Create, Resource::Cluster)
+            || node.allowed(context, AclOperation::Create, Resource::Topic(name))
+    };
+    let mut missing: Vec<&String> = Vec::new();
+    for name in requested.iter().filter(|name| image.topic(name).is_none()) {
+        if may_create(name) {
+            missing.push(name);
+        } else {
+            errors.insert(
+                name.clone(),
+                error_code(&BrokerError::TopicAuthorizationFailed(name.clone())),
+            );
+        }
+    }
     if missing.is_empty() {
         return errors;
     }
@@ -74,8 +91,18 @@ pub async fn handle<S: Storage>(
             .filter_map(|topic| topic.name.as_ref().map(|name| name.0.to_string()))
             .collect()
     });
+    let describable =
+        |name: &str| node.allowed(context, AclOperation::Describe, Resource::Topic(name));
+    // Named topics the principal may not describe: refused, never auto-created.
+    let (requested, refused): (Option<Vec<String>>, Vec<String>) = match requested {
+        Some(names) => {
+            let (allowed, refused) = names.into_iter().partition(|name| describable(name));
+            (Some(allowed), refused)
+        }
+        None => (None, Vec::new()),
+    };
     let creation_errors = match &requested {
-        Some(names) => auto_create(node, version, &request, names).await,
+        Some(names) => auto_create(node, context, version, &request, names).await,
         None => HashMap::new(),
     };
     let image = node.metadata();
@@ -99,12 +126,15 @@ pub async fn handle<S: Storage>(
         response.controller_id = BrokerId(node.controller_id());
     }
     if (8..=10).contains(&version) {
-        response.cluster_authorized_operations = authorized(
+        response.cluster_authorized_operations = node.authorized_operations(
+            context,
             request.include_cluster_authorized_operations,
             authorization::CLUSTER_OPERATIONS,
+            Resource::Cluster,
         );
     }
-    let names: Vec<String> = requested.unwrap_or_else(|| image.topics.keys().cloned().collect());
+    let names: Vec<String> = requested
+        .unwrap_or_else(|| image.topics.keys().filter(|name| describable(name)).cloned().collect());
     for name in names {
         let mut topic = MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));
@@ -112,9 +142,11 @@ pub async fn handle<S: Storage>(
             Some(meta) => {
                 topic.is_internal = version >= 1 && is_internal(&name);
                 if version >= 8 {
-                    topic.topic_authorized_operations = authorized(
+                    topic.topic_authorized_operations = node.authorized_operations(
+                        context,
                         request.include_topic_authorized_operations,
                         authorization::TOPIC_OPERATIONS,
+                        Resource::Topic(&name),
                     );
                 }
                 if version >= 10 {
@@ -168,6 +200,12 @@ pub async fn handle<S: Storage>(
                 };
             }
         }
+        response.topics.push(topic);
+    }
+    for name in refused {
+        let mut topic = MetadataResponseTopic::default();
+        topic.error_code = error_code(&BrokerError::TopicAuthorizationFailed(name.clone()));
+        topic.name = Some(TopicName(str_bytes(&name)));
         response.topics.push(topic);
     }
     response

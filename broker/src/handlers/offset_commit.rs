@@ -3,6 +3,7 @@
 //! the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); standalone commits
 //! (generation -1, no member id) are accepted while the group has no members, as in Kafka.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -45,7 +46,7 @@ async fn commit<S: Storage>(node: &Node<S>, group: &str, request: GroupRequest) 
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
@@ -54,12 +55,22 @@ pub async fn handle<S: Storage>(
     // Per-partition validation first; the valid ones are committed in one durable append.
     let mut outcomes: Vec<(TopicPartition, Option<BrokerError>)> = Vec::new();
     let mut entries = Vec::new();
+    // As Kafka: READ on the group for every partition, then READ on each topic.
+    let group_refused = !node.allowed(context, AclOperation::Read, Resource::Group(&group));
     for topic in &request.topics {
+        let topic_refused = !group_refused
+            && !node.allowed(context, AclOperation::Read, Resource::Topic(&topic.name.0));
         for partition in &topic.partitions {
             let key = TopicPartition::new(topic.name.0.to_string(), partition.partition_index);
             let metadata =
                 partition.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
-            let error = check_partition(node, group_valid, &key, &metadata);
+            let error = if group_refused {
+                Some(BrokerError::GroupAuthorizationFailed(group.clone()))
+            } else if topic_refused {
+                Some(BrokerError::TopicAuthorizationFailed(key.topic.clone()))
+            } else {
+                check_partition(node, group_valid, &key, &metadata)
+            };
             if error.is_none() {
                 let committed = Committed {
                     offset: partition.committed_offset,

@@ -5,6 +5,7 @@
 //! GROUP_SUBSCRIBED_TO_TOPIC for the others, and a group with members that is not a consumer
 //! group (another protocol type) NON_EMPTY_GROUP, alone.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -33,10 +34,17 @@ pub(super) async fn delete_offsets<S: Storage>(
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let group = request.group_id.0.to_string();
+    // As Kafka: DELETE on the group, then READ on each topic.
+    if !node.allowed(context, AclOperation::Delete, Resource::Group(&group)) {
+        let mut response = OffsetDeleteResponse::default();
+        response.error_code = error_code(&BrokerError::GroupAuthorizationFailed(group));
+        return response;
+    }
+    let readable = |topic: &str| node.allowed(context, AclOperation::Read, Resource::Topic(topic));
     let image = node.metadata();
     let exists = |partition: &TopicPartition| {
         image.topic(&partition.topic).is_some_and(|topic| {
@@ -52,7 +60,8 @@ pub async fn handle<S: Storage>(
                 .map(move |p| TopicPartition::new(t.name.0.to_string(), p.partition_index))
         })
         .collect();
-    let known: Vec<TopicPartition> = requested.iter().filter(|p| exists(p)).cloned().collect();
+    let known: Vec<TopicPartition> =
+        requested.iter().filter(|p| exists(p) && readable(&p.topic)).cloned().collect();
     let mut response = OffsetDeleteResponse::default();
     let outcome = match delete_offsets(node, &group, Some(known)).await {
         Ok(outcome) => outcome,
@@ -65,6 +74,7 @@ pub async fn handle<S: Storage>(
     response.error_code = NONE;
     let subscribed = error_code(&BrokerError::Group(GroupError::GroupSubscribedToTopic));
     let unknown = error_code(&BrokerError::UnknownTopicOrPartition(String::new()));
+    let refused = error_code(&BrokerError::TopicAuthorizationFailed(String::new()));
     for topic in request.topics {
         let mut entry = OffsetDeleteResponseTopic::default();
         entry.partitions = topic
@@ -74,7 +84,9 @@ pub async fn handle<S: Storage>(
                 let key = TopicPartition::new(topic.name.0.to_string(), p.partition_index);
                 let mut partition = OffsetDeleteResponsePartition::default();
                 partition.partition_index = p.partition_index;
-                partition.error_code = if !exists(&key) {
+                partition.error_code = if !readable(&key.topic) {
+                    refused
+                } else if !exists(&key) {
                     unknown
                 } else if outcome.subscribed.contains(&key) {
                     subscribed

@@ -2,7 +2,8 @@
 //! unknown group, or a partition without a commit, answers offset -1 with no error, as Kafka.
 //! v5+ answers the committed leader epoch (KIP-320; -1 when the commit carried none).
 
-use crate::error::NONE;
+use crate::authorization::{AclOperation, Resource};
+use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::groups::{Committed, GroupRequest, GroupResponse};
@@ -22,12 +23,32 @@ const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 /// (topic, partition, offset, leader epoch, metadata, error code) for one group; `wanted` None
 /// means all committed. With `require_stable` (v7+, KIP-447), a partition whose offset was
 /// committed in a transaction still open is UNSTABLE_OFFSET_COMMIT (the client retries).
+/// With the authorizer on, as Kafka: the group needs DESCRIBE (else the group's error, `Err`),
+/// a named topic DESCRIBE (else TOPIC_AUTHORIZATION_FAILED on its partitions), and "all
+/// committed" leaves out the topics the principal may not describe.
 async fn fetch<S: Storage>(
     node: &Node<S>,
+    context: &RequestContext,
     group: &str,
     wanted: Option<Vec<TopicPartition>>,
     require_stable: bool,
-) -> Vec<(String, i32, i64, i32, String, i16)> {
+) -> Result<Vec<(String, i32, i64, i32, String, i16)>, i16> {
+    if !node.allowed(context, AclOperation::Describe, Resource::Group(group)) {
+        return Err(error_code(&BrokerError::GroupAuthorizationFailed(group.to_string())));
+    }
+    let describable =
+        |topic: &str| node.allowed(context, AclOperation::Describe, Resource::Topic(topic));
+    let refused_code = error_code(&BrokerError::TopicAuthorizationFailed(String::new()));
+    let (wanted, refused): (Option<Vec<TopicPartition>>, Vec<TopicPartition>) = match wanted {
+        Some(wanted) => {
+            let (allowed, refused) = wanted.into_iter().partition(|key| describable(&key.topic));
+            (Some(allowed), refused)
+        }
+        None => (None, Vec::new()),
+    };
+    let refused_rows = refused
+        .into_iter()
+        .map(|key| (key.topic, key.partition.0, -1, -1, String::new(), refused_code));
     let request = GroupRequest::FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
     let (found, unstable) = match node.group_call(group, request).await {
         Ok(GroupResponse::FetchOffsets(found, unstable)) => (found, unstable),
@@ -43,8 +64,12 @@ async fn fetch<S: Storage>(
             None => (key.topic, key.partition.0, -1, -1, String::new(), code),
         }
     };
-    match wanted {
-        None => found.into_iter().map(|(key, c)| row(key, Some(&c))).collect(),
+    let rows: Vec<_> = match wanted {
+        None => found
+            .into_iter()
+            .filter(|(key, _)| describable(&key.topic))
+            .map(|(key, c)| row(key, Some(&c)))
+            .collect(),
         Some(wanted) => wanted
             .into_iter()
             .map(|key| {
@@ -52,7 +77,8 @@ async fn fetch<S: Storage>(
                 row(key, committed)
             })
             .collect(),
-    }
+    };
+    Ok(rows.into_iter().chain(refused_rows).collect())
 }
 
 pub async fn handle<S: Storage>(
@@ -78,7 +104,13 @@ pub async fn handle<S: Storage>(
             let mut group_response = OffsetFetchResponseGroup::default();
             group_response.group_id = requested.group_id.clone();
             group_response.error_code = NONE;
-            let rows = fetch(node, &group, wanted, request.require_stable).await;
+            let rows = match fetch(node, context, &group, wanted, request.require_stable).await {
+                Ok(rows) => rows,
+                Err(code) => {
+                    group_response.error_code = code;
+                    Vec::new()
+                }
+            };
             for (topic, partition, offset, epoch, metadata, code) in rows {
                 let mut entry = OffsetFetchResponsePartitions::default();
                 entry.error_code = code;
@@ -112,9 +144,14 @@ pub async fn handle<S: Storage>(
             .collect()
     });
     let require_stable = version >= 7 && request.require_stable;
-    for (topic, partition, offset, epoch, metadata, code) in
-        fetch(node, &group, wanted, require_stable).await
-    {
+    let rows = match fetch(node, context, &group, wanted, require_stable).await {
+        Ok(rows) => rows,
+        Err(code) => {
+            response.error_code = code;
+            return response;
+        }
+    };
+    for (topic, partition, offset, epoch, metadata, code) in rows {
         let mut entry = OffsetFetchResponsePartition::default();
         entry.error_code = code;
         entry.partition_index = partition;

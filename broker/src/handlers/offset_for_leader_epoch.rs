@@ -8,6 +8,7 @@
 //! NOT_LEADER_OR_FOLLOWER.
 
 use super::{error_fields, unexpected};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -43,21 +44,42 @@ async fn end_offset<S: Storage>(
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut response = OffsetForLeaderEpochResponse::default();
+    // As Kafka: a follower (replica id >= 0) needs CLUSTER_ACTION, a client DESCRIBE on the topic.
+    let follower = request.replica_id.0 >= 0;
+    let cluster_refused =
+        follower && !node.allowed(context, AclOperation::ClusterAction, Resource::Cluster);
     for topic in request.topics {
         let name = topic.topic.0.to_string();
+        let refused = if cluster_refused {
+            Some(crate::error::BrokerError::ClusterAuthorizationFailed)
+        } else if !follower
+            && !node.allowed(context, AclOperation::Describe, Resource::Topic(&name))
+        {
+            Some(crate::error::BrokerError::TopicAuthorizationFailed(name.clone()))
+        } else {
+            None
+        };
         let mut result = OffsetForLeaderTopicResult::default();
         result.topic = topic.topic.clone();
         for partition in topic.partitions {
             let key = TopicPartition::new(name.clone(), partition.partition);
             let mut entry = EpochEndOffset::default();
             entry.partition = partition.partition;
-            match end_offset(node, key, partition.current_leader_epoch, partition.leader_epoch)
-                .await
-            {
+            let outcome = match &refused {
+                Some(crate::error::BrokerError::ClusterAuthorizationFailed) => {
+                    Err(crate::error::BrokerError::ClusterAuthorizationFailed)
+                }
+                Some(_) => Err(crate::error::BrokerError::TopicAuthorizationFailed(name.clone())),
+                None => {
+                    end_offset(node, key, partition.current_leader_epoch, partition.leader_epoch)
+                        .await
+                }
+            };
+            match outcome {
                 Ok((epoch, offset)) => {
                     entry.error_code = NONE;
                     entry.leader_epoch = epoch;

@@ -8,6 +8,7 @@
 //! topics (`__consumer_offsets`) refuse client batches with INVALID_TOPIC_EXCEPTION.
 
 use super::{error_fields, unexpected};
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, Result, NONE};
 use crate::metadata::internal::is_internal;
 use crate::metadata::quotas::PRODUCER_BYTE_RATE;
@@ -90,16 +91,29 @@ async fn append_all<S: Storage>(
     let acks = request.acks;
     let mut outcomes: Vec<Option<Result<AppendResult>>> = Vec::new();
     let mut routes: Vec<Route> = Vec::new();
+    // As Kafka: WRITE on the transactional id for the whole request, then WRITE per topic.
+    let id_refused = request.transactional_id.as_ref().is_some_and(|id| {
+        !node.allowed(context, AclOperation::Write, Resource::TransactionalId(&id.0))
+    });
     for topic in &request.topic_data {
+        let topic_refused = !id_refused
+            && !node.allowed(context, AclOperation::Write, Resource::Topic(&topic.name.0));
         for data in &topic.partition_data {
             let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
             let transactional_id = request.transactional_id.is_some();
             let records = data.records.as_ref();
-            let routed =
-                match refusal(&partition, acks, context.api_version, records, transactional_id) {
-                    Some(error) => Err(error),
-                    None => node.partition_owner(&partition),
-                };
+            let refused = if id_refused {
+                let id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+                Some(BrokerError::TransactionalIdAuthorizationFailed(id.unwrap_or_default()))
+            } else if topic_refused {
+                Some(BrokerError::TopicAuthorizationFailed(partition.topic.clone()))
+            } else {
+                refusal(&partition, acks, context.api_version, records, transactional_id)
+            };
+            let routed = match refused {
+                Some(error) => Err(error),
+                None => node.partition_owner(&partition),
+            };
             let place = outcomes.len();
             match routed {
                 Err(error) => outcomes.push(Some(Err(error))),

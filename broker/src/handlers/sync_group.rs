@@ -1,6 +1,7 @@
 //! SyncGroup (key 14): the leader hands in every member's assignment; each member gets its own
 //! once they are in (assignments are relayed byte for byte).
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -28,6 +29,12 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
+    if !node.allowed(context, AclOperation::Read, Resource::Group(&request.group_id.0)) {
+        let mut response = SyncGroupResponse::default();
+        let refused = BrokerError::GroupAuthorizationFailed(request.group_id.0.to_string());
+        response.error_code = crate::error::error_code(&refused);
+        return response;
+    }
     let group = request.group_id.0.to_string();
     let call = GroupRequest::Sync {
         group: group.clone(),

@@ -4,6 +4,7 @@
 //! group on commit, dropped on abort. v3 carries the member's identity (KIP-447), checked like
 //! an OffsetCommit's; generation -1 with no member id is accepted, as Kafka does.
 
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -29,12 +30,27 @@ pub async fn handle<S: Storage>(
     let image = node.metadata();
     let mut outcomes: Vec<(TopicPartition, Option<BrokerError>)> = Vec::new();
     let mut entries = Vec::new();
+    // As Kafka: WRITE on the transactional id, READ on the group, then READ on each topic.
+    let transactional_id = request.transactional_id.0.as_str();
+    let id_refused =
+        !node.allowed(context, AclOperation::Write, Resource::TransactionalId(transactional_id));
+    let group_refused =
+        !id_refused && !node.allowed(context, AclOperation::Read, Resource::Group(&group));
     for topic in &request.topics {
+        let topic_refused = !id_refused
+            && !group_refused
+            && !node.allowed(context, AclOperation::Read, Resource::Topic(&topic.name.0));
         for partition in &topic.partitions {
             let key = TopicPartition::new(topic.name.0.to_string(), partition.partition_index);
             let metadata =
                 partition.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
-            let refused = if !valid_group_id(&group) {
+            let refused = if id_refused {
+                Some(BrokerError::TransactionalIdAuthorizationFailed(transactional_id.to_string()))
+            } else if group_refused {
+                Some(BrokerError::GroupAuthorizationFailed(group.clone()))
+            } else if topic_refused {
+                Some(BrokerError::TopicAuthorizationFailed(key.topic.clone()))
+            } else if !valid_group_id(&group) {
                 Some(BrokerError::Group(GroupError::InvalidGroupId))
             } else if image.placement(&key).is_none() {
                 Some(BrokerError::UnknownTopicOrPartition(key.to_string()))

@@ -4,6 +4,7 @@
 //! not yet authenticated (issue #18: CLUSTER_ACTION); clients never send this request.
 
 use super::error_fields;
+use crate::authorization::{AclOperation, Resource};
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -19,10 +20,12 @@ pub const VERSIONS: (i16, i16) = (1, 1);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
-    _context: &RequestContext,
+    context: &RequestContext,
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let mut response = WriteTxnMarkersResponse::default();
+    // As Kafka: only brokers (CLUSTER_ACTION on the cluster) write markers.
+    let refused = !node.allowed(context, AclOperation::ClusterAction, Resource::Cluster);
     for marker in request.markers {
         let spec = MarkerSpec {
             producer_id: marker.producer_id.0,
@@ -37,7 +40,11 @@ pub async fn handle<S: Storage>(
             topic_result.name = topic.name.clone();
             for index in topic.partition_indexes {
                 let partition = TopicPartition::new(topic.name.0.to_string(), index);
-                let outcome = node.write_marker_here(&partition, spec).await;
+                let outcome = if refused {
+                    Err(crate::error::BrokerError::ClusterAuthorizationFailed)
+                } else {
+                    node.write_marker_here(&partition, spec).await
+                };
                 let mut partition_result = WritableTxnMarkerPartitionResult::default();
                 partition_result.partition_index = index;
                 partition_result.error_code = match outcome {

@@ -31,6 +31,10 @@ pub enum ApplyError {
     ProducerIdsBehind(i64, i64),
     #[error("user {0} has no {1} credential")]
     UnknownScramCredential(String, &'static str),
+    #[error("no ACL has the id {0:?}")]
+    UnknownAcl(super::acl::AclId),
+    #[error("an ACL with the id {0:?} exists")]
+    AclExists(super::acl::AclId),
 }
 
 /// A partition's leader, ISR and replicas agree: a non-empty ISR of distinct replicas, the
@@ -242,6 +246,15 @@ pub fn apply(
             if credentials.is_empty() {
                 image.scram.remove(user);
             }
+        }
+        MetadataRecord::Acl { id, binding } => {
+            if image.acls.contains(id) {
+                return Err(ApplyError::AclExists(*id));
+            }
+            image.acls.insert(*id, binding.clone());
+        }
+        MetadataRecord::RemoveAcl { id } => {
+            image.acls.remove(id).ok_or(ApplyError::UnknownAcl(*id))?;
         }
         MetadataRecord::ClientQuota { entity, key, value } => {
             let values = image.quotas.entry(entity.clone()).or_default();

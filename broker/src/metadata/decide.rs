@@ -61,6 +61,11 @@ pub enum MetadataChange {
     AlterScram(Vec<(String, Vec<super::scram::ScramAlteration>)>),
     /// AlterClientQuotas: (entity, its operations, validate only).
     AlterQuotas(Vec<(super::quotas::QuotaEntity, super::quotas::QuotaOps, bool)>),
+    /// CreateAcls: the checked bindings (`metadata::acl`).
+    CreateAcls(Vec<super::acl::AclBinding>),
+    /// DeleteAcls: per filter, the ids of the ACLs it matched in the image the handler read
+    /// (those still present are removed).
+    DeleteAcls(Vec<Vec<super::acl::AclId>>),
 }
 
 /// Checks manual replica assignments (CreateTopics `assignments`, CreatePartitions

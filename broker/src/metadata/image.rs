@@ -54,6 +54,8 @@ pub struct MetadataImage {
     pub scram: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
     /// Client quotas (KIP-546): entity → quota key → value.
     pub quotas: BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>,
+    /// ACLs (issue #18), by id and by resource pattern.
+    pub acls: super::acl::Acls,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

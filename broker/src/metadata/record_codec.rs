@@ -16,14 +16,18 @@
 //! "stored_key": [bytes], "server_key": [bytes], "iterations"}` and `{"type":
 //! "remove_scram_credential", "user", "mechanism"}` (issue #18); `{"type": "client_quota",
 //! "entity": [["user", "alice"], ["client-id", null]], "key", "value"}` (null name: the
-//! default; null value: removed).
+//! default; null value: removed); `{"type": "acl", "id": [16 bytes], "resource_type":
+//! "TOPIC", "resource_name", "pattern_type": "LITERAL", "principal": "User:alice", "host":
+//! "*", "operation": "READ", "permission": "ALLOW"}` and `{"type": "remove_acl", "id"}`.
 //! Invariant: variants are only ever added. An unknown `type` fails to decode, and the node
 //! stops with the error rather than skip a record (a skipped record would fork the image).
 
+use super::acl::{AclBinding, AclId, PatternType, Permission, ResourceType};
 use super::client_quota::{QuotaEntity, QuotaValue};
 use super::image::{RegisteredListener, TopicId};
 use super::placement::Placement;
 use super::records::{BrokerRegistration, MetadataRecord};
+use crate::authorization::AclOperation;
 use crate::sasl::scram::{ScramCredential, ScramMechanism};
 use serde::{Deserialize, Serialize};
 use shard::runtime::ShardId;
@@ -167,6 +171,54 @@ pub(crate) enum StoredRecord {
         key: String,
         value: Option<QuotaValue>,
     },
+    Acl(StoredAcl),
+    RemoveAcl {
+        id: AclId,
+    },
+}
+
+/// An ACL as stored (in records and in `strata-metadata.json`): its id and its binding by
+/// names (`"resource_type": "TOPIC"`, `"pattern_type": "PREFIXED"`, `"operation": "READ"`,
+/// `"permission": "ALLOW"`), never codes, so a stored ACL cannot change meaning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoredAcl {
+    pub(crate) id: AclId,
+    resource_type: ResourceType,
+    resource_name: String,
+    pattern_type: PatternType,
+    principal: String,
+    host: String,
+    operation: AclOperation,
+    permission: Permission,
+}
+
+impl StoredAcl {
+    pub(crate) fn new(id: AclId, binding: &AclBinding) -> Self {
+        let binding = binding.clone();
+        StoredAcl {
+            id,
+            resource_type: binding.resource_type,
+            resource_name: binding.resource_name,
+            pattern_type: binding.pattern_type,
+            principal: binding.principal,
+            host: binding.host,
+            operation: binding.operation,
+            permission: binding.permission,
+        }
+    }
+
+    pub(crate) fn binding(self) -> AclBinding {
+        AclBinding {
+            resource_type: self.resource_type,
+            resource_name: self.resource_name,
+            pattern_type: self.pattern_type,
+            principal: self.principal,
+            host: self.host,
+            operation: self.operation,
+            permission: self.permission,
+        }
+    }
 }
 
 /// A quota entity's type as stored.
@@ -415,6 +467,8 @@ impl From<&MetadataRecord> for StoredRecord {
             MetadataRecord::ClientQuota { entity, key, value } => {
                 StoredRecord::ClientQuota { entity: stored_entity(&entity), key, value }
             }
+            MetadataRecord::Acl { id, binding } => StoredRecord::Acl(StoredAcl::new(id, &binding)),
+            MetadataRecord::RemoveAcl { id } => StoredRecord::RemoveAcl { id },
         }
     }
 }
@@ -492,6 +546,10 @@ impl From<StoredRecord> for MetadataRecord {
             StoredRecord::ClientQuota { entity, key, value } => {
                 MetadataRecord::ClientQuota { entity: entity_of(entity), key, value }
             }
+            StoredRecord::Acl(stored) => {
+                MetadataRecord::Acl { id: stored.id, binding: stored.binding() }
+            }
+            StoredRecord::RemoveAcl { id } => MetadataRecord::RemoveAcl { id },
         }
     }
 }
@@ -619,6 +677,19 @@ mod tests {
                 key: "producer_byte_rate".into(),
                 value: None,
             },
+            MetadataRecord::Acl {
+                id: [5; 16],
+                binding: AclBinding {
+                    resource_type: ResourceType::TransactionalId,
+                    resource_name: "a-".into(),
+                    pattern_type: PatternType::Prefixed,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: AclOperation::IdempotentWrite,
+                    permission: Permission::Deny,
+                },
+            },
+            MetadataRecord::RemoveAcl { id: [5; 16] },
         ];
         let json = serde_json::to_string(&StoredRecords::from(records.clone())).expect("encode");
         let back: StoredRecords = serde_json::from_str(&json).expect("decode");
@@ -630,6 +701,11 @@ mod tests {
         let old: Vec<MetadataRecord> = serde_json::from_str::<StoredRecords>(old).unwrap().into();
         let MetadataRecord::Partition { placement, .. } = &old[0] else { panic!("{old:?}") };
         assert_eq!((placement.isr.clone(), placement.partition_epoch), (vec![NodeId(4)], 0));
+        // ACLs are stored by names.
+        let acl = &json[json.find(r#"{"type":"acl""#).expect("an acl record")..];
+        assert!(acl.starts_with(
+            r#"{"type":"acl","id":[5,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5],"resource_type":"TRANSACTIONAL_ID","resource_name":"a-","pattern_type":"PREFIXED","principal":"User:alice","host":"*","operation":"IDEMPOTENT_WRITE","permission":"DENY"}"#
+        ), "{acl}");
         let unknown = r#"[{"type": "fence_broker_v9", "broker": 1}]"#;
         let error = serde_json::from_str::<StoredRecords>(unknown).unwrap_err().to_string();
         assert!(error.contains("fence_broker_v9"), "{error}");

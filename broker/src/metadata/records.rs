@@ -5,6 +5,7 @@
 //! blocks, ACLs and SCRAM credentials as new variants.
 //! References: KIP-631 "The Quorum-based Kafka Controller", section "Record Formats".
 
+use super::acl::{AclBinding, AclId};
 use super::client_quota::{QuotaEntity, QuotaValue};
 pub use super::image::BrokerRegistration;
 use super::image::TopicId;
@@ -78,4 +79,8 @@ pub enum MetadataRecord {
     /// A client quota set (`Some`) or removed (`None`) for an entity (KIP-546's
     /// ClientQuotaRecord).
     ClientQuota { entity: QuotaEntity, key: String, value: Option<QuotaValue> },
+    /// An ACL added (KIP-801's AccessControlEntryRecord), under a new random id.
+    Acl { id: AclId, binding: AclBinding },
+    /// An ACL removed (RemoveAccessControlEntryRecord).
+    RemoveAcl { id: AclId },
 }

@@ -15,7 +15,7 @@
 use super::image::{MetadataImage, TopicImage};
 use super::placement::{Placement, PlacementPolicy};
 use super::record_codec::{
-    entity_of, stored_entity, StoredPlacement, StoredQuotaEntity, StoredScram,
+    entity_of, stored_entity, StoredAcl, StoredPlacement, StoredQuotaEntity, StoredScram,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -66,6 +66,9 @@ struct StoredImage {
     /// Client quotas (added within format 2, issue #18): (entity, key → value).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     quotas: Vec<(StoredQuotaEntity, BTreeMap<String, f64>)>,
+    /// ACLs (added within format 2, issue #18).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    acls: Vec<StoredAcl>,
 }
 
 fn is_zero(value: &i64) -> bool {
@@ -89,6 +92,7 @@ pub fn new_cluster() -> MetadataImage {
         next_producer_id: 0,
         scram: BTreeMap::new(),
         quotas: BTreeMap::new(),
+        acls: Default::default(),
     }
 }
 
@@ -141,6 +145,7 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
                 (stored_entity(entity), values)
             })
             .collect(),
+        acls: image.acls.iter().map(|(id, binding)| StoredAcl::new(*id, binding)).collect(),
         topics: image
             .topics
             .iter()
@@ -218,8 +223,12 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
                 (entity_of(entity), values)
             })
             .collect(),
+        acls: Default::default(),
     };
     let mut image = image;
+    for stored in stored.acls {
+        image.acls.insert(stored.id, stored.binding());
+    }
     for stored in stored.scram {
         let credential = stored.credential();
         image.scram.entry(stored.user).or_default().insert(stored.mechanism.into(), credential);
@@ -268,6 +277,9 @@ mod tests {
             [("producer_byte_rate".to_string(), super::super::client_quota::QuotaValue(1e6))]
                 .into(),
         );
+        let binding = crate::metadata::acl::AclBinding::from_wire(2, "a-", 4, "User:a", "*", 3, 3)
+            .expect("a valid binding");
+        image.acls.insert([3; 16], binding);
         assert_eq!(load(&to_json(&image), POLICY), Ok((image, false)));
         assert!(load(b"{garbage", POLICY).is_err());
     }

@@ -375,6 +375,21 @@ impl<S: Storage> MetadataService<S> {
                     pending.take(outcome, validate_only)
                 })
                 .collect(),
+            MetadataChange::CreateAcls(bindings) => bindings
+                .into_iter()
+                .map(|binding| {
+                    let id = *uuid::Uuid::new_v4().as_bytes();
+                    let records = crate::metadata::acl::create(&pending.working.acls, &binding, id);
+                    pending.take(Ok(records), false)
+                })
+                .collect(),
+            MetadataChange::DeleteAcls(matched) => matched
+                .into_iter()
+                .map(|ids| {
+                    let records = crate::metadata::acl::remove(&pending.working.acls, &ids);
+                    pending.take(Ok(records), false)
+                })
+                .collect(),
         };
         (results, pending)
     }
@@ -389,6 +404,7 @@ impl<S: Storage> MetadataService<S> {
         let adds_only = previous.broker_configs == image.broker_configs
             && previous.scram == image.scram
             && previous.quotas == image.quotas
+            && previous.acls == image.acls
             && previous.topics.iter().all(|(name, topic)| {
                 image.topic(name).is_some_and(|next| {
                     next.partitions.len() >= topic.partitions.len() && next.configs == topic.configs
@@ -484,6 +500,8 @@ fn change_items(change: &MetadataChange) -> usize {
         MetadataChange::Reassign(items) => items.len(),
         MetadataChange::AlterScram(items) => items.len(),
         MetadataChange::AlterQuotas(items) => items.len(),
+        MetadataChange::CreateAcls(items) => items.len(),
+        MetadataChange::DeleteAcls(items) => items.len(),
     }
 }
 

@@ -13,7 +13,17 @@ endpoints, and Metadata answers a client with the endpoints of the listener it c
     logs in as her within 5 s (the other brokers apply the committed record asynchronously).
   * She produces 100 messages to an RF=3 topic and reads them back through another node.
   * A wrong password is refused by node 3.
-  * A cluster node whose inter-broker listener is not PLAINTEXT is refused at startup.
+A second cluster is locked down (acceptance 5): its only Kafka listener is SASL_SSL and is the
+inter-broker one, its CONTROLLER listener is SASL_SSL too, and the authorizer is on.
+  * Brokers log in to each other as `broker` (sasl.jaas.config's username, a super user):
+    an RF=3 topic replicates, the active controller is killed and a new one takes admin
+    changes, the killed node comes back into the ISR, the partition's leader is killed, and
+    alice (with ACLs) reads back every message she produced, through the survivors.
+  * Without credentials nothing gets in: PLAINTEXT or TLS-only clients get no metadata from
+    the broker port (which is also the peer port replicas fetch from), a wrong password is
+    refused, and the controller port refuses a plaintext connection, a TLS one that sends a
+    request before logging in (answered with the refusal only), and a login as a user that is not a broker or super user,
+    while the broker's own login is answered.
 Each test starts its own cluster (or node), so the file is single_node: it runs once, in the
 single-node stage, like test_cluster.py, and is skipped with STRATA_INTEROP_CLUSTER.
 """
@@ -28,7 +38,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster import Cluster, ClusterNode, broker_ids, metadata_from, wait_for
 from conftest import free_port, strata_bin
-from test_cluster_config import refused
 from test_scram import (ADMIN_PASSWORD, JAAS, SHA_256, SHA_512, T, admin, alter,
                         assert_login_fails, ck_conf, ck_consume, ck_produce, scram_conf,
                         upsertion)
@@ -179,19 +188,225 @@ def test_a_user_created_on_one_broker_logs_in_on_every_broker_of_a_3_node_cluste
         AdminClient(ck_conf(nodes[3], "admin", "PLAIN", ADMIN_PASSWORD)).list_topics(timeout=T)
 
 
-def test_a_cluster_refuses_an_inter_broker_listener_that_is_not_plaintext(tmp_path):
-    """A voter (broker,controller) whose inter.broker.listener.name is a SASL_SSL or SSL
-    listener exits at startup naming issue #18: brokers reach each other over PLAINTEXT in
-    this build. Everything else it needs (keystore, SASL settings) is given."""
+LOCKED_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+               'username="broker" password="broker-secret" user_broker="broker-secret" '
+               'user_admin="admin-secret" user_alice="alice-secret";')
+
+
+class LockedNode(ClusterNode):
+    """A node whose only Kafka listener is SASL_SSL (clients and the other brokers)."""
+
+    @property
+    def listener(self):
+        return "SASL_SSL://127.0.0.1:%d" % self.kafka_port
+
+    def command(self):
+        cmd = super().command()
+        cmd[cmd.index("--listen") + 1] = self.listener
+        cmd[cmd.index("--advertise") + 1] = self.listener
+        return cmd
+
+
+class LockedCluster(Cluster):
+    def __init__(self, workdir, pki, size=3):
+        self.pki = pki
+        self.extra = [
+            "--set", "inter.broker.listener.name=SASL_SSL",
+            "--set", "listener.security.protocol.map=CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL",
+            "--set", "ssl.keystore.location=" + pki.keystore,
+            "--set", "ssl.truststore.location=" + pki.ca_file,
+            "--set", "sasl.enabled.mechanisms=PLAIN",
+            "--set", "sasl.jaas.config=" + LOCKED_JAAS,
+            "--set", "authorizer.class.name=strata",
+            "--set", "super.users=User:broker;User:admin",
+        ]
+        self.nodes = {}
+        for node_id in range(1, size + 1):
+            self.nodes[node_id] = LockedNode(strata_bin(), workdir / ("node-%d" % node_id),
+                                             node_id, self)
+
+
+def locked_conf(pki, nodes, user, password):
+    return {"bootstrap.servers": ",".join("127.0.0.1:%d" % n.kafka_port for n in nodes),
+            "security.protocol": "SASL_SSL", "ssl.ca.location": pki.ca_file,
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password,
+            "socket.timeout.ms": 10000, "message.timeout.ms": 60000}
+
+
+def partition_state(conf, topic):
+    """(leader, ISR) of the topic's partition 0 as the cluster answers; (None, []) if unknown."""
+    try:
+        metadata = AdminClient(conf).list_topics(topic, timeout=10)
+    except ck.KafkaException:
+        return None, []
+    t = metadata.topics.get(topic)
+    if t is None or t.error is not None or 0 not in t.partitions:
+        return None, []
+    return t.partitions[0].leader, sorted(t.partitions[0].isrs)
+
+
+def controller_call(port, message, pki=None):
+    """One controller-protocol exchange (`[len u32 LE][json]`), over TLS when `pki` is given.
+    -> the decoded answer, or None when the node closed the connection without one."""
+    import json
+    import socket
+    import ssl
+    import struct
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = raw
+    try:
+        if pki is not None:
+            context = ssl.create_default_context(cafile=pki.ca_file)
+            sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        answers = []
+        for m in (message if isinstance(message, list) else [message]):
+            payload = json.dumps(m).encode()
+            sock.sendall(struct.pack("<I", len(payload)) + payload)
+            head = b""
+            while len(head) < 4:
+                chunk = sock.recv(4 - len(head))
+                if not chunk:
+                    return answers or None
+                head += chunk
+            (size,) = struct.unpack("<I", head)
+            body = b""
+            while len(body) < size:
+                chunk = sock.recv(size - len(body))
+                if not chunk:
+                    return answers or None
+                body += chunk
+            answers.append(json.loads(body))
+        return answers
+    except (ConnectionError, ssl.SSLError, socket.timeout):
+        return None
+    finally:
+        sock.close()
+
+
+def login(user, password):
+    return {"authenticate": {"mechanism": "PLAIN", "user": user, "password": password}}
+
+
+@pytest.mark.timeout(300)
+def test_a_locked_down_cluster_replicates_and_fails_over_with_sasl_ssl_everywhere(tmp_path):
     pki = Pki(str(tmp_path / "pki"))
-    for protocol in ("SASL_SSL", "SSL"):
-        listeners = "PLAINTEXT://127.0.0.1:%d,%s://127.0.0.1:%d" % (free_port(), protocol,
-                                                                   free_port())
-        text = refused(tmp_path,  # bounded: subprocess.run(timeout=30)
-                       "node.id=1", "controller.quorum.voters=1@127.0.0.1:%d" % free_port(),
-                       "listeners=" + listeners, "advertised.listeners=" + listeners,
-                       "inter.broker.listener.name=" + protocol,
-                       "ssl.keystore.location=" + pki.keystore,
-                       "sasl.jaas.config=" + JAAS)
-        assert "issue #18" in text, (protocol, text)
-        assert "inter.broker.listener.name" in text, (protocol, text)
+    cluster = LockedCluster(tmp_path, pki)
+    nodes = cluster.nodes
+    try:
+        cluster.start()
+        admin_conf = locked_conf(pki, nodes.values(), "admin", "admin-secret")
+        alice_conf = locked_conf(pki, nodes.values(), "alice", "alice-secret")
+
+        def brokers(conf=admin_conf):
+            try:
+                return sorted(AdminClient(conf).list_topics(timeout=5).brokers)
+            except ck.KafkaException:
+                return None
+        wait_for(lambda: brokers() == [1, 2, 3], 60, "three brokers registered over SASL_SSL")
+        topic = "locked"
+        client = AdminClient(admin_conf)
+        futures = client.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})],
+                                       request_timeout=T)
+        futures[topic].result(timeout=T)
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                           ResourcePatternType, ResourceType)
+        acls = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice",
+                           "*", operation, AclPermissionType.ALLOW)
+                for operation in (AclOperation.READ, AclOperation.WRITE)]
+        # ck_consume's group.
+        acls.append(AclBinding(ResourceType.GROUP, "scram-" + topic, ResourcePatternType.LITERAL,
+                               "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW))
+        for future in client.create_acls(acls, request_timeout=T).values():
+            future.result(timeout=T)
+        # Every replica in sync: the followers fetch over SASL_SSL, logged in as `broker`.
+        wait_for(lambda: partition_state(admin_conf, topic)[1] == [1, 2, 3], 60,
+                 "all three replicas in the ISR")
+        first = [b"first-%d" % i for i in range(N)]
+        ck_produce(alice_conf, topic, first)
+
+        # Controller failover: kill the active controller; a new one takes an admin change.
+        controller = client.describe_cluster(request_timeout=T).result(timeout=T).controller.id
+        nodes[controller].kill()
+        survivors = [n for i, n in nodes.items() if i != controller]
+        admin_left = locked_conf(pki, survivors, "admin", "admin-secret")
+
+        def created_after_failover():
+            survivor_admin = AdminClient(admin_left)  # alive until the future resolves
+            try:
+                fs = survivor_admin.create_topics([NewTopic("after-failover", 1, 2)],
+                                                  request_timeout=10)
+                fs["after-failover"].result(timeout=15)
+                return True
+            except ck.KafkaException as e:
+                return e.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS
+        wait_for(created_after_failover, 90, "a topic created after the controller was killed")
+        second = [b"second-%d" % i for i in range(N)]
+        ck_produce(locked_conf(pki, survivors, "alice", "alice-secret"), topic, second)
+
+        # The killed node comes back and catches up into the ISR over SASL_SSL.
+        nodes[controller].restart_after_kill()
+        wait_for(lambda: partition_state(admin_conf, topic)[1] == [1, 2, 3], 90,
+                 "the restarted node back in the ISR")
+
+        # The partition's leader dies; alice reads everything through the survivors.
+        leader, _ = partition_state(admin_conf, topic)
+        nodes[leader].kill()
+        rest = [n for i, n in nodes.items() if i != leader]
+        alice_rest = locked_conf(pki, rest, "alice", "alice-secret")
+        wait_for(lambda: partition_state(locked_conf(pki, rest, "admin", "admin-secret"),
+                                         topic)[0] not in (None, -1, leader), 60,
+                 "a new leader after the leader was killed")
+        assert ck_consume(alice_rest, topic, 2 * N) == first + second
+    except BaseException:
+        print(cluster.log_tails())
+        raise
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.timeout(180)
+def test_without_credentials_nothing_reaches_the_broker_or_controller_ports(tmp_path):
+    pki = Pki(str(tmp_path / "pki"))
+    cluster = LockedCluster(tmp_path, pki)
+    nodes = cluster.nodes
+    try:
+        cluster.start()
+        node = nodes[1]
+        good = locked_conf(pki, [node], "admin", "admin-secret")
+        wait_for(lambda: len(AdminClient(good).list_topics(timeout=10).brokers) == 3, 60,
+                 "three brokers")
+
+        def no_metadata(conf):
+            try:
+                AdminClient(dict(conf, **{"socket.timeout.ms": 3000})).list_topics(timeout=5)
+                return False
+            except ck.KafkaException:
+                return True
+        bootstrap = "127.0.0.1:%d" % node.kafka_port
+        assert no_metadata({"bootstrap.servers": bootstrap}), "PLAINTEXT got metadata"
+        assert no_metadata({"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+                            "ssl.ca.location": pki.ca_file}), "TLS without SASL got metadata"
+        assert no_metadata(locked_conf(pki, [node], "admin", "wrong")), "a wrong password got in"
+
+        port = node.controller_port
+        quorum = "describe_quorum"
+        # The broker's own login opens the controller port: the probe's frames are right.
+        answers = controller_call(port, [login("broker", "broker-secret"), quorum], pki)
+        assert answers is not None and answers[0] == {"authenticated": {"Ok": None}}, answers
+        assert "quorum" in answers[1], answers
+        # Plaintext: the TLS handshake fails, nothing is answered.
+        assert controller_call(port, quorum) is None
+        # TLS, but a request before the login: refused, never served, and closed.
+        answers = controller_call(port, [quorum, quorum], pki)
+        assert answers == [{"authenticated": {"Err": "a request before the login"}}], answers
+        # A valid PLAIN user that is neither this node's login nor a super user: refused.
+        answers = controller_call(port, [login("alice", "alice-secret"), quorum], pki)
+        assert answers is not None and len(answers) == 1, answers
+        assert "Err" in answers[0]["authenticated"], answers
+        answers = controller_call(port, [login("broker", "wrong"), quorum], pki)
+        assert answers is not None and len(answers) == 1 and "Err" in answers[0]["authenticated"]
+    except BaseException:
+        print(cluster.log_tails())
+        raise
+    finally:
+        cluster.stop()

@@ -282,19 +282,6 @@ impl ClusterConfig {
                  brokers fetch it instead and list none)"
             ));
         }
-        if !self.roles.broker || self.voters.is_empty() {
-            return Ok(());
-        }
-        let protocol = self.protocol_map.get(&self.inter_broker_listener).map(String::as_str);
-        if protocol != Some("PLAINTEXT") {
-            return Err(format!(
-                "inter.broker.listener.name: {} is {}; a cluster's brokers reach each other over \
-                 PLAINTEXT in this build (TLS and SASL between brokers: issue #18, not built \
-                 yet); clients may use SSL and SASL listeners beside it",
-                self.inter_broker_listener,
-                protocol.unwrap_or("unmapped")
-            ));
-        }
         Ok(())
     }
 }
@@ -420,16 +407,14 @@ mod tests {
         two.check_runnable().expect("two single-node listeners");
         let sasl = keys(0, "broker,controller", "", "h:9092,SASL_SSL://h:9094");
         ClusterConfig::from_keys(&sasl).expect("valid").check_runnable().expect("single-node SASL");
-        // A cluster: client listeners of every protocol, but brokers reach each other over a
-        // PLAINTEXT inter-broker listener.
+        // A cluster: listeners of every protocol, the inter-broker one too (issue #18).
         let voters = "0@h:9093";
         let mut cluster = keys(0, "broker,controller", voters, "h:9092,SASL_SSL://h:9094");
         let two = ClusterConfig::from_keys(&cluster).expect("valid");
         two.check_runnable().expect("a cluster's SASL_SSL client listener");
         cluster.listeners = "SSL://h:9094";
         cluster.inter_broker_listener = "SSL";
-        let error = ClusterConfig::from_keys(&cluster).expect("valid").check_runnable();
-        assert!(error.expect_err("ssl").contains("issue #18"));
+        ClusterConfig::from_keys(&cluster).expect("valid").check_runnable().expect("SSL between");
     }
 
     #[test]

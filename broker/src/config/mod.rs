@@ -40,6 +40,15 @@ pub struct BrokerConfig {
     pub sasl: Option<security::SaslSettings>,
     /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
     pub authorizer: crate::authorization::Authorizer,
+    /// How this broker reaches the others' inter-broker listener (TLS, SASL login), from
+    /// that listener's protocol (issue #18).
+    pub inter_broker_security: security::PeerSecurity,
+    /// How this node reaches the controllers, from the controller listener's protocol; its
+    /// own controller listener asks the same of the nodes that connect.
+    pub controller_security: security::PeerSecurity,
+    /// The PLAIN users that may log in on a SASL controller listener (`sasl.jaas.config`'s);
+    /// only this node's own login and `super.users` are accepted among them.
+    pub controller_users: BTreeMap<String, String>,
     pub admin_listen: SocketAddr,
     pub cores: usize,
     pub auto_create_topics: bool,
@@ -166,7 +175,15 @@ impl BrokerConfig {
             .ok_or("listeners: no client listener (every one is a controller listener)")?;
         let (listen, advertise_host, advertise_port) =
             (primary.listen, primary.advertise_host, primary.advertise_port);
-        let tls = if listeners.iter().any(|listener| listener.tls) {
+        // The controller listener's protocol (a cluster's; a single node has no controller).
+        let controller_protocol = cluster
+            .controller_listener_names
+            .first()
+            .and_then(|name| cluster.protocol_map.get(name))
+            .filter(|_| !cluster.voters.is_empty())
+            .map_or("PLAINTEXT", String::as_str);
+        let controller_tls = controller_protocol == "SSL" || controller_protocol == "SASL_SSL";
+        let tls = if listeners.iter().any(|listener| listener.tls) || controller_tls {
             if settings.get("ssl.keystore.type").trim() != "PEM" {
                 return Err(format!(
                     "ssl.keystore.type = {:?}: strata reads PEM keystores only (KIP-651)",
@@ -249,10 +266,38 @@ impl BrokerConfig {
             advertise_host,
             advertise_port,
             listeners,
-            tls,
+            tls: tls.clone(),
             sasl,
             admin_listen: address("admin.listener")?,
             cores,
+            inter_broker_security: if cluster.voters.is_empty() {
+                security::PeerSecurity::default()
+            } else {
+                security::PeerSecurity::for_protocol(
+                    cluster
+                        .protocol_map
+                        .get(&cluster.inter_broker_listener)
+                        .map_or("PLAINTEXT", String::as_str),
+                    &cluster.inter_broker_listener,
+                    tls.as_ref(),
+                    settings.get("sasl.jaas.config"),
+                    "sasl.mechanism.inter.broker.protocol",
+                    settings.get("sasl.mechanism.inter.broker.protocol"),
+                )?
+            },
+            controller_security: security::PeerSecurity::for_protocol(
+                controller_protocol,
+                cluster.controller_listener_names.first().map_or("CONTROLLER", String::as_str),
+                tls.as_ref(),
+                settings.get("sasl.jaas.config"),
+                "sasl.mechanism.controller.protocol",
+                settings.get("sasl.mechanism.controller.protocol"),
+            )?,
+            controller_users: if controller_protocol.starts_with("SASL_") {
+                security::plain_users(settings.get("sasl.jaas.config"))?
+            } else {
+                BTreeMap::new()
+            },
             auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",
             authorizer: security::authorizer(
                 settings.get("authorizer.class.name"),

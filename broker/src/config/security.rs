@@ -54,9 +54,91 @@ pub struct SaslSettings {
     pub reauth_ms: u64,
 }
 
+/// A secret (a password) that never shows in logs or `Debug` output.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[hidden]")
+    }
+}
+
+/// The SASL mechanisms a node logs in to other brokers and controllers with
+/// (`sasl.mechanism.inter.broker.protocol`, `sasl.mechanism.controller.protocol`).
+pub const PEER_MECHANISMS: &[&str] = &["PLAIN"];
+
+/// How this node reaches other brokers (the inter-broker listener) or controllers (the
+/// controller listener), from that listener's security protocol: TLS (the truststore's CAs
+/// check the peer, this node's keystore is its client certificate) and a SASL PLAIN login
+/// (the JAAS line's own `username`/`password`, as Kafka's brokers log in).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerSecurity {
+    pub tls: Option<TlsSettings>,
+    pub login: Option<(String, Secret)>,
+}
+
+impl PeerSecurity {
+    /// The settings for a listener of `protocol`, checked: TLS needs a keystore and a
+    /// truststore, SASL a login and a mechanism this build logs in with.
+    pub fn for_protocol(
+        protocol: &str,
+        listener: &str,
+        tls: Option<&TlsSettings>,
+        jaas: &str,
+        mechanism_key: &str,
+        mechanism: &str,
+    ) -> Result<PeerSecurity, String> {
+        let mut security = PeerSecurity::default();
+        if protocol == "SSL" || protocol == "SASL_SSL" {
+            let tls = tls.ok_or_else(|| {
+                format!("the {listener} listener is {protocol}: give ssl.keystore.location")
+            })?;
+            if tls.truststore.is_none() {
+                return Err(format!(
+                    "the {listener} listener is {protocol}: nodes check each other's \
+                     certificates against ssl.truststore.location (the cluster's CA); give it"
+                ));
+            }
+            security.tls = Some(tls.clone());
+        }
+        if protocol.starts_with("SASL_") {
+            if !PEER_MECHANISMS.contains(&mechanism.trim()) {
+                return Err(format!(
+                    "{mechanism_key} = {mechanism:?}: nodes log in to each other with {} in \
+                     this build",
+                    PEER_MECHANISMS.join(", ")
+                ));
+            }
+            let options = jaas_options(jaas)?;
+            match (options.get("username"), options.get("password")) {
+                (Some(user), Some(password)) => {
+                    security.login = Some((user.clone(), Secret(password.clone())))
+                }
+                _ => {
+                    return Err(format!(
+                        "the {listener} listener is {protocol}: this node logs in to the others \
+                         as sasl.jaas.config's username=\"...\" password=\"...\" (give both)"
+                    ))
+                }
+            }
+        }
+        Ok(security)
+    }
+}
+
 /// The users of a `PlainLoginModule` JAAS configuration: its `user_<name>="<password>"`
 /// options (`username`/`password`, the broker's own login, are not users).
 pub fn plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> {
+    Ok(jaas_options(jaas)?
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.strip_prefix("user_")?.to_string(), value)))
+        .collect())
+}
+
+/// Every `key="value"` option of a `PlainLoginModule` JAAS line.
+fn jaas_options(jaas: &str) -> Result<BTreeMap<String, String>, String> {
     let jaas = jaas.trim();
     if jaas.is_empty() {
         return Ok(BTreeMap::new());
@@ -75,9 +157,7 @@ pub fn plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> {
         let after = after.trim_start();
         let after = after.strip_prefix('"').ok_or("sasl.jaas.config: values are quoted")?;
         let (value, after) = after.split_once('"').ok_or("sasl.jaas.config: unclosed quote")?;
-        if let Some(user) = key.trim().strip_prefix("user_") {
-            users.insert(user.to_string(), value.to_string());
-        }
+        users.insert(key.trim().to_string(), value.to_string());
         rest = after.trim_start();
     }
     Ok(users)

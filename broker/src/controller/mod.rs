@@ -15,6 +15,7 @@ pub mod network;
 pub mod proposer;
 pub mod protocol;
 pub mod quorum;
+pub mod security;
 pub mod state_machine;
 pub mod status;
 pub mod types;

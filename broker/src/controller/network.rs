@@ -4,6 +4,7 @@
 //! Runs on: the controller thread (tokio).
 
 use super::protocol::{self, Request, Response};
+use super::security::ControllerStream;
 use super::types::{NodeId, Strata};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
@@ -21,7 +22,7 @@ use tokio::net::TcpStream;
 /// A connection to one controller, made on first use and after a failure.
 pub struct Peer {
     address: String,
-    stream: Option<TcpStream>,
+    stream: Option<ControllerStream>,
 }
 
 impl Peer {
@@ -55,7 +56,7 @@ impl Peer {
                 )
             })?;
             stream.set_nodelay(true)?;
-            self.stream = Some(stream);
+            self.stream = Some(super::security::secure_client(stream, &self.address).await?);
         }
         let Some(stream) = self.stream.as_mut() else {
             return Err(io::Error::other("no connection"));

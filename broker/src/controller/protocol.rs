@@ -59,6 +59,13 @@ pub enum Request {
         node: NodeId,
         address: String,
     },
+    /// The first message on a SASL controller listener (`controller::security`): a PLAIN
+    /// login as this node's `sasl.jaas.config` username.
+    Authenticate {
+        mechanism: String,
+        user: String,
+        password: crate::config::security::Secret,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -85,6 +92,8 @@ pub enum Response {
     Quorum(Option<QuorumState>),
     /// Whether the learner was added (or already was a member); the error otherwise.
     LearnerAdded(Result<(), String>),
+    /// The login's outcome; after an error the connection closes.
+    Authenticated(Result<(), String>),
 }
 
 /// The quorum as its leader sees it (KIP-595's DescribeQuorum): log indexes stand for Kafka's

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// Raft timing: heartbeats every 250 ms, an election after 1-2 s without one (Kafka's
 /// `controller.quorum.election.timeout.ms` is 1 s).
@@ -441,7 +441,16 @@ async fn accept(listener: TcpListener, answering: Answering) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                tokio::spawn(serve(stream, peer, answering.clone()));
+                let answering = answering.clone();
+                tokio::spawn(async move {
+                    let _ = stream.set_nodelay(true);
+                    match super::security::secure_server(stream, peer).await {
+                        Ok(stream) => serve(stream, peer, answering).await,
+                        Err(error) => {
+                            tracing::warn!(%peer, %error, "refused a controller connection")
+                        }
+                    }
+                });
             }
             Err(error) => {
                 tracing::warn!(%error, "accepting a controller connection");
@@ -452,8 +461,11 @@ async fn accept(listener: TcpListener, answering: Answering) {
 }
 
 /// Answers one connection's requests in order, until it closes or sends what is not a request.
-async fn serve(mut stream: TcpStream, peer: SocketAddr, mut answering: Answering) {
-    let _ = stream.set_nodelay(true);
+async fn serve(
+    mut stream: super::security::ControllerStream,
+    peer: SocketAddr,
+    mut answering: Answering,
+) {
     loop {
         let request = match protocol::read::<Request, _>(&mut stream).await {
             Ok(Some(request)) => request,
@@ -521,6 +533,11 @@ async fn serve(mut stream: TcpStream, peer: SocketAddr, mut answering: Answering
                 }
             }
             Request::Identify { .. } => continue,
+            // Only as a connection's first message (`security::secure_server`).
+            Request::Authenticate { .. } => {
+                tracing::warn!(%peer, "a login in the middle of a controller connection");
+                return;
+            }
         };
         if let Err(error) = protocol::write(&mut stream, &response).await {
             tracing::debug!(%peer, %error, "a controller connection closed while answering");

@@ -22,6 +22,7 @@
 //! Runs on: every shard, for the partitions it follows.
 
 use crate::metadata::MetadataImage;
+use crate::net::peer::PeerStream;
 use crate::services::fetch_sessions::INITIAL_EPOCH;
 use crate::services::partitions::{Partition, PartitionService};
 use bytes::Bytes;
@@ -33,7 +34,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use shard::io::Storage;
-use shard::runtime::net::TcpStream;
 use shard::runtime::ShardId;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -196,7 +196,7 @@ impl<S: Storage> ReplicaFetchers<S> {
     /// The stream's loop: connect, fetch, apply, until stopped; failures back off.
     async fn run(self: Rc<Self>, stream: Rc<Stream>) {
         tracing::info!(shard = self.shard.0, leader = stream.leader.0, "replica fetcher started");
-        let mut connection: Option<TcpStream> = None;
+        let mut connection: Option<PeerStream> = None;
         let mut session = Session::default();
         let mut correlation_id = 0i32;
         let mut backoff_ms = RETRY_BACKOFF_MS_MIN;
@@ -243,7 +243,7 @@ impl<S: Storage> ReplicaFetchers<S> {
     async fn fetch_once(
         &self,
         stream: &Rc<Stream>,
-        connection: &mut Option<TcpStream>,
+        connection: &mut Option<PeerStream>,
         session: &mut Session,
         correlation_id: &mut i32,
     ) -> Result<bool, String> {
@@ -563,23 +563,13 @@ fn batches_of(records: Bytes) -> Result<Vec<(i64, Bytes)>, String> {
     Ok(batches)
 }
 
-async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
-    use std::net::ToSocketAddrs;
-    let address = (host, port)
-        .to_socket_addrs()
-        .map_err(|error| format!("resolving {host}:{port}: {error}"))?
-        .next()
-        .ok_or_else(|| format!("{host}:{port} resolves to nothing"))?;
-    let stream = TcpStream::connect_timeout(address, PEER_TIMEOUT)
-        .await
-        .map_err(|error| format!("connecting to {address}: {error}"))?;
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
+async fn connect(host: &str, port: u16) -> Result<PeerStream, String> {
+    crate::net::peer::connect(host, port, PEER_TIMEOUT, "strata-replica").await
 }
 
 /// Sends one Fetch and reads its answer (bounded in size and time).
 async fn call(
-    socket: &mut TcpStream,
+    socket: &mut PeerStream,
     correlation_id: i32,
     request: FetchRequest,
 ) -> Result<kafka_protocol::messages::FetchResponse, String> {
@@ -595,9 +585,8 @@ async fn call(
         socket.read_exact(&mut prefix).await.map_err(|e| format!("reading a fetch answer: {e}"))?;
         let len =
             protocol::frame_len(prefix, REPLICA_RESPONSE_BYTES_MAX).map_err(|e| e.to_string())?;
-        let body = shard::runtime::net::read_exact_to_new(socket, len)
-            .await
-            .map_err(|e| format!("reading a fetch answer: {e}"))?;
+        let body =
+            socket.read_body(len).await.map_err(|e| format!("reading a fetch answer: {e}"))?;
         Ok::<bytes::BytesMut, String>(body)
     };
     let timeout = PEER_TIMEOUT + Duration::from_millis(REPLICA_FETCH_WAIT_MS as u64);

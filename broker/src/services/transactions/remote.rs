@@ -18,7 +18,6 @@ use kafka_protocol::messages::{
     TopicName, TransactionalId, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use shard::runtime::net::TcpStream;
 use std::time::Duration;
 use wire::ids::TopicPartition;
 use wire::protocol::{self, FRAME_PREFIX_BYTES};
@@ -150,16 +149,9 @@ async fn exchange(
     version: i16,
     request: RequestKind,
 ) -> Result<bytes::BytesMut, String> {
-    use std::net::ToSocketAddrs;
-    let address = (host, port)
-        .to_socket_addrs()
-        .map_err(|error| format!("resolving {host}:{port}: {error}"))?
-        .next()
-        .ok_or_else(|| format!("{host}:{port} resolves to nothing"))?;
-    let mut socket = TcpStream::connect_timeout(address, Duration::from_secs(5))
-        .await
-        .map_err(|error| format!("connecting to {address}: {error}"))?;
-    let _ = socket.set_nodelay(true);
+    let mut socket =
+        crate::net::peer::connect(host, port, Duration::from_secs(5), "strata-txn-coordinator")
+            .await?;
     let header = RequestHeader::default()
         .with_request_api_key(api_key as i16)
         .with_request_api_version(version)
@@ -170,7 +162,5 @@ async fn exchange(
     let mut prefix = [0u8; FRAME_PREFIX_BYTES];
     socket.read_exact(&mut prefix).await.map_err(|e| format!("reading the answer: {e}"))?;
     let len = protocol::frame_len(prefix, ANSWER_BYTES_MAX).map_err(|e| e.to_string())?;
-    shard::runtime::net::read_exact_to_new(&socket, len)
-        .await
-        .map_err(|e| format!("reading the answer: {e}"))
+    socket.read_body(len).await.map_err(|e| format!("reading the answer: {e}"))
 }

@@ -102,3 +102,61 @@ api_registry! {
 pub fn supports(api_key: ApiKey, version: i16) -> bool {
     SUPPORTED.iter().any(|&(key, min, max)| key == api_key && (min..=max).contains(&version))
 }
+
+/// Raises a response's `throttle_time_ms` to at least `ms` (a request-time quota's throttle,
+/// reported as Kafka reports the larger of its byte-rate and request-time throttles).
+pub fn raise_throttle(response: &mut ResponseKind, ms: i32) {
+    macro_rules! raise {
+        ($($kind:ident),* $(,)?) => {
+            match response {
+                $( ResponseKind::$kind(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms), )*
+                _ => {}
+            }
+        };
+    }
+    raise!(
+        Produce,
+        Fetch,
+        ListOffsets,
+        Metadata,
+        OffsetCommit,
+        OffsetFetch,
+        FindCoordinator,
+        JoinGroup,
+        Heartbeat,
+        LeaveGroup,
+        SyncGroup,
+        DescribeGroups,
+        ListGroups,
+        CreateTopics,
+        DeleteTopics,
+        DeleteRecords,
+        InitProducerId,
+        AddPartitionsToTxn,
+        AddOffsetsToTxn,
+        EndTxn,
+        TxnOffsetCommit,
+        DescribeConfigs,
+        AlterConfigs,
+        DescribeLogDirs,
+        CreatePartitions,
+        DeleteGroups,
+        IncrementalAlterConfigs,
+        OffsetDelete,
+        DescribeCluster,
+        DescribeProducers,
+        DescribeTransactions,
+        ListTransactions,
+        OffsetForLeaderEpoch,
+        ElectLeaders,
+        AlterPartitionReassignments,
+        ListPartitionReassignments,
+        DescribeUserScramCredentials,
+        AlterUserScramCredentials,
+        DescribeClientQuotas,
+        AlterClientQuotas,
+        DescribeAcls,
+        CreateAcls,
+        DeleteAcls,
+    );
+}

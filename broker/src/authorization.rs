@@ -15,62 +15,9 @@
 use crate::metadata::acl::{AclBinding, Acls, Permission, ResourceType, CLUSTER_NAME};
 use crate::metadata::acl::{WILDCARD, WILDCARD_PRINCIPAL};
 
-/// Kafka's ACL operation codes (the bit a set gives each operation is `1 << code`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[repr(i8)]
-pub enum AclOperation {
-    /// Every operation (in an ACL; never asked for).
-    All = 2,
-    Read = 3,
-    Write = 4,
-    Create = 5,
-    Delete = 6,
-    Alter = 7,
-    Describe = 8,
-    ClusterAction = 9,
-    DescribeConfigs = 10,
-    AlterConfigs = 11,
-    IdempotentWrite = 12,
-}
+pub use crate::metadata::acl::AclOperation;
 
 use AclOperation::*;
-
-impl AclOperation {
-    pub fn code(self) -> i8 {
-        self as i8
-    }
-
-    /// An operation an ACL may name (ALL..IDEMPOTENT_WRITE); UNKNOWN, ANY and the delegation
-    /// token operations are not.
-    pub fn from_code(code: i8) -> Option<Self> {
-        [
-            All,
-            Read,
-            Write,
-            Create,
-            Delete,
-            Alter,
-            Describe,
-            ClusterAction,
-            DescribeConfigs,
-            AlterConfigs,
-            IdempotentWrite,
-        ]
-        .into_iter()
-        .find(|operation| *operation as i8 == code)
-    }
-
-    /// Whether an ALLOW of `self` allows `wanted`.
-    fn implies(self, wanted: AclOperation) -> bool {
-        self == All
-            || self == wanted
-            || (wanted == Describe && matches!(self, Read | Write | Delete | Alter))
-            || (wanted == DescribeConfigs && self == AlterConfigs)
-    }
-}
 
 /// A resource a request acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,6 +7,8 @@
 //! `handlers` (one per Kafka API) → `node` (routing by placement) → `services`
 //! (partitions, metadata, groups, producer ids, stats) → `mesh` (typed cross-core calls) and
 //! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`, `request_context`, `shutdown`.
+//! `peer` (connections to the other brokers' inter-broker listener, with TLS and SASL) serves
+//! `services`; `authorization` (the authorizer) reads `metadata`'s ACLs for `node`.
 //! `cluster_join` (a cluster node's startup) sits beside `server`; `controller` (the Raft
 //! quorum's thread, issue #15) uses only `metadata` (records, apply, the image's format) and
 //! `durable_file` (whole-file replacement with std, off the shards); the metadata service
@@ -30,6 +32,7 @@ pub mod mesh;
 pub mod metadata;
 pub mod net;
 pub mod node;
+pub mod peer;
 pub mod request_context;
 pub mod sasl;
 pub mod server;

@@ -202,10 +202,17 @@ fn main() {
             CertCommand::SelfSigned { out, hosts } => cli::cert::self_signed(&out, &hosts),
         },
         Command::Quota { command, bootstrap } => match command {
-            QuotaCommand::Set { user, client_id, producer_byte_rate, consumer_byte_rate } => {
-                let rates: Vec<(&str, u64)> = [
-                    ("producer_byte_rate", producer_byte_rate),
-                    ("consumer_byte_rate", consumer_byte_rate),
+            QuotaCommand::Set {
+                user,
+                client_id,
+                producer_byte_rate,
+                consumer_byte_rate,
+                request_percentage,
+            } => {
+                let rates: Vec<(&str, f64)> = [
+                    ("producer_byte_rate", producer_byte_rate.map(|rate| rate as f64)),
+                    ("consumer_byte_rate", consumer_byte_rate.map(|rate| rate as f64)),
+                    ("request_percentage", request_percentage),
                 ]
                 .into_iter()
                 .filter_map(|(key, rate)| Some((key, rate?)))
@@ -437,6 +444,9 @@ enum QuotaCommand {
         producer_byte_rate: Option<u64>,
         #[arg(long)]
         consumer_byte_rate: Option<u64>,
+        /// The share of a core's request-handling time per second, in percent (KIP-124).
+        #[arg(long)]
+        request_percentage: Option<f64>,
     },
     /// Remove one of an entity's quotas.
     Delete {

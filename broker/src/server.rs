@@ -199,7 +199,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     let _lock = lock_data_dir(&config.data_dir)?;
     // How this node reaches the other brokers and controllers (TLS, SASL login), and what its
     // controller listener asks of them (issue #18).
-    crate::net::peer::configure(&config.inter_broker_security)?;
+    crate::peer::configure(&config.inter_broker_security)?;
     crate::controller::security::configure(&config)?;
     if !config.cluster.roles.broker {
         return crate::cluster_join::serve_controller(&config);

@@ -925,6 +925,9 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::AlterUserScramCredentials, alter_user_scram_credentials::VERSIONS),
         (ApiKey::DescribeClientQuotas, describe_client_quotas::VERSIONS),
         (ApiKey::AlterClientQuotas, alter_client_quotas::VERSIONS),
+        (ApiKey::DescribeAcls, describe_acls::VERSIONS),
+        (ApiKey::CreateAcls, create_acls::VERSIONS),
+        (ApiKey::DeleteAcls, delete_acls::VERSIONS),
     ];
     ranges.into_iter().map(|(key, (min, max))| (key, min, max)).collect()
 }
@@ -949,7 +952,7 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "45 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "48 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });

@@ -12,7 +12,11 @@ and leaves other clients alone.
     reading a 40 MB backlog to within 20% of 2 MB/s over 10 s after a 3 s warm-up, with
     throttle events, while a consumer with another client id reads the same backlog at least
     five times faster.
-  * Quotas this build does not enforce (request_percentage) are refused with
+  * A `request_percentage` quota (KIP-124) of 2% of a core on client id `busy`: a raw client
+    sending Metadata requests back to back gets throttle_time_ms > 0 and completes at most a
+    quarter as many requests as the same client with another id at the same time, which is
+    never throttled; with the quota deleted it runs at the other's pace again.
+  * Quotas this build does not enforce (controller_mutation_rate) are refused with
     INVALID_REQUEST and a message saying so, not stored; an empty entity is refused too.
 """
 
@@ -135,15 +139,17 @@ def alter_v0(port, entity, key, value):
 def test_quotas_this_build_does_not_enforce_are_refused_not_stored(tmp_path):
     b = Broker(strata_bin(), tmp_path / "broker").start()
     try:
-        code, message = alter_v0(b.port, [("user", "alice")], "request_percentage", 10.0)
+        code, message = alter_v0(b.port, [("user", "alice")], "controller_mutation_rate", 10.0)
         assert code == INVALID_REQUEST and "not enforced" in message, (code, message)
+        code, message = alter_v0(b.port, [("user", "alice")], "request_percentage", -1.0)
+        assert code == INVALID_REQUEST and "positive Double" in message, (code, message)
         code, message = alter_v0(b.port, [], "producer_byte_rate", 1000.0)
         assert code == INVALID_REQUEST, (code, message)
         code, message = alter_v0(b.port, [("user", None)], "producer_byte_rate", 1.5)
         assert code == INVALID_REQUEST, (code, message)
         assert alter_v0(b.port, [("user", None)], "producer_byte_rate", 5000.0) == (0, None)
         listed = strata("quota", "list", "-b", b.bootstrap)
-        assert "request_percentage" not in listed, listed
+        assert "controller_mutation_rate" not in listed and "alice" not in listed, listed
         assert any(line.split() == ["user=<default>", "producer_byte_rate", "5000"]
                    for line in listed.splitlines()), listed
     finally:
@@ -213,5 +219,75 @@ def test_a_consumer_quota_holds_a_consumer_to_it_and_leaves_others_alone(tmp_pat
         # The other consumer read the whole 40 MB backlog (at least 5x the quota's pace).
         assert total_fast >= 40_000 * len(PAYLOAD), total_fast
         assert not fast.throttles, "a client without a quota was throttled"
+    finally:
+        b.kill()
+
+
+METADATA = 3
+
+
+class MetadataLoop(threading.Thread):
+    """Metadata v4 (every topic) back to back on one connection as `client_id`, for
+    `seconds`: the requests answered and the throttle times (ms) the answers carried."""
+
+    def __init__(self, port, client_id, seconds):
+        super().__init__(daemon=True)
+        self.port, self.client_id, self.seconds = port, client_id, seconds
+        self.answered, self.throttles, self.errors = 0, [], []
+
+    def run(self):
+        try:
+            with wire.connect(self.port, T) as s:
+                deadline = time.monotonic() + self.seconds
+                correlation_id = 0
+                while time.monotonic() < deadline:
+                    correlation_id += 1
+                    header = wire.request_header_v1(METADATA, 4, correlation_id, self.client_id)
+                    s.sendall(wire.frame(header + wire.i32(-1) + wire.i8(0)))
+                    got, body = wire.read_response(s, T)
+                    assert got == correlation_id, (got, correlation_id)
+                    throttle = wire.Reader(body).i32()
+                    if throttle > 0:
+                        self.throttles.append(throttle)
+                    self.answered += 1
+        except Exception as e:  # reported by the test
+            self.errors.append(e)
+
+
+def side_by_side(port, seconds=5.0):
+    busy, free = MetadataLoop(port, "busy", seconds), MetadataLoop(port, "free", seconds)
+    busy.start()
+    free.start()
+    busy.join(seconds + T)
+    free.join(seconds + T)
+    assert not busy.errors and not free.errors, (busy.errors, free.errors)
+    return busy, free
+
+
+def test_a_request_percentage_quota_holds_a_client_to_its_share_of_handler_time(tmp_path):
+    b = Broker(strata_bin(), tmp_path / "broker").start()
+    try:
+        for i in range(20):  # Metadata for every topic: some work per request
+            create_topic(b.bootstrap, "rq-%d" % i, 4)
+        out = strata("quota", "set", "--client-id", "busy", "--request-percentage", "2",
+                     "-b", b.bootstrap)
+        assert "request_percentage=2" in out, out
+        listed = strata("quota", "list", "-b", b.bootstrap)
+        assert any(line.split() == ["client-id=busy", "request_percentage", "2"]
+                   for line in listed.splitlines()), listed
+        busy, free = side_by_side(b.port)
+        print("request_percentage=2 on busy: busy %d requests (%d throttled, max %d ms), "
+              "free %d requests in 5 s" % (busy.answered, len(busy.throttles),
+                                           max(busy.throttles, default=0), free.answered))
+        assert busy.throttles and max(busy.throttles) > 0, "no throttle_time_ms reported"
+        assert not free.throttles, free.throttles[:5]
+        assert busy.answered * 4 <= free.answered, (busy.answered, free.answered)
+
+        strata("quota", "delete", "--client-id", "busy", "--key", "request_percentage",
+               "-b", b.bootstrap)
+        busy, free = side_by_side(b.port)
+        print("quota deleted: busy %d, free %d requests in 5 s" % (busy.answered, free.answered))
+        assert not busy.throttles, busy.throttles[:5]
+        assert busy.answered * 2 >= free.answered, (busy.answered, free.answered)
     finally:
         b.kill()

@@ -1,4 +1,4 @@
-//! `strata quota set|delete|list`: client byte-rate quotas (KIP-546) through AlterClientQuotas and
+//! `strata quota set|delete|list`: client byte-rate and request-time quotas (KIP-546) through AlterClientQuotas and
 //! DescribeClientQuotas, in the spirit of `rpk cluster quotas` and `kafka-configs
 //! --entity-type users/clients`. An entity is a user, a client id, or both; `<default>` names
 //! the default of that type (Kafka's `--entity-default`).
@@ -78,15 +78,17 @@ pub fn set(
     bootstrap: &str,
     user: Option<&str>,
     client_id: Option<&str>,
-    rates: &[(&str, u64)],
+    rates: &[(&str, f64)],
 ) -> Result<(), String> {
     if rates.is_empty() {
-        return Err("give --producer-byte-rate and/or --consumer-byte-rate".into());
+        return Err(
+            "give --producer-byte-rate, --consumer-byte-rate and/or --request-percentage".into()
+        );
     }
     for (key, rate) in rates {
         let parts = entity(user, client_id)?;
         let shown = describe_entity(&parts);
-        alter(bootstrap, parts, key, Some(*rate as f64))?;
+        alter(bootstrap, parts, key, Some(*rate))?;
         println!("{shown}: {key}={rate}");
     }
     Ok(())

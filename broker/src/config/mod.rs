@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod keys;
 pub mod security;
 pub mod sources;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -44,7 +44,7 @@ static SETTINGS: OnceLock<Settings> = OnceLock::new();
 /// Sets the controller listener's security for this process; the first call wins.
 pub fn configure(config: &BrokerConfig) -> Result<(), String> {
     let security = &config.controller_security;
-    let client_tls = security.tls.as_ref().map(crate::net::peer::client_config).transpose()?;
+    let client_tls = security.tls.as_ref().map(crate::config::tls::client_config).transpose()?;
     let server_tls = match &security.tls {
         // SSL without SASL: the certificate is the only credential, so controllers and
         // brokers must present one the cluster's CA signed. SASL_SSL: the login is.
@@ -53,7 +53,7 @@ pub fn configure(config: &BrokerConfig) -> Result<(), String> {
             if security.login.is_none() {
                 tls.client_auth = crate::config::security::ClientAuth::Required;
             }
-            Some(crate::net::tls::server_config(&tls)?)
+            Some(crate::config::tls::server_config(&tls)?)
         }
         None => None,
     };

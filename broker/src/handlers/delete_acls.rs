@@ -6,7 +6,8 @@
 use super::{error_fields, nth_result, str_bytes};
 use crate::authorization::{AclOperation, Resource};
 use crate::error::BrokerError;
-use crate::metadata::acl::{self, AclFilter};
+use crate::metadata::acl::{AclFilter, AclId};
+use crate::metadata::acls;
 use crate::metadata::decide::MetadataChange;
 use crate::node::Node;
 use crate::request_context::RequestContext;
@@ -51,10 +52,10 @@ pub async fn handle<S: Storage>(
                 filter.operation,
                 filter.permission_type,
             )
-            .map(|filter| acl::matching(&image.acls, &filter))
+            .map(|filter| acls::matching(&image.acls, &filter))
         })
         .collect();
-    let ids: Vec<Vec<acl::AclId>> = matched
+    let ids: Vec<Vec<AclId>> = matched
         .iter()
         .filter_map(|outcome| outcome.as_ref().ok())
         .map(|found| found.iter().map(|(id, _)| *id).collect())

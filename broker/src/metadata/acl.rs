@@ -3,15 +3,13 @@
 //! against an image with the rules of Kafka's `AclControlManager`, and the filters of
 //! DescribeAcls and DeleteAcls (`AclBindingFilter`).
 //!
-//! Owns: `AclBinding` (a resource pattern and an entry: who, from where, which operation,
-//! allowed or denied), `Acls` (every binding by id, and by resource so a check is a few map
-//! lookups), `AclFilter`. The decision itself (super users, DENY first, implied operations) is
+//! Owns: `AclOperation`, `AclBinding` (a resource pattern and an entry: who, from where, which
+//! operation, allowed or denied), `Acls` (every binding by id, and by resource so a check is a
+//! few map lookups), `AclFilter`. The records CreateAcls and DeleteAcls decide are `acls`'. The decision itself (super users, DENY first, implied operations) is
 //! `crate::authorization`'s.
 //! References: Kafka `AclControlManager`, `ResourcePatternFilter.matches`,
 //! `AccessControlEntryFilter.matches`; KIP-290 (prefixed patterns).
 
-use super::records::MetadataRecord;
-use crate::authorization::AclOperation;
 use crate::error::{BrokerError, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -25,6 +23,61 @@ pub const CLUSTER_NAME: &str = "kafka-cluster";
 pub const WILDCARD: &str = "*";
 /// The principal that matches every user.
 pub const WILDCARD_PRINCIPAL: &str = "User:*";
+
+/// Kafka's ACL operation codes (the bit a set gives each operation is `1 << code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[repr(i8)]
+pub enum AclOperation {
+    /// Every operation (in an ACL; never asked for).
+    All = 2,
+    Read = 3,
+    Write = 4,
+    Create = 5,
+    Delete = 6,
+    Alter = 7,
+    Describe = 8,
+    ClusterAction = 9,
+    DescribeConfigs = 10,
+    AlterConfigs = 11,
+    IdempotentWrite = 12,
+}
+
+impl AclOperation {
+    pub fn code(self) -> i8 {
+        self as i8
+    }
+
+    /// An operation an ACL may name (ALL..IDEMPOTENT_WRITE); UNKNOWN, ANY and the delegation
+    /// token operations are not.
+    pub fn from_code(code: i8) -> Option<Self> {
+        use AclOperation::*;
+        [
+            All,
+            Read,
+            Write,
+            Create,
+            Delete,
+            Alter,
+            Describe,
+            ClusterAction,
+            DescribeConfigs,
+            AlterConfigs,
+            IdempotentWrite,
+        ]
+        .into_iter()
+        .find(|operation| *operation as i8 == code)
+    }
+
+    /// Whether an ALLOW of `self` allows `wanted`.
+    pub fn implies(self, wanted: AclOperation) -> bool {
+        use AclOperation::*;
+        self == All
+            || self == wanted
+            || (wanted == Describe && matches!(self, Read | Write | Delete | Alter))
+            || (wanted == DescribeConfigs && self == AlterConfigs)
+    }
+}
 
 /// Kafka's `ResourceType` (codes on the wire: ANY 1, TOPIC 2, ...). strata authorizes these
 /// four; USER and DELEGATION_TOKEN resources are refused (no delegation tokens here).
@@ -376,33 +429,6 @@ impl AclFilter {
     }
 }
 
-/// CreateAcls: the record of one new binding, or none when an equal one exists (Kafka's
-/// controller answers success and adds nothing).
-pub fn create(acls: &Acls, binding: &AclBinding, id: AclId) -> Vec<MetadataRecord> {
-    if acls.find(binding).is_some() {
-        return Vec::new();
-    }
-    vec![MetadataRecord::Acl { id, binding: binding.clone() }]
-}
-
-/// DeleteAcls: the ACLs `filter` matches, by id.
-pub fn matching(acls: &Acls, filter: &AclFilter) -> Vec<(AclId, AclBinding)> {
-    acls.iter()
-        .filter(|(_, binding)| filter.matches(binding))
-        .map(|(id, binding)| (*id, binding.clone()))
-        .collect()
-}
-
-/// DeleteAcls: the records removing those of `ids` that are still present (another deletion
-/// may have removed some since they were matched).
-pub fn remove(acls: &Acls, ids: &[AclId]) -> Vec<MetadataRecord> {
-    let mut seen = std::collections::BTreeSet::new();
-    ids.iter()
-        .filter(|id| acls.contains(id) && seen.insert(**id))
-        .map(|id| MetadataRecord::RemoveAcl { id: *id })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +442,25 @@ mod tests {
             host: "*".into(),
             operation: AclOperation::Read,
             permission: Permission::Allow,
+        }
+    }
+
+    #[test]
+    fn new_bindings_are_checked_as_kafkas_controller_checks_them() {
+        let ok = AclBinding::from_wire(2, "a-", 4, "User:alice", "*", 3, 3).unwrap();
+        assert_eq!(ok.pattern_type, PatternType::Prefixed);
+        for (kind, name, pattern, principal, operation, permission) in [
+            (1, "t", 3, "User:a", 3, 3),     // resource type ANY
+            (2, "t", 2, "User:a", 3, 3),     // pattern MATCH
+            (2, "t", 3, "alice", 3, 3),      // no principal type
+            (2, "t", 3, "User:a", 1, 3),     // operation ANY
+            (2, "t", 3, "User:a", 3, 1),     // permission ANY
+            (2, "", 3, "User:a", 3, 3),      // empty name
+            (4, "other", 3, "User:a", 7, 3), // a cluster not named kafka-cluster
+        ] {
+            let result =
+                AclBinding::from_wire(kind, name, pattern, principal, "*", operation, permission);
+            assert!(matches!(result, Err(BrokerError::InvalidRequest(_))), "{name} {principal}");
         }
     }
 
@@ -461,32 +506,5 @@ mod tests {
         assert!(filter(4, None).matches(&prefixed));
         assert!(AclFilter::from_wire(0, None, 1, None, None, 1, 1).is_err());
         assert!(AclFilter::from_wire(1, None, 1, None, None, 0, 1).is_err());
-    }
-
-    #[test]
-    fn new_bindings_are_checked_as_kafkas_controller_checks_them() {
-        let ok = AclBinding::from_wire(2, "a-", 4, "User:alice", "*", 3, 3).unwrap();
-        assert_eq!(ok.pattern_type, PatternType::Prefixed);
-        for (kind, name, pattern, principal, operation, permission) in [
-            (1, "t", 3, "User:a", 3, 3),     // resource type ANY
-            (2, "t", 2, "User:a", 3, 3),     // pattern MATCH
-            (2, "t", 3, "alice", 3, 3),      // no principal type
-            (2, "t", 3, "User:a", 1, 3),     // operation ANY
-            (2, "t", 3, "User:a", 3, 1),     // permission ANY
-            (2, "", 3, "User:a", 3, 3),      // empty name
-            (4, "other", 3, "User:a", 7, 3), // a cluster not named kafka-cluster
-        ] {
-            let result =
-                AclBinding::from_wire(kind, name, pattern, principal, "*", operation, permission);
-            assert!(matches!(result, Err(BrokerError::InvalidRequest(_))), "{name} {principal}");
-        }
-        let mut acls = Acls::default();
-        assert_eq!(create(&acls, &ok, [7; 16]).len(), 1);
-        acls.insert([7; 16], ok.clone());
-        assert!(create(&acls, &ok, [8; 16]).is_empty());
-        let matched = matching(&acls, &AclFilter::from_wire(1, None, 1, None, None, 1, 1).unwrap());
-        assert_eq!(matched, vec![([7; 16], ok)]);
-        let records = remove(&acls, &[[7; 16], [7; 16], [9; 16]]);
-        assert_eq!(records, vec![MetadataRecord::RemoveAcl { id: [7; 16] }]);
     }
 }

@@ -5,7 +5,7 @@
 //! record to an image (`apply`), the decisions that turn an admin request into records after
 //! validating it (`decide`), leader elections (`elect`: fencing, unfencing, preferred and
 //! unclean elections), partition placement (`placement`), replica reassignment (`reassign`),
-//! SCRAM credentials (`scram`), client quotas (`quotas`), ACLs (`acl`),
+//! SCRAM credentials (`scram`), client quotas (`quotas`), ACLs (`acl` for the bindings, `acls` for the changes),
 //! the internal topics
 //! (`internal`), topic-config rules (`topic_config`), the image's file
 //! `strata-metadata.json` (`store`), the image a node starts from (`startup`) and the data
@@ -17,6 +17,7 @@
 //! Runs on: any shard (images are shared read-only per shard as `Rc<MetadataImage>`).
 
 pub mod acl;
+pub mod acls;
 pub mod apply;
 pub mod broker_config;
 pub mod client_quota;

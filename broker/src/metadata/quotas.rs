@@ -4,9 +4,10 @@
 //! (`ClientQuotaControlManager`), and the quota that applies to a request's (user, client
 //! id) with Kafka's precedence (`ClientQuotaManager`, the eight levels of KIP-55).
 //!
-//! Enforced in this build: `producer_byte_rate` and `consumer_byte_rate`
-//! (`services::quotas`). `request_percentage`, `controller_mutation_rate` and ip quotas are
-//! refused when set, with a message saying so, rather than stored and silently not enforced.
+//! Enforced in this build: `producer_byte_rate`, `consumer_byte_rate` and `request_percentage`
+//! (KIP-124: the share of request-handling time, 100 being one core's worth;
+//! `services::quotas`). `controller_mutation_rate` and ip quotas are refused when set, with a
+//! message saying so, rather than stored and silently not enforced.
 
 pub use super::client_quota::{QuotaEntity, QuotaValue, CLIENT_ID, IP, USER};
 use super::image::MetadataImage;
@@ -16,9 +17,10 @@ use crate::error::{BrokerError, Result};
 /// The quota keys this build enforces.
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+/// KIP-124: the percentage of a core's request-handling time per second (a double).
+pub const REQUEST_PERCENTAGE: &str = "request_percentage";
 /// Kafka's other quota keys: known, refused until enforced.
-const NOT_ENFORCED: &[&str] =
-    &["request_percentage", "controller_mutation_rate", "connection_creation_rate"];
+const NOT_ENFORCED: &[&str] = &["controller_mutation_rate", "connection_creation_rate"];
 
 /// One entity's alteration: (key, `Some(value)` to set, `None` to remove).
 pub type QuotaOps = Vec<(String, Option<f64>)>;
@@ -39,17 +41,23 @@ pub fn alter(entity: &QuotaEntity, ops: &QuotaOps) -> Result<Vec<MetadataRecord>
         }
         if NOT_ENFORCED.contains(&key.as_str()) {
             return Err(BrokerError::InvalidRequest(format!(
-                "{key} is not enforced in this build (issue #18); {PRODUCER_BYTE_RATE} and \
-                 {CONSUMER_BYTE_RATE} are"
+                "{key} is not enforced in this build (issue #18); {PRODUCER_BYTE_RATE}, \
+                 {CONSUMER_BYTE_RATE} and {REQUEST_PERCENTAGE} are"
             )));
         }
-        if key != PRODUCER_BYTE_RATE && key != CONSUMER_BYTE_RATE {
+        if key != PRODUCER_BYTE_RATE && key != CONSUMER_BYTE_RATE && key != REQUEST_PERCENTAGE {
             return Err(BrokerError::InvalidRequest(format!("Invalid configuration key {key}")));
         }
         if let Some(value) = value {
-            if !(value.is_finite() && *value > 0.0 && value.fract() == 0.0) {
+            // request_percentage is a Double in Kafka, the byte rates are Longs.
+            let (valid, kind) = if key == REQUEST_PERCENTAGE {
+                (value.is_finite() && *value > 0.0, "Double")
+            } else {
+                (value.is_finite() && *value > 0.0 && value.fract() == 0.0, "Long")
+            };
+            if !valid {
                 return Err(BrokerError::InvalidRequest(format!(
-                    "Configuration {key} must be a positive Long value, not {value}"
+                    "Configuration {key} must be a positive {kind} value, not {value}"
                 )));
             }
         }
@@ -221,7 +229,9 @@ mod tests {
         }
         let user = entity(Some(Some("a")), None);
         for ops in [
-            vec![("request_percentage".to_string(), Some(10.0))],
+            vec![("controller_mutation_rate".to_string(), Some(10.0))],
+            vec![(REQUEST_PERCENTAGE.to_string(), Some(0.0))],
+            vec![(REQUEST_PERCENTAGE.to_string(), Some(f64::NAN))],
             vec![("nonsense".to_string(), Some(10.0))],
             vec![(PRODUCER_BYTE_RATE.to_string(), Some(-1.0))],
             vec![(PRODUCER_BYTE_RATE.to_string(), Some(1.5))],

@@ -22,12 +22,11 @@
 //! Invariant: variants are only ever added. An unknown `type` fails to decode, and the node
 //! stops with the error rather than skip a record (a skipped record would fork the image).
 
-use super::acl::{AclBinding, AclId, PatternType, Permission, ResourceType};
+use super::acl::{AclBinding, AclId, AclOperation, PatternType, Permission, ResourceType};
 use super::client_quota::{QuotaEntity, QuotaValue};
 use super::image::{RegisteredListener, TopicId};
 use super::placement::Placement;
 use super::records::{BrokerRegistration, MetadataRecord};
-use crate::authorization::AclOperation;
 use crate::sasl::scram::{ScramCredential, ScramMechanism};
 use serde::{Deserialize, Serialize};
 use shard::runtime::ShardId;

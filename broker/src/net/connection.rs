@@ -553,7 +553,35 @@ async fn start<S: Storage>(
     spawn_request(pipeline, flow, fetch, reservation, async move {
         let started = Instant::now();
         let _in_progress = node.request_started();
-        let response = api::dispatch(&node, &context, body).await;
+        // Request-time quotas (KIP-124): a request's handler time is charged when any quota
+        // is set (ApiVersions and SASL are exempt, as in Kafka).
+        let charged = !node.metadata().quotas.is_empty()
+            && !matches!(
+                api_key,
+                ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+            );
+        let mut response = if charged {
+            let (response, spent) =
+                crate::services::quotas::timed(api::dispatch(&node, &context, body)).await;
+            let throttle_ms = node.quotas.record_time(
+                &node.metadata(),
+                context.principal.name(),
+                context.client_id(),
+                spent,
+            );
+            if throttle_ms > 0 {
+                context.throttle(throttle_ms);
+            }
+            response.map(|response| (response, throttle_ms))
+        } else {
+            api::dispatch(&node, &context, body).await.map(|response| (response, 0))
+        };
+        if let Some((response, throttle_ms)) = response.as_mut() {
+            if *throttle_ms > 0 {
+                api::raise_throttle(response, *throttle_ms);
+            }
+        }
+        let response = response.map(|(response, _)| response);
         context.admission.admit();
         node.stats.record_latency(api_key as i16, started.elapsed().as_micros() as u64);
         if context.hang_up.get() {

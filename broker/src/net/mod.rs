@@ -1,13 +1,11 @@
 //! The Kafka listener side: accepting connections (`listener`) within the broker's connection
 //! limits (`limits`), and serving each one (`connection`): frames in, within the shard's
 //! request budget (`budget`), requests decoded, handlers called through the API registry,
-//! responses out in request order. Also this broker's connections to the others' inter-broker
-//! listener (`peer`: TLS and SASL as that listener's protocol asks).
+//! responses out in request order.
 //! Runs on: every shard (each accepts on the same port with SO_REUSEPORT).
 
 pub mod budget;
 pub mod connection;
 pub mod limits;
 pub mod listener;
-pub mod peer;
 pub mod tls;

@@ -12,74 +12,12 @@
 //! touching open connections.
 //! Runs on: any thread (the config is `Send + Sync`).
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
-use std::path::Path;
+use rustls::pki_types::CertificateDer;
+use rustls::ServerConfig;
 use std::sync::{Arc, RwLock};
 
 pub use crate::config::security::{ClientAuth, TlsSettings};
-
-fn read_certificates(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{what} {}: {e}", path.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
-    if certificates.is_empty() {
-        return Err(format!("{what} {}: no CERTIFICATE in it", path.display()));
-    }
-    Ok(certificates)
-}
-
-/// The rustls server config of `settings`: the keystore's key and chain, and, when client
-/// certificates are asked for, a verifier over the truststore's CAs.
-pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
-    let keystore = &settings.keystore;
-    let chain = read_certificates(keystore, "ssl.keystore.location")?;
-    let key = PrivateKeyDer::from_pem_file(keystore).map_err(|e| {
-        format!(
-            "ssl.keystore.location {}: no usable private key ({e}; an encrypted key is not \
-             supported: give it unencrypted, readable by the broker only)",
-            keystore.display()
-        )
-    })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS protocol versions: {e}"))?;
-    let builder = match settings.client_auth {
-        ClientAuth::None => builder.with_no_client_auth(),
-        auth => {
-            let Some(truststore) = &settings.truststore else {
-                return Err(format!(
-                    "ssl.client.auth = {auth:?} needs ssl.truststore.location (the CAs client \
-                     certificates are checked against)"
-                ));
-            };
-            let mut roots = RootCertStore::empty();
-            for certificate in read_certificates(truststore, "ssl.truststore.location")? {
-                roots.add(certificate).map_err(|e| {
-                    format!("ssl.truststore.location {}: {e}", truststore.display())
-                })?;
-            }
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-            let verifier = match auth {
-                ClientAuth::Requested => verifier.allow_unauthenticated(),
-                _ => verifier,
-            };
-            let verifier = verifier.build().map_err(|e| format!("client verifier: {e}"))?;
-            builder.with_client_cert_verifier(verifier)
-        }
-    };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("ssl.keystore.location {}: {e}", keystore.display()))?;
-    // Kafka clients speak no ALPN; nothing to offer.
-    config.alpn_protocols.clear();
-    Ok(Arc::new(config))
-}
+pub use crate::config::tls::server_config;
 
 /// The server config every SSL listener hands its handshakes, reloadable.
 pub struct TlsServer {

@@ -379,14 +379,15 @@ impl<S: Storage> MetadataService<S> {
                 .into_iter()
                 .map(|binding| {
                     let id = *uuid::Uuid::new_v4().as_bytes();
-                    let records = crate::metadata::acl::create(&pending.working.acls, &binding, id);
+                    let records =
+                        crate::metadata::acls::create(&pending.working.acls, &binding, id);
                     pending.take(Ok(records), false)
                 })
                 .collect(),
             MetadataChange::DeleteAcls(matched) => matched
                 .into_iter()
                 .map(|ids| {
-                    let records = crate::metadata::acl::remove(&pending.working.acls, &ids);
+                    let records = crate::metadata::acls::remove(&pending.working.acls, &ids);
                     pending.take(Ok(records), false)
                 })
                 .collect(),

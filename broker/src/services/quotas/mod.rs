@@ -1,5 +1,6 @@
-//! The quota service: client byte-rate quotas (KIP-13, KIP-55), produce and fetch, enforced on
-//! every shard, with
+//! The quota service: client byte-rate quotas (KIP-13, KIP-55), produce and fetch, and
+//! request-time quotas (KIP-124, `request_percentage`: each request's handler time, the sum of
+//! its polls on this shard, `timed`), enforced on every shard, with
 //! throttling as KIP-219 has it (the response carries `throttle_time_ms` and the connection is
 //! not read for that long).
 //!
@@ -17,7 +18,7 @@
 //! References: Kafka `ClientQuotaManager` (precedence, tags), KIP-219 (throttle, then mute).
 
 use crate::mesh::{Mesh, Service};
-use crate::metadata::quotas::resolve;
+use crate::metadata::quotas::{resolve, REQUEST_PERCENTAGE};
 use crate::metadata::MetadataImage;
 use futures_util::future::LocalBoxFuture;
 use shard::runtime::ShardId;
@@ -83,6 +84,32 @@ impl QuotaService {
             return 0;
         };
         self.record((key, user_tag, client_tag), quota, bytes as f64, Instant::now())
+    }
+
+    /// Records `spent`, the time a request's handler ran on this shard (the sum of its
+    /// polls), against the `request_percentage` quota of `user` with `client_id` (KIP-124:
+    /// percent of a core's time per second, tracked in microseconds), and returns the
+    /// throttle time in milliseconds (0: within the quota, or none applies).
+    pub fn record_time(
+        &self,
+        image: &MetadataImage,
+        user: &str,
+        client_id: &str,
+        spent: Duration,
+    ) -> i32 {
+        let Some((percentage, (user_tag, client_tag))) =
+            resolve(image, user, client_id, REQUEST_PERCENTAGE)
+        else {
+            return 0;
+        };
+        let micros_per_second = percentage / 100.0 * 1e6;
+        let spent = spent.as_secs_f64() * 1e6;
+        self.record(
+            (REQUEST_PERCENTAGE, user_tag, client_tag),
+            micros_per_second,
+            spent,
+            Instant::now(),
+        )
     }
 
     fn share(&self, sensor: &Sensor, local: f64, now: Instant) -> f64 {
@@ -195,6 +222,22 @@ impl Service for QuotaService {
             }
         })
     }
+}
+
+/// Runs `future` and measures the time spent polling it (its handler's own time on this
+/// shard: waits for the disk, the mesh or other brokers are not counted, as Kafka counts the
+/// time on its request threads, not in purgatory).
+pub async fn timed<F: std::future::Future>(future: F) -> (F::Output, Duration) {
+    let mut future = std::pin::pin!(future);
+    let mut spent = Duration::ZERO;
+    let output = std::future::poll_fn(|cx| {
+        let started = Instant::now();
+        let poll = future.as_mut().poll(cx);
+        spent += started.elapsed();
+        poll
+    })
+    .await;
+    (output, spent)
 }
 
 #[cfg(test)]

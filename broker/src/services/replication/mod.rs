@@ -22,7 +22,7 @@
 //! Runs on: every shard, for the partitions it follows.
 
 use crate::metadata::MetadataImage;
-use crate::net::peer::PeerStream;
+use crate::peer::PeerStream;
 use crate::services::fetch_sessions::INITIAL_EPOCH;
 use crate::services::partitions::{Partition, PartitionService};
 use bytes::Bytes;
@@ -564,7 +564,7 @@ fn batches_of(records: Bytes) -> Result<Vec<(i64, Bytes)>, String> {
 }
 
 async fn connect(host: &str, port: u16) -> Result<PeerStream, String> {
-    crate::net::peer::connect(host, port, PEER_TIMEOUT, "strata-replica").await
+    crate::peer::connect(host, port, PEER_TIMEOUT, "strata-replica").await
 }
 
 /// Sends one Fetch and reads its answer (bounded in size and time).

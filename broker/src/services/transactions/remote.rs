@@ -150,8 +150,7 @@ async fn exchange(
     request: RequestKind,
 ) -> Result<bytes::BytesMut, String> {
     let mut socket =
-        crate::net::peer::connect(host, port, Duration::from_secs(5), "strata-txn-coordinator")
-            .await?;
+        crate::peer::connect(host, port, Duration::from_secs(5), "strata-txn-coordinator").await?;
     let header = RequestHeader::default()
         .with_request_api_key(api_key as i16)
         .with_request_api_version(version)

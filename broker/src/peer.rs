@@ -18,8 +18,7 @@ use kafka_protocol::messages::{
     ApiKey, RequestHeader, RequestKind, ResponseKind, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use shard::runtime::net::TcpStream;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -38,41 +37,9 @@ struct Settings {
 
 static INTER_BROKER: OnceLock<Settings> = OnceLock::new();
 
-/// The rustls client config of a node reaching its peers: the truststore's CAs as roots, and
-/// the keystore's key and chain as its client certificate (for `ssl.client.auth=required`).
-pub fn client_config(
-    tls: &crate::config::security::TlsSettings,
-) -> Result<Arc<rustls::ClientConfig>, String> {
-    let truststore = tls.truststore.as_ref().ok_or("ssl.truststore.location is not set")?;
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in CertificateDer::pem_file_iter(truststore)
-        .map_err(|e| format!("ssl.truststore.location {}: {e}", truststore.display()))?
-    {
-        let certificate = certificate
-            .map_err(|e| format!("ssl.truststore.location {}: {e}", truststore.display()))?;
-        roots
-            .add(certificate)
-            .map_err(|e| format!("ssl.truststore.location {}: {e}", truststore.display()))?;
-    }
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.keystore)
-        .map_err(|e| format!("ssl.keystore.location {}: {e}", tls.keystore.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("ssl.keystore.location {}: {e}", tls.keystore.display()))?;
-    let key = PrivateKeyDer::from_pem_file(&tls.keystore)
-        .map_err(|e| format!("ssl.keystore.location {}: {e}", tls.keystore.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS protocol versions: {e}"))?
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .map_err(|e| format!("ssl.keystore.location {}: {e}", tls.keystore.display()))?;
-    Ok(Arc::new(config))
-}
-
 /// Sets how this process reaches other brokers; the first call wins.
 pub fn configure(security: &PeerSecurity) -> Result<(), String> {
-    let tls = security.tls.as_ref().map(client_config).transpose()?;
+    let tls = security.tls.as_ref().map(crate::config::tls::client_config).transpose()?;
     let _ = INTER_BROKER.set(Settings { tls, login: security.login.clone() });
     Ok(())
 }

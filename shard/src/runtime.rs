@@ -306,8 +306,49 @@ pub mod net {
         len: usize,
     ) -> std::io::Result<bytes::BytesMut> {
         let mut buffer = bytes::BytesMut::with_capacity(len);
-        let mut probe = [0u8; 1];
         while buffer.len() < len {
+            if !recv_some(stream.as_raw_fd(), &mut buffer, len)? {
+                // Waits for data without taking it.
+                let mut probe = [0u8; 1];
+                if stream.peek(&mut probe).await? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+        }
+        Ok(buffer)
+    }
+
+    /// `read_exact_to_new` for a connection read through `reader` (one half of a split
+    /// stream): the socket `fd` is read straight into the buffer's spare capacity, and when it
+    /// holds no data, one byte is read through `reader` (which waits for data).
+    pub async fn read_exact_to_new_from(
+        fd: std::os::fd::RawFd,
+        reader: &mut (impl futures_lite::AsyncRead + Unpin),
+        len: usize,
+    ) -> std::io::Result<bytes::BytesMut> {
+        use futures_lite::AsyncReadExt;
+        let mut buffer = bytes::BytesMut::with_capacity(len);
+        while buffer.len() < len {
+            if !recv_some(fd, &mut buffer, len)? {
+                let mut one = [0u8; 1];
+                if reader.read(&mut one).await? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                buffer.extend_from_slice(&one);
+            }
+        }
+        Ok(buffer)
+    }
+
+    /// One non-blocking `recv` of what `fd` holds, up to `len` in all, into `buffer`'s spare
+    /// capacity: true when bytes came, false when none are ready; the end of the stream is
+    /// `UnexpectedEof`.
+    fn recv_some(
+        fd: std::os::fd::RawFd,
+        buffer: &mut bytes::BytesMut,
+        len: usize,
+    ) -> std::io::Result<bool> {
+        loop {
             let filled = buffer.len();
             let spare = buffer.spare_capacity_mut();
             let wanted = (len - filled).min(spare.len());
@@ -315,7 +356,7 @@ pub mod net {
             // recv(2) writes at most `wanted` bytes there and reads none of it.
             let received = unsafe {
                 libc::recv(
-                    stream.as_raw_fd(),
+                    fd,
                     spare.as_mut_ptr().cast::<libc::c_void>(),
                     wanted,
                     libc::MSG_DONTWAIT,
@@ -324,24 +365,19 @@ pub mod net {
             if received > 0 {
                 // SAFETY: recv(2) initialized exactly `received` (<= `wanted`) bytes past the
                 // current length.
-                unsafe { buffer.set_len(buffer.len() + received as usize) };
-                continue;
+                unsafe { buffer.set_len(filled + received as usize) };
+                return Ok(true);
             }
             if received == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
             let error = std::io::Error::last_os_error();
             match error.kind() {
-                std::io::ErrorKind::WouldBlock => {
-                    if stream.peek(&mut probe).await? == 0 {
-                        return Err(std::io::ErrorKind::UnexpectedEof.into());
-                    }
-                }
+                std::io::ErrorKind::WouldBlock => return Ok(false),
                 std::io::ErrorKind::Interrupted => {}
                 _ => return Err(error),
             }
         }
-        Ok(buffer)
     }
 }
 

@@ -115,7 +115,12 @@ pub async fn serve<S: Storage>(connection: Connection<S>, mut stream: TcpStream)
     let node = connection.node.clone();
     node.stats.connection_opened();
     let ending = match connection.listener.tls.clone() {
-        None => serve_requests(&connection, &mut stream, Principal::Anonymous).await,
+        None => {
+            // Plaintext: request bodies are read from the socket without zero-filling
+            // (`read_body`).
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            serve_requests(&connection, &mut stream, Some(fd), Principal::Anonymous).await
+        }
         Some(tls) => {
             let deadline = Instant::now() + connection.timeouts.frame;
             let acceptor = futures_rustls::TlsAcceptor::from(tls.current());
@@ -129,7 +134,7 @@ pub async fn serve<S: Storage>(connection: Connection<S>, mut stream: TcpStream)
                         .and_then(super::tls::subject_name)
                         .map_or(Principal::Anonymous, Principal::User);
                     tracing::debug!(address = %connection.peer.address, %principal, "TLS handshake done");
-                    serve_requests(&connection, &mut stream, principal).await
+                    serve_requests(&connection, &mut stream, None, principal).await
                 }
                 Some(Err(error)) => Ending::Failed(format!("TLS handshake failed: {error}")),
                 None => Ending::Closed(Closed::FrameDeadline),
@@ -197,6 +202,25 @@ async fn first_byte(
 }
 
 /// Fills `buffer` before `deadline`.
+/// A request's body, into a new buffer: on a plaintext connection (`plain_fd`) straight from
+/// the socket into the buffer's spare capacity, never zero-filled first (zeroing every
+/// request's frame cost 3.5% of a shard's samples producing 100-byte messages); through TLS
+/// into a zeroed buffer.
+async fn read_body(
+    stream: &mut (impl futures_lite::AsyncRead + Unpin),
+    plain_fd: Option<std::os::fd::RawFd>,
+    len: usize,
+) -> std::io::Result<BytesMut> {
+    match plain_fd {
+        Some(fd) => shard::runtime::net::read_exact_to_new_from(fd, stream, len).await,
+        None => {
+            let mut body = BytesMut::zeroed(len);
+            stream.read_exact(&mut body).await?;
+            Ok(body)
+        }
+    }
+}
+
 async fn read_by(
     stream: &mut (impl futures_lite::AsyncRead + Unpin),
     buffer: &mut [u8],
@@ -335,6 +359,7 @@ impl Drop for Running {
 async fn serve_requests<S: Storage>(
     connection: &Connection<S>,
     stream: &mut (impl futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin),
+    plain_fd: Option<std::os::fd::RawFd>,
     principal: Principal,
 ) -> Ending {
     let (mut reader, mut writer) = futures_lite::io::split(stream);
@@ -343,7 +368,7 @@ async fn serve_requests<S: Storage>(
     let pipeline = Rc::new(Pipeline::default());
     let reading = async {
         let ending = futures_lite::future::or(
-            read_requests(connection, &who, &mut reader, &pipeline),
+            read_requests(connection, &who, &mut reader, plain_fd, &pipeline),
             async {
                 pipeline.until(|pipeline| pipeline.failed.get()).await;
                 Ending::Shutdown // replaced by the writer's reason
@@ -409,6 +434,7 @@ async fn read_requests<S: Storage>(
     connection: &Connection<S>,
     who: &Who,
     stream: &mut (impl futures_lite::AsyncRead + Unpin),
+    plain_fd: Option<std::os::fd::RawFd>,
     pipeline: &Rc<Pipeline>,
 ) -> Ending {
     let sasl_limit = connection.node.config.sasl.as_ref().map(|sasl| sasl.max_receive_bytes);
@@ -454,10 +480,11 @@ async fn read_requests<S: Storage>(
         else {
             return Ending::Closed(Closed::FrameDeadline);
         };
-        let mut frame = BytesMut::zeroed(len);
-        if let Err(ending) = read_by(stream, &mut frame, deadline).await {
-            return ending;
-        }
+        let frame = match before(deadline, read_body(stream, plain_fd, len)).await {
+            None => return Ending::Closed(Closed::FrameDeadline),
+            Some(Ok(frame)) => frame,
+            Some(Err(error)) => return Ending::Failed(format!("read failed mid-frame: {error}")),
+        };
         // Throttled (KIP-219): the answer said how long, and no request starts before it has
         // passed. Checked here, not before reading: the reader is usually already waiting for
         // the next request when a running one sets the throttle.

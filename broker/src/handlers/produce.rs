@@ -19,7 +19,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{
+    BrokerId, ProduceRequest, ProduceResponse, TopicName, TransactionalId,
+};
 use shard::io::Storage;
 use shard::runtime::ShardId;
 use wire::ids::TopicPartition;
@@ -86,7 +88,7 @@ type Route = (ShardId, Vec<(TopicPartition, Bytes)>, Vec<usize>);
 async fn append_all<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
-    request: &ProduceRequest,
+    request: &mut ProduceRequest,
 ) -> Vec<Result<AppendResult>> {
     let acks = request.acks;
     let mut outcomes: Vec<Option<Result<AppendResult>>> = Vec::new();
@@ -95,20 +97,21 @@ async fn append_all<S: Storage>(
     let id_refused = request.transactional_id.as_ref().is_some_and(|id| {
         !node.allowed(context, AclOperation::Write, Resource::TransactionalId(&id.0))
     });
-    for topic in &request.topic_data {
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+    for topic in &mut request.topic_data {
         let topic_refused = !id_refused
             && !node.allowed(context, AclOperation::Write, Resource::Topic(&topic.name.0));
-        for data in &topic.partition_data {
+        for data in &mut topic.partition_data {
             let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
-            let transactional_id = request.transactional_id.is_some();
             let records = data.records.as_ref();
             let refused = if id_refused {
-                let id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+                let id = transactional_id.clone();
                 Some(BrokerError::TransactionalIdAuthorizationFailed(id.unwrap_or_default()))
             } else if topic_refused {
                 Some(BrokerError::TopicAuthorizationFailed(partition.topic.clone()))
             } else {
-                refusal(&partition, acks, context.api_version, records, transactional_id)
+                let transactional = transactional_id.is_some();
+                refusal(&partition, acks, context.api_version, records, transactional)
             };
             let routed = match refused {
                 Some(error) => Err(error),
@@ -118,7 +121,8 @@ async fn append_all<S: Storage>(
             match routed {
                 Err(error) => outcomes.push(Some(Err(error))),
                 Ok(owner) => {
-                    let records = data.records.clone().unwrap_or_default();
+                    // Taken, not cloned: see `detach_from_frame`.
+                    let records = data.records.take().unwrap_or_default();
                     let route = match routes.iter_mut().position(|route| route.0 == owner) {
                         Some(index) => &mut routes[index],
                         None => {
@@ -139,7 +143,7 @@ async fn append_all<S: Storage>(
             partitions,
             sync: acks == -1,
             timeout_ms: u64::try_from(request.timeout_ms).unwrap_or(0).min(PRODUCE_TIMEOUT_MS_MAX),
-            transactional_id: request.transactional_id.as_ref().map(|id| id.0.to_string()),
+            transactional_id: transactional_id.clone(),
         };
         calls.push((node.partition_start(owner, request).await, places));
     }
@@ -167,11 +171,31 @@ async fn append_all<S: Storage>(
     outcomes.into_iter().map(|outcome| outcome.unwrap_or_else(|| Err(unexpected()))).collect()
 }
 
+/// Leaves the request holding no slice of its frame but the records: names are copied out and
+/// unknown tagged fields dropped. A partition's records are then, once the other partitions'
+/// are taken, the frame's only slice, and the log takes them over and patches them in place
+/// instead of copying them (`Bytes::try_into_mut` in `services::partitions::append`): one
+/// copy of every byte fewer for a request that carries one partition's batch, as
+/// librdkafka's sticky partitioner sends them.
+fn detach_from_frame(request: &mut ProduceRequest) {
+    request.transactional_id =
+        request.transactional_id.take().map(|id| TransactionalId(super::str_bytes(&id.0)));
+    request.unknown_tagged_fields.clear();
+    for topic in &mut request.topic_data {
+        topic.name = TopicName(super::str_bytes(&topic.name.0));
+        topic.unknown_tagged_fields.clear();
+        for data in &mut topic.partition_data {
+            data.unknown_tagged_fields.clear();
+        }
+    }
+}
+
 pub async fn handle<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
-    request: ProduceRequest,
+    mut request: ProduceRequest,
 ) -> Option<ProduceResponse> {
+    detach_from_frame(&mut request);
     let acks = request.acks;
     // The producer byte-rate quota (`services::quotas`), charged before the append so that the
     // connection's next request already waits out the throttle (KIP-219); the throttle time
@@ -191,7 +215,7 @@ pub async fn handle<S: Storage>(
         bytes,
     );
     context.throttle(throttle_ms);
-    let mut outcomes = append_all(node, context, &request).await.into_iter();
+    let mut outcomes = append_all(node, context, &mut request).await.into_iter();
     // The outcomes follow the request's order: its topics and partitions name them.
     let keys = request
         .topic_data

@@ -564,6 +564,9 @@ async fn start<S: Storage>(
     };
     let body = protocol::decode_body(api_key, version, request.body)
         .map_err(|e| Ending::Failed(e.to_string()))?;
+    // The header's strings are slices of the frame: not kept while the request runs, so a
+    // produce's records may be the frame's only slice (`handlers::produce::detach_from_frame`).
+    drop(request.header);
     let flow = flow_of(&body);
     let fetch = api_key == ApiKey::Fetch;
     if flow == Flow::Barrier {

@@ -229,11 +229,14 @@ async fn validate_batches(batches: &[Bytes], rule: TimestampRule) -> Result<Vec<
     Ok(checked.into_iter().flatten().collect())
 }
 
-/// The log's copy of a checked batch; a header whose max timestamp disagrees with its records
-/// is corrected (and its CRC rewritten), as Kafka's validator does, so the time index and
+/// The log's own buffer of a checked batch: the request frame's memory itself when the batch is
+/// its only remaining slice (a request carrying one partition's batch: see the produce
+/// handler's `detach_from_frame`), otherwise a copy, so the request's other bytes are not
+/// held by the log's cache. A header whose max timestamp disagrees with its records is
+/// corrected (and its CRC rewritten), as Kafka's validator does, so the time index and
 /// retention see the records' real times.
-fn stored_copy(batch: &[u8], checked: &Checked, log_append_time: Option<i64>) -> Result<BytesMut> {
-    let mut copy = BytesMut::from(batch);
+fn stored_copy(batch: Bytes, checked: &Checked, log_append_time: Option<i64>) -> Result<BytesMut> {
+    let mut copy = batch.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
     let mut view =
         wire::record_batch::RecordBatchMut::new(&mut copy, shard::config::BATCH_BYTES_MAX)
             .map_err(invalid)?;
@@ -334,9 +337,8 @@ impl<S: Storage> PartitionService<S> {
         let mut bytes = 0u64;
         ticket.turn().await;
         self.verify_batches(partition, owned, transactional_id, &batches).await?;
-        for (batch, checked) in batches.iter().zip(&checked) {
+        for (batch, checked) in batches.into_iter().zip(&checked) {
             let length = batch.len() as u64;
-            // The log owns its copy: the request's buffer is released with the answer.
             let copy = stored_copy(batch, checked, log_append_time)?;
             let info =
                 owned.log.append_crc_verified(copy, owned.leader_epoch(), now, false).await?;
@@ -377,5 +379,54 @@ impl<S: Storage> PartitionService<S> {
             log_start_offset: Offset(owned.log.log_start_offset()),
             log_append_time_ms: log_append_time.unwrap_or(-1),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::batch_builder::{BatchRecord, RecordBatchBuilder};
+
+    fn frame_with_batch() -> (Bytes, std::ops::Range<usize>) {
+        let mut builder = RecordBatchBuilder::new(1_000);
+        builder.push(BatchRecord { key: None, value: Some(b"value"), timestamp_delta: 0 });
+        let batch = builder.build();
+        // A request header's bytes, then the batch: as a produce frame holds them.
+        let mut frame = vec![7u8; 40];
+        frame.extend_from_slice(&batch);
+        (Bytes::from(frame), 40..40 + batch.len())
+    }
+
+    fn checked(batch: &[u8]) -> Checked {
+        let header = check_framing(batch).expect("framed");
+        check_batch(&header, TimestampRule::ANY, usize::MAX).expect("valid")
+    }
+
+    #[test]
+    fn a_batch_that_is_its_frames_only_slice_is_taken_over_not_copied() {
+        let (frame, range) = frame_with_batch();
+        let batch = frame.slice(range.clone());
+        drop(frame);
+        let checked = checked(&batch);
+        let address = batch.as_ptr();
+        let stored = stored_copy(batch, &checked, Some(5_000)).expect("stored");
+        assert_eq!(stored.as_ptr(), address, "the frame's memory itself");
+        let header = wire::RecordBatchHeader::parse(&stored, shard::config::BATCH_BYTES_MAX)
+            .expect("parses");
+        assert_eq!(header.max_timestamp(), 5_000, "patched in place");
+        assert!(header.verify_crc().is_ok(), "and its CRC rewritten");
+    }
+
+    #[test]
+    fn a_batch_sharing_its_frame_is_copied_and_the_frame_left_alone() {
+        let (frame, range) = frame_with_batch();
+        let batch = frame.slice(range.clone());
+        let checked = checked(&batch);
+        let stored = stored_copy(batch, &checked, Some(5_000)).expect("stored");
+        assert_ne!(stored.as_ptr(), frame[range.clone()].as_ptr());
+        let original =
+            wire::RecordBatchHeader::parse(&frame[range], shard::config::BATCH_BYTES_MAX)
+                .expect("parses");
+        assert_eq!(original.max_timestamp(), 1_000, "the shared frame is not written");
     }
 }

@@ -7,26 +7,19 @@
 //! the same request costs address space only, the decoder then runs out of input and fails,
 //! and the connection is closed with a log line. Legitimately large buffers (a 100 MiB request
 //! frame) behave as before: pages are committed as they are written.
-//! Everything else goes to mimalloc, not glibc's malloc: on small requests (librdkafka with
-//! 16 KiB batches) glibc's malloc, free and bin consolidation were ~16% of the broker's samples,
-//! with request buffers allocated on one shard and freed on another; mimalloc's thread-local
-//! free lists took 100-byte produce from 10.6M to 13.2M msgs/s (BENCHMARKS.md).
 //! Invariant: allocations at or above `LARGE_ALLOCATION_BYTES_MIN` with alignment up to a page
-//! are mmap-backed and freed with munmap; everything else goes to `BASE` (mimalloc).
+//! are mmap-backed and freed with munmap; everything else goes to `System`.
 
-use std::alloc::{GlobalAlloc, Layout};
-
-/// Every allocation but the lazily reserved large ones.
-static BASE: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use std::alloc::{GlobalAlloc, Layout, System};
 
 /// Below this, glibc serves allocations from its heap instead of a fresh mmap each time.
 pub const MMAP_THRESHOLD_BYTES: i32 = 32 << 20;
 /// Free heap memory glibc keeps instead of returning it to the kernel.
 pub const TRIM_THRESHOLD_BYTES: i32 = 256 << 20;
 
-/// Tunes glibc's malloc, which Rust allocations no longer use (`BASE`) but C libraries (the
-/// compression codecs) still do, for request-sized buffers: served from the heap and kept when
-/// freed, so they do not pay a page fault per 4 KiB and a TLB shootdown per buffer. Call once,
+/// Tunes glibc's malloc for the broker's pattern of request-sized buffers (about 1 MiB, allocated
+/// and freed per request and per cached batch): served from the heap and kept when freed, so
+/// the data path does not pay a page fault per 4 KiB and a TLB shootdown per buffer. Call once,
 /// before any thread starts. No effect where the C library is not glibc.
 pub fn tune_system_allocator() {
     #[cfg(target_env = "gnu")]
@@ -47,7 +40,7 @@ fn is_large(layout: &Layout) -> bool {
     layout.size() >= LARGE_ALLOCATION_BYTES_MIN && layout.align() <= PAGE_BYTES
 }
 
-// SAFETY: every pointer handed out is either from `BASE` (and returned to it) or from an
+// SAFETY: every pointer handed out is either from `System` (and returned to it) or from an
 // anonymous private mapping of exactly `layout.size()` bytes (returned with munmap of the same
 // size); `is_large` depends only on the layout, so alloc and dealloc always agree.
 unsafe impl GlobalAlloc for LazyLargeAllocator {
@@ -71,7 +64,7 @@ unsafe impl GlobalAlloc for LazyLargeAllocator {
             }
         } else {
             // SAFETY: forwarded with the caller's layout.
-            unsafe { BASE.alloc(layout) }
+            unsafe { System.alloc(layout) }
         }
     }
 
@@ -81,7 +74,7 @@ unsafe impl GlobalAlloc for LazyLargeAllocator {
             unsafe { self.alloc(layout) }
         } else {
             // SAFETY: forwarded with the caller's layout.
-            unsafe { BASE.alloc_zeroed(layout) }
+            unsafe { System.alloc_zeroed(layout) }
         }
     }
 
@@ -92,8 +85,8 @@ unsafe impl GlobalAlloc for LazyLargeAllocator {
                 libc::munmap(pointer.cast(), layout.size());
             }
         } else {
-            // SAFETY: `pointer` came from `BASE` with this layout.
-            unsafe { BASE.dealloc(pointer, layout) }
+            // SAFETY: `pointer` came from `System` with this layout.
+            unsafe { System.dealloc(pointer, layout) }
         }
     }
 
@@ -101,8 +94,8 @@ unsafe impl GlobalAlloc for LazyLargeAllocator {
         // SAFETY: the caller guarantees `new_size` is valid for `layout.align()`.
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         if !is_large(&layout) && !is_large(&new_layout) {
-            // SAFETY: both sides small: BASE owns the block.
-            return unsafe { BASE.realloc(pointer, layout, new_size) };
+            // SAFETY: both sides small: System owns the block.
+            return unsafe { System.realloc(pointer, layout, new_size) };
         }
         // SAFETY: allocate, copy the overlapping prefix, free the old block.
         unsafe {

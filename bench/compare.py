@@ -69,6 +69,20 @@ def free_port():
 
 BENCH = None
 
+# One round's broker holds every scenario's log at once until it stops (6 s of 1 KiB at up to
+# ~2 GB/s, then 6 s of acks=all: up to ~20 GB), next to fio's 2 GiB file. A disk that fills
+# mid-run fails the produce with error 56 (KAFKA_STORAGE_ERROR), so the run checks first.
+FREE_BYTES_NEEDED = 30 * 10**9
+
+
+def check_free_space(directory):
+    stat = os.statvfs(directory)
+    free = stat.f_bavail * stat.f_frsize
+    if free < FREE_BYTES_NEEDED:
+        sys.exit("bench/compare.py needs %.0f GB free under %s (one round's logs and fio's file); "
+                 "%.1f GB are free. Pass --dir on a roomier file system."
+                 % (FREE_BYTES_NEEDED / 1e9, directory, free / 1e9))
+
 
 def run_build(build, scratch, scenarios=None):
     """Every scenario once against a fresh broker of `build`; {scenario: figure}."""
@@ -127,6 +141,7 @@ def main():
     global BENCH
     BENCH = args.bench
     os.makedirs(args.dir, exist_ok=True)
+    check_free_space(args.dir)
     fio = fio_write_mib_s(os.path.join(args.dir, "fio")) * 1.048576
     scenarios = [SCENARIOS[1], SCENARIOS[3]] if args.consume_only else SCENARIOS
     if args.only:

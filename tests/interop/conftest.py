@@ -48,10 +48,22 @@ def strata_bin():
     return path.resolve()
 
 
+# Ports free_port has handed out in this process: the kernel may offer a port again once its
+# probe socket is closed, and one node once got the same port for its controller and admin
+# listeners (the admin bind then failed).
+_HANDED_OUT = set()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never one this process was handed before."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no loopback port left that was not handed out before")
 
 
 def _tail(path, lines=LOG_TAIL_LINES):

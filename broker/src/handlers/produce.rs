@@ -93,6 +93,18 @@ async fn append_all<S: Storage>(
     let acks = request.acks;
     let mut outcomes: Vec<Option<Result<AppendResult>>> = Vec::new();
     let mut routes: Vec<Route> = Vec::new();
+    // A request carrying several partitions' records keeps a slice of each until every answer
+    // is in: then no partition's records become the frame's only slice (when the others are
+    // done), and the log copies them instead of taking over the whole frame for one small
+    // batch (the cache counts the batch, not the frame it would pin).
+    let mut frame_guard: Vec<Bytes> = Vec::new();
+    let shared_frame = request
+        .topic_data
+        .iter()
+        .flat_map(|topic| topic.partition_data.iter())
+        .filter(|data| data.records.is_some())
+        .nth(1)
+        .is_some();
     // As Kafka: WRITE on the transactional id for the whole request, then WRITE per topic.
     let id_refused = request.transactional_id.as_ref().is_some_and(|id| {
         !node.allowed(context, AclOperation::Write, Resource::TransactionalId(&id.0))
@@ -130,6 +142,9 @@ async fn append_all<S: Storage>(
                             routes.last_mut().expect("just pushed")
                         }
                     };
+                    if shared_frame {
+                        frame_guard.push(records.clone());
+                    }
                     route.1.push((partition, records));
                     route.2.push(place);
                     outcomes.push(None);
@@ -156,6 +171,7 @@ async fn append_all<S: Storage>(
         (answers, places)
     }))
     .await;
+    drop(frame_guard);
     for (answers, places) in answers {
         let results: Vec<Result<AppendResult>> = match answers {
             Ok(PartitionResponse::Append(results)) if results.len() == places.len() => results,
@@ -172,11 +188,11 @@ async fn append_all<S: Storage>(
 }
 
 /// Leaves the request holding no slice of its frame but the records: names are copied out and
-/// unknown tagged fields dropped. A partition's records are then, once the other partitions'
-/// are taken, the frame's only slice, and the log takes them over and patches them in place
-/// instead of copying them (`Bytes::try_into_mut` in `services::partitions::append`): one
-/// copy of every byte fewer for a request that carries one partition's batch, as
-/// librdkafka's sticky partitioner sends them.
+/// unknown tagged fields dropped. When the request carries one partition's records, made of
+/// one batch, that batch is then the frame's only slice, and the log takes it over and patches
+/// it in place instead of copying it (`Bytes::try_into_mut` in `services::partitions::append`):
+/// one copy of every byte fewer for such requests, which librdkafka's sticky partitioner
+/// sends. Requests with more records keep them shared (`append_all`), so they are copied.
 fn detach_from_frame(request: &mut ProduceRequest) {
     request.transactional_id =
         request.transactional_id.take().map(|id| TransactionalId(super::str_bytes(&id.0)));

@@ -230,9 +230,9 @@ async fn validate_batches(batches: &[Bytes], rule: TimestampRule) -> Result<Vec<
 }
 
 /// The log's own buffer of a checked batch: the request frame's memory itself when the batch is
-/// its only remaining slice (a request carrying one partition's batch: see the produce
-/// handler's `detach_from_frame`), otherwise a copy, so the request's other bytes are not
-/// held by the log's cache. A header whose max timestamp disagrees with its records is
+/// its only remaining slice (a request carrying one partition's single batch: see the produce
+/// handler's `detach_from_frame`; requests with more hold a slice until they are answered),
+/// otherwise a copy, so the cache never pins a frame much larger than the batch it counts. A header whose max timestamp disagrees with its records is
 /// corrected (and its CRC rewritten), as Kafka's validator does, so the time index and
 /// retention see the records' real times.
 fn stored_copy(batch: Bytes, checked: &Checked, log_append_time: Option<i64>) -> Result<BytesMut> {
@@ -337,6 +337,9 @@ impl<S: Storage> PartitionService<S> {
         let mut bytes = 0u64;
         ticket.turn().await;
         self.verify_batches(partition, owned, transactional_id, &batches).await?;
+        // Several batches share the partition's records: the last would become their only slice
+        // and take over all of them for itself; held here, each is copied instead.
+        let _shared = (batches.len() > 1).then(|| batches[0].clone());
         for (batch, checked) in batches.into_iter().zip(&checked) {
             let length = batch.len() as u64;
             let copy = stored_copy(batch, checked, log_append_time)?;

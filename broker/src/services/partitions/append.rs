@@ -232,9 +232,10 @@ async fn validate_batches(batches: &[Bytes], rule: TimestampRule) -> Result<Vec<
 /// The log's own buffer of a checked batch: the request frame's memory itself when the batch is
 /// its only remaining slice (a request carrying one partition's single batch: see the produce
 /// handler's `detach_from_frame`; requests with more hold a slice until they are answered),
-/// otherwise a copy, so the cache never pins a frame much larger than the batch it counts. A header whose max timestamp disagrees with its records is
-/// corrected (and its CRC rewritten), as Kafka's validator does, so the time index and
-/// retention see the records' real times.
+/// otherwise a copy, so the cache never pins a frame much larger than the batch it counts.
+/// A header whose max timestamp disagrees with its records is corrected (and its CRC
+/// rewritten), as Kafka's validator does, so the time index and retention see the records'
+/// real times.
 fn stored_copy(batch: Bytes, checked: &Checked, log_append_time: Option<i64>) -> Result<BytesMut> {
     let mut copy = batch.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
     let mut view =

@@ -90,6 +90,7 @@ class Broker:
     def __init__(self, data_dir, extra=()):
         shutil.rmtree(data_dir, ignore_errors=True)
         os.makedirs(data_dir)
+        self.data_dir = data_dir
         self.port, self.admin = free_port(), free_port()
         self.log = open(os.path.join(os.path.dirname(data_dir), "strata-bench-broker.log"), "w")
         self.proc = subprocess.Popen([STRATA, "serve", "--data-dir", data_dir, "--listen",
@@ -132,8 +133,19 @@ def strata(broker, *args):
 
 
 def drop_topic(broker, topic):
-    """Deletes a scenario's topic (its data) once the scenario is done."""
+    """Deletes a scenario's topic (its data) once the scenario is done, and waits until its
+    files are gone and the file system has committed (and, mounted with `discard`, trimmed)
+    their blocks: the broker frees them in the background, and the next scenario is measured
+    on a quiet disk, not during the freeing of the last one's gigabytes."""
     strata(broker, "topic", "delete", topic)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if not any(name.startswith(topic + "-") for name in os.listdir(broker.data_dir)):
+            break
+        time.sleep(0.1)
+    else:
+        raise RuntimeError("topic %s: its files were still there 120 s after the delete" % topic)
+    os.sync()
 
 
 def rdkafka_performance(broker, *args, timeout=300):

@@ -156,8 +156,14 @@ impl Storage for DmaStorage {
         while size > GENTLE_REMOVE_STEP_BYTES {
             size -= GENTLE_REMOVE_STEP_BYTES;
             file.truncate(size).await?;
-            // Room for a journal commit between steps (measured: 4 MiB steps 1 ms apart kept
-            // a concurrent fdatasync under 1.3 ms where one unlink held it 45 ms).
+            // Each step is its own journal commit: without a sync nothing forces one where no
+            // append syncs (acks=1, flush.policy never), so every step's freed extents went
+            // out in the next periodic commit at once; on a file system mounted with `discard`
+            // that is a discard of the whole file, which held writes on the disk ~70 ms
+            // (BENCHMARKS.md). Then room for other commits between steps (measured: 4 MiB
+            // steps 1 ms apart kept a concurrent fdatasync under 1.3 ms where one unlink held
+            // it 45 ms).
+            file.sync().await?;
             glommio::timer::sleep(std::time::Duration::from_millis(GENTLE_REMOVE_PAUSE_MS)).await;
         }
         self.close(file).await?;

@@ -81,7 +81,8 @@ pub trait Storage: Clone + 'static {
     /// Removes a file that may be large without stalling the file system: unlinking a 256 MiB
     /// segment at once froze every fdatasync on an ext4 disk for 45 ms (the journal commit
     /// that frees its extents), so it is first shrunk in `GENTLE_REMOVE_STEP_BYTES` steps,
-    /// each its own small commit.
+    /// each synced (its own small journal commit, which also trims its blocks on a file
+    /// system mounted with `discard`, not all of them at once in the next periodic commit).
     async fn remove_gently(&self, path: &Path) -> io::Result<()>;
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     async fn create_dir_all(&self, path: &Path) -> io::Result<()>;

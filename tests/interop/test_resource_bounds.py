@@ -10,8 +10,10 @@ import zlib
 
 import pytest
 import zstandard
+from confluent_kafka.admin import NewTopic
 
 import wire
+from clients import ck_admin
 from conftest import Broker, strata_bin
 from test_bad_input import _create_topic, _produce
 
@@ -87,5 +89,75 @@ def test_batches_that_inflate_to_two_gib_are_refused_without_the_broker_growing(
             hwm_after // MIB, bound // MIB)
         ok = wire.record_batch([(b"k", b"a normal record")])
         assert _produce(broker, "compacted", ok)[0] == 0, "the topic still takes normal batches"
+    finally:
+        broker.kill()
+
+
+# --- a produce request's frame is not pinned by a small batch in the cache -------------------
+# The log takes over a request's memory for a batch when that batch is the frame's only
+# remaining slice, and keeps it in the batch cache, which counts the batch's bytes, not the
+# frame's (issue #13, ARCHITECTURE.md write path step 0). A request carrying a big batch and
+# then a small one (two batches for one partition, or two partitions' batches) must not leave
+# the small one holding the whole frame: the produce handler and the partition service keep a
+# slice of such a request until it is answered, so the small batch is copied.
+SMALL_CACHE_BYTES = 512 * 1024  # the big batches (900 KB) are never cached, the small ones are
+BIG_VALUE_BYTES = 900 * 1000
+PINNING_REQUESTS = 256  # of each shape: ~460 MB of frames in all
+PINNED_GROWTH_MAX = 96 * MIB
+
+
+class _SmallCacheBroker(Broker):
+    def command(self):
+        return super().command() + ["--set", "log.cache.bytes=%d" % SMALL_CACHE_BYTES]
+
+
+def _produce_request(correlation_id, topic, partitions):
+    """Produce v3, acks=1; partitions: [(index, records bytes)], in that order."""
+    entries = [wire.i32(index) + wire.bytes_(records) for index, records in partitions]
+    body = (wire.string(None) + wire.i16(1) + wire.i32(10000)
+            + wire.array([wire.string(topic) + wire.array(entries)]))
+    return wire.frame(wire.request_header_v1(wire.PRODUCE, 3, correlation_id) + body)
+
+
+@pytest.mark.timeout(240)
+def test_a_small_batch_does_not_pin_its_requests_frame_in_the_cache(tmp_path):
+    broker = _SmallCacheBroker(strata_bin(), tmp_path / "broker").start()
+    try:
+        admin = ck_admin(broker.bootstrap)
+        admin.create_topics([NewTopic("frames", num_partitions=2, replication_factor=1)],
+                            request_timeout=10)["frames"].result(timeout=10)
+        big = wire.record_batch([(b"big", bytes(BIG_VALUE_BYTES))])
+        small = wire.record_batch([(b"small", b"x" * 64)])
+        shapes = [
+            # One partition, two batches: the partition service's guard.
+            lambda n: _produce_request(n, "frames", [(0, big + small)]),
+            # Two partitions: the produce handler's guard.
+            lambda n: _produce_request(n, "frames", [(0, big), (1, small)]),
+        ]
+        pid = broker.proc.pid
+        correlation = 0
+        with wire.connect(broker.port, timeout=30) as s:
+            def send(count):
+                nonlocal correlation
+                for _ in range(count):
+                    for shape in shapes:
+                        correlation += 1
+                        s.sendall(shape(correlation))
+                        _, body = wire.read_response(s, timeout=30)
+                        answers = wire.parse_produce_v3_response(body)
+                        assert all(answer[0] == 0 for answer in answers.values()), answers
+            send(16)  # the allocator's steady state
+            time.sleep(0.5)
+            rss_before = _memory(pid, "VmRSS")
+            send(PINNING_REQUESTS)
+            time.sleep(0.5)
+            rss_after = _memory(pid, "VmRSS")
+        growth = rss_after - rss_before
+        print("frames: rss %d -> %d MiB after %d requests carrying %d MB of frames"
+              % (rss_before // MIB, rss_after // MIB, 2 * PINNING_REQUESTS,
+                 2 * PINNING_REQUESTS * len(big) // 1000000))
+        assert growth < PINNED_GROWTH_MAX, (
+            "the broker grew %d MiB while its cache holds at most %d KiB: small batches are "
+            "holding their requests' frames" % (growth // MIB, SMALL_CACHE_BYTES // 1024))
     finally:
         broker.kill()

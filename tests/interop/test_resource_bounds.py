@@ -111,14 +111,6 @@ class _SmallCacheBroker(Broker):
         return super().command() + ["--set", "log.cache.bytes=%d" % SMALL_CACHE_BYTES]
 
 
-def _produce_request(correlation_id, topic, partitions):
-    """Produce v3, acks=1; partitions: [(index, records bytes)], in that order."""
-    entries = [wire.i32(index) + wire.bytes_(records) for index, records in partitions]
-    body = (wire.string(None) + wire.i16(1) + wire.i32(10000)
-            + wire.array([wire.string(topic) + wire.array(entries)]))
-    return wire.frame(wire.request_header_v1(wire.PRODUCE, 3, correlation_id) + body)
-
-
 @pytest.mark.timeout(240)
 def test_a_small_batch_does_not_pin_its_requests_frame_in_the_cache(tmp_path):
     broker = _SmallCacheBroker(strata_bin(), tmp_path / "broker").start()
@@ -130,9 +122,9 @@ def test_a_small_batch_does_not_pin_its_requests_frame_in_the_cache(tmp_path):
         small = wire.record_batch([(b"small", b"x" * 64)])
         shapes = [
             # One partition, two batches: the partition service's guard.
-            lambda n: _produce_request(n, "frames", [(0, big + small)]),
+            lambda n: wire.produce_v3_request_partitions(n, "frames", [(0, big + small)], acks=1),
             # Two partitions: the produce handler's guard.
-            lambda n: _produce_request(n, "frames", [(0, big), (1, small)]),
+            lambda n: wire.produce_v3_request_partitions(n, "frames", [(0, big), (1, small)], acks=1),
         ]
         pid = broker.proc.pid
         correlation = 0

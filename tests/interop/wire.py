@@ -148,8 +148,15 @@ def metadata_v1_request(correlation_id, topics=None):
 
 def produce_v3_request(correlation_id, topic, partition, batch, acks=-1, timeout_ms=10000, version=3):
     """Produce v3-v8 (one layout); zstd batches need v7+, as in Kafka."""
-    partitions = [i32(partition) + bytes_(batch)]
-    topics = [string(topic) + array(partitions)]
+    return produce_v3_request_partitions(correlation_id, topic, [(partition, batch)], acks, timeout_ms,
+                                         version)
+
+
+def produce_v3_request_partitions(correlation_id, topic, partitions, acks=-1, timeout_ms=10000, version=3):
+    """Produce v3-v8 to several partitions of one topic: partitions = [(index, records bytes)],
+    in that order."""
+    entries = [i32(index) + bytes_(records) for index, records in partitions]
+    topics = [string(topic) + array(entries)]
     body = string(None) + i16(acks) + i32(timeout_ms) + array(topics)
     return frame(request_header_v1(PRODUCE, version, correlation_id) + body)
 

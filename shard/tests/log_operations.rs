@@ -821,3 +821,55 @@ fn a_synced_chunk_is_not_written_again_in_full_when_it_fills() {
         assert_eq!(read_all(&log).await.len(), 200);
     });
 }
+
+#[test]
+fn large_batches_are_written_in_large_chunks_and_small_ones_in_configured_ones() {
+    block_on(async {
+        let storage = SimStorage::new(11, FaultConfig::NONE);
+        let config = LogConfig {
+            write_chunk_bytes: 64 << 10,
+            flush: FlushPolicy::Never,
+            ..LogConfig::default()
+        };
+        let log = open(&storage, config, 1 << 20).await;
+        // ~640 KB batches: over `LARGE_BATCH_BYTES`, so their chunks are 4 MiB, not 64 KiB.
+        let large = batch(0, 640, 1000, 1000);
+        assert!(large.len() >= shard::partition_log::LARGE_BATCH_BYTES);
+        let before = storage.writes();
+        let mut appended = 0usize;
+        for i in 0..20 {
+            let batch = batch(i, 640, 1000, 1000);
+            appended += batch.len();
+            log.append(batch, 0, 1000).await.expect("append");
+        }
+        let large_writes = storage.writes() - before;
+        let chunk = shard::partition_log::LARGE_WRITE_CHUNK_BYTES;
+        // The first chunk was allocated for the first batch already (the log starts empty).
+        assert!(
+            large_writes as usize <= appended / chunk + 1,
+            "{large_writes} writes for {appended} bytes of large batches"
+        );
+        // Small batches (~20 KiB) fill the last large chunk, then get chunks of the configured
+        // 64 KiB.
+        log.sync().await.expect("sync");
+        let before = storage.writes();
+        let mut small = 0usize;
+        for i in 20..420 {
+            let batch = batch(i, 20, 1000, 1000);
+            small += batch.len();
+            log.append(batch, 0, 1000).await.expect("append");
+        }
+        let small_writes = storage.writes() - before;
+        assert!(
+            small_writes as usize >= (small - chunk) / (64 << 10),
+            "{small_writes} writes for {small} bytes of small batches: not in 64 KiB chunks"
+        );
+        // Mixed chunk sizes read back byte for byte, from the cache and from the disk.
+        log.sync().await.expect("sync");
+        let written = read_all(&log).await;
+        assert_eq!(written.len(), 420);
+        log.close().await.expect("close");
+        let reopened = open(&storage, LogConfig::default(), 0).await;
+        assert_eq!(read_all(&reopened).await, written);
+    });
+}

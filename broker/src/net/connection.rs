@@ -245,9 +245,13 @@ async fn read_by(
 pub const PIPELINED_REQUESTS_MAX: usize = 1024;
 /// A connection starts another request only while the frames of its requests in progress
 /// (not yet completed) hold fewer bytes than this: small requests overlap up to
-/// `PIPELINED_REQUESTS_MAX`, ~1 MB ones up to about 16. Measured (librdkafka defaults, acks=all,
+/// `PIPELINED_REQUESTS_MAX`, ~1 MB ones up to about 64. Measured (librdkafka defaults, acks=all,
 /// 3 alternating rounds): 2 MiB gave 360-411 MB/s, 16 MiB 487-518 MB/s (more syncs shared).
-pub const PIPELINED_BYTES_MAX: usize = 16 << 20;
+/// With 4 MiB chunk writes for large batches (`LARGE_WRITE_CHUNK_BYTES`, whose write window
+/// alone is 16 MiB per partition), 8 GB rounds, medians: 16 MiB 858 MB/s, 32 MiB 917, 64 MiB
+/// 1,004 (issue #13; BENCHMARKS.md). The shard's `queued.max.request.bytes` share still bounds
+/// all its connections together.
+pub const PIPELINED_BYTES_MAX: usize = 64 << 20;
 
 /// How a request is ordered against the requests around it on its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -77,6 +77,8 @@ struct SimDisk {
     open_handles: u64,
     /// Bytes written by `write_at` so far (write amplification tests).
     bytes_written: u64,
+    /// `write_at` calls so far.
+    writes: u64,
 }
 
 impl SimDisk {
@@ -176,6 +178,7 @@ impl StorageFile for SimFileHandle {
         }
         self.with_file(|file, disk| {
             disk.bytes_written += buffer.0.len() as u64;
+            disk.writes += 1;
             write_into(&mut file.current, position as usize, &buffer.0);
             file.unsynced.push((position, buffer.0));
         })
@@ -246,6 +249,7 @@ impl SimStorage {
             injected_write_errors: 0,
             open_handles: 0,
             bytes_written: 0,
+            writes: 0,
         };
         Self { disk: Rc::new(RefCell::new(disk)) }
     }
@@ -268,6 +272,11 @@ impl SimStorage {
     /// Bytes written by every `write_at` so far.
     pub fn bytes_written(&self) -> u64 {
         self.disk.borrow().bytes_written
+    }
+
+    /// `write_at` calls so far.
+    pub fn writes(&self) -> u64 {
+        self.disk.borrow().writes
     }
 
     /// How many read errors were injected so far.

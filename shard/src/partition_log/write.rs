@@ -234,7 +234,7 @@ impl<S: Storage> PartitionLog<S> {
             active.note_batch(&header, position, interval);
             let file = active.file.clone().expect("the active segment's file is open");
             assert_eq!(state.tail.start + state.tail.len as u64, position);
-            let chunk_bytes = self.config.borrow().write_chunk_bytes;
+            let chunk_bytes = chunk_bytes_for(self.config.borrow().write_chunk_bytes, bytes.len());
             let full_chunks = copy_into_tail(&mut state.tail, &*file, &bytes, chunk_bytes);
             state.log_end_offset = last_offset + 1;
             state.check_offsets();
@@ -419,6 +419,17 @@ impl<S: Storage> PartitionLog<S> {
         file.write_at(buffer, position).await?;
         self.state.borrow_mut().tail.written_end = end;
         Ok(())
+    }
+}
+
+/// The size of a tail chunk allocated while `batch_bytes` are appended: `configured`
+/// (`write_chunk_bytes`), or `LARGE_WRITE_CHUNK_BYTES` if more, for a batch of at least
+/// `LARGE_BATCH_BYTES`.
+pub(crate) fn chunk_bytes_for(configured: usize, batch_bytes: usize) -> usize {
+    if batch_bytes >= LARGE_BATCH_BYTES {
+        configured.max(LARGE_WRITE_CHUNK_BYTES)
+    } else {
+        configured
     }
 }
 

@@ -873,3 +873,33 @@ fn large_batches_are_written_in_large_chunks_and_small_ones_in_configured_ones()
         assert_eq!(read_all(&reopened).await, written);
     });
 }
+
+#[test]
+fn a_disk_read_behind_the_unwritten_tail_does_not_write_it_out() {
+    block_on(async {
+        let storage = SimStorage::new(13, FaultConfig::NONE);
+        let config = LogConfig {
+            write_chunk_bytes: 64 << 10,
+            flush: FlushPolicy::Never,
+            ..LogConfig::default()
+        };
+        // No cache: every read goes to the disk.
+        let log = open(&storage, config, 0).await;
+        // ~10 KiB batches: 1 MiB in 64 KiB chunks, so all but the last few chunks are written,
+        // and the tail holds a partial one.
+        for i in 0..100 {
+            log.append(batch(i, 10, 1000, 1000), 0, 1000).await.expect("append");
+        }
+        let before = storage.writes();
+        let early = log.read(0, 16 << 10).await.expect("read behind the tail");
+        assert!(!early.batches.is_empty() && !early.from_cache);
+        assert_eq!(base_offset(&early.batches[0]), 0);
+        assert_eq!(storage.writes(), before, "a read of written bytes wrote the tail out");
+        // A read of the unwritten tail writes it out first, and reads it back byte for byte.
+        let last = log.log_end_offset() - 10;
+        let tail = log.read(last, 16 << 10).await.expect("read at the tail");
+        assert!(storage.writes() > before, "the tail was written out for the read");
+        assert_eq!(tail.batches.len(), 1);
+        assert_eq!(tail.batches[0].to_vec(), stored(99, 10, 1000, last));
+    });
+}

@@ -59,36 +59,49 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     pub(crate) async fn read_from_disk(&self, offset: i64, max_bytes: usize) -> Result<Vec<Bytes>> {
-        let needs_write_out = {
-            let state = self.state.borrow();
-            // An offline log writes nothing; what readers may see of it (below the durable end)
-            // was written out before it was synced.
-            if state.offline {
-                false
-            } else {
-                let (&active_base, active) =
-                    state.segments.iter().next_back().expect("active segment");
-                offset >= active_base && state.tail.written_end < active.size_bytes
-            }
-        };
-        if needs_write_out {
+        // What is on disk first: a reader behind the tail (a consumer that fell out of the
+        // cache) needs none of the unwritten tail, and writing it out waits for the writes in
+        // flight while it holds the partition's appends (with 4 MiB chunks, readers 2 MiB or more
+        // behind stalled the writers this way: issue #13).
+        if let Some(batches) = self.read_written(offset, max_bytes, true).await? {
+            return Ok(batches);
+        }
+        {
             let _write = self.write_lock.lock().await;
             self.check_writable()?;
             let result = self.write_out_locked().await;
             self.offline_on_error(result)?;
         }
-        let (path, base_offset, start_position, end_position) = {
+        Ok(self.read_written(offset, max_bytes, false).await?.unwrap_or_default())
+    }
+
+    /// One disk read from `offset`, of the active segment only up to its written end (an
+    /// offline log's readers stop at the durable end, which was written). `first_try`: `None`
+    /// when no asked batch lies wholly below the written end, so the tail must be written out
+    /// (a batch cut by the written end is not damage).
+    async fn read_written(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        first_try: bool,
+    ) -> Result<Option<Vec<Bytes>>> {
+        let (path, base_offset, start_position, end_position, capped) = {
             let state = self.state.borrow();
+            let active_base = state.segments.keys().next_back().copied();
             let Some((_, segment)) = state
                 .segments
                 .range(..=offset)
                 .next_back()
                 .filter(|(_, segment)| offset < segment.next_offset)
             else {
-                return Ok(Vec::new());
+                return Ok(Some(Vec::new()));
             };
             let (_, position) = segment.index.lookup(segment.relative(offset));
-            (segment.path.clone(), segment.base_offset, u64::from(position), segment.size_bytes)
+            let capped = Some(segment.base_offset) == active_base
+                && !state.offline
+                && state.tail.written_end < segment.size_bytes;
+            let end = if capped { state.tail.written_end } else { segment.size_bytes };
+            (segment.path.clone(), segment.base_offset, u64::from(position), end, capped)
         };
         let file = self.segment_file(base_offset).await?;
         let mut reader = match self.take_read_ahead(base_offset, offset).await {
@@ -127,8 +140,13 @@ impl<S: Storage> PartitionLog<S> {
                     full = true;
                     break;
                 }
+                Ok(Next::End) if capped && batches.is_empty() && first_try => return Ok(None),
                 Ok(Next::End) => break,
                 Err(ReadError::Io(error)) => return Err(error.into()),
+                // The written end cut a batch: served up to it, or written out first.
+                Err(ReadError::Invalid { .. }) if capped && first_try && batches.is_empty() => {
+                    return Ok(None)
+                }
                 // Damage: the intact batches before it are the answer; a read that starts at it
                 // gets the error (and the next fetch asks exactly there).
                 Err(ReadError::Invalid { .. }) if !batches.is_empty() => break,
@@ -169,7 +187,7 @@ impl<S: Storage> PartitionLog<S> {
                 .await;
             }
         }
-        Ok(batches)
+        Ok(Some(batches))
     }
 
     /// The first record with the largest timestamp in the log (ListOffsets MAX_TIMESTAMP), found

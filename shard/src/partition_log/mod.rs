@@ -75,8 +75,9 @@ pub const LARGE_BATCH_BYTES: usize = 512 << 10;
 /// this 2-core VM, against ~0.6 ms of disk time per 1 MiB); a quarter as many writes wait a
 /// quarter as often. Only partitions fed large batches pay the larger buffers (a partition's
 /// tail and its `WRITE_WINDOW` writes in flight: at most 20 MiB, against 5 MiB). Measured
-/// (librdkafka defaults, acks=all, 8 GB, 3 alternating rounds, issue #13): 1 MiB chunks 804 MB/s,
-/// 4 MiB 1,012 MB/s with `PIPELINED_BYTES_MAX` at 64 MiB; 8 MiB 956.
+/// (librdkafka defaults, acks=all, 8 GB, 3 alternating rounds, issue #13): 1 MiB chunks with 16
+/// MiB per connection 804 MB/s; 4 MiB chunks with 64 MiB (the broker's `PIPELINED_BYTES_MAX`)
+/// 1,012 MB/s; 8 MiB with 64 MiB 956 in another run (BENCHMARKS.md).
 pub const LARGE_WRITE_CHUNK_BYTES: usize = 4 << 20;
 const _: () = assert!(LARGE_WRITE_CHUNK_BYTES.is_multiple_of(crate::io::DMA_ALIGNMENT));
 /// Producer-state snapshots kept per partition (the newest ones).

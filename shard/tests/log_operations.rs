@@ -792,15 +792,16 @@ fn a_truncation_drops_the_read_ahead_so_rewritten_offsets_read_the_new_batches()
     });
 }
 
+/// The default config with 64 KiB write chunks (many chunk boundaries in little data).
+fn chunks_of_64_kib(flush: FlushPolicy) -> LogConfig {
+    LogConfig { write_chunk_bytes: 64 << 10, flush, ..LogConfig::default() }
+}
+
 #[test]
 fn a_synced_chunk_is_not_written_again_in_full_when_it_fills() {
     block_on(async {
         let storage = SimStorage::new(7, FaultConfig::NONE);
-        let config = LogConfig {
-            write_chunk_bytes: 64 << 10,
-            flush: FlushPolicy::Always,
-            ..LogConfig::default()
-        };
+        let config = chunks_of_64_kib(FlushPolicy::Always);
         let log = open(&storage, config, 1 << 20).await;
         let before = storage.bytes_written();
         let (mut appended, mut syncs) = (0u64, 0u64);
@@ -822,27 +823,33 @@ fn a_synced_chunk_is_not_written_again_in_full_when_it_fills() {
     });
 }
 
+/// Appends batches `tags` of `records` 1000-byte records; -> (bytes appended, disk writes made).
+async fn append_counting(
+    log: &PartitionLog<SimStorage>,
+    storage: &SimStorage,
+    tags: std::ops::Range<u64>,
+    records: usize,
+) -> (usize, u64) {
+    let before = storage.writes();
+    let mut appended = 0;
+    for tag in tags {
+        let batch = batch(tag, records, 1000, 1000);
+        appended += batch.len();
+        log.append(batch, 0, 1000).await.expect("append");
+    }
+    (appended, storage.writes() - before)
+}
+
 #[test]
 fn large_batches_are_written_in_large_chunks_and_small_ones_in_configured_ones() {
     block_on(async {
         let storage = SimStorage::new(11, FaultConfig::NONE);
-        let config = LogConfig {
-            write_chunk_bytes: 64 << 10,
-            flush: FlushPolicy::Never,
-            ..LogConfig::default()
-        };
+        let config = chunks_of_64_kib(FlushPolicy::Never);
         let log = open(&storage, config, 1 << 20).await;
         // ~640 KB batches: over `LARGE_BATCH_BYTES`, so their chunks are 4 MiB, not 64 KiB.
         let large = batch(0, 640, 1000, 1000);
         assert!(large.len() >= shard::partition_log::LARGE_BATCH_BYTES);
-        let before = storage.writes();
-        let mut appended = 0usize;
-        for i in 0..20 {
-            let batch = batch(i, 640, 1000, 1000);
-            appended += batch.len();
-            log.append(batch, 0, 1000).await.expect("append");
-        }
-        let large_writes = storage.writes() - before;
+        let (appended, large_writes) = append_counting(&log, &storage, 0..20, 640).await;
         let chunk = shard::partition_log::LARGE_WRITE_CHUNK_BYTES;
         // The first chunk was allocated for the first batch already (the log starts empty).
         assert!(
@@ -852,14 +859,7 @@ fn large_batches_are_written_in_large_chunks_and_small_ones_in_configured_ones()
         // Small batches (~20 KiB) fill the last large chunk, then get chunks of the configured
         // 64 KiB.
         log.sync().await.expect("sync");
-        let before = storage.writes();
-        let mut small = 0usize;
-        for i in 20..420 {
-            let batch = batch(i, 20, 1000, 1000);
-            small += batch.len();
-            log.append(batch, 0, 1000).await.expect("append");
-        }
-        let small_writes = storage.writes() - before;
+        let (small, small_writes) = append_counting(&log, &storage, 20..420, 20).await;
         assert!(
             small_writes as usize >= (small - chunk) / (64 << 10),
             "{small_writes} writes for {small} bytes of small batches: not in 64 KiB chunks"
@@ -878,11 +878,7 @@ fn large_batches_are_written_in_large_chunks_and_small_ones_in_configured_ones()
 fn a_disk_read_behind_the_unwritten_tail_does_not_write_it_out() {
     block_on(async {
         let storage = SimStorage::new(13, FaultConfig::NONE);
-        let config = LogConfig {
-            write_chunk_bytes: 64 << 10,
-            flush: FlushPolicy::Never,
-            ..LogConfig::default()
-        };
+        let config = chunks_of_64_kib(FlushPolicy::Never);
         // No cache: every read goes to the disk.
         let log = open(&storage, config, 0).await;
         // ~10 KiB batches: 1 MiB in 64 KiB chunks, so all but the last few chunks are written,

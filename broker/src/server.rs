@@ -11,7 +11,7 @@ use crate::metadata::{startup_image, store, MetadataImage, PlacementPolicy};
 use crate::net::budget::RequestBudget;
 use crate::net::connection::ConnectionTimeouts;
 use crate::net::limits::ConnectionLimits;
-use crate::net::listener::Admission;
+use crate::net::listener::{Acceptor, Admission};
 use crate::node::{Node, NodeParts};
 use shard::io::dma::DmaStorage;
 use shard::runtime::net::TcpListener;
@@ -239,7 +239,11 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
         "starting strata"
     );
     let meshes = MeshHandles::new(runtime_config.cores);
-    let limits = ConnectionLimits::new(config.max_connections, config.max_connections_per_ip);
+    let limits = ConnectionLimits::new(
+        config.max_connections,
+        config.max_connections_per_ip,
+        runtime_config.cores,
+    );
     let bound = Arc::new(AtomicUsize::new(0));
     let progress = StartupProgress::watch(runtime_config.cores, bound.clone());
     let config = Arc::new(config);
@@ -401,6 +405,12 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
             .map_err(|e| format!("binding admin {}: {e}", config.admin_listen))?;
         runtime::spawn(crate::admin::serve(node.clone(), admin)).detach();
     }
+    let admission = admission(&config, &node, limits.clone(), context.shard_count);
+    let infos = listeners.iter().map(|(_, info)| info.clone()).collect();
+    let acceptor = Rc::new(Acceptor::new(node.clone(), infos, admission));
+    // Other shards may place connections here from now on.
+    node.mesh.register(acceptor.clone());
+    limits.serving(usize::from(id.0));
     progress.step(id, STARTUP_STEPS.len() as u8);
     if bound.fetch_add(1, Ordering::SeqCst) + 1 == context.shard_count {
         let served: Vec<String> =
@@ -414,14 +424,10 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
             "ready"
         );
     }
-    let admission = admission(&config, &node, limits, context.shard_count);
-    let accepts = listeners.iter().enumerate().map(|(index, (socket, info))| {
-        // Connection ids: the shard in the top 16 bits, the listener in the next 8.
-        let first_id = u64::from(id.0) << 48 | (index as u64) << 40;
-        let node = node.clone();
-        let admission = admission.clone();
-        Box::pin(crate::net::listener::accept_loop(node, socket, info.clone(), admission, first_id))
-    });
+    let accepts = listeners
+        .iter()
+        .enumerate()
+        .map(|(index, (socket, _))| Box::pin(acceptor.clone().accept_loop(index, socket)));
     let accept = futures_util::future::join_all(accepts);
     if id == ShardId(0) {
         runtime::spawn(controlled_shutdown(node.clone())).detach();

@@ -301,7 +301,30 @@ pub async fn sleep(duration: std::time::Duration) {
 /// runtime. Listeners bind with SO_REUSEPORT, so every shard can accept on the same port.
 pub mod net {
     pub use glommio::net::{TcpListener, TcpStream};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+
+    /// An accepted connection on its way to the shard that serves it (`Send`): its socket,
+    /// owned, so one lost on the way is closed.
+    pub struct HandedStream(std::os::fd::OwnedFd);
+
+    impl HandedStream {
+        /// Takes `stream`'s socket off this shard: a duplicate of its descriptor is kept, and
+        /// the stream (with its own) is dropped. glommio has no way to release a stream's
+        /// descriptor, and one accepted unbound (`shared_accept`) cannot be closed unbound.
+        pub fn take(stream: TcpStream) -> std::io::Result<HandedStream> {
+            // SAFETY: the descriptor is the stream's, open while `stream` lives.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+            let owned = borrowed.try_clone_to_owned()?;
+            drop(stream);
+            Ok(HandedStream(owned))
+        }
+
+        /// The socket as a stream of the calling shard.
+        pub fn bind(self) -> TcpStream {
+            // SAFETY: the descriptor is an open TCP socket this value owned alone.
+            unsafe { TcpStream::from_raw_fd(self.0.into_raw_fd()) }
+        }
+    }
 
     /// Reads exactly `len` bytes from `stream` into a new buffer that is never zero-filled
     /// first: a follower reads megabytes per fetch answer, and zeroing them cost more CPU than

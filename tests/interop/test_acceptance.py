@@ -337,6 +337,58 @@ def test_cross_core_routing_gives_identical_results(shared_broker, topic_name):
         s.close()
 
 
+def open_per_shard(broker):
+    values = metrics(broker)
+    return [int(values.get('strata_connections_open{shard="%d"}' % shard, 0)) for shard in (0, 1)]
+
+
+def test_connections_are_spread_over_the_shards(broker, topic_name):
+    """Each new connection goes to the shard with the fewest open, whichever shard's accept
+    took it (SO_REUSEPORT picks that by a hash): opened one at a time, the two shards never
+    differ by more than one. A connection handed to the other shard serves requests like any
+    other: each one produces a record and fetches it back."""
+    create_topic(broker.bootstrap, topic_name, 2)
+    sockets = []
+    try:
+        for index in range(12):
+            s = wire.connect(broker.port)
+            sockets.append(s)
+            s.sendall(wire.api_versions_request(index + 1))
+            wire.read_response(s)
+            counts = open_per_shard(broker)
+            assert sum(counts) == len(sockets), counts
+            assert max(counts) - min(counts) <= 1, "after %d connections: %s" % (len(sockets), counts)
+        by_shard = {"0": [], "1": []}
+        for index, s in enumerate(sockets):
+            by_shard[shard_of_connection(broker, s, 100 + index)].append(s)
+        assert [len(by_shard["0"]), len(by_shard["1"])] == [6, 6]
+        for index, s in enumerate(sockets):
+            value = b"connection-%d" % index
+            s.sendall(wire.produce_v3_request(200 + index, topic_name, index % 2,
+                                              wire.record_batch([(None, value)]), acks=-1))
+            _, body = wire.read_response(s)
+            error, offset = wire.parse_produce_v3_response(body)[(topic_name, index % 2)][:2]
+            assert error == 0, error
+            s.sendall(wire.fetch_v4_request(300 + index, topic_name, index % 2, offset))
+            _, body = wire.read_response(s)
+            info = wire.parse_fetch_v4_response(body)[(topic_name, index % 2)]
+            fetched = [r[3] for b in wire.parse_record_batches(info["records"]) for r in b["records"]]
+            assert fetched[:1] == [value]
+        # Close shard 0's connections: the next ones go there, wherever they are accepted.
+        for s in by_shard["0"]:
+            s.close()
+        wait_until(lambda: open_per_shard(broker) == [0, 6], timeout=10)
+        fresh = []
+        for index in range(6):
+            s = wire.connect(broker.port)
+            fresh.append(s)
+            assert shard_of_connection(broker, s, 400 + index) == "0"
+        sockets = by_shard["1"] + fresh
+    finally:
+        for s in sockets:
+            s.close()
+
+
 class TunedBroker(Broker):
     def __init__(self, binary, workdir, extra):
         super().__init__(binary, workdir)

@@ -153,13 +153,15 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 31] = [
     (
         "strata_routed_requests_out_total",
         "counter",
-        "Partition and group requests sent to another shard.",
+        "Mesh requests sent to another shard (partition, group, coordinator and other \
+         services; connections handed over).",
         |r| routed(&r.mesh.routed_out),
     ),
     (
         "strata_routed_requests_in_total",
         "counter",
-        "Partition and group requests handled for another shard.",
+        "Mesh requests handled for another shard (partition, group, coordinator and other \
+         services; connections taken over).",
         |r| routed(&r.mesh.routed_in),
     ),
     ("strata_bytes_in_total", "counter", "Request bytes received.", |r| r.counters.bytes_in),

@@ -88,6 +88,9 @@ pub enum BrokerError {
     /// The partition has no leader now (its only in-sync replica is fenced).
     #[error("{0} has no leader now")]
     LeaderNotAvailable(String),
+    /// AlterPartition asked to add a replica that is fenced (KIP-841).
+    #[error("{0}")]
+    IneligibleReplica(String),
     #[error(transparent)]
     Group(#[from] GroupError),
     #[error(transparent)]
@@ -331,6 +334,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::RequestTimedOut(_) => ResponseError::RequestTimedOut,
         BrokerError::LeaderNotAvailable(_) => ResponseError::LeaderNotAvailable,
         BrokerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
+        BrokerError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
         BrokerError::UnknownLeaderEpoch(_) => ResponseError::UnknownLeaderEpoch,
         BrokerError::Group(group) => group_error(group),
         BrokerError::Txn(txn) => txn_error(txn),

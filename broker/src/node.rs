@@ -268,7 +268,9 @@ impl<S: Storage> Node<S> {
             return;
         }
         let lag_max = i64::try_from(self.config.replica_lag_time_max_ms).unwrap_or(i64::MAX);
-        let changes = self.partitions.wanted_isr_changes(lag_max);
+        let image = self.metadata();
+        let unfenced = |node: NodeId| image.brokers.get(&node).is_some_and(|b| !b.fenced);
+        let changes = self.partitions.wanted_isr_changes(lag_max, &unfenced);
         if changes.is_empty() {
             return;
         }
@@ -278,12 +280,11 @@ impl<S: Storage> Node<S> {
             .collect();
         let results = self.change_metadata(MetadataChange::AlterIsr(self.node_id(), items)).await;
         for ((key, epoch, isr), result) in changes.iter().zip(results) {
-            match result {
-                Ok(()) => {
-                    tracing::info!(partition = %key, epoch, isr = ?isr.iter().map(|n| n.0).collect::<Vec<_>>(), "ISR changed");
-                    self.stats.isr_changed();
-                }
-                Err(error) => tracing::info!(partition = %key, %error, "ISR change not made"),
+            // A change made is logged and counted where the image applies it
+            // (`Partitions::adopt`), once, as committed.
+            if let Err(error) = result {
+                let isr: Vec<i32> = isr.iter().map(|node| node.0).collect();
+                tracing::info!(partition = %key, epoch, ?isr, %error, "ISR change not made");
             }
             self.partitions.isr_change_done(key);
         }

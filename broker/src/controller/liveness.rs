@@ -212,7 +212,7 @@ pub async fn controlled_shutdown(
             }
             Some((leader, address)) => {
                 if peer.as_ref().is_none_or(|(to, _)| *to != leader) {
-                    peer = Some((leader, Peer::new(address)));
+                    peer = Some((leader, Peer::new(address, me)));
                 }
                 if let Some((_, peer)) = peer.as_mut() {
                     let request =
@@ -261,7 +261,7 @@ pub async fn heartbeat(
             Some((leader, _)) if leader == me => liveness.heartbeat(broker.0 .0, broker.1),
             Some((leader, address)) => {
                 if peer.as_ref().is_none_or(|(to, _)| *to != leader) {
-                    peer = Some((leader, Peer::new(address)));
+                    peer = Some((leader, Peer::new(address, me)));
                 }
                 if let Some((_, peer)) = peer.as_mut() {
                     let request = Request::Heartbeat { node: broker.0 .0, incarnation: broker.1 };

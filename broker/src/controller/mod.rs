@@ -2,12 +2,14 @@
 //! openraft runs it on its own thread: the Raft log's file format (`log_file`) with its
 //! recovery, openraft's storage over it (`log_store`: the log and the vote; `state_machine`:
 //! the metadata image and its snapshots), the type configuration (`types`), the controller
-//! protocol and openraft's network over it (`protocol`, `network`), committing from any node
+//! protocol and openraft's network over it (`protocol`, `network`), the listener's bounds
+//! (`admission`), committing from any node
 //! (`proposer`), heartbeats, fencing and controlled shutdown (`liveness`), the quorum's state
 //! (`status`), and the thread itself (`quorum`).
 //!
 //! Runs on: the controller thread, never a shard.
 
+pub mod admission;
 pub mod liveness;
 pub mod log_file;
 pub mod log_store;

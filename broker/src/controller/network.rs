@@ -22,12 +22,15 @@ use tokio::net::TcpStream;
 /// A connection to one controller, made on first use and after a failure.
 pub struct Peer {
     address: String,
+    /// This node: named in the `Identify` that opens each connection, so the listener
+    /// (`admission`) knows it is of the cluster.
+    me: NodeId,
     stream: Option<ControllerStream>,
 }
 
 impl Peer {
-    pub fn new(address: String) -> Peer {
-        Peer { address, stream: None }
+    pub fn new(address: String, me: NodeId) -> Peer {
+        Peer { address, me, stream: None }
     }
 
     /// Sends `request` and waits for its response, within `ttl`. Any failure drops the
@@ -56,7 +59,19 @@ impl Peer {
                 )
             })?;
             stream.set_nodelay(true)?;
-            self.stream = Some(super::security::secure_client(stream, &self.address).await?);
+            let mut stream = super::security::secure_client(stream, &self.address).await?;
+            let node = i32::try_from(self.me).map_err(io::Error::other)?;
+            protocol::write(&mut stream, &Request::Identify { node }).await?;
+            match protocol::read::<Response, _>(&mut stream).await? {
+                Some(Response::Identity { .. }) => {}
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{} did not answer this node's Identify", self.address),
+                    ))
+                }
+            }
+            self.stream = Some(stream);
         }
         let Some(stream) = self.stream.as_mut() else {
             return Err(io::Error::other("no connection"));
@@ -69,14 +84,16 @@ impl Peer {
     }
 }
 
-/// Makes a `PeerClient` for each node openraft replicates to.
-pub struct Network;
+/// Makes a `PeerClient` for each node openraft replicates to, from node `me`.
+pub struct Network {
+    pub me: NodeId,
+}
 
 impl RaftNetworkFactory<Strata> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        PeerClient { target, peer: Peer::new(node.addr.clone()) }
+        PeerClient { target, peer: Peer::new(node.addr.clone(), self.me) }
     }
 }
 

@@ -44,7 +44,8 @@ pub async fn propose(
             }
             Some(node) => {
                 let request = Request::Propose { proposal: proposal.clone(), forwarded: true };
-                match Peer::new(node.addr.clone()).call(&request, remaining).await {
+                let me = raft.metrics().borrow().id;
+                match Peer::new(node.addr.clone(), me).call(&request, remaining).await {
                     Ok(Response::Proposed(Err(ProposeError::NoLeader(_)))) | Err(_) => {}
                     Ok(Response::Proposed(answer)) => return answer,
                     Ok(other) => {

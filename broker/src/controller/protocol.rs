@@ -137,10 +137,22 @@ pub enum ProposeError {
     Failed(String),
 }
 
-/// Reads one frame and decodes it; `Ok(None)` at a clean end of stream.
+/// Reads one frame and decodes it; `Ok(None)` at a clean end of stream. For a node's own
+/// connections to a peer it chose (the answers it asked for); a listener reads through
+/// `admission`, which bounds what a peer may make it hold.
 pub async fn read<T, R>(reader: &mut R) -> io::Result<Option<T>>
 where
     T: DeserializeOwned,
+    R: tokio::io::AsyncRead + Unpin,
+{
+    let Some(length) = read_length(reader, FRAME_BYTES_MAX).await? else { return Ok(None) };
+    read_payload(reader, length).await.map(Some)
+}
+
+/// Reads a frame's length prefix; `Ok(None)` at a clean end of stream; an error for a length
+/// over `frame_bytes_max` (nothing allocated for it).
+pub async fn read_length<R>(reader: &mut R, frame_bytes_max: usize) -> io::Result<Option<usize>>
+where
     R: tokio::io::AsyncRead + Unpin,
 {
     let mut header = [0u8; 4];
@@ -150,16 +162,24 @@ where
         Err(error) => return Err(error),
     }
     let length = u32::from_le_bytes(header) as usize;
-    if length > FRAME_BYTES_MAX {
+    if length > frame_bytes_max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("a {length} byte controller frame is over the {FRAME_BYTES_MAX} byte limit"),
+            format!("a {length} byte controller frame is over the {frame_bytes_max} byte limit"),
         ));
     }
+    Ok(Some(length))
+}
+
+/// Reads a frame's `length` bytes of payload (its length already checked) and decodes it.
+pub async fn read_payload<T, R>(reader: &mut R, length: usize) -> io::Result<T>
+where
+    T: DeserializeOwned,
+    R: tokio::io::AsyncRead + Unpin,
+{
     let mut payload = vec![0; length];
     reader.read_exact(&mut payload).await?;
     serde_json::from_slice(&payload)
-        .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("a controller frame: {e}")))
 }
 

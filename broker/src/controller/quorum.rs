@@ -12,6 +12,7 @@
 //! it (openraft's commit) and the leader applied it.
 //! Runs on: its own OS thread, never a shard. No glommio type comes here.
 
+use super::admission::{self, Admission};
 use super::liveness::{self, Liveness};
 use super::log_store::LogStore;
 use super::network::{Network, Peer};
@@ -271,6 +272,7 @@ async fn run(
         liveness: liveness.clone(),
         images: images.clone(),
         identity: config.identity.clone(),
+        voters: Arc::new(config.voters.keys().copied().collect()),
     };
     let accepting = tokio::spawn(accept(listener, answering));
     if let Err(error) = check_identity(&config).await {
@@ -280,7 +282,14 @@ async fn run(
     }
     let raft = match raft_config() {
         Ok(raft_config) => {
-            Raft::new(config.node_id, Arc::new(raft_config), Network, log, machine).await
+            Raft::new(
+                config.node_id,
+                Arc::new(raft_config),
+                Network { me: config.node_id },
+                log,
+                machine,
+            )
+            .await
         }
         Err(error) => {
             let _ = started.send(Err(error));
@@ -294,7 +303,22 @@ async fn run(
             return;
         }
     };
-    if config.voters.contains_key(&config.node_id) {
+    // A voter with a log or a vote of its own rejoins the quorum it was in; only a pristine
+    // one proposes the initial membership (openraft logs an ERROR for an initialize it
+    // refuses, so it is not asked).
+    let initialized = match raft.is_initialized().await {
+        Ok(initialized) => initialized,
+        Err(error) => {
+            let _ = started.send(Err(io::Error::other(format!("starting Raft: {error}"))));
+            return;
+        }
+    };
+    if initialized {
+        let metrics = raft.metrics().borrow().clone();
+        let last_log = metrics.last_log_index;
+        let term = metrics.current_term;
+        tracing::info!(node = config.node_id, ?last_log, term, "rejoining the controller quorum");
+    } else if config.voters.contains_key(&config.node_id) {
         let members: BTreeMap<NodeId, BasicNode> =
             config.voters.iter().map(|(id, address)| (*id, BasicNode::new(address))).collect();
         match raft.initialize(members).await {
@@ -427,6 +451,8 @@ struct Answering {
     liveness: Arc<Liveness>,
     images: Arc<ImageCell>,
     identity: Identity,
+    /// `controller.quorum.voters`' ids.
+    voters: Arc<std::collections::BTreeSet<NodeId>>,
 }
 
 impl Answering {
@@ -438,14 +464,31 @@ impl Answering {
 }
 
 async fn accept(listener: TcpListener, answering: Answering) {
+    let admission = Admission::default();
+    let mut last_refusal_logged: Option<std::time::Instant> = None;
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let Some(slot) = admission.connection() else {
+                    // One line a second at most: the peers decide how many there are.
+                    if last_refusal_logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                        last_refusal_logged = Some(std::time::Instant::now());
+                        tracing::warn!(
+                            %peer,
+                            connections_max = admission::CONNECTIONS_MAX,
+                            "refused a controller connection: the listener serves its most"
+                        );
+                    }
+                    drop(stream);
+                    continue;
+                };
                 let answering = answering.clone();
+                let admission = admission.clone();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     let _ = stream.set_nodelay(true);
                     match super::security::secure_server(stream, peer).await {
-                        Ok(stream) => serve(stream, peer, answering).await,
+                        Ok(stream) => serve(stream, peer, answering, admission).await,
                         Err(error) => {
                             tracing::warn!(%peer, %error, "refused a controller connection")
                         }
@@ -461,13 +504,17 @@ async fn accept(listener: TcpListener, answering: Answering) {
 }
 
 /// Answers one connection's requests in order, until it closes or sends what is not a request.
+/// Reads within `admission`'s bounds: a connection is proven by the listener's login, or by
+/// an `Identify` of a node of this cluster.
 async fn serve(
     mut stream: super::security::ControllerStream,
     peer: SocketAddr,
     mut answering: Answering,
+    admission: Admission,
 ) {
+    let mut proven = super::security::requires_login();
     loop {
-        let request = match protocol::read::<Request, _>(&mut stream).await {
+        let request = match admission.read_request(&mut stream, proven).await {
             Ok(Some(request)) => request,
             Ok(None) => return,
             Err(error) => {
@@ -477,6 +524,12 @@ async fn serve(
         };
         if let Request::Identify { node } = request {
             let (image, _) = answering.images.latest();
+            let id = wire::ids::NodeId(node);
+            if !proven {
+                let voter = u64::try_from(node).is_ok_and(|n| answering.voters.contains(&n));
+                proven =
+                    voter || image.brokers.contains_key(&id) || image.controllers.contains_key(&id);
+            }
             // Before its log is applied again, a restarting node knows its cluster from its
             // directory.
             let cluster_id = match (&image.cluster_id, &answering.identity.cluster_id) {
@@ -484,7 +537,6 @@ async fn serve(
                 (_, Some(own)) => own.clone(),
                 _ => String::new(),
             };
-            let id = wire::ids::NodeId(node);
             let directory_id = image
                 .brokers
                 .get(&id)
@@ -551,7 +603,7 @@ async fn ask_to_learn(voters: &[String], node: NodeId, address: String) -> Resul
     let mut last = String::from("no voter answered");
     for voter in voters {
         let request = Request::AddLearner { node, address: address.clone() };
-        match Peer::new(voter.clone()).call(&request, Duration::from_secs(5)).await {
+        match Peer::new(voter.clone(), node).call(&request, Duration::from_secs(5)).await {
             Ok(Response::LearnerAdded(Ok(()))) => return Ok(()),
             Ok(Response::LearnerAdded(Err(error))) => last = format!("voter {voter}: {error}"),
             Ok(other) => last = format!("voter {voter} answered out of turn: {other:?}"),
@@ -588,7 +640,9 @@ async fn check_identity(config: &QuorumConfig) -> io::Result<()> {
         for (id, address) in &peers {
             let request = Request::Identify { node: me };
             let Ok(Response::Identity { cluster_id, directory_id }) =
-                Peer::new(address.clone()).call(&request, Duration::from_secs(1)).await
+                Peer::new(address.clone(), config.node_id)
+                    .call(&request, Duration::from_secs(1))
+                    .await
             else {
                 continue;
             };

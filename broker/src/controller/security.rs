@@ -182,6 +182,12 @@ pub async fn secure_client(stream: TcpStream, address: &str) -> io::Result<Contr
     }
 }
 
+/// Whether this node's controller listener requires a login (which then proves a
+/// connection is of the cluster, `admission`).
+pub fn requires_login() -> bool {
+    SETTINGS.get().is_some_and(|settings| settings.accepted.is_some())
+}
+
 /// The server side: TLS and the login, as configured; `Err` closes the connection.
 pub async fn secure_server(
     stream: TcpStream,
@@ -200,9 +206,17 @@ pub async fn secure_server(
             }
         };
         let Some(accepted) = &settings.accepted else { return Ok(stream) };
-        let first = protocol::read::<Request, _>(&mut stream)
-            .await
-            .map_err(|e| format!("reading the login: {e}"))?;
+        // Nothing large is read before the login (`admission`).
+        let limit = super::admission::UNPROVEN_FRAME_BYTES_MAX;
+        let first: Option<Request> = match protocol::read_length(&mut stream, limit).await {
+            Ok(Some(length)) => Some(
+                protocol::read_payload(&mut stream, length)
+                    .await
+                    .map_err(|e| format!("reading the login: {e}"))?,
+            ),
+            Ok(None) => None,
+            Err(error) => return Err(format!("reading the login: {error}")),
+        };
         let verdict = match &first {
             Some(Request::Authenticate { mechanism, user, password }) if mechanism == "PLAIN" => {
                 match accepted.get(user) {

@@ -56,7 +56,8 @@ pub async fn describe(raft: &Raft, liveness: &Liveness) -> Option<QuorumState> {
         return Some(state);
     }
     let (_, address) = leader_address(raft)?;
-    match Peer::new(address).call(&Request::DescribeQuorum, ASK_TIMEOUT).await {
+    let me = raft.metrics().borrow().id;
+    match Peer::new(address, me).call(&Request::DescribeQuorum, ASK_TIMEOUT).await {
         Ok(Response::Quorum(state)) => state,
         Ok(other) => {
             tracing::debug!(?other, "DescribeQuorum answered out of turn");

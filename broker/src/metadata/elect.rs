@@ -213,7 +213,7 @@ pub fn elect(
 /// A leader's ISR change (Kafka's AlterPartition): `leader` at `leader_epoch` asks for `isr`.
 /// Refused when it no longer leads at that epoch (FENCED_LEADER_EPOCH: its image is stale)
 /// or the ISR is not of the partition's replicas with the leader in it (INVALID_REQUEST); a
-/// broker that is fenced is never added.
+/// broker that is fenced is never added (INELIGIBLE_REPLICA, as KIP-841).
 pub fn alter_isr(
     image: &MetadataImage,
     leader: NodeId,
@@ -237,10 +237,15 @@ pub fn alter_isr(
                 placement.replicas
             )));
         }
-        // A fenced broker joins no ISR (it may still be leaving one).
-        if placement.isr.contains(node) || live(image, *node) {
-            wanted.push(*node);
+        // A fenced broker joins no ISR (it may still be leaving one): the leader asked with
+        // a stale image, and is told so rather than answered as if its ISR were committed.
+        if !placement.isr.contains(node) && !live(image, *node) {
+            return Err(BrokerError::IneligibleReplica(format!(
+                "{name}: broker {} is fenced and cannot join the ISR",
+                node.0
+            )));
         }
+        wanted.push(*node);
     }
     if !wanted.contains(&leader) {
         return Err(BrokerError::InvalidRequest(format!(

@@ -172,7 +172,15 @@ impl<S: Storage> PartitionService<S> {
                         if existing.log.config() != config {
                             existing.log.set_config(config.clone()).map_err(|e| e.to_string())?;
                         }
-                        existing.take_role(role, epoch, self.node, now);
+                        let isr = role.isr.clone();
+                        if existing.take_role(role, epoch, self.node, now) {
+                            // Counted where it is applied, on the leader, so each committed
+                            // change is logged and counted once whoever asked for it (the
+                            // leader, or the controller fencing a broker).
+                            let isr: Vec<i32> = isr.iter().map(|node| node.0).collect();
+                            tracing::info!(partition = %key, epoch, ?isr, "ISR changed");
+                            self.stats.isr_changed();
+                        }
                         existing.advance_high_watermark(self.node);
                     }
                     None => to_open.push((key, config.clone(), epoch, role)),

@@ -96,6 +96,14 @@ pub struct ReplicaFetch {
     pub durable_end: Offset,
 }
 
+/// Whether two replica lists hold the same nodes, in any order.
+fn same_members(a: &[NodeId], b: &[NodeId]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
+}
+
 /// An ISR change a leader wants the controller to make: (partition, its leader epoch, the new
 /// ISR).
 pub type IsrChange = (TopicPartition, i32, Vec<NodeId>);
@@ -112,8 +120,11 @@ impl<S: Storage> Partition<S> {
     /// A replica set that changes under the same leader and epoch (a reassignment) keeps the
     /// progress of the followers that stay, starts the added ones afresh and forgets the
     /// removed ones.
-    pub(super) fn take_role(&self, role: Role, epoch: i32, me: NodeId, now_ms: i64) {
+    /// Returns whether this replica leads under the new role with an ISR the previous role
+    /// did not have: a committed ISR change this node is to report, once.
+    pub(super) fn take_role(&self, role: Role, epoch: i32, me: NodeId, now_ms: i64) -> bool {
         let previous = self.role.replace(role.clone());
+        let isr_changed = role.leader == me && !same_members(&previous.isr, &role.isr);
         let previous_epoch = self.leader_epoch.replace(epoch);
         let fresh = || Follower::fresh(now_ms);
         let others = || role.replicas.iter().copied().filter(|replica| *replica != me);
@@ -133,6 +144,7 @@ impl<S: Storage> Partition<S> {
         }
         // Waiters (acks=all, long polls) look again: leadership or the ISR may have moved.
         self.notify_appended();
+        isr_changed
     }
 
     /// This replica's durable end as the high watermark counts it: what is synced under
@@ -248,7 +260,13 @@ impl<S: Storage> Partition<S> {
     /// The ISR change this leader wants now, if any: followers that have not caught up for
     /// `lag_max_ms` leave; replicas outside it that reached the high watermark (and this
     /// epoch's data) come back. One change at a time per partition.
-    pub fn wanted_isr(&self, me: NodeId, lag_max_ms: i64, now_ms: i64) -> Option<Vec<NodeId>> {
+    pub fn wanted_isr(
+        &self,
+        me: NodeId,
+        lag_max_ms: i64,
+        now_ms: i64,
+        eligible: &dyn Fn(NodeId) -> bool,
+    ) -> Option<Vec<NodeId>> {
         let role = self.role.borrow().clone();
         if role.leader != me || !role.replicated() || self.isr_change_pending.get() {
             return None;
@@ -268,7 +286,9 @@ impl<S: Storage> Partition<S> {
             })
             .collect();
         for replica in &role.replicas {
-            if isr.contains(replica) {
+            // A fenced broker is not asked back in (KIP-841): the controller would refuse it,
+            // and a follower's last fetch can look caught up for `lag_max_ms` after it died.
+            if isr.contains(replica) || !eligible(*replica) {
                 continue;
             }
             let caught_up = followers.get(replica).is_some_and(|f| {
@@ -279,11 +299,7 @@ impl<S: Storage> Partition<S> {
                 isr.push(*replica);
             }
         }
-        let mut sorted_new = isr.clone();
-        sorted_new.sort_unstable();
-        let mut sorted_old = role.isr.clone();
-        sorted_old.sort_unstable();
-        (sorted_new != sorted_old).then_some(isr)
+        (!same_members(&isr, &role.isr)).then_some(isr)
     }
 
     /// Where this leader's epoch starts (its log end until a batch of it is written).
@@ -390,13 +406,18 @@ impl<S: Storage> PartitionService<S> {
         })
     }
 
-    /// The ISR changes this shard's leaders want (see `Partition::wanted_isr`); each is marked
-    /// pending until `isr_change_done`.
-    pub fn wanted_isr_changes(&self, lag_max_ms: i64) -> Vec<IsrChange> {
+    /// The ISR changes this shard's leaders want (see `Partition::wanted_isr`), adding only
+    /// replicas `eligible` accepts (unfenced brokers); each is marked pending until
+    /// `isr_change_done`.
+    pub fn wanted_isr_changes(
+        &self,
+        lag_max_ms: i64,
+        eligible: &dyn Fn(NodeId) -> bool,
+    ) -> Vec<IsrChange> {
         let now = self.clock.now_ms();
         let mut changes = Vec::new();
         for (key, partition) in self.partitions.borrow().iter() {
-            if let Some(isr) = partition.wanted_isr(self.node, lag_max_ms, now) {
+            if let Some(isr) = partition.wanted_isr(self.node, lag_max_ms, now, eligible) {
                 partition.isr_change_pending.set(true);
                 changes.push((key.clone(), partition.leader_epoch(), isr));
             }

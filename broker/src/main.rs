@@ -271,6 +271,7 @@ fn main() {
                 to_latest,
                 to_offset,
                 to_timestamp,
+                create_group,
             } => {
                 let to = match (to_earliest, to_latest, to_offset, to_timestamp) {
                     (true, _, _, _) => Ok(cli::group::ResetTo::Earliest),
@@ -282,7 +283,9 @@ fn main() {
                             .to_string())
                     }
                 };
-                to.and_then(|to| cli::group::reset_offsets(&bootstrap, &group, &topic, to))
+                to.and_then(|to| {
+                    cli::group::reset_offsets(&bootstrap, &group, &topic, to, create_group)
+                })
             }
         },
         Command::Produce { topic, bootstrap, partition, key_separator, acks } => {
@@ -518,6 +521,10 @@ enum GroupCommand {
         /// Milliseconds since the epoch: the first offset at or after this time.
         #[arg(long, group = "to")]
         to_timestamp: Option<i64>,
+        /// Create the group with these offsets when it does not exist (without it, an unknown
+        /// group is refused: a typo must not create one).
+        #[arg(long)]
+        create_group: bool,
     },
 }
 

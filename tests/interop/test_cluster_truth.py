@@ -105,6 +105,13 @@ def test_isr_changes_are_counted_once_per_committed_shrink_and_expansion(cluster
     wait_for(lambda: all(isr == [1, 2, 3] for isr in isrs(first, "isr12").values()), 60,
              "node 3 back in every ISR")
     wait_for(lambda: isr_changes(nodes) >= 2 * PARTITIONS, 15, "one expansion per partition")
+    # A normal rejoin logs no ERROR (openraft's refused initialize did), and says what it did.
+    restarted = cluster.nodes[3]
+    log = open(restarted.stderr_path, errors="replace").read() + open(restarted.stdout_path, errors="replace").read()
+    since_restart = log[log.rindex("=== interop: start #2"):]
+    errors = [line for line in since_restart.splitlines() if " ERROR " in line]
+    assert not errors, errors
+    assert "rejoining the controller quorum" in since_restart
     time.sleep(3)
     assert isr_changes(nodes) == 2 * PARTITIONS
     logged = sum(len(isr_log_lines(node)) for node in nodes)

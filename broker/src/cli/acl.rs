@@ -136,6 +136,13 @@ pub fn create(
         ResponseKind::CreateAcls(response) => response,
         _ => return Err("unexpected response".into()),
     };
+    if authorizer_enabled(&mut client) == Some(false) {
+        eprintln!(
+            "warning: {} enforces no ACLs (authorizer.class.name is not set): these ACLs are \
+             stored, and every client may still do everything",
+            client.address()
+        );
+    }
     for (creation, result) in creations.iter().zip(&response.results) {
         check(result.error_code, result.error_message.as_ref(), "creating the ACL")?;
         println!(
@@ -250,4 +257,39 @@ pub fn delete(
         }
     }
     Ok(())
+}
+
+/// Whether the broker `client` is connected to runs an authorizer (its
+/// `authorizer.class.name`, from DescribeConfigs of each broker Metadata lists until one
+/// answers); `None` when none says.
+fn authorizer_enabled(client: &mut Client) -> Option<bool> {
+    let ResponseKind::Metadata(metadata) = client
+        .call(ApiKey::Metadata, 9, RequestKind::Metadata(MetadataRequest::default()))
+        .ok()?
+    else {
+        return None;
+    };
+    for broker in metadata.brokers {
+        let mut resource = describe_configs_request::DescribeConfigsResource::default();
+        resource.resource_type = 4;
+        resource.resource_name = StrBytes::from_string(broker.node_id.0.to_string());
+        resource.configuration_keys =
+            Some(vec![StrBytes::from_static_str("authorizer.class.name")]);
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![resource];
+        let Ok(ResponseKind::DescribeConfigs(response)) =
+            client.call(ApiKey::DescribeConfigs, 1, RequestKind::DescribeConfigs(request))
+        else {
+            continue;
+        };
+        for result in response.results.into_iter().filter(|r| r.error_code == 0) {
+            let value = result
+                .configs
+                .into_iter()
+                .find(|config| config.name.as_str() == "authorizer.class.name")
+                .and_then(|config| config.value);
+            return Some(value.is_some_and(|value| !value.is_empty()));
+        }
+    }
+    None
 }

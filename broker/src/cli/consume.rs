@@ -2,6 +2,7 @@
 
 use super::{check, Client};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -24,9 +25,14 @@ pub fn run(bootstrap: &str, options: ConsumeOptions) -> Result<(), String> {
         let mut entry = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
         entry.name = Some(TopicName(StrBytes::from_string(options.topic.clone())));
         request.topics = Some(vec![entry]);
+        // Reading never creates a topic (Metadata v9 would, by default).
+        request.allow_auto_topic_creation = false;
         match client.call(ApiKey::Metadata, 9, RequestKind::Metadata(request))? {
             ResponseKind::Metadata(response) => {
                 let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
+                if super::is_error(meta.error_code, ResponseError::UnknownTopicOrPartition) {
+                    return Err(format!("topic {} does not exist", options.topic));
+                }
                 check(meta.error_code, None, &format!("topic {}", options.topic))?;
                 meta.partitions.len() as i32
             }

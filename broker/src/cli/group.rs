@@ -214,9 +214,22 @@ pub enum ResetTo {
     Timestamp(i64),
 }
 
-pub fn reset_offsets(bootstrap: &str, group: &str, topic: &str, to: ResetTo) -> Result<(), String> {
+/// Moves `group`'s committed offsets of `topic` while it has no members; an unknown group
+/// (DescribeGroups answers "Dead": no members, no offsets) only with `create_group`.
+pub fn reset_offsets(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    to: ResetTo,
+    create_group: bool,
+) -> Result<(), String> {
     let mut client = coordinator(bootstrap, group)?;
     let (state, members) = describe_group(&mut client, group)?;
+    if state == "Dead" && !create_group {
+        return Err(format!(
+            "group {group} does not exist (give --create-group to create it with these offsets)"
+        ));
+    }
     if !members.is_empty() {
         return Err(format!(
             "group {group} is {state} with {} members: stop them before resetting offsets",

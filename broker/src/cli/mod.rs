@@ -37,6 +37,11 @@ pub fn error_name(code: i16) -> String {
     name
 }
 
+/// Whether a response's `code` is `error` (the CLI reads codes; it never makes them).
+pub fn is_error(code: i16, error: kafka_protocol::error::ResponseError) -> bool {
+    code == error.code()
+}
+
 /// `Err` with the error name when `code` is not NONE.
 pub fn check(
     code: i16,

@@ -5,6 +5,7 @@
 //! new instance of the producer would.
 
 use super::{check, Client};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -117,6 +118,22 @@ pub fn describe(bootstrap: &str, transactional_id: &str) -> Result<(), String> {
 /// id, retried while the coordinator is finishing the abort.
 pub fn abort(bootstrap: &str, transactional_id: &str) -> Result<(), String> {
     let mut client = coordinator(bootstrap, transactional_id)?;
+    // InitProducerId would create an id that does not exist: ask first.
+    let mut request = DescribeTransactionsRequest::default();
+    request.transactional_ids = vec![txn_id(transactional_id)];
+    let response = match client.call(
+        ApiKey::DescribeTransactions,
+        0,
+        RequestKind::DescribeTransactions(request),
+    )? {
+        ResponseKind::DescribeTransactions(response) => response,
+        _ => return Err("unexpected response".into()),
+    };
+    let state = response.transaction_states.into_iter().next().ok_or("no answer")?;
+    if super::is_error(state.error_code, ResponseError::TransactionalIdNotFound) {
+        return Err(format!("transactional id {transactional_id} does not exist"));
+    }
+    check(state.error_code, None, &format!("describing {transactional_id}"))?;
     let deadline = Instant::now() + PATIENCE;
     loop {
         let mut request = InitProducerIdRequest::default();

@@ -68,9 +68,26 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub async fn connect(address: &str) -> Result<Self, String> {
-        let stream = open(address).await?;
-        Ok(Self { stream, next_correlation_id: 1, in_flight: Default::default() })
+    /// Connects to the first address of `bootstrap` (a comma-separated `host:port` list) that
+    /// accepts.
+    pub async fn connect(bootstrap: &str) -> Result<Self, String> {
+        let mut failures = Vec::new();
+        for address in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            match open(address).await {
+                Ok(stream) => {
+                    return Ok(Self {
+                        stream,
+                        next_correlation_id: 1,
+                        in_flight: Default::default(),
+                    })
+                }
+                Err(error) => failures.push(error),
+            }
+        }
+        if failures.is_empty() {
+            return Err(format!("no address in {bootstrap:?}"));
+        }
+        Err(failures.join("; "))
     }
 
     /// Writes a request; `expect_answer` false for acks=0 produce.
@@ -279,16 +296,18 @@ pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
-/// Creates `topic` with `partitions` partitions unless it exists; returns its partition count.
+/// Creates `topic` with `partitions` partitions and `replication_factor` replicas (-1: the
+/// broker's default) unless it exists.
 pub async fn ensure_topic(
     connection: &mut Connection,
     topic: &str,
     partitions: i32,
-) -> Result<i32, String> {
+    replication_factor: i16,
+) -> Result<(), String> {
     let mut creatable = create_topics_request::CreatableTopic::default();
     creatable.name = topic_name(topic);
     creatable.num_partitions = partitions;
-    creatable.replication_factor = -1;
+    creatable.replication_factor = replication_factor;
     let mut request = CreateTopicsRequest::default();
     request.topics = vec![creatable];
     request.timeout_ms = 30_000;
@@ -301,34 +320,23 @@ pub async fn ensure_topic(
             }
         }
     }
-    let mut entry = metadata_request::MetadataRequestTopic::default();
-    entry.name = Some(topic_name(topic));
-    let mut request = MetadataRequest::default();
-    request.topics = Some(vec![entry]);
-    match connection.call(ApiKey::Metadata, 9, RequestKind::Metadata(request)).await? {
-        ResponseKind::Metadata(response) => {
-            let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
-            if meta.error_code != 0 {
-                return Err(format!("topic {topic}: error {}", meta.error_code));
-            }
-            Ok(meta.partitions.len() as i32)
-        }
-        _ => Err("unexpected answer".into()),
-    }
+    Ok(())
 }
 
-/// (log start, high watermark) of each partition.
+/// (log start, high watermark) of each of `partitions`, in their order, from one broker
+/// (their leader).
 pub async fn offsets(
     connection: &mut Connection,
     topic: &str,
-    partitions: i32,
+    partitions: &[i32],
 ) -> Result<Vec<(i64, i64)>, String> {
     let mut columns = Vec::new();
     for timestamp in [-2i64, -1] {
         let mut entry = list_offsets_request::ListOffsetsTopic::default();
         entry.name = topic_name(topic);
-        entry.partitions = (0..partitions)
-            .map(|index| {
+        entry.partitions = partitions
+            .iter()
+            .map(|&index| {
                 let mut partition = list_offsets_request::ListOffsetsPartition::default();
                 partition.partition_index = index;
                 partition.timestamp = timestamp;
@@ -340,12 +348,17 @@ pub async fn offsets(
         request.topics = vec![entry];
         match connection.call(ApiKey::ListOffsets, 5, RequestKind::ListOffsets(request)).await? {
             ResponseKind::ListOffsets(response) => {
-                let mut column = vec![0i64; partitions as usize];
+                let mut column = vec![0i64; partitions.len()];
                 for partition in response.topics.into_iter().flat_map(|t| t.partitions) {
                     if partition.error_code != 0 {
-                        return Err(format!("list offsets: error {}", partition.error_code));
+                        return Err(format!(
+                            "list offsets of partition {}: {}",
+                            partition.partition_index,
+                            crate::routing::error_name(partition.error_code)
+                        ));
                     }
-                    if let Some(slot) = column.get_mut(partition.partition_index as usize) {
+                    let at = partitions.iter().position(|p| *p == partition.partition_index);
+                    if let Some(slot) = at.and_then(|at| column.get_mut(at)) {
                         *slot = partition.offset;
                     }
                 }
@@ -357,86 +370,100 @@ pub async fn offsets(
     Ok(columns[0].iter().zip(&columns[1]).map(|(s, e)| (*s, *e)).collect())
 }
 
-/// Called for each acknowledged produce request with what was recorded at send time.
-pub type OnAck = Rc<dyn Fn(u64, u64)>;
+/// One partition's batch in a produce request, kept until it is acknowledged so that a
+/// retriable failure can send it again (to the partition's leader of then).
+#[derive(Clone)]
+pub struct Batch {
+    pub partition: i32,
+    pub records: Bytes,
+    /// When its first message was scheduled (ns since the epoch), and how many it holds.
+    pub first_scheduled: u64,
+    pub count: u64,
+}
 
-/// Produce requests pipelined on one connection, acknowledgements read by their own task as
-/// they arrive (so their latency is measured on arrival, not when the sender next looks).
+/// What a producer hears about its batches: each acknowledged, or given back to be sent again
+/// with the retriable error code (`None`: the connection was lost).
+#[derive(Clone)]
+pub struct Outcomes {
+    pub acknowledged: Rc<dyn Fn(&Batch)>,
+    pub retry: Rc<dyn Fn(Batch, Option<i16>)>,
+}
+
+type InFlight = Rc<std::cell::RefCell<std::collections::VecDeque<(i32, Vec<Batch>)>>>;
+
+/// Produce requests pipelined on one connection (to one broker), acknowledgements read by
+/// their own task as they arrive (so their latency is measured on arrival, not when the sender
+/// next looks). A lost connection gives every unacknowledged batch back (`Outcomes::retry`)
+/// and the pipeline is dropped; a non-retriable error fails it.
 pub struct ProducePipeline {
     writer: futures_lite::io::WriteHalf<Stream>,
     next_correlation_id: i32,
     permits: Rc<async_lock::Semaphore>,
     window: usize,
-    queue: Rc<std::cell::RefCell<std::collections::VecDeque<(i32, u64, u64)>>>,
+    queue: InFlight,
     failed: Rc<std::cell::RefCell<Option<String>>>,
+    lost: Rc<std::cell::Cell<bool>>,
+    outcomes: Outcomes,
     reader: Option<shard::runtime::Task<()>>,
     expect_answers: bool,
 }
 
 use std::rc::Rc;
 
+/// Gives every batch still in flight back to be sent again (once: the queue empties).
+fn abandon(queue: &InFlight, lost: &std::cell::Cell<bool>, outcomes: &Outcomes) {
+    lost.set(true);
+    let abandoned: Vec<(i32, Vec<Batch>)> = queue.borrow_mut().drain(..).collect();
+    for batch in abandoned.into_iter().flat_map(|(_, batches)| batches) {
+        (outcomes.retry)(batch, None);
+    }
+}
+
 impl ProducePipeline {
     pub async fn connect(
         address: &str,
         window: usize,
         expect_answers: bool,
-        on_ack: OnAck,
+        outcomes: Outcomes,
     ) -> Result<Self, String> {
         let stream = open(address).await?;
         let (mut reader_half, writer) = futures_lite::io::split(stream);
         let permits = Rc::new(async_lock::Semaphore::new(window.max(1)));
-        let queue: Rc<std::cell::RefCell<std::collections::VecDeque<(i32, u64, u64)>>> =
-            Default::default();
+        let queue: InFlight = Default::default();
         let failed: Rc<std::cell::RefCell<Option<String>>> = Default::default();
+        let lost: Rc<std::cell::Cell<bool>> = Default::default();
         let reader = expect_answers.then(|| {
             let (permits, queue, failed) = (permits.clone(), queue.clone(), failed.clone());
+            let (lost, outcomes) = (lost.clone(), outcomes.clone());
             shard::runtime::spawn(async move {
                 loop {
-                    let outcome: Result<(), String> = async {
-                        let mut prefix = [0u8; FRAME_PREFIX_BYTES];
-                        reader_half
-                            .read_exact(&mut prefix)
-                            .await
-                            .map_err(|e| format!("read: {e}"))?;
+                    let mut prefix = [0u8; FRAME_PREFIX_BYTES];
+                    let read: Result<Vec<u8>, String> = async {
+                        reader_half.read_exact(&mut prefix).await.map_err(|e| e.to_string())?;
                         let len = protocol::frame_len(prefix, RESPONSE_BYTES_MAX)
                             .map_err(|e| e.to_string())?;
                         let mut body = vec![0u8; len];
-                        reader_half
-                            .read_exact(&mut body)
-                            .await
-                            .map_err(|e| format!("read: {e}"))?;
-                        let (header, response) =
-                            protocol::decode_response(ApiKey::Produce, 7, Bytes::from(body))
-                                .map_err(|e| e.to_string())?;
-                        let (correlation_id, scheduled, count) = queue
-                            .borrow_mut()
-                            .pop_front()
-                            .ok_or("answer with nothing in flight")?;
-                        if header.correlation_id != correlation_id {
-                            return Err(format!(
-                                "answer {} where {correlation_id} was expected",
-                                header.correlation_id
-                            ));
-                        }
-                        if let ResponseKind::Produce(response) = response {
-                            for partition in
-                                response.responses.into_iter().flat_map(|t| t.partition_responses)
-                            {
-                                if partition.error_code != 0 {
-                                    return Err(format!("produce error {}", partition.error_code));
-                                }
-                            }
-                        }
-                        on_ack(scheduled, count);
-                        permits.add_permits(1);
-                        Ok(())
+                        reader_half.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+                        Ok(body)
                     }
                     .await;
-                    if let Err(error) = outcome {
+                    let body = match read {
+                        Ok(body) => body,
+                        Err(_) => {
+                            abandon(&queue, &lost, &outcomes);
+                            permits.add_permits(1 << 20); // the sender sees the loss
+                            return;
+                        }
+                    };
+                    if lost.get() {
+                        return;
+                    }
+                    if let Err(error) = answer(body, &queue, &outcomes) {
                         *failed.borrow_mut() = Some(error);
                         permits.add_permits(1 << 20); // unblock the sender so it sees the failure
                         return;
                     }
+                    permits.add_permits(1);
                 }
             })
         });
@@ -447,6 +474,8 @@ impl ProducePipeline {
             window: window.max(1),
             queue,
             failed,
+            lost,
+            outcomes,
             reader,
             expect_answers,
         })
@@ -459,17 +488,24 @@ impl ProducePipeline {
         }
     }
 
-    /// Sends one produce request, waiting for a free slot in the window first.
-    pub async fn send(
-        &mut self,
-        request: RequestKind,
-        scheduled: u64,
-        count: u64,
-    ) -> Result<(), String> {
+    /// Whether the connection was lost (its batches were given back): drop the pipeline.
+    pub fn is_lost(&self) -> bool {
+        self.lost.get()
+    }
+
+    /// Sends one produce request of `batches`, waiting for a free slot in the window first.
+    /// On a lost connection the batches are given back (`Outcomes::retry`), not an error.
+    pub async fn send(&mut self, request: RequestKind, batches: Vec<Batch>) -> Result<(), String> {
         if self.expect_answers {
             self.permits.acquire().await.forget();
         }
         self.check()?;
+        if self.lost.get() {
+            for batch in batches {
+                (self.outcomes.retry)(batch, None);
+            }
+            return Ok(());
+        }
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let header = RequestHeader::default()
@@ -479,15 +515,31 @@ impl ProducePipeline {
             .with_client_id(Some(StrBytes::from_static_str("strata-bench")));
         let frame = protocol::encode_request(&header, &request)?;
         if self.expect_answers {
-            self.queue.borrow_mut().push_back((correlation_id, scheduled, count));
+            self.queue.borrow_mut().push_back((correlation_id, batches));
+            if self.writer.write_all(&frame).await.is_err() {
+                abandon(&self.queue, &self.lost, &self.outcomes);
+            }
+        } else if self.writer.write_all(&frame).await.is_err() {
+            self.lost.set(true);
+            for batch in batches {
+                (self.outcomes.retry)(batch, None);
+            }
+        } else {
+            // acks=0: written is all the acknowledgement there is.
+            for batch in &batches {
+                (self.outcomes.acknowledged)(batch);
+            }
         }
-        self.writer.write_all(&frame).await.map_err(|e| format!("write: {e}"))
+        Ok(())
     }
 
-    /// Waits until every request sent so far is acknowledged (the window stays open).
+    /// Waits until every request sent so far is answered (the window stays open), or the
+    /// connection is lost.
     pub async fn drain(&mut self) -> Result<(), String> {
-        self.writer.flush().await.map_err(|e| format!("flush: {e}"))?;
-        if self.expect_answers {
+        if self.writer.flush().await.is_err() {
+            abandon(&self.queue, &self.lost, &self.outcomes);
+        }
+        if self.expect_answers && !self.lost.get() {
             for _ in 0..self.window {
                 self.permits.acquire().await.forget();
                 self.check()?;
@@ -497,16 +549,52 @@ impl ProducePipeline {
         self.check()
     }
 
-    /// Waits for every outstanding acknowledgement.
+    /// Waits for every outstanding answer.
     pub async fn finish(mut self) -> Result<(), String> {
-        self.writer.flush().await.map_err(|e| format!("flush: {e}"))?;
-        if self.expect_answers {
-            for _ in 0..self.window {
-                self.permits.acquire().await.forget();
-                self.check()?;
-            }
-        }
+        self.drain().await?;
         drop(self.reader.take());
         self.check()
     }
+}
+
+/// Reads one produce answer: each partition's batch acknowledged, given back on a retriable
+/// error, or an error for the pipeline.
+fn answer(body: Vec<u8>, queue: &InFlight, outcomes: &Outcomes) -> Result<(), String> {
+    let (header, response) = protocol::decode_response(ApiKey::Produce, 7, Bytes::from(body))
+        .map_err(|e| e.to_string())?;
+    let (correlation_id, mut batches) =
+        queue.borrow_mut().pop_front().ok_or("answer with nothing in flight")?;
+    if header.correlation_id != correlation_id {
+        return Err(format!(
+            "answer {} where {correlation_id} was expected",
+            header.correlation_id
+        ));
+    }
+    let ResponseKind::Produce(response) = response else {
+        return Err("unexpected answer to produce".into());
+    };
+    for partition in response.responses.into_iter().flat_map(|t| t.partition_responses) {
+        let Some(at) = batches.iter().position(|b| b.partition == partition.index) else {
+            continue;
+        };
+        let batch = batches.swap_remove(at);
+        match partition.error_code {
+            0 => (outcomes.acknowledged)(&batch),
+            code if crate::routing::RETRIABLE.contains(&code) => {
+                (outcomes.retry)(batch, Some(code))
+            }
+            code => {
+                return Err(format!(
+                    "produce to partition {}: {}",
+                    partition.index,
+                    crate::routing::error_name(code)
+                ))
+            }
+        }
+    }
+    // A batch the answer did not mention was not written.
+    for batch in batches {
+        (outcomes.retry)(batch, Some(13));
+    }
+    Ok(())
 }

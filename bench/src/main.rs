@@ -1,15 +1,19 @@
 //! `strata-bench`: strata's load generator.
 //!
-//! Modes so far: `storage`, which drives one partition log of the storage engine directly
-//! (no network) with direct I/O, to measure append throughput and latency against the device.
-//! The Kafka-protocol modes (`produce`, `consume`, `e2e`) arrive with the broker.
+//! Modes: `storage` drives one partition log of the storage engine directly (no network) with
+//! direct I/O, to measure append throughput and latency against the device; `produce`,
+//! `consume` and `e2e` drive any Kafka-compatible broker or cluster (`load`), each partition
+//! through its leader (`routing`, `producer`, `consumer`).
 //!
 //! Runs on: one pinned glommio executor (shard 0); writers are tasks on it, as they would be on a
 //! broker shard.
 
+mod consumer;
 mod kafka;
 mod load;
 mod payload;
+mod producer;
+mod routing;
 mod storage;
 mod validate;
 

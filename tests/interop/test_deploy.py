@@ -180,11 +180,13 @@ def dashboard_queries(dashboard):
 
 
 def labels_used(expr):
-    """Label names in {...} selectors and by (...) / without (...) clauses."""
+    """Label names in {...} selectors and by (...) / without (...) / on (...) / ignoring (...)
+    clauses (the labels label_replace writes, as in `or on() label_replace(vector(0), ...)`, are
+    made by the query, not read from the broker)."""
     used = set()
     for selector in re.findall(r"\{([^{}]*)\}", expr):
         used.update(re.findall(r"([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)", selector))
-    for clause in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", expr):
+    for clause in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expr):
         used.update(name.strip() for name in clause.split(",") if name.strip())
     return used
 

@@ -263,9 +263,8 @@ pub fn delete(
 /// `authorizer.class.name`, from DescribeConfigs of each broker Metadata lists until one
 /// answers); `None` when none says.
 fn authorizer_enabled(client: &mut Client) -> Option<bool> {
-    let ResponseKind::Metadata(metadata) = client
-        .call(ApiKey::Metadata, 9, RequestKind::Metadata(MetadataRequest::default()))
-        .ok()?
+    let ResponseKind::Metadata(metadata) =
+        client.call(ApiKey::Metadata, 9, RequestKind::Metadata(MetadataRequest::default())).ok()?
     else {
         return None;
     };

@@ -33,8 +33,7 @@ impl Client {
         for address in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
             match connect_one(address) {
                 Ok(stream) => {
-                    let mut client =
-                        Self {
+                    let mut client = Self {
                         stream,
                         address: address.to_string(),
                         timeout: REQUEST_TIMEOUT,
@@ -81,13 +80,19 @@ impl Client {
             .with_client_id(Some(StrBytes::from_static_str("strata-cli")));
         let frame = protocol::encode_request(&header, &request)?;
         let address = &self.address;
-        self.stream.write_all(&frame).map_err(|e| format!("sending {api_key:?} to {address}: {e}"))?;
+        self.stream
+            .write_all(&frame)
+            .map_err(|e| format!("sending {api_key:?} to {address}: {e}"))?;
         let mut prefix = [0u8; FRAME_PREFIX_BYTES];
-        self.stream.read_exact(&mut prefix).map_err(|e| read_error(api_key, address, self.timeout, &e))?;
+        self.stream
+            .read_exact(&mut prefix)
+            .map_err(|e| read_error(api_key, address, self.timeout, &e))?;
         let len = protocol::frame_len(prefix, RESPONSE_BYTES_MAX)
             .map_err(|e| format!("{address} answered {api_key:?} with no Kafka frame: {e}"))?;
         let mut body = vec![0u8; len];
-        self.stream.read_exact(&mut body).map_err(|e| read_error(api_key, address, self.timeout, &e))?;
+        self.stream
+            .read_exact(&mut body)
+            .map_err(|e| read_error(api_key, address, self.timeout, &e))?;
         let (header, response) = protocol::decode_response(api_key, version, Bytes::from(body))
             .map_err(|e| format!("{address} answered {api_key:?} with no Kafka response: {e}"))?;
         if header.correlation_id != correlation_id {

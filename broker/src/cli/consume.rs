@@ -1,8 +1,8 @@
 //! `strata consume TOPIC`: fetches from an offset and prints one record per line.
 
 use super::{check, Client};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 

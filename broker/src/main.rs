@@ -17,6 +17,15 @@ use std::path::PathBuf;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// A client setting, by librdkafka's name, for every command that talks to a cluster
+    /// (repeatable): security.protocol=sasl_ssl, sasl.mechanism=SCRAM-SHA-512,
+    /// sasl.username=..., sasl.password=..., ssl.ca.location=FILE, ...
+    #[arg(short = 'X', global = true, value_name = "KEY=VALUE")]
+    client_settings: Vec<String>,
+    /// A file of client settings (key=value lines, librdkafka's names), read before -X;
+    /// default: the STRATA_CLIENT_CONFIG environment variable.
+    #[arg(long, global = true, value_name = "FILE")]
+    client_config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -91,6 +100,10 @@ enum Command {
         /// 1 (leader has it) or -1/all (durable under the topic's flush policy).
         #[arg(long, default_value = "all")]
         acks: String,
+        /// Print each record once acknowledged, in this format: %t topic, %p partition,
+        /// %o offset, %k key, %v value, %T timestamp, \n, \t (e.g. '%p %o\n').
+        #[arg(long, short = 'f')]
+        format: Option<String>,
     },
     /// Consume records and print one per line.
     Consume {
@@ -99,11 +112,13 @@ enum Command {
         bootstrap: String,
         #[arg(long, short = 'p')]
         partition: Option<i32>,
-        /// beginning, end, or an offset.
-        #[arg(long, short = 'o', default_value = "beginning")]
+        /// Where to start, per partition: start, end, an offset, +N (after the start), -N
+        /// (before the end), @MS (a timestamp); FROM:TO for a range (TO exclusive, any of the
+        /// same forms; `end` is the end when the command started).
+        #[arg(long, short = 'o', default_value = "start", allow_hyphen_values = true)]
         offset: String,
         /// Stop after this many records.
-        #[arg(long, short = 'n')]
+        #[arg(long, short = 'n', alias = "num")]
         count: Option<usize>,
         /// Stop at the end of the log instead of waiting for more.
         #[arg(long, short = 'e')]
@@ -116,6 +131,14 @@ enum Command {
         print_offsets: bool,
         #[arg(long, default_value = "\t")]
         separator: String,
+        /// Print each record in this format: %t topic, %p partition, %o offset, %k key,
+        /// %v value, %T timestamp (ms), %h headers, \n, \t (default '%v\n').
+        #[arg(long, short = 'f')]
+        format: Option<String>,
+        /// Start at this group's committed offsets (else at -o) and commit what is printed,
+        /// from outside the group (refused while it has members).
+        #[arg(long, short = 'g')]
+        group: Option<String>,
     },
     /// Check that this host can run the broker as configured (same flags, file and environment
     /// as `serve`): io_uring, locked memory, data directory, limits, CPUs, huge pages, clock.
@@ -158,6 +181,14 @@ fn main() {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
         init_logging("info");
+        let profile = cli
+            .client_config
+            .clone()
+            .or_else(|| std::env::var_os("STRATA_CLIENT_CONFIG").map(PathBuf::from));
+        if let Err(message) = cli::security::configure(&cli.client_settings, profile.as_deref()) {
+            eprintln!("strata: {message}");
+            std::process::exit(2);
+        }
     }
     let outcome = match cli.command {
         Command::Doctor(args) => doctor(args),
@@ -288,17 +319,18 @@ fn main() {
                 })
             }
         },
-        Command::Produce { topic, bootstrap, partition, key_separator, acks } => {
+        Command::Produce { topic, bootstrap, partition, key_separator, acks, format } => {
             let acks = match acks.as_str() {
                 "all" | "-1" => Ok(-1),
                 "1" => Ok(1),
                 other => Err(format!("--acks {other:?}: use 1 or all")),
             };
+            let format = format.as_deref().map(cli::format::Format::parse).transpose();
             acks.and_then(|acks| {
-                cli::produce::run(
-                    &bootstrap,
-                    cli::produce::ProduceOptions { topic, partition, key_separator, acks },
-                )
+                let format = format?;
+                let options =
+                    cli::produce::ProduceOptions { topic, partition, key_separator, acks, format };
+                cli::produce::run(&bootstrap, options)
             })
         }
         Command::Consume {
@@ -311,19 +343,35 @@ fn main() {
             print_keys,
             print_offsets,
             separator,
-        } => cli::consume::run(
-            &bootstrap,
-            cli::consume::ConsumeOptions {
-                topic,
-                partition,
-                offset,
-                count,
-                exit_at_end,
-                print_keys,
-                print_offsets,
-                key_separator: separator.replace("\\t", "\t"),
-            },
-        ),
+            format,
+            group,
+        } => {
+            // The older flags are formats too: [PARTITION:OFFSET<sep>][KEY<sep>]VALUE.
+            let format = format.unwrap_or_else(|| {
+                let separator = separator.replace('%', "%%");
+                let mut format = String::new();
+                if print_offsets {
+                    format.push_str(&format!("%p:%o{separator}"));
+                }
+                if print_keys {
+                    format.push_str(&format!("%k{separator}"));
+                }
+                format.push_str("%v\\n");
+                format
+            });
+            cli::format::Format::parse(&format).and_then(|format| {
+                let options = cli::consume::ConsumeOptions {
+                    topic,
+                    partition,
+                    offset,
+                    count,
+                    exit_at_end,
+                    format,
+                    group,
+                };
+                cli::consume::run(&bootstrap, options)
+            })
+        }
     };
     if let Err(message) = outcome {
         eprintln!("strata: {message}");

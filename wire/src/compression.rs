@@ -169,6 +169,7 @@ pub struct OwnedRecord {
     pub timestamp_delta: i64,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
+    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 /// Decodes every record of a batch, decompressing it first if needed.
@@ -178,6 +179,11 @@ pub fn records_of(header: &RecordBatchHeader<'_>) -> Result<Vec<OwnedRecord>, De
         timestamp_delta: view.timestamp_delta,
         key: view.key.map(<[u8]>::to_vec),
         value: view.value.map(<[u8]>::to_vec),
+        headers: view
+            .headers()
+            .into_iter()
+            .map(|(key, value)| (key.to_vec(), value.map(<[u8]>::to_vec)))
+            .collect(),
     };
     if header.compression() == Compression::None {
         return header.records().map(|record| record.map(owned)).collect();

@@ -280,6 +280,23 @@ pub struct RecordView<'a> {
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
     pub header_count: i32,
+    /// The headers' encoded section (`header_count` of them, already checked): `headers()`.
+    pub headers_section: &'a [u8],
+}
+
+impl<'a> RecordView<'a> {
+    /// The record's headers, (key, value), in order.
+    pub fn headers(&self) -> Vec<(&'a [u8], Option<&'a [u8]>)> {
+        let mut section = self.headers_section;
+        let mut headers = Vec::new();
+        for _ in 0..self.header_count.max(0) {
+            // The section was walked when the record was decoded: these cannot fail.
+            let Ok(key) = take_nullable(&mut section) else { break };
+            let Ok(value) = take_nullable(&mut section) else { break };
+            headers.push((key.unwrap_or_default(), value));
+        }
+        headers
+    }
 }
 
 /// Iterator over the records of an uncompressed batch (see `RecordBatchHeader::records`).
@@ -344,6 +361,7 @@ impl<'a> RecordIter<'a> {
         let key = take_nullable(&mut body)?;
         let value = take_nullable(&mut body)?;
         let header_count = take_varint(&mut body)?;
+        let headers_section = body;
         for _ in 0..header_count.max(0) {
             let key_len = take_varint(&mut body)?;
             if key_len < 0 {
@@ -355,7 +373,7 @@ impl<'a> RecordIter<'a> {
         if !body.is_empty() {
             return Err(DecodeError::BadRecord("record length disagrees with its fields"));
         }
-        Ok(RecordView { timestamp_delta, offset_delta, key, value, header_count })
+        Ok(RecordView { timestamp_delta, offset_delta, key, value, header_count, headers_section })
     }
 }
 

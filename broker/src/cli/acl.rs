@@ -281,7 +281,7 @@ fn authorizer_enabled(client: &mut Client) -> Option<bool> {
         else {
             continue;
         };
-        for result in response.results.into_iter().filter(|r| r.error_code == 0) {
+        if let Some(result) = response.results.into_iter().find(|r| r.error_code == 0) {
             let value = result
                 .configs
                 .into_iter()

@@ -44,7 +44,7 @@ const COORDINATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(15)
 
 /// A connection to the broker coordinating `group` (FindCoordinator through `bootstrap`; in a
 /// cluster only it answers for the group), retrying while none is available yet.
-fn coordinator(bootstrap: &str, group: &str) -> Result<Client, String> {
+pub(super) fn coordinator(bootstrap: &str, group: &str) -> Result<Client, String> {
     let mut client = Client::connect(bootstrap)?;
     let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
     loop {
@@ -110,8 +110,48 @@ pub fn list(bootstrap: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Commits `targets` ((partition, offset) of `topic`) for `group` as a consumer outside it
+/// (generation -1, as Kafka's tools and `assign()` consumers do); refused by the coordinator
+/// while the group has members.
+pub(super) fn commit(
+    client: &mut Client,
+    group: &str,
+    topic: &str,
+    targets: &[(i32, i64)],
+    what: &str,
+) -> Result<(), String> {
+    let mut commit_topic = offset_commit_request::OffsetCommitRequestTopic::default();
+    commit_topic.name = TopicName(StrBytes::from_string(topic.to_string()));
+    commit_topic.partitions = targets
+        .iter()
+        .map(|(partition, offset)| {
+            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+            p.partition_index = *partition;
+            p.committed_offset = *offset;
+            p.committed_metadata = Some(StrBytes::from_static_str(""));
+            p
+        })
+        .collect();
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = group_id(group);
+    request.generation_id_or_member_epoch = -1;
+    request.topics = vec![commit_topic];
+    match client.call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(request))? {
+        ResponseKind::OffsetCommit(response) => {
+            for p in response.topics.into_iter().flat_map(|t| t.partitions) {
+                check(p.error_code, None, &format!("{what} partition {}", p.partition_index))?;
+            }
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}
+
 /// Committed offsets of a group: (topic, partition) → offset.
-fn committed(client: &mut Client, group: &str) -> Result<BTreeMap<(String, i32), i64>, String> {
+pub(super) fn committed(
+    client: &mut Client,
+    group: &str,
+) -> Result<BTreeMap<(String, i32), i64>, String> {
     let mut request = OffsetFetchRequest::default();
     request.group_id = group_id(group);
     request.topics = None;
@@ -134,10 +174,13 @@ fn committed(client: &mut Client, group: &str) -> Result<BTreeMap<(String, i32),
 }
 
 /// A member as `describe` shows it: member id, client id, assigned partitions.
-type MemberView = (String, String, Vec<(String, i32)>);
+pub(super) type MemberView = (String, String, Vec<(String, i32)>);
 
 /// (state, members).
-fn describe_group(client: &mut Client, group: &str) -> Result<(String, Vec<MemberView>), String> {
+pub(super) fn describe_group(
+    client: &mut Client,
+    group: &str,
+) -> Result<(String, Vec<MemberView>), String> {
     let mut request = DescribeGroupsRequest::default();
     request.groups = vec![group_id(group)];
     match client.call(ApiKey::DescribeGroups, 5, RequestKind::DescribeGroups(request))? {
@@ -270,30 +313,7 @@ pub fn reset_offsets(
         };
         targets.push((partition as i32, offset));
     }
-    let mut commit_topic = offset_commit_request::OffsetCommitRequestTopic::default();
-    commit_topic.name = TopicName(StrBytes::from_string(topic.to_string()));
-    commit_topic.partitions = targets
-        .iter()
-        .map(|(partition, offset)| {
-            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
-            p.partition_index = *partition;
-            p.committed_offset = *offset;
-            p.committed_metadata = Some(StrBytes::from_static_str(""));
-            p
-        })
-        .collect();
-    let mut request = OffsetCommitRequest::default();
-    request.group_id = group_id(group);
-    request.generation_id_or_member_epoch = -1;
-    request.topics = vec![commit_topic];
-    match client.call(ApiKey::OffsetCommit, 8, RequestKind::OffsetCommit(request))? {
-        ResponseKind::OffsetCommit(response) => {
-            for p in response.topics.into_iter().flat_map(|t| t.partitions) {
-                check(p.error_code, None, &format!("resetting partition {}", p.partition_index))?;
-            }
-        }
-        _ => return Err("unexpected response".into()),
-    }
+    commit(&mut client, group, topic, &targets, "resetting")?;
     for (partition, offset) in targets {
         println!("{topic} {partition} -> {offset}");
     }

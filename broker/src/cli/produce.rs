@@ -1,12 +1,13 @@
 //! `strata produce TOPIC`: one record per stdin line, optionally `KEY<sep>VALUE`, in
 //! uncompressed batches; partition by flag, else Kafka's murmur2 of the key, else round-robin.
 
-use super::{check, Client};
+use super::check;
+use super::client::{Leaders, LEADER_WAIT, RETRIABLE};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use wire::{BatchRecord, RecordBatchBuilder};
 
 /// One input line: optional key, value.
@@ -51,11 +52,25 @@ pub struct ProduceOptions {
     pub partition: Option<i32>,
     pub key_separator: Option<String>,
     pub acks: i16,
+    /// Printed per record once acknowledged (`%p %o` and the other `format` letters).
+    pub format: Option<super::format::Format>,
 }
 
+/// Records read from stdin, batched per partition and sent to each partition's leader (a
+/// cluster's partitions are led by several brokers); a batch answered with a retriable error
+/// is sent again to the leader Metadata then names, for up to `LEADER_WAIT`.
 pub fn run(bootstrap: &str, options: ProduceOptions) -> Result<(), String> {
-    let mut client = Client::connect(bootstrap)?;
-    let partitions = partition_count(&mut client, &options.topic)?;
+    if options.acks == 0 {
+        return Err("acks=0 is not offered by the CLI (it could not report failures)".into());
+    }
+    // Writing may create the topic where the cluster auto-creates topics, as any producer.
+    let mut leaders = Leaders::discover(bootstrap, &options.topic, true)?;
+    let partitions = leaders.partition_count().max(1);
+    if let Some(partition) = options.partition {
+        if !(0..partitions).contains(&partition) {
+            return Err(format!("{} has no partition {partition}", options.topic));
+        }
+    }
     let stdin = std::io::stdin();
     let mut pending: BTreeMap<i32, Vec<Line>> = BTreeMap::new();
     let mut round_robin = 0i32;
@@ -81,36 +96,22 @@ pub fn run(bootstrap: &str, options: ProduceOptions) -> Result<(), String> {
         queue.push((key, value));
         if queue.len() >= BATCH_RECORDS_MAX {
             let records = std::mem::take(queue);
-            produced += send(&mut client, &options, partition, records)?;
+            produced += send(&mut leaders, &options, partition, records)?;
         }
     }
     for (partition, records) in std::mem::take(&mut pending) {
         if !records.is_empty() {
-            produced += send(&mut client, &options, partition, records)?;
+            produced += send(&mut leaders, &options, partition, records)?;
         }
     }
     eprintln!("produced {produced} records to {}", options.topic);
     Ok(())
 }
 
-fn partition_count(client: &mut Client, topic: &str) -> Result<i32, String> {
-    let mut request = MetadataRequest::default();
-    let mut entry = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
-    entry.name = Some(TopicName(StrBytes::from_string(topic.to_string())));
-    request.topics = Some(vec![entry]);
-    request.allow_auto_topic_creation = true;
-    match client.call(ApiKey::Metadata, 9, RequestKind::Metadata(request))? {
-        ResponseKind::Metadata(response) => {
-            let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
-            check(meta.error_code, None, &format!("topic {topic}"))?;
-            Ok((meta.partitions.len() as i32).max(1))
-        }
-        _ => Err("unexpected response".into()),
-    }
-}
-
+/// Sends one batch to `partition`'s leader, again after a retriable error; prints each record
+/// with `options.format` once acknowledged.
 fn send(
-    client: &mut Client,
+    leaders: &mut Leaders,
     options: &ProduceOptions,
     partition: i32,
     records: Vec<Line>,
@@ -123,9 +124,61 @@ fn send(
     for (key, value) in &records {
         builder.push(BatchRecord { key: key.as_deref(), value: Some(value), timestamp_delta: 0 });
     }
+    let batch = bytes::Bytes::from(builder.build());
+    let deadline = std::time::Instant::now() + LEADER_WAIT;
+    let base_offset = loop {
+        let leader = leaders.leader_of(partition);
+        let outcome = if leader < 0 {
+            Err(None)
+        } else {
+            produce_once(leaders, leader, options, partition, batch.clone())
+        };
+        match outcome {
+            Ok(base_offset) => break base_offset,
+            Err(Some(fatal)) => return Err(fatal),
+            Err(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                leaders.refresh(false)?;
+            }
+            Err(None) => {
+                return Err(format!(
+                    "producing to partition {partition}: no leader took it in {} s",
+                    LEADER_WAIT.as_secs()
+                ))
+            }
+        }
+    };
+    if let Some(format) = &options.format {
+        let mut out = Vec::new();
+        for (index, (key, value)) in records.iter().enumerate() {
+            let printed = super::format::Printed {
+                topic: &options.topic,
+                partition,
+                offset: base_offset + index as i64,
+                timestamp: now,
+                key: key.as_deref(),
+                value: Some(value),
+                headers: &[],
+            };
+            format.render(&printed, &mut out);
+        }
+        std::io::stdout().write_all(&out).map_err(|e| format!("writing stdout: {e}"))?;
+    }
+    Ok(records.len())
+}
+
+/// One Produce to `leader`: the batch's base offset; `Err(None)` to try again after a
+/// Metadata refresh (a retriable error, or the connection failed), `Err(Some)` to stop.
+fn produce_once(
+    leaders: &mut Leaders,
+    leader: i32,
+    options: &ProduceOptions,
+    partition: i32,
+    batch: bytes::Bytes,
+) -> Result<i64, Option<String>> {
     let mut data = PartitionProduceData::default();
     data.index = partition;
-    data.records = Some(bytes::Bytes::from(builder.build()));
+    data.records = Some(batch);
     let mut topic = TopicProduceData::default();
     topic.name = TopicName(StrBytes::from_string(options.topic.clone()));
     topic.partition_data = vec![data];
@@ -133,24 +186,28 @@ fn send(
     request.acks = options.acks;
     request.timeout_ms = 30_000;
     request.topic_data = vec![topic];
-    if options.acks == 0 {
-        return Err("acks=0 is not offered by the CLI (it could not report failures)".into());
+    let client = leaders.connection(leader).map_err(|_| None)?;
+    let answer = client.call(ApiKey::Produce, 7, RequestKind::Produce(request));
+    let Ok(ResponseKind::Produce(response)) = answer else {
+        leaders.drop_connection(leader);
+        return Err(None);
+    };
+    let result = response
+        .responses
+        .into_iter()
+        .flat_map(|t| t.partition_responses)
+        .find(|p| p.index == partition)
+        .ok_or(Some(format!("no answer for partition {partition}")))?;
+    if RETRIABLE.contains(&result.error_code) {
+        return Err(None);
     }
-    match client.call(ApiKey::Produce, 7, RequestKind::Produce(request))? {
-        ResponseKind::Produce(response) => {
-            for topic in response.responses {
-                for result in topic.partition_responses {
-                    check(
-                        result.error_code,
-                        result.error_message.as_ref(),
-                        &format!("producing to partition {partition}"),
-                    )?;
-                }
-            }
-            Ok(records.len())
-        }
-        _ => Err("unexpected response".into()),
-    }
+    check(
+        result.error_code,
+        result.error_message.as_ref(),
+        &format!("producing to partition {partition}"),
+    )
+    .map_err(Some)?;
+    Ok(result.base_offset)
 }
 
 #[cfg(test)]

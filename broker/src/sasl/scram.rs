@@ -300,6 +300,88 @@ impl ScramExchange {
     }
 }
 
+/// The client's side of one SCRAM authentication (the CLI's login): its first message, its
+/// final message once the server's first is in, and the check of the server's signature.
+pub struct ScramClient {
+    mechanism: ScramMechanism,
+    password: String,
+    client_first_bare: String,
+    client_nonce: String,
+}
+
+/// RFC 5802's `saslname` of a user name: `,` as `=2C` and `=` as `=3D`.
+fn encode_saslname(name: &str) -> String {
+    name.replace('=', "=3D").replace(',', "=2C")
+}
+
+impl ScramClient {
+    /// The client and its first message (`n,,n=user,r=nonce`); `client_nonce` is printable and
+    /// random.
+    pub fn start(
+        mechanism: ScramMechanism,
+        user: &str,
+        password: &str,
+        client_nonce: &str,
+    ) -> (Self, Vec<u8>) {
+        let client_first_bare = format!("n={},r={client_nonce}", encode_saslname(user));
+        let first = format!("n,,{client_first_bare}").into_bytes();
+        let client = ScramClient {
+            mechanism,
+            password: password.to_string(),
+            client_first_bare,
+            client_nonce: client_nonce.to_string(),
+        };
+        (client, first)
+    }
+
+    /// The final message for the server's first (`r=nonce,s=salt,i=iterations`), and the
+    /// server signature its final message must carry. A nonce that does not extend the
+    /// client's or fewer than `ITERATIONS_MIN` iterations are refused, as Kafka's client does.
+    pub fn finish(&self, server_first: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+        let malformed = || "an invalid SCRAM server first message".to_string();
+        let message = std::str::from_utf8(server_first).map_err(|_| malformed())?;
+        let mut fields = message.split(',');
+        let nonce = attribute(fields.next(), 'r').ok_or_else(malformed)?;
+        let salt = attribute(fields.next(), 's').ok_or_else(malformed)?;
+        let iterations = attribute(fields.next(), 'i').ok_or_else(malformed)?;
+        if !nonce.starts_with(&self.client_nonce) || nonce.len() == self.client_nonce.len() {
+            return Err("the server's SCRAM nonce does not extend the client's".into());
+        }
+        let salt = BASE64.decode(salt).map_err(|_| malformed())?;
+        let iterations: i32 = iterations.parse().map_err(|_| malformed())?;
+        if !(ITERATIONS_MIN..=ITERATIONS_MAX).contains(&iterations) {
+            return Err(format!("the server asks for {iterations} SCRAM iterations"));
+        }
+        let mechanism = self.mechanism;
+        let salted = mechanism.salted_password(self.password.as_bytes(), &salt, iterations);
+        let client_key = mechanism.hmac_of(&salted, b"Client Key");
+        let stored_key = digest::digest(mechanism.digest(), &client_key);
+        // "biws" is base64("n,,"): no channel binding, no authzid.
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth_message = format!("{},{message},{without_proof}", self.client_first_bare);
+        let signature = mechanism.hmac_of(stored_key.as_ref(), auth_message.as_bytes());
+        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(k, s)| k ^ s).collect();
+        let server_key = mechanism.hmac_of(&salted, b"Server Key");
+        let server_signature = mechanism.hmac_of(&server_key, auth_message.as_bytes());
+        let client_final = format!("{without_proof},p={}", BASE64.encode(proof));
+        Ok((client_final.into_bytes(), server_signature))
+    }
+
+    /// Checks the server's final message (`v=signature`) against the expected signature.
+    pub fn verify(expected_signature: &[u8], server_final: &[u8]) -> Result<(), String> {
+        let message = std::str::from_utf8(server_final).unwrap_or_default();
+        let Some(signature) = message.strip_prefix("v=") else {
+            return Err(format!("the server refused the SCRAM login: {message}"));
+        };
+        let signature = BASE64.decode(signature).unwrap_or_default();
+        if super::equal_in_constant_time(&signature, expected_signature) {
+            Ok(())
+        } else {
+            Err("the server's SCRAM signature is wrong: it does not know the password".into())
+        }
+    }
+}
+
 /// A printable random nonce for the server's half (`rand`'s generator, seeded by the OS).
 pub fn server_nonce() -> String {
     use rand::distributions::{Alphanumeric, DistString};
@@ -397,6 +479,31 @@ mod tests {
             let refused = exchange.finish(bad.as_bytes()).expect_err("wrong password");
             assert!(refused.message.contains(mechanism.name()), "{refused:?}");
             assert_eq!(refused.user.as_deref(), Some("alice"));
+        }
+    }
+
+    #[test]
+    fn the_client_side_logs_in_against_the_server_side_and_checks_its_signature() {
+        for mechanism in ScramMechanism::ALL {
+            let stored = credential(mechanism, "secret");
+            let (client, first) = ScramClient::start(mechanism, "al,i=ce", "secret", "cnonce");
+            let (exchange, server_first) =
+                ScramExchange::start(mechanism, &first, "snonce", |user| {
+                    (user == "al,i=ce").then(|| stored.clone())
+                })
+                .expect("first");
+            let (client_final, expected) = client.finish(&server_first).expect("final");
+            let server_final = exchange.finish(&client_final).expect("proof");
+            ScramClient::verify(&expected, &server_final).expect("the server knows the password");
+            assert!(ScramClient::verify(&expected, b"v=AAAA").is_err());
+            assert!(ScramClient::verify(&expected, b"e=invalid-proof").is_err());
+            let (wrong, _) = ScramClient::start(mechanism, "al,i=ce", "Secret", "cnonce");
+            let (client_final, _) = wrong.finish(&server_first).expect("final");
+            assert!(exchange.finish(&client_final).is_err(), "a wrong password is refused");
+            // A server nonce that does not extend the client's is refused.
+            assert!(client.finish(b"r=other,s=c2FsdA==,i=4096").is_err());
+            assert!(client.finish(b"r=cnonce,s=c2FsdA==,i=4096").is_err());
+            assert!(client.finish(b"r=cnonceX,s=c2FsdA==,i=10").is_err());
         }
     }
 

@@ -37,13 +37,20 @@ async fn answer<S: Storage>(node: Rc<Node<S>>, mut stream: TcpStream) {
     }
     let line = String::from_utf8_lossy(&head);
     let path = line.split_whitespace().nth(1).unwrap_or("/");
-    let (status, body) = match path {
-        "/health" => health(&node).await,
-        "/metrics" => ("200 OK", metrics(&node).await),
-        _ => ("404 Not Found", "not found\n".to_string()),
+    const TEXT: &str = "text/plain; version=0.0.4";
+    let (status, content_type, body) = match path {
+        "/health" => {
+            let (status, body) = health(&node).await;
+            (status, TEXT, body)
+        }
+        "/metrics" => ("200 OK", TEXT, metrics(&node).await),
+        "/v1/cluster/health_overview" => {
+            ("200 OK", "application/json", health_overview(&node).await)
+        }
+        _ => ("404 Not Found", TEXT, "not found\n".to_string()),
     };
     let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.write_all(response.as_bytes()).await;
@@ -298,6 +305,81 @@ async fn health<S: Storage>(node: &Rc<Node<S>>) -> (&'static str, String) {
         body.push('\n');
     }
     ("503 Service Unavailable", body)
+}
+
+/// `/v1/cluster/health_overview` (Redpanda's shape): the cluster as this node's metadata image
+/// has it (the controller, brokers down, leaderless and under-replicated partitions), and this
+/// node's own part (fenced, partitions offline here, partitions it leads below
+/// `min.insync.replicas`). Always 200: `is_healthy` is the verdict; `/health` stays "this
+/// process serves", what a load balancer asks.
+async fn health_overview<S: Storage>(node: &Rc<Node<S>>) -> String {
+    let image = node.metadata();
+    let view = cluster_view(node, &image);
+    let me = node.node_id();
+    let mut leaderless = Vec::new();
+    let mut under_replicated = Vec::new();
+    let mut below_min_isr = Vec::new();
+    for topic in image.topics.values() {
+        let min_isr = crate::metadata::topic_config::effective_config(
+            &image,
+            me.0,
+            topic,
+            "min.insync.replicas",
+        )
+        .0
+        .and_then(|value| value.parse::<usize>().ok())
+        .unwrap_or(1);
+        for (index, placement) in topic.partitions.iter().enumerate() {
+            let name = format!("{}-{index}", topic.name);
+            if placement.leader == crate::metadata::elect::NO_LEADER {
+                leaderless.push(name.clone());
+            }
+            if placement.isr.len() < placement.replicas.len() {
+                under_replicated.push(name.clone());
+            }
+            if placement.leader == me && placement.isr.len() < min_isr {
+                below_min_isr.push(name);
+            }
+        }
+    }
+    let nodes_down: Vec<i32> =
+        image.brokers.values().filter(|b| b.fenced).map(|b| b.registration.node.0).collect();
+    let mut offline_here: Vec<String> = Vec::new();
+    for (_, report) in node.stats_all().await {
+        offline_here.extend(report.offline.iter().map(ToString::to_string));
+    }
+    let mut reasons = Vec::new();
+    if view.leader < 0 {
+        reasons.push("no_elected_controller");
+    }
+    if !nodes_down.is_empty() {
+        reasons.push("nodes_down");
+    }
+    if !leaderless.is_empty() {
+        reasons.push("leaderless_partitions");
+    }
+    if !under_replicated.is_empty() {
+        reasons.push("under_replicated_partitions");
+    }
+    let fenced_here = image.brokers.get(&me).is_some_and(|b| b.fenced);
+    let overview = serde_json::json!({
+        "is_healthy": reasons.is_empty(),
+        "unhealthy_reasons": reasons,
+        "controller_id": view.leader,
+        "all_nodes": image.brokers.keys().map(|id| id.0).collect::<Vec<_>>(),
+        "nodes_down": nodes_down,
+        "leaderless_count": leaderless.len(),
+        "leaderless_partitions": leaderless,
+        "under_replicated_count": under_replicated.len(),
+        "under_replicated_partitions": under_replicated,
+        "this_node": {
+            "id": me.0,
+            "fenced": fenced_here,
+            "offline_partitions": offline_here,
+            "leads_below_min_insync_replicas": below_min_isr,
+        },
+    });
+    format!("{overview}\n")
 }
 
 /// Cluster-wide partition gauges from this node's metadata image: (name, help, which

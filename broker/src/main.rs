@@ -212,8 +212,15 @@ fn main() {
                 &config,
                 replica_assignment.as_deref(),
             ),
-            TopicCommand::List => cli::topic::list(&bootstrap),
-            TopicCommand::Describe { topic } => cli::topic::describe(&bootstrap, &topic),
+            TopicCommand::List { format } => {
+                cli::topic::list(&bootstrap, format == OutputFormat::Json)
+            }
+            TopicCommand::Describe { topic, format } => {
+                cli::topic::describe(&bootstrap, &topic, format == OutputFormat::Json)
+            }
+            TopicCommand::AddPartitions { topic, num } => {
+                cli::topic::add_partitions(&bootstrap, &topic, num)
+            }
             TopicCommand::Delete { topic } => cli::topic::delete(&bootstrap, &topic),
             TopicCommand::AlterConfig { topic, set, delete } => {
                 cli::topic::alter_config(&bootstrap, &topic, &set, &delete)
@@ -224,7 +231,46 @@ fn main() {
             }
         },
         Command::Cluster { command } => match command {
-            ClusterCommand::Status { bootstrap } => cli::cluster::status(&bootstrap),
+            ClusterCommand::Status { bootstrap, format } => {
+                cli::cluster::status(&bootstrap, format == OutputFormat::Json)
+            }
+            ClusterCommand::Health { bootstrap, watch, exit_when_healthy, interval, format } => {
+                let interval = std::time::Duration::from_secs(interval.max(1));
+                let json = format == OutputFormat::Json;
+                match cli::health::health(&bootstrap, json, watch, exit_when_healthy, interval) {
+                    Ok(true) => Ok(()),
+                    // The report says why; exit 1 as rpk's `cluster health` does.
+                    Ok(false) => std::process::exit(1),
+                    Err(error) => Err(error),
+                }
+            }
+            ClusterCommand::Partitions {
+                bootstrap,
+                topic,
+                under_replicated,
+                leaderless,
+                format,
+            } => cli::health::partitions(
+                &bootstrap,
+                topic.as_deref(),
+                under_replicated,
+                leaderless,
+                format == OutputFormat::Json,
+            ),
+            ClusterCommand::ElectLeaders { bootstrap, topic, partition, unclean } => {
+                cli::cluster_ops::elect_leaders(&bootstrap, topic.as_deref(), &partition, unclean)
+            }
+            ClusterCommand::Config { command, bootstrap, broker } => match command {
+                ConfigCommand::List { format } => {
+                    cli::cluster_ops::config_list(&bootstrap, broker, format == OutputFormat::Json)
+                }
+                ConfigCommand::Get { key } => {
+                    cli::cluster_ops::config_get(&bootstrap, broker, &key)
+                }
+                ConfigCommand::Set { set, delete } => {
+                    cli::cluster_ops::config_set(&bootstrap, broker, &set, &delete)
+                }
+            },
             ClusterCommand::Local { nodes, data_dir, base_port } => {
                 cli::cluster::local(nodes, &data_dir, base_port)
             }
@@ -292,8 +338,12 @@ fn main() {
             }
         },
         Command::Group { command, bootstrap } => match command {
-            GroupCommand::List => cli::group::list(&bootstrap),
-            GroupCommand::Describe { group } => cli::group::describe(&bootstrap, &group),
+            GroupCommand::List { format } => {
+                cli::group::list(&bootstrap, format == OutputFormat::Json)
+            }
+            GroupCommand::Describe { group, format } => {
+                cli::group::describe(&bootstrap, &group, format == OutputFormat::Json)
+            }
             GroupCommand::Delete { group } => cli::group::delete(&bootstrap, &group),
             GroupCommand::ResetOffsets {
                 group,
@@ -385,6 +435,64 @@ enum ClusterCommand {
     Status {
         #[arg(long, short = 'b', default_value = "localhost:9092")]
         bootstrap: String,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
+    /// Whether the cluster is healthy: a controller, no broker down (fenced), no partition
+    /// leaderless or under-replicated (naming them). Exit 0 when healthy, 1 otherwise.
+    Health {
+        #[arg(long, short = 'b', default_value = "localhost:9092")]
+        bootstrap: String,
+        /// Keep watching, printing again on every change.
+        #[arg(long, short = 'w')]
+        watch: bool,
+        /// With --watch: stop (exit 0) once the cluster is healthy.
+        #[arg(long, short = 'e')]
+        exit_when_healthy: bool,
+        /// Seconds between two looks with --watch.
+        #[arg(long, default_value_t = 2)]
+        interval: u64,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
+    /// Every partition's leader, replicas and ISR; or only the under-replicated or leaderless.
+    Partitions {
+        #[arg(long, short = 'b', default_value = "localhost:9092")]
+        bootstrap: String,
+        #[arg(long, short = 't')]
+        topic: Option<String>,
+        #[arg(long, short = 'u')]
+        under_replicated: bool,
+        #[arg(long, short = 'l')]
+        leaderless: bool,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
+    /// Elect leaders: the preferred replica (the first of each partition's replicas) where it is
+    /// live and in sync; with --unclean, any live replica of a partition without a leader
+    /// (records the old leader had may be lost).
+    ElectLeaders {
+        #[arg(long, short = 'b', default_value = "localhost:9092")]
+        bootstrap: String,
+        /// Only this topic's partitions (default: every partition).
+        #[arg(long, short = 't')]
+        topic: Option<String>,
+        /// Only these partitions of --topic (repeatable).
+        #[arg(long, short = 'p')]
+        partition: Vec<i32>,
+        /// Unclean election: may lose acknowledged records. Only when asked for by name.
+        #[arg(long)]
+        unclean: bool,
+    },
+    /// Dynamic broker configs: list, get, set (cluster-wide, or one broker's with --broker).
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+        #[arg(long, short = 'b', global = true, default_value = "localhost:9092")]
+        bootstrap: String,
+        /// One broker's configs (default: the cluster-wide dynamic defaults).
+        #[arg(long, global = true)]
+        broker: Option<i32>,
     },
     /// Run a cluster of N nodes on loopback ports (node i: Kafka at BASE+100*(i-1), its
     /// controller one port above, /metrics ten above), each `broker,controller`; prints the
@@ -398,6 +506,30 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 9092)]
         base_port: u16,
     },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Every config of the broker (--broker), or the cluster-wide dynamic ones.
+    List {
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
+    /// One config's value.
+    Get { key: String },
+    /// Set KEY=VALUE (repeatable), delete with --delete KEY.
+    Set {
+        set: Vec<String>,
+        #[arg(long)]
+        delete: Vec<String>,
+    },
+}
+
+/// How list and describe commands print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OutputFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -550,9 +682,16 @@ enum TxnCommand {
 #[derive(Subcommand)]
 enum GroupCommand {
     /// List groups and their states.
-    List,
+    List {
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// Members, assigned partitions, committed offsets, log end offsets and lag.
-    Describe { group: String },
+    Describe {
+        group: String,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// Delete a group without members and its committed offsets.
     Delete { group: String },
     /// Move a group's committed offsets on one topic (only while the group has no members).
@@ -596,9 +735,24 @@ enum TopicCommand {
         replica_assignment: Option<String>,
     },
     /// List topics.
-    List,
+    List {
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// Show partitions, offsets and configs of a topic.
-    Describe { topic: String },
+    Describe {
+        topic: String,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
+    /// Add partitions to a topic (CreatePartitions): keyed records may map to other
+    /// partitions afterwards, as in Kafka.
+    AddPartitions {
+        topic: String,
+        /// How many partitions to add.
+        #[arg(long, short = 'n')]
+        num: i32,
+    },
     /// Delete a topic.
     Delete { topic: String },
     /// Set (KEY=VALUE) or delete (KEY) topic config overrides.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn status(bootstrap: &str) -> Result<(), String> {
+pub fn status(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let mut request = DescribeClusterRequest::default();
     request.include_fenced_brokers = true;
@@ -23,18 +23,24 @@ pub fn status(bootstrap: &str) -> Result<(), String> {
         _ => return Err("unexpected response to DescribeCluster".into()),
     };
     check(cluster.error_code, cluster.error_message.as_ref(), "describing the cluster")?;
-    println!("cluster {}", cluster.cluster_id.as_str());
-    println!("{:<6} {:<28} {:<12} {:<8}", "BROKER", "ENDPOINT", "RACK", "STATE");
+    let mut text = String::new();
+    let mut brokers_json = Vec::new();
+    text.push_str(&format!("cluster {}\n", cluster.cluster_id.as_str()));
+    text.push_str(&format!("{:<6} {:<28} {:<12} {:<8}\n", "BROKER", "ENDPOINT", "RACK", "STATE"));
     for broker in &cluster.brokers {
         let state = if broker.is_fenced { "fenced" } else { "live" };
-        let controller =
-            if broker.broker_id == cluster.controller_id { " (controller)" } else { "" };
-        println!(
-            "{:<6} {:<28} {:<12} {state}{controller}",
+        let is_controller = broker.broker_id == cluster.controller_id;
+        let controller = if is_controller { " (controller)" } else { "" };
+        let endpoint = format!("{}:{}", broker.host.as_str(), broker.port);
+        let rack = broker.rack.as_ref().map(|rack| rack.to_string());
+        text.push_str(&format!(
+            "{:<6} {:<28} {:<12} {state}{controller}\n",
             broker.broker_id.0,
-            format!("{}:{}", broker.host.as_str(), broker.port),
-            broker.rack.as_ref().map_or("-", |rack| rack.as_str()),
-        );
+            endpoint,
+            rack.as_deref().unwrap_or("-"),
+        ));
+        brokers_json.push(serde_json::json!({"id": broker.broker_id.0, "endpoint": endpoint,
+            "rack": rack, "state": state, "controller": is_controller}));
     }
     let mut partition = PartitionData::default();
     partition.partition_index = 0;
@@ -65,16 +71,20 @@ pub fn status(bootstrap: &str) -> Result<(), String> {
         check(log.error_code, log.error_message.as_ref(), "describing the quorum")?;
         break log;
     };
-    println!(
-        "controller leader {} term {} committed offset {}",
+    text.push_str(&format!(
+        "controller leader {} term {} committed offset {}\n",
         log.leader_id.0, log.leader_epoch, log.high_watermark
-    );
+    ));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64);
     let leader_end =
         log.current_voters.iter().find(|v| v.replica_id == log.leader_id).map(|v| v.log_end_offset);
-    println!("{:<6} {:<10} {:<12} {:<8} {:<14}", "VOTER", "ROLE", "LOG END", "LAG", "LAST CONTACT");
+    text.push_str(&format!(
+        "{:<6} {:<10} {:<12} {:<8} {:<14}\n",
+        "VOTER", "ROLE", "LOG END", "LAG", "LAST CONTACT"
+    ));
+    let mut voters_json = Vec::new();
     let rows = log
         .current_voters
         .iter()
@@ -83,17 +93,33 @@ pub fn status(bootstrap: &str) -> Result<(), String> {
     for (replica, role) in rows {
         let role = if replica.replica_id == log.leader_id { "leader" } else { role };
         let lag = match (leader_end, replica.log_end_offset) {
-            (Some(leader), end) if end >= 0 => (leader - end).max(0).to_string(),
-            _ => "?".into(),
+            (Some(leader), end) if end >= 0 => Some((leader - end).max(0)),
+            _ => None,
         };
-        let contact = match replica.last_fetch_timestamp {
-            stamp if stamp >= 0 => format!("{} ms ago", (now - stamp).max(0)),
-            _ => "unknown".into(),
+        let contact_ms = match replica.last_fetch_timestamp {
+            stamp if stamp >= 0 => Some((now - stamp).max(0)),
+            _ => None,
         };
-        println!(
-            "{:<6} {:<10} {:<12} {:<8} {contact}",
-            replica.replica_id.0, role, replica.log_end_offset, lag
-        );
+        text.push_str(&format!(
+            "{:<6} {:<10} {:<12} {:<8} {}\n",
+            replica.replica_id.0,
+            role,
+            replica.log_end_offset,
+            lag.map_or_else(|| "?".to_string(), |lag| lag.to_string()),
+            contact_ms.map_or_else(|| "unknown".to_string(), |ms| format!("{ms} ms ago")),
+        ));
+        voters_json.push(serde_json::json!({"id": replica.replica_id.0, "role": role,
+            "log_end_offset": replica.log_end_offset, "lag": lag,
+            "last_contact_ms_ago": contact_ms}));
+    }
+    if json_output {
+        let status = serde_json::json!({"cluster_id": cluster.cluster_id.as_str(),
+            "controller": {"leader": log.leader_id.0, "term": log.leader_epoch,
+                           "committed_offset": log.high_watermark},
+            "brokers": brokers_json, "voters": voters_json});
+        println!("{status}");
+    } else {
+        print!("{text}");
     }
     Ok(())
 }

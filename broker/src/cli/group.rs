@@ -70,7 +70,7 @@ pub(super) fn coordinator(bootstrap: &str, group: &str) -> Result<Client, String
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 
 /// Every group on every broker (each broker lists the groups it coordinates).
-pub fn list(bootstrap: &str) -> Result<(), String> {
+pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let mut request = MetadataRequest::default();
     request.topics = Some(Vec::new());
@@ -102,6 +102,14 @@ pub fn list(bootstrap: &str) -> Result<(), String> {
             }
             _ => return Err("unexpected response".into()),
         }
+    }
+    if json_output {
+        let rows: Vec<serde_json::Value> = groups
+            .iter()
+            .map(|(group, state)| serde_json::json!({"group": group, "state": state}))
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+        return Ok(());
     }
     println!("{:<40} {:<20}", "GROUP", "STATE");
     for (group, state) in groups {
@@ -204,7 +212,7 @@ pub(super) fn describe_group(
     }
 }
 
-pub fn describe(bootstrap: &str, group: &str) -> Result<(), String> {
+pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), String> {
     let mut client = coordinator(bootstrap, group)?;
     let (state, members) = describe_group(&mut client, group)?;
     let committed = committed(&mut client, group)?;
@@ -225,25 +233,56 @@ pub fn describe(bootstrap: &str, group: &str) -> Result<(), String> {
             rows.keys().filter(|(t, _)| *t == topic).map(|(_, p)| *p).max().unwrap_or(0) + 1;
         ends.insert(topic.clone(), super::topic::offsets(&mut client, &topic, partitions)?);
     }
-    println!("group {group}  state {state}  members {}", members.len());
-    println!(
-        "{:<30} {:>9} {:>14} {:>14} {:>8}  CONSUMER",
-        "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"
-    );
+    // (topic, partition, committed offset, log end, lag, consumer).
+    let mut table = Vec::new();
     for ((topic, partition), current) in rows {
         let end = ends
             .get(&topic)
             .and_then(|e| e.get(partition as usize))
             .map(|(_, end)| *end)
             .unwrap_or(-1);
-        let (current_text, lag_text) = match current {
-            Some(offset) if offset >= 0 => (offset.to_string(), (end - offset).max(0).to_string()),
-            _ => ("-".to_string(), "-".to_string()),
-        };
-        let consumer =
-            owner.get(&(topic.clone(), partition)).cloned().unwrap_or_else(|| "-".into());
+        let current = current.filter(|offset| *offset >= 0);
+        let lag = current.map(|offset| (end - offset).max(0));
+        let consumer = owner.get(&(topic.clone(), partition)).cloned();
+        table.push((topic, partition, current, end, lag, consumer));
+    }
+    if json_output {
+        let offsets: Vec<serde_json::Value> = table
+            .iter()
+            .map(|(topic, partition, current, end, lag, consumer)| {
+                serde_json::json!({"topic": topic, "partition": partition,
+                                   "committed_offset": current, "log_end_offset": end,
+                                   "lag": lag, "consumer": consumer})
+            })
+            .collect();
+        let members: Vec<serde_json::Value> = members
+            .iter()
+            .map(|(member, client_id, partitions)| {
+                let assigned: Vec<serde_json::Value> = partitions
+                    .iter()
+                    .map(|(t, p)| serde_json::json!({"topic": t, "partition": p}))
+                    .collect();
+                serde_json::json!({"member_id": member, "client_id": client_id,
+                                   "assignment": assigned})
+            })
+            .collect();
+        let described = serde_json::json!({"group": group, "state": state,
+                                           "members": members, "offsets": offsets});
+        println!("{described}");
+        return Ok(());
+    }
+    println!("group {group}  state {state}  members {}", members.len());
+    println!(
+        "{:<30} {:>9} {:>14} {:>14} {:>8}  CONSUMER",
+        "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"
+    );
+    let shown = |value: Option<i64>| value.map_or_else(|| "-".to_string(), |v| v.to_string());
+    for (topic, partition, current, end, lag, consumer) in table {
+        let consumer = consumer.unwrap_or_else(|| "-".into());
         println!(
-            "{topic:<30} {partition:>9} {current_text:>14} {end:>14} {lag_text:>8}  {consumer}"
+            "{topic:<30} {partition:>9} {:>14} {end:>14} {:>8}  {consumer}",
+            shown(current),
+            shown(lag)
         );
     }
     Ok(())

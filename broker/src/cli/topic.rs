@@ -107,13 +107,32 @@ fn metadata(client: &mut Client, topics: Option<Vec<&str>>) -> Result<MetadataRe
     }
 }
 
-pub fn list(bootstrap: &str) -> Result<(), String> {
+pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let response = metadata(&mut client, None)?;
-    println!("{:<40} {:>10}", "TOPIC", "PARTITIONS");
-    for topic in response.topics {
-        let topic_name = topic.name.map(|n| n.0.to_string()).unwrap_or_default();
-        println!("{topic_name:<40} {:>10}", topic.partitions.len());
+    let topics: Vec<(String, usize, usize, bool)> = response
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let replicas = topic.partitions.first().map_or(0, |p| p.replica_nodes.len());
+            let name = topic.name.map(|n| n.0.to_string()).unwrap_or_default();
+            (name, topic.partitions.len(), replicas, topic.is_internal)
+        })
+        .collect();
+    if json_output {
+        let rows: Vec<serde_json::Value> = topics
+            .iter()
+            .map(|(name, partitions, replicas, internal)| {
+                serde_json::json!({"topic": name, "partitions": partitions,
+                                   "replication_factor": replicas, "internal": internal})
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+        return Ok(());
+    }
+    println!("{:<40} {:>10} {:>8}", "TOPIC", "PARTITIONS", "REPLICAS");
+    for (name, partitions, replicas, _) in topics {
+        println!("{name:<40} {partitions:>10} {replicas:>8}");
     }
     Ok(())
 }
@@ -245,18 +264,95 @@ fn partition_sizes(client: &mut Client, topic: &str, partitions: i32) -> Result<
     Ok(sizes)
 }
 
-pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
+/// One partition as `describe` shows it.
+struct PartitionRow {
+    partition: i32,
+    leader: i32,
+    log_start: i64,
+    high_watermark: i64,
+    size_bytes: i64,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+}
+
+pub fn describe(bootstrap: &str, topic: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let response = metadata(&mut client, Some(vec![topic]))?;
     let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
     check(meta.error_code, None, &format!("describing {topic}"))?;
     let partitions = meta.partitions.len() as i32;
-    println!("topic {topic}  id {}  partitions {partitions}", meta.topic_id);
     let (leaders, _) = leaders(&mut client, topic)?;
     let sizes = per_leader(&mut client, topic, partitions, |leader, indexes| {
         let sizes = partition_sizes(leader, topic, partitions)?;
         Ok(indexes.iter().map(|i| (*i, sizes.get(*i as usize).copied().unwrap_or(-1))).collect())
     })?;
+    let ids = |nodes: &[kafka_protocol::messages::BrokerId]| -> Vec<i32> {
+        nodes.iter().map(|node| node.0).collect()
+    };
+    let mut replicas: Vec<(Vec<i32>, Vec<i32>)> =
+        vec![Default::default(); partitions.max(0) as usize];
+    for partition in &meta.partitions {
+        if let Some(slot) =
+            usize::try_from(partition.partition_index).ok().and_then(|i| replicas.get_mut(i))
+        {
+            *slot = (ids(&partition.replica_nodes), ids(&partition.isr_nodes));
+        }
+    }
+    let mut rows = Vec::new();
+    for (index, (start, end)) in offsets(&mut client, topic, partitions)?.into_iter().enumerate() {
+        let (replicas, isr) = replicas.get(index).cloned().unwrap_or_default();
+        rows.push(PartitionRow {
+            partition: index as i32,
+            leader: leaders.get(index).copied().unwrap_or(-1),
+            log_start: start,
+            high_watermark: end,
+            size_bytes: sizes.get(&(index as i32)).copied().unwrap_or(-1),
+            replicas,
+            isr,
+        });
+    }
+    let mut resource =
+        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_string(topic.to_string());
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    // (name, value, whether it is the topic's override).
+    let mut configs: Vec<(String, String, bool)> = Vec::new();
+    if let ResponseKind::DescribeConfigs(response) =
+        client.call(ApiKey::DescribeConfigs, 1, RequestKind::DescribeConfigs(request))?
+    {
+        for config in response.results.into_iter().flat_map(|r| r.configs) {
+            let value = config.value.map(|v| v.to_string()).unwrap_or_default();
+            configs.push((config.name.to_string(), value, config.config_source == 1));
+        }
+    }
+    if json_output {
+        let partitions: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|row| {
+                serde_json::json!({
+                    "partition": row.partition, "leader": row.leader,
+                    "log_start_offset": row.log_start, "high_watermark": row.high_watermark,
+                    "size_bytes": row.size_bytes, "replicas": row.replicas, "isr": row.isr,
+                })
+            })
+            .collect();
+        let configs: Vec<serde_json::Value> = configs
+            .iter()
+            .map(|(name, value, overridden)| {
+                serde_json::json!({"name": name, "value": value, "override": overridden})
+            })
+            .collect();
+        let described = serde_json::json!({
+            "topic": topic, "topic_id": meta.topic_id.to_string(),
+            "partitions": partitions, "configs": configs,
+        });
+        println!("{described}");
+        return Ok(());
+    }
+    println!("topic {topic}  id {}  partitions {partitions}", meta.topic_id);
     println!(
         "{:>9} {:>7} {:>16} {:>16} {:>14}  {:<12} {:<12}",
         "PARTITION",
@@ -267,46 +363,23 @@ pub fn describe(bootstrap: &str, topic: &str) -> Result<(), String> {
         "REPLICAS",
         "ISR"
     );
-    let list = |nodes: &[kafka_protocol::messages::BrokerId]| {
-        nodes.iter().map(|node| node.0.to_string()).collect::<Vec<_>>().join(",")
-    };
-    let mut replicas: Vec<(String, String)> = vec![Default::default(); partitions.max(0) as usize];
-    for partition in &meta.partitions {
-        if let Some(slot) =
-            usize::try_from(partition.partition_index).ok().and_then(|i| replicas.get_mut(i))
-        {
-            *slot = (list(&partition.replica_nodes), list(&partition.isr_nodes));
-        }
-    }
-    for (index, (start, end)) in offsets(&mut client, topic, partitions)?.into_iter().enumerate() {
-        let size = sizes.get(&(index as i32)).copied().unwrap_or(-1);
-        let leader = leaders.get(index).copied().unwrap_or(-1);
-        let (replica_list, isr) = replicas.get(index).cloned().unwrap_or_default();
+    let list = |nodes: &[i32]| nodes.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+    for row in &rows {
         println!(
-            "{index:>9} {leader:>7} {start:>16} {end:>16} {size:>14}  {replica_list:<12} {isr:<12}"
+            "{:>9} {:>7} {:>16} {:>16} {:>14}  {:<12} {:<12}",
+            row.partition,
+            row.leader,
+            row.log_start,
+            row.high_watermark,
+            row.size_bytes,
+            list(&row.replicas),
+            list(&row.isr)
         );
     }
-    let mut resource =
-        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();
-    resource.resource_type = 2;
-    resource.resource_name = StrBytes::from_string(topic.to_string());
-    resource.configuration_keys = None;
-    let mut request = DescribeConfigsRequest::default();
-    request.resources = vec![resource];
-    if let ResponseKind::DescribeConfigs(response) =
-        client.call(ApiKey::DescribeConfigs, 1, RequestKind::DescribeConfigs(request))?
-    {
-        println!("configs:");
-        for result in response.results {
-            for config in result.configs {
-                let source = if config.config_source == 1 { "(override)" } else { "" };
-                println!(
-                    "  {}={} {source}",
-                    config.name,
-                    config.value.map(|v| v.to_string()).unwrap_or_default()
-                );
-            }
-        }
+    println!("configs:");
+    for (name, value, overridden) in configs {
+        let source = if overridden { "(override)" } else { "" };
+        println!("  {name}={value} {source}");
     }
     Ok(())
 }
@@ -339,9 +412,24 @@ pub fn alter_config(
     delete: &[String],
 ) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
+    alter_configs(&mut client, 2, topic, set, delete, &format!("altering {topic}"))?;
+    println!("altered configs of {topic}");
+    Ok(())
+}
+
+/// IncrementalAlterConfigs of one resource (2 topic, 4 broker: its id, or "" for the
+/// cluster-wide default): `set` KEY=VALUE pairs, `delete` keys.
+pub(super) fn alter_configs(
+    client: &mut Client,
+    resource_type: i8,
+    name: &str,
+    set: &[String],
+    delete: &[String],
+    what: &str,
+) -> Result<(), String> {
     let mut resource = AlterConfigsResource::default();
-    resource.resource_type = 2;
-    resource.resource_name = StrBytes::from_string(topic.to_string());
+    resource.resource_type = resource_type;
+    resource.resource_name = StrBytes::from_string(name.to_string());
     for pair in set {
         let (key, value) = parse_pair(pair)?;
         let mut config = AlterableConfig::default();
@@ -365,13 +453,39 @@ pub fn alter_config(
     )? {
         ResponseKind::IncrementalAlterConfigs(response) => {
             for result in response.responses {
+                check(result.error_code, result.error_message.as_ref(), what)?;
+            }
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
+}
+
+/// `strata topic add-partitions`: CreatePartitions to the current count plus `added`.
+pub fn add_partitions(bootstrap: &str, topic: &str, added: i32) -> Result<(), String> {
+    if added < 1 {
+        return Err("--num: add at least one partition".into());
+    }
+    let mut client = Client::connect(bootstrap)?;
+    let (leaders, _) = leaders(&mut client, topic)?;
+    let count = i32::try_from(leaders.len()).map_err(|e| e.to_string())? + added;
+    let mut wanted = create_partitions_request::CreatePartitionsTopic::default();
+    wanted.name = name(topic);
+    wanted.count = count;
+    wanted.assignments = None;
+    let mut request = CreatePartitionsRequest::default();
+    request.topics = vec![wanted];
+    request.timeout_ms = 30_000;
+    match client.call(ApiKey::CreatePartitions, 3, RequestKind::CreatePartitions(request))? {
+        ResponseKind::CreatePartitions(response) => {
+            for result in response.results {
                 check(
                     result.error_code,
                     result.error_message.as_ref(),
-                    &format!("altering {topic}"),
+                    &format!("adding partitions to {topic}"),
                 )?;
             }
-            println!("altered configs of {topic}");
+            println!("{topic}: {} partitions (added {added})", count);
             Ok(())
         }
         _ => Err("unexpected response".into()),

@@ -5,7 +5,9 @@ with fio's sequential write measured in the same run. Rewrites the replication s
 BENCHMARKS.md.
 
 Scenarios (1 KiB messages, acks=all, 4 partitions all led by node 1, so that RF=1 and RF=3
-are led on the same terms; RF=3 has nodes 2 and 3 follow every partition):
+are led on the same terms; RF=3 has nodes 2 and 3 follow every partition), and RF=3 on 6
+partitions led by all three brokers (each following the others' partitions), strata-bench
+through node 1's address beside librdkafka's defaults, both against fio/3:
 - peak, strata-bench: 2 producers x 8 requests in flight, batches up to 1,000,000 bytes
   (librdkafka's default batch.size), 10 s;
 - librdkafka's rdkafka_performance with its defaults (a real client; reported, not a target);
@@ -28,10 +30,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_section import write_section  # noqa: E402
-from run_report import (BENCH, RDKAFKA_PERFORMANCE, STRATA, check_free_space,  # noqa: E402
+from run_report import (BENCH, LIBRDKAFKA_DEFAULTS, RDKAFKA_PERFORMANCE, STRATA,  # noqa: E402
+                        check_free_space,
                         fio_write_mib_s, free_port, raise_nofile, rdkafka_performance)
 
 PARTITIONS = 4
+# The layout with leaders on all three brokers: partition p led by broker p % 3 + 1.
+SPREAD_PARTITIONS = 6
 # As librdkafka's defaults batch (batch.size 1,000,000); 8 requests in flight per producer.
 BATCH_BYTES = 1_000_000
 IN_FLIGHT = 8
@@ -88,24 +93,22 @@ def strata(node, *args):
 
 
 def wait_in_sync(nodes, topic, partitions):
-    """Waits until every partition of `topic` is led by node 1 with its whole ISR."""
+    """Waits until every partition of `topic` is led by its first (preferred) replica with its
+    whole ISR."""
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
-            out = strata(nodes[0], "topic", "describe", topic)
-        except subprocess.CalledProcessError:
+            described = json.loads(strata(nodes[0], "topic", "describe", topic, "--format", "json"))
+        except (subprocess.CalledProcessError, ValueError):
             time.sleep(0.5)
             continue
-        ready = 0
-        for line in out.splitlines():
-            fields = line.split()
-            if len(fields) >= 7 and fields[0].isdigit() and fields[1] == "1":
-                replicas, isr = fields[5].split(","), fields[6].split(",")
-                ready += sorted(replicas) == sorted(isr)
+        ready = sum(1 for p in described["partitions"]
+                    if p["replicas"] and p["leader"] == p["replicas"][0]
+                    and sorted(p["replicas"]) == sorted(p["isr"]))
         if ready == partitions:
             return nodes[0]
         time.sleep(0.5)
-    raise RuntimeError("%s is not led by node 1 with every replica in sync" % topic)
+    raise RuntimeError("%s is not led by its preferred replicas with every replica in sync" % topic)
 
 
 def wait_removed(nodes, topic, partitions, timeout=300):
@@ -132,8 +135,11 @@ def rdkafka(node, topic, messages):
     tool was not built (bench/run.sh builds it)."""
     if not os.path.exists(RDKAFKA_PERFORMANCE):
         return None
+    # librdkafka's own linger.ms (5): the tool sets 1000 for itself, with which the sticky
+    # partitioner writes one partition at a time (BENCHMARKS.md, "librdkafka defaults").
+    settings = [arg for setting in LIBRDKAFKA_DEFAULTS for arg in ("-X", setting)]
     return rdkafka_performance(node, "-P", "-t", topic, "-s", "1024", "-c", str(messages),
-                               "-a", "-1")[0]
+                               "-a", "-1", *settings)[0]
 
 
 def main():
@@ -152,22 +158,28 @@ def main():
     load = ["--producers", "2", "--in-flight", str(IN_FLIGHT), "--batch-bytes", str(args.batch_bytes)]
     results = {1: {}, 3: {}}
 
-    def scenario(name, rf, run):
+    def scenario(name, rf, run, spread=False):
         """Runs `run(leader, topic)` on a new topic, then deletes the topic and waits until
         every broker has removed its files, so the next scenario starts on a quiet disk and
         the run never holds more than one scenario's data."""
         topic = "%s-rf%d" % (name, rf)
-        # Every partition led by node 1, so that RF=1 and RF=3 are led on the same terms;
-        # with RF=3 nodes 2 and 3 follow every partition.
-        replicas = "1:2:3" if rf == 3 else "1"
-        strata(nodes[0], "topic", "create", topic,
-               "--replica-assignment", ",".join([replicas] * args.partitions),
+        if spread:
+            # Led by all three brokers in turn, each following the other two's partitions:
+            # a cluster's usual layout, every client reaching each partition's leader.
+            assignment = ",".join(["1:2:3", "2:3:1", "3:1:2"][p % 3] for p in range(SPREAD_PARTITIONS))
+        else:
+            # Every partition led by node 1, so that RF=1 and RF=3 are led on the same terms;
+            # with RF=3 nodes 2 and 3 follow every partition.
+            replicas = "1:2:3" if rf == 3 else "1"
+            assignment = ",".join([replicas] * args.partitions)
+        strata(nodes[0], "topic", "create", topic, "--replica-assignment", assignment,
                "-c", "min.insync.replicas=%d" % min(rf, 2))
         try:
-            return run(wait_in_sync(nodes, topic, args.partitions), topic)
+            count = SPREAD_PARTITIONS if spread else args.partitions
+            return run(wait_in_sync(nodes, topic, count), topic)
         finally:
             strata(nodes[0], "topic", "delete", topic)
-            wait_removed(nodes, topic, args.partitions)
+            wait_removed(nodes, topic, SPREAD_PARTITIONS if spread else args.partitions)
 
     try:
         for rf in (1, 3):
@@ -175,6 +187,13 @@ def main():
                 leader, topic, *load, "--duration", str(args.seconds), "--warmup", "2"))
             results[rf]["rdkafka"] = scenario(
                 "rdkafka", rf, lambda leader, topic: rdkafka(leader, topic, RDKAFKA_MESSAGES))
+        # RF=3 led by all three brokers: strata-bench through node 1's address alone (it finds
+        # each partition's leader) beside librdkafka's defaults, both against fio/3.
+        results[3]["spread"] = scenario("spread", 3, lambda leader, topic: bench(
+            leader, topic, *load, "--duration", str(args.seconds), "--warmup", "2"), spread=True)
+        results[3]["spread_rdkafka"] = scenario(
+            "spreadrk", 3, lambda leader, topic: rdkafka(leader, topic, RDKAFKA_MESSAGES),
+            spread=True)
         rate = int(results[1]["peak"]["messages_per_second"] * 0.3)
         # Rounds alternate RF=1 and RF=3, so that both see the same moments of this shared
         # machine; each percentile is the median over the rounds.
@@ -207,6 +226,17 @@ def main():
         rows.append(
             "| acks=all, 1 KiB, librdkafka rdkafka_performance defaults (MB/s) | %.0f | %.0f | RF=3 / RF=1 %.2f; RF=3 / (fio/3) %.2f | (a real client; not a target) | - |"
             % (rk1, rk3, rk3 / rk1, rk3 / (fio / 3)))
+    spread, spread_rk = results[3]["spread"], results[3]["spread_rdkafka"]
+    rows.append(
+        "| RF=3 led by all three brokers (%d partitions), acks=all, 1 KiB, strata-bench through one node (MB/s) | - | %.0f | RF=3 / (fio/3) %.2f; %d errors, %d retried | >= 0.6 x fio/3 (%.0f MB/s) | %s |"
+        % (SPREAD_PARTITIONS, spread["megabytes_per_second"],
+           spread["megabytes_per_second"] / (fio / 3), spread["errors"],
+           spread["retriable_errors_total"], 0.6 * fio / 3,
+           verdict(spread["megabytes_per_second"] >= 0.6 * fio / 3 and spread["errors"] == 0)))
+    if spread_rk is not None:
+        rows.append(
+            "| RF=3 led by all three brokers, acks=all, 1 KiB, librdkafka rdkafka_performance defaults (MB/s) | - | %.0f | RF=3 / (fio/3) %.2f; strata-bench / librdkafka %.2f | (a real client; not a target) | - |"
+            % (spread_rk, spread_rk / (fio / 3), spread["megabytes_per_second"] / spread_rk))
     rows.append(
         "| at %d msgs/s (30%% of the RF=1 peak, linger 5 ms; median of %d rounds): p50 / p99 / p99.9 | %.2f / %.2f / %.2f ms | %.2f / %.2f / %.2f ms | p99 RF=3 / RF=1 %.2f | p99 <= 3 x RF=1 | %s |"
         % (rate, args.rounds, lat[1]["p50"] / 1e3, lat[1]["p99"] / 1e3, lat[1]["p999"] / 1e3,
@@ -218,7 +248,8 @@ def main():
         "Measured %s on `%s` (%d cores): three release brokers on loopback, one shard each, "
         "unpinned, one data directory each on the same disk; fio O_DIRECT sequential write in "
         "the same run: %.0f MB/s, so fio/3 = %.0f MB/s. %d partitions, all led by node 1 in "
-        "both cases (RF=3: nodes 2 and 3 follow each, min.insync.replicas=2). strata-bench: 2 "
+        "both cases (RF=3: nodes 2 and 3 follow each, min.insync.replicas=2), except the rows "
+        "led by all three brokers (6 partitions, leaders 1, 2, 3 in turn). strata-bench: 2 "
         "producers x %d requests in flight, batches up to %d bytes, 1 KiB messages. Rerun: "
         "`bench/replication.py` after `bench/run.sh` built the binaries."
         % (when, platform.node(), os.cpu_count(), fio, fio / 3, args.partitions, IN_FLIGHT,

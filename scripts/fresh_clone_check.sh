@@ -8,7 +8,8 @@
 # broker with SIGTERM and expects a clean exit.
 #
 # Usage: scripts/fresh_clone_check.sh        (uses ports 9092 and 9644; fails if they are busy)
-# FRESH_CLONE_KEEP_BINARIES=DIR copies the release binaries there (a baseline for benchmarks).
+# FRESH_CLONE_KEEP_BINARIES=DIR copies the release binaries there (a baseline for benchmarks);
+# FRESH_CLONE_KEEP_BROKER=DIR copies only `strata` (the test command's librdkafka stages).
 # Only committed work is checked (it is a clone of HEAD). The build is a full release build in
 # the clone's own target directory: 3-6 minutes on two cores.
 set -euo pipefail
@@ -104,5 +105,9 @@ if [ -n "${FRESH_CLONE_KEEP_BINARIES:-}" ]; then
     cargo build -q --release -p bench
     mkdir -p "$FRESH_CLONE_KEEP_BINARIES"
     cp target/release/strata target/release/strata-bench "$FRESH_CLONE_KEEP_BINARIES/"
+fi
+if [ -n "${FRESH_CLONE_KEEP_BROKER:-}" ]; then
+    mkdir -p "$FRESH_CLONE_KEEP_BROKER"
+    cp target/release/strata "$FRESH_CLONE_KEEP_BROKER/"
 fi
 log "passed: built without pkg-config's libzstd, ran from the README, round-tripped, shut down cleanly"

@@ -299,7 +299,9 @@ fn main() {
             QuotaCommand::Delete { user, client_id, key } => {
                 cli::quota::delete(&bootstrap, user.as_deref(), client_id.as_deref(), &key)
             }
-            QuotaCommand::List => cli::quota::list(&bootstrap),
+            QuotaCommand::List { format } => {
+                cli::quota::list(&bootstrap, format == OutputFormat::Json)
+            }
         },
         Command::Acl { command, bootstrap } => match command {
             AclCommand::Create { resource, allow_principal, deny_principal, operation, host } => {
@@ -312,9 +314,12 @@ fn main() {
                     &host,
                 )
             }
-            AclCommand::List { resource, principal } => {
-                cli::acl::list(&bootstrap, &resource.into(), principal.as_deref())
-            }
+            AclCommand::List { resource, principal, format } => cli::acl::list(
+                &bootstrap,
+                &resource.into(),
+                principal.as_deref(),
+                format == OutputFormat::Json,
+            ),
             AclCommand::Delete { resource, principal, all } => {
                 cli::acl::delete(&bootstrap, &resource.into(), principal.as_deref(), all)
             }
@@ -323,15 +328,17 @@ fn main() {
             UserCommand::Create { user, password, mechanism, iterations } => {
                 cli::user::create(&bootstrap, &user, &password, &mechanism, iterations)
             }
-            UserCommand::List => cli::user::list(&bootstrap),
+            UserCommand::List { format } => {
+                cli::user::list(&bootstrap, format == OutputFormat::Json)
+            }
             UserCommand::Delete { user, mechanism } => {
                 cli::user::delete(&bootstrap, &user, mechanism.as_deref())
             }
         },
         Command::Txn { command, bootstrap } => match command {
-            TxnCommand::List => cli::txn::list(&bootstrap),
-            TxnCommand::Describe { transactional_id } => {
-                cli::txn::describe(&bootstrap, &transactional_id)
+            TxnCommand::List { format } => cli::txn::list(&bootstrap, format == OutputFormat::Json),
+            TxnCommand::Describe { transactional_id, format } => {
+                cli::txn::describe(&bootstrap, &transactional_id, format == OutputFormat::Json)
             }
             TxnCommand::Abort { transactional_id } => {
                 cli::txn::abort(&bootstrap, &transactional_id)
@@ -600,6 +607,8 @@ enum AclCommand {
         resource: AclResourceArgs,
         #[arg(long)]
         principal: Option<String>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
     },
     /// Delete the ACLs on a resource and/or of a principal.
     Delete {
@@ -641,7 +650,10 @@ enum QuotaCommand {
         key: String,
     },
     /// Every entity with a quota.
-    List,
+    List {
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
 }
 
 #[derive(Subcommand)]
@@ -660,7 +672,10 @@ enum UserCommand {
         iterations: i32,
     },
     /// Every SCRAM user, with its mechanisms and iterations.
-    List,
+    List {
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// Remove a user's credential for one mechanism, or for all of them.
     Delete {
         user: String,
@@ -672,9 +687,16 @@ enum UserCommand {
 #[derive(Subcommand)]
 enum TxnCommand {
     /// Every transactional id on every broker, with its state and producer id.
-    List,
+    List {
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// A transactional id's state, producer, timeout, open time and partitions.
-    Describe { transactional_id: String },
+    Describe {
+        transactional_id: String,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// Abort the id's open transaction and fence its producer (as a new instance would).
     Abort { transactional_id: String },
 }

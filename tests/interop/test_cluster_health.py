@@ -141,3 +141,10 @@ def test_partitions_elections_configs_and_json_output(cluster):
     status = json.loads(ok("cluster", "status", "--format", "json", "-b", node.bootstrap))
     assert sorted(b["id"] for b in status["brokers"]) == [1, 2, 3]
     assert json.loads(ok("group", "list", "--format", "json", "-b", node.bootstrap)) == []
+    for command in (("txn", "list"), ("user", "list"), ("quota", "list"), ("acl", "list")):
+        assert json.loads(ok(*command, "--format", "json", "-b", node.bootstrap)) == [], command
+    ok("acl", "create", "--topic", "ops", "--allow-principal", "User:ann", "--operation", "read",
+       "-b", node.bootstrap)
+    acls = json.loads(ok("acl", "list", "--format", "json", "-b", node.bootstrap))
+    assert [(a["principal"], a["operation"], a["resource_name"]) for a in acls] == [
+        ("User:ann", "READ", "ops")], acls

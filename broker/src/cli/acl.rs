@@ -175,6 +175,7 @@ pub fn list(
     bootstrap: &str,
     resource: &AclResource,
     principal_filter: Option<&str>,
+    json_output: bool,
 ) -> Result<(), String> {
     let (kind, name, pattern, principal) = filter(resource, principal_filter)?;
     let mut request = DescribeAclsRequest::default();
@@ -191,23 +192,40 @@ pub fn list(
         _ => return Err("unexpected response".into()),
     };
     check(response.error_code, response.error_message.as_ref(), "listing ACLs")?;
+    let mut rows = Vec::new();
+    for resource in &response.resources {
+        for acl in &resource.acls {
+            rows.push([
+                acl.principal.to_string(),
+                (if acl.permission_type == 3 { "ALLOW" } else { "DENY" }).to_string(),
+                operation_name(acl.operation).to_string(),
+                resource_type_name(resource.resource_type).to_string(),
+                resource.resource_name.to_string(),
+                (if resource.pattern_type == 4 { "PREFIXED" } else { "LITERAL" }).to_string(),
+                acl.host.to_string(),
+            ]);
+        }
+    }
+    if json_output {
+        let listed: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|[principal, permission, operation, kind, name, pattern, host]| {
+                serde_json::json!({"principal": principal, "permission": permission,
+                    "operation": operation, "resource_type": kind, "resource_name": name,
+                    "pattern_type": pattern, "host": host})
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(listed));
+        return Ok(());
+    }
     println!(
         "{:<24} {:<6} {:<18} {:<16} {:<30} {:<9} HOST",
         "PRINCIPAL", "PERM", "OPERATION", "TYPE", "RESOURCE", "PATTERN"
     );
-    for resource in &response.resources {
-        for acl in &resource.acls {
-            println!(
-                "{:<24} {:<6} {:<18} {:<16} {:<30} {:<9} {}",
-                acl.principal.as_str(),
-                if acl.permission_type == 3 { "ALLOW" } else { "DENY" },
-                operation_name(acl.operation),
-                resource_type_name(resource.resource_type),
-                resource.resource_name.as_str(),
-                if resource.pattern_type == 4 { "PREFIXED" } else { "LITERAL" },
-                acl.host.as_str(),
-            );
-        }
+    for [principal, permission, operation, kind, name, pattern, host] in rows {
+        println!(
+            "{principal:<24} {permission:<6} {operation:<18} {kind:<16} {name:<30} {pattern:<9} {host}"
+        );
     }
     Ok(())
 }

@@ -109,7 +109,7 @@ pub fn delete(
 }
 
 /// Every entity with a quota, one line per (entity, key, value).
-pub fn list(bootstrap: &str) -> Result<(), String> {
+pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let request = DescribeClientQuotasRequest::default();
     let response = match client.call(
@@ -121,7 +121,7 @@ pub fn list(bootstrap: &str) -> Result<(), String> {
         _ => return Err("unexpected response".into()),
     };
     check(response.error_code, response.error_message.as_ref(), "describing quotas")?;
-    println!("{:<40} {:<22} VALUE", "ENTITY", "KEY");
+    let mut rows = Vec::new();
     for entry in response.entries.unwrap_or_default() {
         let entity = entry
             .entity
@@ -133,8 +133,20 @@ pub fn list(bootstrap: &str) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(",");
         for value in &entry.values {
-            println!("{entity:<40} {:<22} {}", value.key.as_str(), value.value);
+            rows.push((entity.clone(), value.key.to_string(), value.value));
         }
+    }
+    if json_output {
+        let listed: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(entity, key, value)| serde_json::json!({"entity": entity, "key": key, "value": value}))
+            .collect();
+        println!("{}", serde_json::Value::Array(listed));
+        return Ok(());
+    }
+    println!("{:<40} {:<22} VALUE", "ENTITY", "KEY");
+    for (entity, key, value) in rows {
+        println!("{entity:<40} {key:<22} {value}");
     }
     Ok(())
 }

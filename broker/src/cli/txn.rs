@@ -56,7 +56,7 @@ fn brokers(bootstrap: &str) -> Result<Vec<String>, String> {
 }
 
 /// Every transactional id on every broker: id, state, producer id.
-pub fn list(bootstrap: &str) -> Result<(), String> {
+pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut rows = Vec::new();
     for broker in brokers(bootstrap)? {
         let mut client = Client::connect(&broker)?;
@@ -76,6 +76,17 @@ pub fn list(bootstrap: &str) -> Result<(), String> {
         }
     }
     rows.sort();
+    if json_output {
+        let listed: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(id, state, producer_id)| {
+                serde_json::json!({"transactional_id": id, "state": state,
+                                   "producer_id": producer_id})
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(listed));
+        return Ok(());
+    }
     println!("{:<40} {:<16} {:>12}", "TRANSACTIONAL ID", "STATE", "PRODUCER ID");
     for (id, state, producer_id) in rows {
         println!("{id:<40} {state:<16} {producer_id:>12}");
@@ -85,7 +96,7 @@ pub fn list(bootstrap: &str) -> Result<(), String> {
 
 /// One transactional id: state, producer id and epoch, timeout, age of its open transaction,
 /// partitions.
-pub fn describe(bootstrap: &str, transactional_id: &str) -> Result<(), String> {
+pub fn describe(bootstrap: &str, transactional_id: &str, json_output: bool) -> Result<(), String> {
     let mut client = coordinator(bootstrap, transactional_id)?;
     let mut request = DescribeTransactionsRequest::default();
     request.transactional_ids = vec![txn_id(transactional_id)];
@@ -100,6 +111,26 @@ pub fn describe(bootstrap: &str, transactional_id: &str) -> Result<(), String> {
     let state = response.transaction_states.into_iter().next().ok_or("no answer")?;
     check(state.error_code, None, &format!("describing {transactional_id}"))?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    if json_output {
+        let partitions: Vec<serde_json::Value> = state
+            .topics
+            .iter()
+            .map(|t| serde_json::json!({"topic": t.topic.0.as_str(), "partitions": t.partitions}))
+            .collect();
+        let open_ms =
+            (state.transaction_start_time_ms >= 0).then(|| now - state.transaction_start_time_ms);
+        let described = serde_json::json!({
+            "transactional_id": transactional_id,
+            "state": state.transaction_state.as_str(),
+            "producer_id": state.producer_id.0,
+            "producer_epoch": state.producer_epoch,
+            "timeout_ms": state.transaction_timeout_ms,
+            "open_ms": open_ms,
+            "partitions": partitions,
+        });
+        println!("{described}");
+        return Ok(());
+    }
     println!("transactional id:  {transactional_id}");
     println!("state:             {}", state.transaction_state.as_str());
     println!("producer id/epoch: {} / {}", state.producer_id.0, state.producer_epoch);

@@ -112,8 +112,19 @@ fn describe(
 }
 
 /// Every SCRAM user: name, mechanism, iterations.
-pub fn list(bootstrap: &str) -> Result<(), String> {
+pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let rows = describe(bootstrap, None)?;
+    if json_output {
+        let listed: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(user, mechanism, iterations)| {
+                serde_json::json!({"user": user, "mechanism": mechanism.name(),
+                                   "iterations": iterations})
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(listed));
+        return Ok(());
+    }
     println!("{:<24} {:<14} ITERATIONS", "USER", "MECHANISM");
     for (user, mechanism, iterations) in rows {
         println!("{user:<24} {:<14} {iterations}", mechanism.name());

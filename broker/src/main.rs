@@ -180,6 +180,12 @@ fn main() {
     broker::alloc::tune_system_allocator();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
+        // A CLI command piped into `head` ends quietly when the pipe closes, as Unix tools do,
+        // instead of panicking in `println!` on EPIPE.
+        // SAFETY: restoring a signal's default disposition, before any thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
         init_logging("info");
         let profile = cli
             .client_config

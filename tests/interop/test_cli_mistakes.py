@@ -82,3 +82,17 @@ def test_acl_create_warns_when_the_broker_enforces_no_acls(broker):
     assert code == 0, err
     assert "created:" in out
     assert "enforces no ACLs" in err, err
+
+
+def test_output_cut_short_by_a_closed_pipe_ends_quietly(shared_broker, topic_name):
+    """`strata consume ... | head -1`: the CLI stops at the closed pipe like any Unix tool,
+    with nothing on stderr (no panic, no error about the pipe)."""
+    lines = "".join("line-%d\n" % i for i in range(20000))
+    done = subprocess.run([str(strata_bin()), "produce", topic_name, "-b", shared_broker.bootstrap],
+                          input=lines, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    piped = subprocess.run(["bash", "-c", '"$0" consume "$1" -e -b "$2" 2>"$3" | head -1',
+                            str(strata_bin()), topic_name, shared_broker.bootstrap,
+                            "/dev/stderr"], capture_output=True, text=True, timeout=60)
+    assert piped.stdout.startswith("line-"), piped.stdout[:200]
+    assert piped.stderr == "", piped.stderr

@@ -8,8 +8,8 @@
 //! empty (a partition whose last in-sync replica is fenced keeps it, with no leader, -1);
 //! only `unclean.leader.election.enable` (the topic's, else the cluster default) or an
 //! UNCLEAN ElectLeaders lets a live replica outside the ISR lead, as the whole ISR. Every
-//! leader change is in the next leader epoch. Until replication (issue #16) the ISR is the
-//! leader alone, so fencing a leader leaves its partitions leaderless unless unclean
+//! leader change is in the next leader epoch. Fencing a leader hands its partitions to
+//! another live in-sync replica; a partition with none left is leaderless unless unclean
 //! election is on.
 //! Runs on: shard 0 (decisions) and the controller thread (liveness), pure functions.
 

@@ -118,8 +118,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Applied: CreateTime keeps the producer's times; LogAppendTime stamps batches with the broker's clock."),
     def("min.cleanable.dirty.ratio", "0.5", Kind::Double(0.0, 1.0), false, ADVISORY),
     def("min.compaction.lag.ms", "0", Kind::Integer(0, LONG_MAX), false, ADVISORY),
-    def("min.insync.replicas", "1", Kind::Integer(1, INT_MAX), false,
-        "Stored and described only until replication: a single node is its own in-sync set."),
+    def("min.insync.replicas", "1", Kind::Integer(1, INT_MAX), true,
+        "Applied: acks=all is refused (NOT_ENOUGH_REPLICAS) while fewer replicas are in sync."),
     def("preallocate", "false", Kind::Boolean, false,
         "Stored and described only: strata always preallocates the active segment's file."),
     def("remote.log.copy.disable", "false", Kind::Boolean, false,
@@ -138,8 +138,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("segment.jitter.ms", "0", Kind::Integer(0, LONG_MAX), false, ADVISORY),
     def("segment.ms", "604800000", Kind::Integer(1, LONG_MAX), true,
         "Applied: the age a segment rolls at."),
-    def("unclean.leader.election.enable", "false", Kind::Boolean, false,
-        "Stored and described only until replication."),
+    def("unclean.leader.election.enable", "false", Kind::Boolean, true,
+        "Applied: a live replica outside the ISR may lead when no in-sync replica is live."),
 ];
 
 impl TopicConfigDef {

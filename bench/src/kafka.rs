@@ -379,6 +379,9 @@ pub struct Batch {
     /// When its first message was scheduled (ns since the epoch), and how many it holds.
     pub first_scheduled: u64,
     pub count: u64,
+    /// When it was built: it must be acknowledged within the delivery timeout from then,
+    /// however often it is sent again.
+    pub created: std::time::Instant,
 }
 
 /// What a producer hears about its batches: each acknowledged, or given back to be sent again

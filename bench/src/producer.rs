@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wire::{BatchRecord, Compression, RecordBatchBuilder};
 
-/// How long a batch may take to be acknowledged, retries included.
+/// How long a batch may take to be acknowledged from when it was built, retries included
+/// (the Java client's `delivery.timeout.ms`).
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Batches waiting to be sent again, at most, before the producer stops building new ones.
 pub const RETRY_BATCHES_MAX: usize = 4096;
@@ -30,8 +31,8 @@ pub const RETRY_BATCHES_MAX: usize = 4096;
 /// What the producer's callbacks and its loop share (one executor: `RefCell`).
 #[derive(Default)]
 struct Failover {
-    /// Batches to send again, oldest first, with when they first failed.
-    retry: VecDeque<(Batch, Instant)>,
+    /// Batches to send again, oldest first.
+    retry: VecDeque<Batch>,
     /// Partition -> when its last batch was acknowledged (ns since the epoch).
     last_ack_nanos: HashMap<i32, u64>,
     /// Partition -> when it stalled: its last acknowledgement before the failure.
@@ -72,7 +73,7 @@ fn outcomes(shared: &Arc<Shared>, failover: &Rc<RefCell<Failover>>, rate: Option
                 .unwrap_or(batch.first_scheduled);
             state.stalled_since.entry(batch.partition).or_insert(since);
             state.stale |= code.is_none_or(|code| routing::STALE_LEADER.contains(&code));
-            state.retry.push_back((batch, Instant::now()));
+            state.retry.push_back(batch);
         })
     };
     Outcomes { acknowledged, retry }
@@ -182,9 +183,9 @@ impl Router<'_> {
             self.per_request = per_request(self.args, &self.leaders, &self.mine);
             // Connections to brokers that no longer lead anything of ours are kept: cheap.
         }
-        let waiting: Vec<(Batch, Instant)> = self.failover.borrow_mut().retry.drain(..).collect();
-        for (batch, failed_at) in waiting {
-            if failed_at.elapsed() > DELIVERY_TIMEOUT {
+        let waiting: Vec<Batch> = self.failover.borrow_mut().retry.drain(..).collect();
+        for batch in waiting {
+            if batch.created.elapsed() > DELIVERY_TIMEOUT {
                 return Err(format!(
                     "partition {}: not acknowledged within {} s",
                     batch.partition,
@@ -197,7 +198,7 @@ impl Router<'_> {
                     pending.bytes += batch.records.len();
                     pending.batches.push(batch);
                 }
-                None => self.failover.borrow_mut().retry.push_back((batch, failed_at)),
+                None => self.failover.borrow_mut().retry.push_back(batch),
             }
         }
         self.flush_all().await?;
@@ -394,7 +395,8 @@ pub async fn produce(
         sent += count as u64;
         in_txn += 1;
         let txn_full = args.transactional.is_some_and(|every| in_txn >= every);
-        let batch = Batch { partition, records, first_scheduled, count: count as u64 };
+        let created = Instant::now();
+        let batch = Batch { partition, records, first_scheduled, count: count as u64, created };
         router.add(batch, txn_full).await?;
         if let (Some(coordinator), true) = (coordinator.as_mut(), txn_full) {
             router.settle().await?;

@@ -11,7 +11,7 @@ import pytest
 
 from cluster import Cluster, wait_for
 from conftest import strata_bin
-from test_security_cluster import LOCKED_JAAS, LockedNode
+from test_security_cluster import LockedCluster
 from test_tls import Pki
 
 pytestmark = [pytest.mark.single_node, pytest.mark.timeout(300)]
@@ -89,32 +89,10 @@ def test_produce_and_consume_through_one_node_reach_every_leader(tmp_path):
         cluster.stop()
 
 
-class ScramLockedCluster(Cluster):
-    """Three nodes whose only Kafka listener is SASL_SSL (clients and brokers alike), with
-    PLAIN for the brokers and the admin and SCRAM-SHA-512 for users made with `strata user`;
-    the authorizer on."""
-
-    def __init__(self, workdir, pki, size=3):
-        self.pki = pki
-        self.extra = [
-            "--set", "inter.broker.listener.name=SASL_SSL",
-            "--set", "listener.security.protocol.map=CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL",
-            "--set", "ssl.keystore.location=" + pki.keystore,
-            "--set", "ssl.truststore.location=" + pki.ca_file,
-            "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
-            "--set", "sasl.jaas.config=" + LOCKED_JAAS,
-            "--set", "authorizer.class.name=strata",
-            "--set", "super.users=User:broker;User:admin",
-        ]
-        self.nodes = {}
-        for node_id in range(1, size + 1):
-            self.nodes[node_id] = LockedNode(strata_bin(), workdir / ("node-%d" % node_id),
-                                             node_id, self)
-
-
 def test_every_command_reaches_a_sasl_ssl_only_cluster_with_librdkafka_settings(tmp_path):
     pki = Pki(str(tmp_path / "pki"))
-    cluster = ScramLockedCluster(tmp_path, pki)
+    # PLAIN for the brokers and the admin, SCRAM-SHA-512 for users made with `strata user`.
+    cluster = LockedCluster(tmp_path, pki, mechanisms="PLAIN,SCRAM-SHA-512")
     try:
         cluster.start()
         node = cluster.nodes[1]

@@ -208,14 +208,14 @@ class LockedNode(ClusterNode):
 
 
 class LockedCluster(Cluster):
-    def __init__(self, workdir, pki, size=3):
+    def __init__(self, workdir, pki, size=3, mechanisms="PLAIN"):
         self.pki = pki
         self.extra = [
             "--set", "inter.broker.listener.name=SASL_SSL",
             "--set", "listener.security.protocol.map=CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL",
             "--set", "ssl.keystore.location=" + pki.keystore,
             "--set", "ssl.truststore.location=" + pki.ca_file,
-            "--set", "sasl.enabled.mechanisms=PLAIN",
+            "--set", "sasl.enabled.mechanisms=" + mechanisms,
             "--set", "sasl.jaas.config=" + LOCKED_JAAS,
             "--set", "authorizer.class.name=strata",
             "--set", "super.users=User:broker;User:admin",

@@ -16,13 +16,7 @@ use std::time::{Duration, Instant};
 
 pub fn status(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
-    let mut request = DescribeClusterRequest::default();
-    request.include_fenced_brokers = true;
-    let cluster = match client.call(ApiKey::DescribeCluster, 2, request.into())? {
-        ResponseKind::DescribeCluster(response) => response,
-        _ => return Err("unexpected response to DescribeCluster".into()),
-    };
-    check(cluster.error_code, cluster.error_message.as_ref(), "describing the cluster")?;
+    let cluster = super::health::describe_cluster(&mut client)?;
     let mut text = String::new();
     let mut brokers_json = Vec::new();
     text.push_str(&format!("cluster {}\n", cluster.cluster_id.as_str()));

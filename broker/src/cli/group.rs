@@ -66,7 +66,8 @@ pub(super) fn coordinator(bootstrap: &str, group: &str) -> Result<Client, String
     }
 }
 
-/// Kafka's COORDINATOR_NOT_AVAILABLE.
+/// Kafka's COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE.
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 
 /// Every group on every broker (each broker lists the groups it coordinates).
@@ -189,27 +190,39 @@ pub(super) fn describe_group(
     client: &mut Client,
     group: &str,
 ) -> Result<(String, Vec<MemberView>), String> {
-    let mut request = DescribeGroupsRequest::default();
-    request.groups = vec![group_id(group)];
-    match client.call(ApiKey::DescribeGroups, 5, RequestKind::DescribeGroups(request))? {
-        ResponseKind::DescribeGroups(response) => {
-            let described = response.groups.into_iter().next().ok_or("no group in the answer")?;
-            check(described.error_code, None, "describing the group")?;
-            let members = described
-                .members
-                .into_iter()
-                .map(|m| {
-                    (
-                        m.member_id.to_string(),
-                        m.client_id.to_string(),
-                        assigned_partitions(&m.member_assignment),
-                    )
-                })
-                .collect();
-            Ok((described.group_state.to_string(), members))
+    let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
+    let described = loop {
+        let mut request = DescribeGroupsRequest::default();
+        request.groups = vec![group_id(group)];
+        let response =
+            match client.call(ApiKey::DescribeGroups, 5, RequestKind::DescribeGroups(request))? {
+                ResponseKind::DescribeGroups(response) => response,
+                _ => return Err("unexpected response".into()),
+            };
+        let described = response.groups.into_iter().next().ok_or("no group in the answer")?;
+        // The coordinator is still loading its `__consumer_offsets` partition (a new
+        // leader, a fresh cluster): asked again, as clients do.
+        let loading = [COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE]
+            .contains(&described.error_code);
+        if loading && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
         }
-        _ => Err("unexpected response".into()),
-    }
+        break described;
+    };
+    check(described.error_code, None, "describing the group")?;
+    let members = described
+        .members
+        .into_iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.client_id.to_string(),
+                assigned_partitions(&m.member_assignment),
+            )
+        })
+        .collect();
+    Ok((described.group_state.to_string(), members))
 }
 
 pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), String> {

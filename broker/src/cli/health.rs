@@ -33,6 +33,18 @@ impl PartitionState {
     }
 }
 
+/// DescribeCluster v2 with fenced brokers (KIP-1073).
+pub fn describe_cluster(client: &mut Client) -> Result<DescribeClusterResponse, String> {
+    let mut request = DescribeClusterRequest::default();
+    request.include_fenced_brokers = true;
+    let cluster = match client.call(ApiKey::DescribeCluster, 2, request.into())? {
+        ResponseKind::DescribeCluster(response) => response,
+        _ => return Err("unexpected response to DescribeCluster".into()),
+    };
+    check(cluster.error_code, cluster.error_message.as_ref(), "describing the cluster")?;
+    Ok(cluster)
+}
+
 /// What the cluster's metadata says now.
 pub struct Snapshot {
     pub controller: i32,
@@ -44,13 +56,7 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn take(bootstrap: &str) -> Result<Snapshot, String> {
         let mut client = Client::connect(bootstrap)?;
-        let mut request = DescribeClusterRequest::default();
-        request.include_fenced_brokers = true;
-        let cluster = match client.call(ApiKey::DescribeCluster, 2, request.into())? {
-            ResponseKind::DescribeCluster(response) => response,
-            _ => return Err("unexpected response to DescribeCluster".into()),
-        };
-        check(cluster.error_code, cluster.error_message.as_ref(), "describing the cluster")?;
+        let cluster = describe_cluster(&mut client)?;
         let brokers = cluster
             .brokers
             .iter()

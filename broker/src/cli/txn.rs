@@ -94,10 +94,12 @@ pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// One transactional id: state, producer id and epoch, timeout, age of its open transaction,
-/// partitions.
-pub fn describe(bootstrap: &str, transactional_id: &str, json_output: bool) -> Result<(), String> {
-    let mut client = coordinator(bootstrap, transactional_id)?;
+/// DescribeTransactions of one id at its coordinator; an id the coordinator does not know is
+/// an error that says so.
+fn transaction_state(
+    client: &mut Client,
+    transactional_id: &str,
+) -> Result<describe_transactions_response::TransactionState, String> {
     let mut request = DescribeTransactionsRequest::default();
     request.transactional_ids = vec![txn_id(transactional_id)];
     let response = match client.call(
@@ -109,7 +111,18 @@ pub fn describe(bootstrap: &str, transactional_id: &str, json_output: bool) -> R
         _ => return Err("unexpected response".into()),
     };
     let state = response.transaction_states.into_iter().next().ok_or("no answer")?;
+    if super::is_error(state.error_code, ResponseError::TransactionalIdNotFound) {
+        return Err(format!("transactional id {transactional_id} does not exist"));
+    }
     check(state.error_code, None, &format!("describing {transactional_id}"))?;
+    Ok(state)
+}
+
+/// One transactional id: state, producer id and epoch, timeout, age of its open transaction,
+/// partitions.
+pub fn describe(bootstrap: &str, transactional_id: &str, json_output: bool) -> Result<(), String> {
+    let mut client = coordinator(bootstrap, transactional_id)?;
+    let state = transaction_state(&mut client, transactional_id)?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     if json_output {
         let partitions: Vec<serde_json::Value> = state
@@ -150,21 +163,7 @@ pub fn describe(bootstrap: &str, transactional_id: &str, json_output: bool) -> R
 pub fn abort(bootstrap: &str, transactional_id: &str) -> Result<(), String> {
     let mut client = coordinator(bootstrap, transactional_id)?;
     // InitProducerId would create an id that does not exist: ask first.
-    let mut request = DescribeTransactionsRequest::default();
-    request.transactional_ids = vec![txn_id(transactional_id)];
-    let response = match client.call(
-        ApiKey::DescribeTransactions,
-        0,
-        RequestKind::DescribeTransactions(request),
-    )? {
-        ResponseKind::DescribeTransactions(response) => response,
-        _ => return Err("unexpected response".into()),
-    };
-    let state = response.transaction_states.into_iter().next().ok_or("no answer")?;
-    if super::is_error(state.error_code, ResponseError::TransactionalIdNotFound) {
-        return Err(format!("transactional id {transactional_id} does not exist"));
-    }
-    check(state.error_code, None, &format!("describing {transactional_id}"))?;
+    transaction_state(&mut client, transactional_id)?;
     let deadline = Instant::now() + PATIENCE;
     loop {
         let mut request = InitProducerIdRequest::default();

@@ -5,9 +5,10 @@
 //! to that broker's fetcher, at the position it had reached.
 //! Runs on: one of the load generator's executors.
 
+use crate::args::{LoadArgs, Mode};
 use crate::kafka::{self, Connection};
-use crate::load::{now_nanos, LoadArgs, Mode, Shared};
 use crate::routing::{self, Leaders};
+use crate::shared::{now_nanos, Shared};
 use kafka_protocol::messages::*;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

@@ -10,6 +10,30 @@ use kafka_protocol::protocol::StrBytes;
 use shard::runtime::net::TcpStream;
 use wire::protocol::{self, FRAME_PREFIX_BYTES};
 
+/// Partition errors a client retries (Kafka's RetriableException codes a produce or fetch can
+/// answer): UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+/// REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+/// KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH.
+pub const RETRIABLE: [i16; 10] = [3, 5, 6, 7, 13, 19, 20, 56, 74, 75];
+/// The retriable errors that also say the leader this client knows is stale.
+pub const STALE_LEADER: [i16; 7] = [3, 5, 6, 13, 56, 74, 75];
+/// Kafka's name for a code, for reports (`NOT_LEADER_OR_FOLLOWER`).
+pub fn error_name(code: i16) -> String {
+    match code {
+        3 => "UNKNOWN_TOPIC_OR_PARTITION".into(),
+        5 => "LEADER_NOT_AVAILABLE".into(),
+        6 => "NOT_LEADER_OR_FOLLOWER".into(),
+        7 => "REQUEST_TIMED_OUT".into(),
+        13 => "NETWORK_EXCEPTION".into(),
+        19 => "NOT_ENOUGH_REPLICAS".into(),
+        20 => "NOT_ENOUGH_REPLICAS_AFTER_APPEND".into(),
+        56 => "KAFKA_STORAGE_ERROR".into(),
+        74 => "FENCED_LEADER_EPOCH".into(),
+        75 => "UNKNOWN_LEADER_EPOCH".into(),
+        other => format!("error {other}"),
+    }
+}
+
 /// Largest response the load generator accepts.
 pub const RESPONSE_BYTES_MAX: usize = 256 << 20;
 
@@ -354,7 +378,7 @@ pub async fn offsets(
                         return Err(format!(
                             "list offsets of partition {}: {}",
                             partition.partition_index,
-                            crate::routing::error_name(partition.error_code)
+                            error_name(partition.error_code)
                         ));
                     }
                     let at = partitions.iter().position(|p| *p == partition.partition_index);
@@ -583,14 +607,12 @@ fn answer(body: Vec<u8>, queue: &InFlight, outcomes: &Outcomes) -> Result<(), St
         let batch = batches.swap_remove(at);
         match partition.error_code {
             0 => (outcomes.acknowledged)(&batch),
-            code if crate::routing::RETRIABLE.contains(&code) => {
-                (outcomes.retry)(batch, Some(code))
-            }
+            code if RETRIABLE.contains(&code) => (outcomes.retry)(batch, Some(code)),
             code => {
                 return Err(format!(
                     "produce to partition {}: {}",
                     partition.index,
-                    crate::routing::error_name(code)
+                    error_name(code)
                 ))
             }
         }

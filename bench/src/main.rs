@@ -8,12 +8,14 @@
 //! Runs on: one pinned glommio executor (shard 0); writers are tasks on it, as they would be on a
 //! broker shard.
 
+mod args;
 mod consumer;
 mod kafka;
 mod load;
 mod payload;
 mod producer;
 mod routing;
+mod shared;
 mod storage;
 mod validate;
 
@@ -31,11 +33,11 @@ enum Mode {
     /// Append to one partition log of the storage engine (direct I/O, no network).
     Storage(storage::StorageArgs),
     /// Produce to a Kafka-compatible broker.
-    Produce(load::LoadArgs),
+    Produce(args::LoadArgs),
     /// Consume from a Kafka-compatible broker.
-    Consume(load::LoadArgs),
+    Consume(args::LoadArgs),
     /// Produce and consume at once; latency from scheduled send to receipt.
-    E2e(load::LoadArgs),
+    E2e(args::LoadArgs),
     /// CPU cost of the broker's produce-time batch check, per GB, for one codec.
     Validate(validate::ValidateArgs),
     /// One core's memcpy bandwidth (a machine limit for BENCHMARKS.md).
@@ -72,9 +74,9 @@ fn main() {
     let cli = Cli::parse();
     let outcome = match cli.mode {
         Mode::Storage(args) => storage::run(args),
-        Mode::Produce(args) => load::run(load::Mode::Produce, args),
-        Mode::Consume(args) => load::run(load::Mode::Consume, args),
-        Mode::E2e(args) => load::run(load::Mode::E2e, args),
+        Mode::Produce(args) => load::run(args::Mode::Produce, args),
+        Mode::Consume(args) => load::run(args::Mode::Consume, args),
+        Mode::E2e(args) => load::run(args::Mode::E2e, args),
         Mode::Validate(args) => validate::run(args),
         Mode::Memcpy { mib, rounds } => memcpy(mib, rounds),
     };

@@ -9,9 +9,10 @@
 //! stall (from its last acknowledgement before a failure to the next one after it) is reported.
 //! Runs on: one of the load generator's executors.
 
+use crate::args::{LoadArgs, Mode, Payload};
 use crate::kafka::{self, Batch, Outcomes, ProducePipeline};
-use crate::load::{now_nanos, LoadArgs, Mode, Payload, Shared};
 use crate::routing::{self, Leaders};
+use crate::shared::{now_nanos, Shared};
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use std::cell::RefCell;

@@ -9,34 +9,12 @@ use kafka_protocol::messages::*;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// Partition errors a client retries (Kafka's RetriableException codes a produce or fetch can
-/// answer): UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
-/// REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
-/// KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH.
-pub const RETRIABLE: [i16; 10] = [3, 5, 6, 7, 13, 19, 20, 56, 74, 75];
-/// The retriable errors that also say the leader this client knows is stale.
-pub const STALE_LEADER: [i16; 7] = [3, 5, 6, 13, 56, 74, 75];
+pub use crate::kafka::{error_name, RETRIABLE, STALE_LEADER};
+
 /// The least time between two Metadata requests (Kafka's `retry.backoff.ms`).
 pub const REFRESH_INTERVAL_MIN: Duration = Duration::from_millis(100);
 /// How long a topic's partitions may stay leaderless before a refresh gives up.
 pub const LEADERS_PATIENCE: Duration = Duration::from_secs(30);
-
-/// Kafka's name for a code, for reports (`NOT_LEADER_OR_FOLLOWER`).
-pub fn error_name(code: i16) -> String {
-    match code {
-        3 => "UNKNOWN_TOPIC_OR_PARTITION".into(),
-        5 => "LEADER_NOT_AVAILABLE".into(),
-        6 => "NOT_LEADER_OR_FOLLOWER".into(),
-        7 => "REQUEST_TIMED_OUT".into(),
-        13 => "NETWORK_EXCEPTION".into(),
-        19 => "NOT_ENOUGH_REPLICAS".into(),
-        20 => "NOT_ENOUGH_REPLICAS_AFTER_APPEND".into(),
-        56 => "KAFKA_STORAGE_ERROR".into(),
-        74 => "FENCED_LEADER_EPOCH".into(),
-        75 => "UNKNOWN_LEADER_EPOCH".into(),
-        other => format!("error {other}"),
-    }
-}
 
 /// A topic's leaders and the brokers' addresses.
 pub struct Leaders {

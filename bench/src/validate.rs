@@ -4,7 +4,7 @@
 //! (or one offload thread, for compressed batches) does. Records are 1 KiB values of varied
 //! text (compressing ~2-4x, as real payloads do, not a run of one byte).
 
-use crate::load::Codec;
+use crate::args::Codec;
 use crate::payload::text_value;
 use clap::Args;
 use wire::validate::{check_batch, TimestampRule};

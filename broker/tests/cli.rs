@@ -44,8 +44,10 @@ fn quick_start_commands_work_against_a_running_broker() {
 
     let (ok, out, _) = strata(&["topic", "list", "-b", b], None);
     assert!(
-        ok && out.lines().any(|line| line.starts_with("demo") && line.trim_end().ends_with('4')),
-        "{out}"
+        ok && out
+            .lines()
+            .any(|line| line.split_whitespace().collect::<Vec<_>>() == ["demo", "4", "1"]),
+        "TOPIC PARTITIONS REPLICAS: {out}"
     );
 
     let input: String = (0..100).map(|i| format!("key{i}\tvalue {i}\n")).collect();

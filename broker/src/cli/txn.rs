@@ -112,7 +112,9 @@ fn transaction_state(
     };
     let state = response.transaction_states.into_iter().next().ok_or("no answer")?;
     if super::is_error(state.error_code, ResponseError::TransactionalIdNotFound) {
-        return Err(format!("transactional id {transactional_id} does not exist"));
+        return Err(format!(
+            "transactional id {transactional_id} does not exist (TRANSACTIONAL_ID_NOT_FOUND)"
+        ));
     }
     check(state.error_code, None, &format!("describing {transactional_id}"))?;
     Ok(state)

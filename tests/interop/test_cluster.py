@@ -32,6 +32,17 @@ def controller_of(node):
     return metadata_from(node)["controller"]
 
 
+def _views(nodes):
+    """{node: (brokers, controller)} as each node answers Metadata, or the error it gave."""
+    views = {}
+    for node_id, node in nodes.items():
+        try:
+            views[node_id] = (broker_ids(node), controller_of(node))
+        except Exception as error:  # noqa: BLE001 - a diagnostic, never the assertion
+            views[node_id] = repr(error)
+    return views
+
+
 def leaders(node, topic):
     for t in metadata_from(node, [topic])["topics"]:
         if t["name"] == topic and t["error"] == 0:
@@ -201,7 +212,15 @@ def test_a_stopped_broker_is_fenced_leaves_metadata_and_is_unfenced_when_it_cont
             assert all(now[p] == (-1, 5) for p in led), now
             assert controller_of(node) in (1, 2)
         nodes[victim].continue_process()
-        wait_for(lambda: all(broker_ids(n) == [1, 2, 3] for n in nodes.values()), 30, "unfenced again")
+        # The resumed node has no pre-vote (openraft 0.9): its first election, at a higher
+        # term, can depose the leader, and the quorum elects again before it is unfenced.
+        # 60 s leaves room for a loaded machine; a failure names each node's view and logs.
+        try:
+            wait_for(lambda: all(broker_ids(n) == [1, 2, 3] for n in nodes.values()), 60,
+                     "unfenced again")
+        except AssertionError as timed_out:
+            raise AssertionError("%s; views (brokers, controller): %r\n%s"
+                                 % (timed_out, _views(nodes), c.log_tails())) from None
         wait_for(lambda: all(partitions_of(nodes[1], "fencing")[p] == (victim, 0) for p in led), 15,
                  "the partitions led by it again")
         # Their leader epoch moved on twice (fenced: no leader, then led again): a Fetch with

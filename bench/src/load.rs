@@ -22,65 +22,15 @@ pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
     if let Some(ca_file) = &args.tls_ca {
         crate::kafka::use_tls(ca_file)?;
     }
-    let acks: i16 = match args.acks.as_str() {
-        "all" | "-1" => -1,
-        "1" => 1,
-        "0" => 0,
-        other => return Err(format!("--acks {other:?}: use 0, 1 or all")),
-    };
-    if args.transactional == Some(0) {
-        return Err("--transactional takes the batches per transaction (at least 1)".into());
-    }
-    if (args.idempotent || args.transactional.is_some()) && acks != -1 {
-        return Err("--idempotent needs --acks all (as Kafka producers require)".into());
-    }
-    if args.idempotent && args.in_flight > 5 {
-        return Err("--idempotent allows at most 5 requests in flight (--in-flight)".into());
-    };
-    if args.message_size < 8 || args.batch_bytes < args.message_size {
-        return Err("--message-size must be >= 8 and <= --batch-bytes".into());
-    }
+    let acks = checked_acks(&args)?;
     let cores = args.cores.unwrap_or_else(shard::runtime::available_cores);
     let config = shard::runtime::RuntimeConfig {
         cores,
         pin: true,
         ..shard::runtime::RuntimeConfig::all_cores()
     };
-    let shared = Arc::new(Shared {
-        produced: AtomicU64::new(0),
-        produced_bytes: AtomicU64::new(0),
-        consumed: AtomicU64::new(0),
-        consumed_bytes: AtomicU64::new(0),
-        consumed_all: AtomicU64::new(0),
-        produced_all: AtomicU64::new(0),
-        consumers_ready: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        total: Mutex::new(histogram()),
-        interval: Mutex::new(histogram()),
-        recording: AtomicBool::new(args.warmup <= 0.0),
-        stop: AtomicBool::new(false),
-        producers_done: AtomicU64::new(0),
-        transactions: AtomicU64::new(0),
-        first_error: Mutex::new(None),
-        e2e: mode == Mode::E2e,
-        message_size: args.message_size,
-        retriable: Mutex::new(BTreeMap::new()),
-        stalls_ms: Mutex::new(BTreeMap::new()),
-    });
-    // Set up the topic once, from a throwaway executor: created unless it exists, and every
-    // partition led.
-    let partitions = {
-        let (bootstrap, topic, wanted) =
-            (args.bootstrap.clone(), args.topic.clone(), args.partitions);
-        let replication_factor = args.replication_factor;
-        shard::runtime::run_local(1 << 20, async move {
-            let mut connection = Connection::connect(&bootstrap).await?;
-            kafka::ensure_topic(&mut connection, &topic, wanted, replication_factor).await?;
-            let leaders = crate::routing::Leaders::discover(&bootstrap, &topic).await?;
-            Ok::<i32, String>(leaders.partition_count())
-        })
-        .map_err(|e| e.to_string())??
-    };
+    let shared = new_shared(mode, &args);
+    let partitions = set_up_topic(&args)?;
     let started = Instant::now();
     let reporter = spawn_reporter(shared.clone(), args.clone(), started);
     let tasks_args = args.clone();
@@ -108,6 +58,69 @@ pub fn run(mode: Mode, args: LoadArgs) -> Result<(), String> {
     }
     let seconds = (started.elapsed().as_secs_f64() - args.warmup).max(1e-9);
     summarize(mode, &args, &shared, seconds)
+}
+
+/// Checks the options against each other and returns `--acks` as Kafka's number.
+fn checked_acks(args: &LoadArgs) -> Result<i16, String> {
+    let acks: i16 = match args.acks.as_str() {
+        "all" | "-1" => -1,
+        "1" => 1,
+        "0" => 0,
+        other => return Err(format!("--acks {other:?}: use 0, 1 or all")),
+    };
+    if args.transactional == Some(0) {
+        return Err("--transactional takes the batches per transaction (at least 1)".into());
+    }
+    if (args.idempotent || args.transactional.is_some()) && acks != -1 {
+        return Err("--idempotent needs --acks all (as Kafka producers require)".into());
+    }
+    if args.idempotent && args.in_flight > 5 {
+        return Err("--idempotent allows at most 5 requests in flight (--in-flight)".into());
+    };
+    if args.message_size < 8 || args.batch_bytes < args.message_size {
+        return Err("--message-size must be >= 8 and <= --batch-bytes".into());
+    }
+    Ok(acks)
+}
+
+/// The counters and histograms the run's tasks and its reporter share, all at zero.
+fn new_shared(mode: Mode, args: &LoadArgs) -> Arc<Shared> {
+    Arc::new(Shared {
+        produced: AtomicU64::new(0),
+        produced_bytes: AtomicU64::new(0),
+        consumed: AtomicU64::new(0),
+        consumed_bytes: AtomicU64::new(0),
+        consumed_all: AtomicU64::new(0),
+        produced_all: AtomicU64::new(0),
+        consumers_ready: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        total: Mutex::new(histogram()),
+        interval: Mutex::new(histogram()),
+        recording: AtomicBool::new(args.warmup <= 0.0),
+        stop: AtomicBool::new(false),
+        producers_done: AtomicU64::new(0),
+        transactions: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+        e2e: mode == Mode::E2e,
+        message_size: args.message_size,
+        retriable: Mutex::new(BTreeMap::new()),
+        stalls_ms: Mutex::new(BTreeMap::new()),
+    })
+}
+
+/// Creates the topic unless it exists and waits until every partition is led; its partitions.
+fn set_up_topic(args: &LoadArgs) -> Result<i32, String> {
+    // Set up the topic once, from a throwaway executor: created unless it exists, and every
+    // partition led.
+    let (bootstrap, topic, wanted) = (args.bootstrap.clone(), args.topic.clone(), args.partitions);
+    let replication_factor = args.replication_factor;
+    shard::runtime::run_local(1 << 20, async move {
+        let mut connection = Connection::connect(&bootstrap).await?;
+        kafka::ensure_topic(&mut connection, &topic, wanted, replication_factor).await?;
+        let leaders = crate::routing::Leaders::discover(&bootstrap, &topic).await?;
+        Ok::<i32, String>(leaders.partition_count())
+    })
+    .map_err(|e| e.to_string())?
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -254,22 +254,9 @@ pub async fn produce(
 ) -> Result<(), String> {
     let rate = if args.rate > 0 { Some(args.rate as f64 / args.producers as f64) } else { None };
     let failover: Rc<RefCell<Failover>> = Default::default();
-    let mut coordinator = match args.transactional {
-        Some(_) => {
-            let id = format!("strata-bench-{}-{producer}", std::process::id());
-            Some(kafka::TxnCoordinator::init(&args.bootstrap, &id).await?)
-        }
-        None => None,
-    };
+    let coordinator = txn_coordinator(args, producer).await?;
     let transactional_id = coordinator.as_ref().map(|c| c.transactional_id().clone());
-    let idempotence = if let Some(coordinator) = &coordinator {
-        Some(coordinator.producer)
-    } else if args.idempotent {
-        let mut connection = kafka::Connection::connect(&args.bootstrap).await?;
-        Some(kafka::init_producer_id(&mut connection).await?)
-    } else {
-        None
-    };
+    let idempotence = producer_id_and_epoch(args, coordinator.as_ref()).await?;
     // Producers split the partitions between them; extra producers share partitions.
     let my_partitions: Vec<i32> = if args.producers <= partitions as usize {
         (0..partitions).filter(|p| *p as usize % args.producers == producer).collect()
@@ -278,16 +265,9 @@ pub async fn produce(
     };
     let leaders = Leaders::discover(&args.bootstrap, &args.topic).await?;
     if mode == Mode::E2e {
-        // Every message is to be received: the consumers first learn where the logs end.
-        let deadline = Instant::now() + routing::LEADERS_PATIENCE;
-        while shared.consumers_ready.load(Ordering::Relaxed) < args.consumers as u64 {
-            if Instant::now() >= deadline {
-                return Err("the consumers did not find their partitions' ends in time".into());
-            }
-            shard::runtime::sleep(Duration::from_millis(5)).await;
-        }
+        wait_for_consumers(args, shared).await?;
     }
-    let mut router = Router {
+    let router = Router {
         args,
         acks,
         transactional_id,
@@ -299,38 +279,154 @@ pub async fn produce(
         outcomes: outcomes(shared, &failover, rate),
         failover: failover.clone(),
     };
-    // Batches in the open transaction (transactional producers).
-    let mut in_txn: u64 = 0;
-    // Next sequence number per partition (idempotent producers).
-    let mut sequences: HashMap<i32, i32> = HashMap::new();
     let codec = args.compression.wire();
     let per_batch = (args.batch_bytes / (args.message_size + 8)).max(1);
     let my_limit = args.messages.map(|total| {
         total / args.producers as u64 + u64::from((producer as u64) < total % args.producers as u64)
     });
-    let mut templates: HashMap<usize, Bytes> = HashMap::new();
-    let started = Instant::now();
-    let start_nanos = now_nanos();
-    let mut sent: u64 = 0;
-    let mut next_partition = 0usize;
-    while !should_stop(args, shared, started, sent, my_limit) {
-        router.resend().await?;
-        // New batches go to partitions with nothing waiting to be sent again.
-        let healthy = {
-            let state = failover.borrow();
-            let next = (0..my_partitions.len())
-                .map(|step| my_partitions[(next_partition + step) % my_partitions.len()])
-                .find(|p| !state.stalled_since.contains_key(p));
-            next.filter(|_| state.retry.len() < RETRY_BATCHES_MAX)
-        };
-        let Some(partition) = healthy else {
-            router.flush_all().await?;
-            shard::runtime::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        let (count, first_scheduled) = match rate {
+    let mut state = Producer {
+        mode,
+        args,
+        shared,
+        rate,
+        failover,
+        coordinator,
+        idempotence,
+        my_partitions,
+        router,
+        in_txn: 0,
+        sequences: HashMap::new(),
+        codec,
+        per_batch,
+        my_limit,
+        templates: HashMap::new(),
+        started: Instant::now(),
+        start_nanos: now_nanos(),
+        sent: 0,
+        next_partition: 0,
+    };
+    state.run().await?;
+    state.finish().await
+}
+
+/// The transaction coordinator of a transactional producer (`--transactional`).
+async fn txn_coordinator(
+    args: &LoadArgs,
+    producer: usize,
+) -> Result<Option<kafka::TxnCoordinator>, String> {
+    let coordinator = match args.transactional {
+        Some(_) => {
+            let id = format!("strata-bench-{}-{producer}", std::process::id());
+            Some(kafka::TxnCoordinator::init(&args.bootstrap, &id).await?)
+        }
+        None => None,
+    };
+    Ok(coordinator)
+}
+
+/// The producer id and epoch of a transactional or idempotent producer.
+async fn producer_id_and_epoch(
+    args: &LoadArgs,
+    coordinator: Option<&kafka::TxnCoordinator>,
+) -> Result<Option<(i64, i16)>, String> {
+    let idempotence = if let Some(coordinator) = coordinator {
+        Some(coordinator.producer)
+    } else if args.idempotent {
+        let mut connection = kafka::Connection::connect(&args.bootstrap).await?;
+        Some(kafka::init_producer_id(&mut connection).await?)
+    } else {
+        None
+    };
+    Ok(idempotence)
+}
+
+/// Waits until every consumer has found where its partitions' logs end (e2e mode).
+async fn wait_for_consumers(args: &LoadArgs, shared: &Shared) -> Result<(), String> {
+    // Every message is to be received: the consumers first learn where the logs end.
+    let deadline = Instant::now() + routing::LEADERS_PATIENCE;
+    while shared.consumers_ready.load(Ordering::Relaxed) < args.consumers as u64 {
+        if Instant::now() >= deadline {
+            return Err("the consumers did not find their partitions' ends in time".into());
+        }
+        shard::runtime::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+/// One producer's state while it runs: its router, transaction, sequences and pacing.
+struct Producer<'a> {
+    mode: Mode,
+    args: &'a LoadArgs,
+    shared: &'a Arc<Shared>,
+    /// Messages per second this producer offers (`--rate`); `None`: closed loop.
+    rate: Option<f64>,
+    failover: Rc<RefCell<Failover>>,
+    /// The transaction coordinator (transactional producers).
+    coordinator: Option<kafka::TxnCoordinator>,
+    /// Producer id and epoch (idempotent producers).
+    idempotence: Option<(i64, i16)>,
+    my_partitions: Vec<i32>,
+    router: Router<'a>,
+    /// Batches in the open transaction (transactional producers).
+    in_txn: u64,
+    /// Next sequence number per partition (idempotent producers).
+    sequences: HashMap<i32, i32>,
+    codec: Compression,
+    /// Messages a batch holds at most.
+    per_batch: usize,
+    /// Messages this producer sends at most (`--messages`).
+    my_limit: Option<u64>,
+    /// Records of a batch of each size, built once (not e2e).
+    templates: HashMap<usize, Bytes>,
+    started: Instant,
+    start_nanos: u64,
+    /// Messages sent so far.
+    sent: u64,
+    /// Where the round over `my_partitions` goes on.
+    next_partition: usize,
+}
+
+impl Producer<'_> {
+    /// Builds and sends batches until the run ends (stop, duration or message count).
+    async fn run(&mut self) -> Result<(), String> {
+        while !should_stop(self.args, self.shared, self.started, self.sent, self.my_limit) {
+            self.router.resend().await?;
+            // New batches go to partitions with nothing waiting to be sent again.
+            let Some(partition) = self.healthy_partition() else {
+                self.router.flush_all().await?;
+                shard::runtime::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let Some((count, first_scheduled)) = self.due_batch().await? else { continue };
+            let records = self.records(count, first_scheduled)?;
+            self.next_partition =
+                self.my_partitions.iter().position(|p| *p == partition).unwrap_or(0) + 1;
+            if let (Some(coordinator), 0) = (self.coordinator.as_mut(), self.in_txn) {
+                coordinator.add_partitions(&self.args.topic, &self.my_partitions).await?;
+            }
+            let records = self.stamp(partition, records, count)?;
+            self.send(partition, records, first_scheduled, count).await?;
+        }
+        Ok(())
+    }
+
+    /// The next partition in turn with nothing waiting to be sent again, while retries have room.
+    fn healthy_partition(&self) -> Option<i32> {
+        let (my_partitions, next_partition) = (&self.my_partitions, self.next_partition);
+        let state = self.failover.borrow();
+        let next = (0..my_partitions.len())
+            .map(|step| my_partitions[(next_partition + step) % my_partitions.len()])
+            .find(|p| !state.stalled_since.contains_key(p));
+        next.filter(|_| state.retry.len() < RETRY_BATCHES_MAX)
+    }
+
+    /// The next batch's message count and first scheduled time; `None` after waiting for more.
+    async fn due_batch(&mut self) -> Result<Option<(usize, u64)>, String> {
+        let (args, sent, per_batch, my_limit) =
+            (self.args, self.sent, self.per_batch, self.my_limit);
+        let scheduled = match self.rate {
             Some(rate) => {
-                let elapsed = started.elapsed().as_secs_f64();
+                let elapsed = self.started.elapsed().as_secs_f64();
                 let due = (elapsed * rate) as u64;
                 let mut count = due.saturating_sub(sent).min(per_batch as u64) as usize;
                 if let Some(limit) = my_limit {
@@ -341,13 +437,13 @@ pub async fn produce(
                 let waited = elapsed - sent as f64 / rate;
                 if count == 0 || (count < per_batch && waited < linger) {
                     // Nothing more is ready: what is packed goes now.
-                    router.flush_all().await?;
+                    self.router.flush_all().await?;
                     let next_due = (sent + 1) as f64 / rate - elapsed;
                     let wait = if count == 0 { next_due } else { linger - waited };
                     shard::runtime::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.05))).await;
-                    continue;
+                    return Ok(None);
                 }
-                (count, start_nanos + (sent as f64 / rate * 1e9) as u64)
+                (count, self.start_nanos + (sent as f64 / rate * 1e9) as u64)
             }
             None => {
                 let count = my_limit.map_or(per_batch, |limit| {
@@ -356,30 +452,37 @@ pub async fn produce(
                 (count, now_nanos())
             }
         };
-        let records = if mode == Mode::E2e {
-            let spacing = rate.map_or(0.0, |r| 1e9 / r);
+        Ok(Some(scheduled))
+    }
+
+    /// The records of a batch of `count` messages: time-stamped (e2e) or a template per size.
+    fn records(&mut self, count: usize, first_scheduled: u64) -> Result<Bytes, String> {
+        let (args, codec) = (self.args, self.codec);
+        let records = if self.mode == Mode::E2e {
+            let spacing = self.rate.map_or(0.0, |r| 1e9 / r);
             let stamps: Vec<u64> =
                 (0..count).map(|i| first_scheduled + (i as f64 * spacing) as u64).collect();
             build_batch(count, args.message_size, codec, args.payload, &stamps)?
         } else {
-            match templates.get(&count) {
+            match self.templates.get(&count) {
                 Some(template) => template.clone(),
                 None => {
                     let template = build_batch(count, args.message_size, codec, args.payload, &[])?;
-                    templates.insert(count, template.clone());
+                    self.templates.insert(count, template.clone());
                     template
                 }
             }
         };
-        next_partition = my_partitions.iter().position(|p| *p == partition).unwrap_or(0) + 1;
-        if let (Some(coordinator), 0) = (coordinator.as_mut(), in_txn) {
-            coordinator.add_partitions(&args.topic, &my_partitions).await?;
-        }
-        let records = match idempotence {
+        Ok(records)
+    }
+
+    /// Sets an idempotent producer's id, epoch and next sequence in `records` (others: as is).
+    fn stamp(&mut self, partition: i32, records: Bytes, count: usize) -> Result<Bytes, String> {
+        let records = match self.idempotence {
             Some((producer_id, epoch)) => {
-                let sequence = sequences.entry(partition).or_insert(0);
+                let sequence = self.sequences.entry(partition).or_insert(0);
                 let mut bytes = bytes::BytesMut::from(&records[..]);
-                if coordinator.is_some() {
+                if self.coordinator.is_some() {
                     // Attribute bit 4 (transactional), set before the CRC is recomputed.
                     let attributes = i16::from_be_bytes([bytes[21], bytes[22]])
                         | wire::record_batch::TRANSACTIONAL_FLAG;
@@ -393,29 +496,45 @@ pub async fn produce(
             }
             None => records,
         };
-        sent += count as u64;
-        in_txn += 1;
-        let txn_full = args.transactional.is_some_and(|every| in_txn >= every);
+        Ok(records)
+    }
+
+    /// Hands a batch to the router, committing the transaction once it holds enough batches.
+    async fn send(
+        &mut self,
+        partition: i32,
+        records: Bytes,
+        first_scheduled: u64,
+        count: usize,
+    ) -> Result<(), String> {
+        self.sent += count as u64;
+        self.in_txn += 1;
+        let txn_full = self.args.transactional.is_some_and(|every| self.in_txn >= every);
         let created = Instant::now();
         let batch = Batch { partition, records, first_scheduled, count: count as u64, created };
-        router.add(batch, txn_full).await?;
-        if let (Some(coordinator), true) = (coordinator.as_mut(), txn_full) {
-            router.settle().await?;
+        self.router.add(batch, txn_full).await?;
+        if let (Some(coordinator), true) = (self.coordinator.as_mut(), txn_full) {
+            self.router.settle().await?;
             coordinator.end(true).await?;
-            shared.transactions.fetch_add(1, Ordering::Relaxed);
-            in_txn = 0;
+            self.shared.transactions.fetch_add(1, Ordering::Relaxed);
+            self.in_txn = 0;
         }
+        Ok(())
     }
-    router.settle().await?;
-    if let (Some(coordinator), true) = (coordinator.as_mut(), in_txn > 0) {
-        coordinator.end(true).await?;
-        shared.transactions.fetch_add(1, Ordering::Relaxed);
+
+    /// Waits for every batch to be acknowledged, commits the open transaction, closes up.
+    async fn finish(&mut self) -> Result<(), String> {
+        self.router.settle().await?;
+        if let (Some(coordinator), true) = (self.coordinator.as_mut(), self.in_txn > 0) {
+            coordinator.end(true).await?;
+            self.shared.transactions.fetch_add(1, Ordering::Relaxed);
+        }
+        for (_, pipeline) in std::mem::take(&mut self.router.pipelines) {
+            pipeline.finish().await?;
+        }
+        self.shared.producers_done.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
-    for (_, pipeline) in std::mem::take(&mut router.pipelines) {
-        pipeline.finish().await?;
-    }
-    shared.producers_done.fetch_add(1, Ordering::Relaxed);
-    Ok(())
 }
 
 fn should_stop(

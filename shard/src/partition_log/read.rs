@@ -15,6 +15,19 @@ fn next_offset_after(batches: &[Bytes]) -> Option<i64> {
     Some(header.last_offset() + 1)
 }
 
+/// One disk read of `read_written`: what was asked, and the segment and bytes it reads.
+struct WrittenRead {
+    offset: i64,
+    max_bytes: usize,
+    first_try: bool,
+    path: PathBuf,
+    base_offset: i64,
+    start_position: u64,
+    end_position: u64,
+    /// The active segment, read only up to its written end (a batch may be cut there).
+    capped: bool,
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Reads whole batches starting with the one holding `offset`, up to `max_bytes` (at least
     /// one batch, so a reader always makes progress).
@@ -85,24 +98,11 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         first_try: bool,
     ) -> Result<Option<Vec<Bytes>>> {
-        let (path, base_offset, start_position, end_position, capped) = {
-            let state = self.state.borrow();
-            let active_base = state.segments.keys().next_back().copied();
-            let Some((_, segment)) = state
-                .segments
-                .range(..=offset)
-                .next_back()
-                .filter(|(_, segment)| offset < segment.next_offset)
-            else {
-                return Ok(Some(Vec::new()));
-            };
-            let (_, position) = segment.index.lookup(segment.relative(offset));
-            let capped = Some(segment.base_offset) == active_base
-                && !state.offline
-                && state.tail.written_end < segment.size_bytes;
-            let end = if capped { state.tail.written_end } else { segment.size_bytes };
-            (segment.path.clone(), segment.base_offset, u64::from(position), end, capped)
+        let Some(read) = self.locate_written(offset, max_bytes, first_try) else {
+            return Ok(Some(Vec::new()));
         };
+        let (base_offset, start_position, end_position) =
+            (read.base_offset, read.start_position, read.end_position);
         let file = self.segment_file(base_offset).await?;
         let mut reader = match self.take_read_ahead(base_offset, offset).await {
             Some((position, chunk)) => BatchReader::with_chunk(
@@ -115,6 +115,74 @@ impl<S: Storage> PartitionLog<S> {
             ),
             None => BatchReader::new(&*file, start_position, end_position, base_offset, None),
         };
+        let Some((batches, full)) = self.take_batches(&mut reader, read).await? else {
+            return Ok(None);
+        };
+        // A reader that took its whole budget is likely to ask for what follows: read it ahead.
+        if full {
+            if let Some(next_offset) = next_offset_after(&batches) {
+                let disk_end = {
+                    let state = self.state.borrow();
+                    let active = state.segments.keys().next_back().copied();
+                    if Some(base_offset) == active {
+                        state.tail.written_end.min(end_position)
+                    } else {
+                        end_position
+                    }
+                };
+                let position = reader.position();
+                self.start_read_ahead(
+                    &file,
+                    base_offset,
+                    position,
+                    next_offset,
+                    max_bytes,
+                    disk_end,
+                )
+                .await;
+            }
+        }
+        Ok(Some(batches))
+    }
+
+    /// Where a disk read from `offset` goes; `None` when no segment holds `offset`.
+    fn locate_written(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        first_try: bool,
+    ) -> Option<WrittenRead> {
+        let state = self.state.borrow();
+        let active_base = state.segments.keys().next_back().copied();
+        let (_, segment) = state
+            .segments
+            .range(..=offset)
+            .next_back()
+            .filter(|(_, segment)| offset < segment.next_offset)?;
+        let (_, position) = segment.index.lookup(segment.relative(offset));
+        let capped = Some(segment.base_offset) == active_base
+            && !state.offline
+            && state.tail.written_end < segment.size_bytes;
+        let end = if capped { state.tail.written_end } else { segment.size_bytes };
+        Some(WrittenRead {
+            offset,
+            max_bytes,
+            first_try,
+            path: segment.path.clone(),
+            base_offset: segment.base_offset,
+            start_position: u64::from(position),
+            end_position: end,
+            capped,
+        })
+    }
+
+    /// The asked batches from `reader` and whether the budget ended them; `None`: write out first.
+    async fn take_batches(
+        &self,
+        reader: &mut BatchReader<'_, S::File>,
+        read: WrittenRead,
+    ) -> Result<Option<(Vec<Bytes>, bool)>> {
+        let WrittenRead { offset, max_bytes, first_try, path, base_offset, capped, .. } = read;
         let mut batches: Vec<Bytes> = Vec::new();
         let mut total = 0usize;
         // Whether the reader's budget, not the segment's end, ended the read.
@@ -163,31 +231,7 @@ impl<S: Storage> PartitionLog<S> {
                 }
             }
         }
-        // A reader that took its whole budget is likely to ask for what follows: read it ahead.
-        if full {
-            if let Some(next_offset) = next_offset_after(&batches) {
-                let disk_end = {
-                    let state = self.state.borrow();
-                    let active = state.segments.keys().next_back().copied();
-                    if Some(base_offset) == active {
-                        state.tail.written_end.min(end_position)
-                    } else {
-                        end_position
-                    }
-                };
-                let position = reader.position();
-                self.start_read_ahead(
-                    &file,
-                    base_offset,
-                    position,
-                    next_offset,
-                    max_bytes,
-                    disk_end,
-                )
-                .await;
-            }
-        }
-        Ok(Some(batches))
+        Ok(Some((batches, full)))
     }
 
     /// The first record with the largest timestamp in the log (ListOffsets MAX_TIMESTAMP), found

@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// Where a truncation cuts the segment it keeps last: at the first batch holding the offset.
+struct Cut<F> {
+    file: Rc<F>,
+    path: PathBuf,
+    base: i64,
+    position: u64,
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Removes every batch holding an offset `>= offset` (whole batches: the log end becomes the
     /// base offset of the first removed batch). For replication's log reconciliation.
@@ -72,19 +80,8 @@ impl<S: Storage> PartitionLog<S> {
         self.write_out_locked().await?;
         let first_base = *self.state.borrow().segments.keys().next().expect("segments");
         // Every read happens before anything is deleted, so a read error leaves the log as it was.
-        let cut = if offset > first_base && !restart {
-            let (path, base) = {
-                let state = self.state.borrow();
-                let (_, holder) =
-                    state.segments.range(..offset).next_back().expect("a segment below offset");
-                (holder.path.clone(), holder.base_offset)
-            };
-            let file = self.segment_file(base).await?;
-            let position = self.position_of_batch_holding(&file, &path, base, offset).await?;
-            Some((file, path, base, position))
-        } else {
-            None
-        };
+        let cut =
+            if offset > first_base && !restart { Some(self.find_cut(offset).await?) } else { None };
         // Remove whole segments from the newest backwards, so a crash leaves a prefix.
         let doomed: Vec<i64> = {
             let state = self.state.borrow();
@@ -95,74 +92,12 @@ impl<S: Storage> PartitionLog<S> {
             self.delete_segment_locked(base).await?;
         }
         match cut {
-            None => {
-                // Everything goes: the log restarts empty at `offset`.
-                self.delete_segment_locked(first_base).await?;
-                let path = self.dir.join(segment::log_file_name(offset));
-                let file = self.storage.open(&path, true).await?;
-                file.truncate(0).await?;
-                self.storage.sync_dir(&self.dir).await?;
-                let mut state = self.state.borrow_mut();
-                state.segments.insert(offset, new_segment(offset, Rc::new(file), path, 0));
-                state.log_start_offset = offset;
-                state.log_end_offset = offset;
-                state.clamp_to_log_end();
-                if restart {
-                    // Empty and synced: durable up to where it starts, nothing below to read.
-                    state.durable_end_offset = offset;
-                    state.high_watermark = state.high_watermark.map(|_| offset);
-                }
-            }
-            Some((file, path, base, position)) => {
-                // Cut the (now last) segment at the first batch holding `offset`, then rebuild
-                // its indexes from what is left.
-                let epochs = self.state.borrow().epochs.clone();
-                let interval = self.config.borrow().index_interval_bytes;
-                file.truncate(position).await?;
-                file.sync().await?;
-                for name in [segment::index_file_name(base), segment::time_index_file_name(base)] {
-                    let stale = self.dir.join(name);
-                    if self.storage.exists(&stale).await? {
-                        self.storage.remove(&stale).await?;
-                    }
-                }
-                let scan = segment::scan_segment(&*file, &path, base, interval, &epochs).await?;
-                if let Some(reason) = &scan.stopped_early {
-                    return Err(StorageError::Corrupt { path, reason: reason.clone() });
-                }
-                let mut state = self.state.borrow_mut();
-                let segment = state.segments.values_mut().next_back().expect("segment");
-                apply_scan(segment, scan);
-                state.log_end_offset = segment.next_offset;
-                state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
-                state.clamp_to_log_end();
-            }
+            None => self.restart_empty_at(offset, first_base, restart).await?,
+            Some(cut) => self.cut_last_segment(cut).await?,
         }
         self.reload_tail_locked().await?;
         let log_end = self.log_end_offset();
-        let epochs_changed = {
-            let mut state = self.state.borrow_mut();
-            state.durable_end_offset = state.durable_end_offset.min(log_end);
-            let active = state
-                .segments
-                .values()
-                .next_back()
-                .map(|active| (active.base_offset, active.size_bytes));
-            if let Some((active_base, active_size)) = active {
-                let (base, size) = state.durable_position;
-                state.durable_position =
-                    if base == active_base && state.durable_end_offset < log_end {
-                        (base, size.min(active_size))
-                    } else {
-                        (active_base, active_size)
-                    };
-            }
-            state.high_watermark = state.high_watermark.map(|hw| hw.min(log_end));
-            state.check_offsets();
-            let before = state.epochs.len();
-            state.epochs.retain(|entry| entry.start_offset < log_end && !restart);
-            before != state.epochs.len()
-        };
+        let epochs_changed = self.follow_log_end(log_end, restart);
         if epochs_changed {
             let epochs = self.state.borrow().epochs.clone();
             let path = checkpoint::path_in(&self.dir, checkpoint::LEADER_EPOCH_FILE);
@@ -176,6 +111,92 @@ impl<S: Storage> PartitionLog<S> {
             self.cache.borrow_mut().truncate(self.cache_key, log_end);
         }
         Ok(())
+    }
+
+    /// Finds the cut for `offset`: the segment below it and its batch holding it (reads only).
+    async fn find_cut(&self, offset: i64) -> Result<Cut<S::File>> {
+        let (path, base) = {
+            let state = self.state.borrow();
+            let (_, holder) =
+                state.segments.range(..offset).next_back().expect("a segment below offset");
+            (holder.path.clone(), holder.base_offset)
+        };
+        let file = self.segment_file(base).await?;
+        let position = self.position_of_batch_holding(&file, &path, base, offset).await?;
+        Ok(Cut { file, path, base, position })
+    }
+
+    /// Replaces the first (by now the only) segment with an empty one starting at `offset`.
+    async fn restart_empty_at(&self, offset: i64, first_base: i64, restart: bool) -> Result<()> {
+        // Everything goes: the log restarts empty at `offset`.
+        self.delete_segment_locked(first_base).await?;
+        let path = self.dir.join(segment::log_file_name(offset));
+        let file = self.storage.open(&path, true).await?;
+        file.truncate(0).await?;
+        self.storage.sync_dir(&self.dir).await?;
+        let mut state = self.state.borrow_mut();
+        state.segments.insert(offset, new_segment(offset, Rc::new(file), path, 0));
+        state.log_start_offset = offset;
+        state.log_end_offset = offset;
+        state.clamp_to_log_end();
+        if restart {
+            // Empty and synced: durable up to where it starts, nothing below to read.
+            state.durable_end_offset = offset;
+            state.high_watermark = state.high_watermark.map(|_| offset);
+        }
+        Ok(())
+    }
+
+    /// Cuts the last kept segment short at `cut` and rescans what is left of it.
+    async fn cut_last_segment(&self, cut: Cut<S::File>) -> Result<()> {
+        let Cut { file, path, base, position } = cut;
+        // Cut the (now last) segment at the first batch holding `offset`, then rebuild
+        // its indexes from what is left.
+        let epochs = self.state.borrow().epochs.clone();
+        let interval = self.config.borrow().index_interval_bytes;
+        file.truncate(position).await?;
+        file.sync().await?;
+        for name in [segment::index_file_name(base), segment::time_index_file_name(base)] {
+            let stale = self.dir.join(name);
+            if self.storage.exists(&stale).await? {
+                self.storage.remove(&stale).await?;
+            }
+        }
+        let scan = segment::scan_segment(&*file, &path, base, interval, &epochs).await?;
+        if let Some(reason) = &scan.stopped_early {
+            return Err(StorageError::Corrupt { path, reason: reason.clone() });
+        }
+        let mut state = self.state.borrow_mut();
+        let segment = state.segments.values_mut().next_back().expect("segment");
+        apply_scan(segment, scan);
+        state.log_end_offset = segment.next_offset;
+        state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
+        state.clamp_to_log_end();
+        Ok(())
+    }
+
+    /// Brings the durable end, high watermark and epochs to `log_end`; whether epochs changed.
+    fn follow_log_end(&self, log_end: i64, restart: bool) -> bool {
+        let mut state = self.state.borrow_mut();
+        state.durable_end_offset = state.durable_end_offset.min(log_end);
+        let active = state
+            .segments
+            .values()
+            .next_back()
+            .map(|active| (active.base_offset, active.size_bytes));
+        if let Some((active_base, active_size)) = active {
+            let (base, size) = state.durable_position;
+            state.durable_position = if base == active_base && state.durable_end_offset < log_end {
+                (base, size.min(active_size))
+            } else {
+                (active_base, active_size)
+            };
+        }
+        state.high_watermark = state.high_watermark.map(|hw| hw.min(log_end));
+        state.check_offsets();
+        let before = state.epochs.len();
+        state.epochs.retain(|entry| entry.start_offset < log_end && !restart);
+        before != state.epochs.len()
     }
 
     pub(crate) async fn position_of_batch_holding(

@@ -95,45 +95,12 @@ impl<S: Storage> PartitionLog<S> {
         verify_crc: bool,
     ) -> Result<AppendInfo> {
         let stamp = stamp.into();
-        let max_message_bytes = self.config.borrow().max_message_bytes;
-        let producer_batch = {
-            let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
-            if header.size_bytes() != batch.len() {
-                return Err(StorageError::InvalidBatch(wire::DecodeError::BadBatchLength {
-                    batch_length: batch.len() as i64 - 12,
-                    batch_bytes_max: crate::config::BATCH_BYTES_MAX,
-                }));
-            }
-            if header.size_bytes() > max_message_bytes {
-                return Err(StorageError::BatchTooLarge {
-                    size_bytes: header.size_bytes(),
-                    max_message_bytes,
-                });
-            }
-            if verify_crc {
-                header.verify_crc()?;
-            }
-            if let Compression::Unknown(codec) = header.compression() {
-                return Err(StorageError::UnknownCompression(codec));
-            }
-            ProducerBatch::of(&header)
-        };
+        let producer_batch = self.check_incoming(&batch, verify_crc)?;
         let guard = self.write_lock.lock().await;
         self.check_writable()?;
         if stamp == Stamp::Replica {
             // Checked before anything is written: a refused batch leaves the log as it was.
-            let header = RecordBatchHeader::parse(&batch, crate::config::BATCH_BYTES_MAX)?;
-            let (base_offset, epoch) = (header.base_offset(), header.partition_leader_epoch());
-            if let Some(latest) = self.latest_epoch().filter(|latest| epoch < *latest) {
-                return Err(StorageError::StaleLeaderEpoch { epoch, latest_epoch: latest });
-            }
-            let log_end = self.log_end_offset();
-            if base_offset != log_end {
-                return Err(StorageError::InvalidArgument(format!(
-                    "a replica batch at offset {base_offset} does not continue the log, which \
-                     ends at {log_end}"
-                )));
-            }
+            self.check_replica_continues(&batch)?;
         }
         if let (Some(producer_batch), Stamp::Leader(_)) = (&producer_batch, stamp) {
             let verdict = self.producers.borrow().check(producer_batch)?;
@@ -170,6 +137,49 @@ impl<S: Storage> PartitionLog<S> {
         Ok(info)
     }
 
+    /// A batch's framing, size, codec and (with `verify_crc`) CRC; its producer fields.
+    fn check_incoming(&self, batch: &[u8], verify_crc: bool) -> Result<Option<ProducerBatch>> {
+        let max_message_bytes = self.config.borrow().max_message_bytes;
+        let header = RecordBatchHeader::parse(batch, crate::config::BATCH_BYTES_MAX)?;
+        if header.size_bytes() != batch.len() {
+            return Err(StorageError::InvalidBatch(wire::DecodeError::BadBatchLength {
+                batch_length: batch.len() as i64 - 12,
+                batch_bytes_max: crate::config::BATCH_BYTES_MAX,
+            }));
+        }
+        if header.size_bytes() > max_message_bytes {
+            return Err(StorageError::BatchTooLarge {
+                size_bytes: header.size_bytes(),
+                max_message_bytes,
+            });
+        }
+        if verify_crc {
+            header.verify_crc()?;
+        }
+        if let Compression::Unknown(codec) = header.compression() {
+            return Err(StorageError::UnknownCompression(codec));
+        }
+        Ok(ProducerBatch::of(&header))
+    }
+
+    /// A batch copied from the leader continues this log: its epoch is not older than the
+    /// history's latest, and it starts at the log end.
+    fn check_replica_continues(&self, batch: &[u8]) -> Result<()> {
+        let header = RecordBatchHeader::parse(batch, crate::config::BATCH_BYTES_MAX)?;
+        let (base_offset, epoch) = (header.base_offset(), header.partition_leader_epoch());
+        if let Some(latest) = self.latest_epoch().filter(|latest| epoch < *latest) {
+            return Err(StorageError::StaleLeaderEpoch { epoch, latest_epoch: latest });
+        }
+        let log_end = self.log_end_offset();
+        if base_offset != log_end {
+            return Err(StorageError::InvalidArgument(format!(
+                "a replica batch at offset {base_offset} does not continue the log, which \
+                 ends at {log_end}"
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) async fn append_locked(
         &self,
         batch: Incoming,
@@ -184,21 +194,7 @@ impl<S: Storage> PartitionLog<S> {
         };
         self.mutations.set(self.mutations.get() + 1);
         self.record_epoch_locked(leader_epoch).await?;
-        let (needs_roll, base_offset) = {
-            let state = self.state.borrow();
-            let config = self.config.borrow();
-            let active = state.segments.values().next_back().expect("a log has an active segment");
-            let too_big = active.size_bytes + batch.len() as u64 > config.segment_bytes;
-            let too_old = now_ms - active.created_ms >= config.segment_ms as i64;
-            let too_many_offsets = state.log_end_offset - active.base_offset > i64::from(i32::MAX);
-            (
-                active.size_bytes > 0 && (too_big || too_old || too_many_offsets),
-                state.log_end_offset,
-            )
-        };
-        if needs_roll {
-            self.roll_locked(now_ms).await?;
-        }
+        let base_offset = self.roll_if_due_locked(batch.len() as u64, now_ms).await?;
         // Space for the batch is reserved before it becomes visible (log end, cache): a full
         // disk (ENOSPC) fails the append here, before any reader could see the batch.
         let active_file = {
@@ -207,22 +203,7 @@ impl<S: Storage> PartitionLog<S> {
             active.file.clone().expect("the active segment's file is open")
         };
         self.preallocate_ahead_locked(&active_file, batch.len() as u64).await?;
-        let bytes = match (batch, stamp) {
-            (Incoming::Owned(mut batch), Stamp::Leader(epoch)) => {
-                let mut view = wire::record_batch::RecordBatchMut::new(
-                    &mut batch,
-                    crate::config::BATCH_BYTES_MAX,
-                )?;
-                view.set_base_offset(base_offset);
-                view.set_partition_leader_epoch(epoch);
-                batch.freeze()
-            }
-            (Incoming::Owned(batch), Stamp::Replica) => batch.freeze(),
-            (Incoming::Shared(batch), Stamp::Replica) => batch,
-            (Incoming::Shared(_), Stamp::Leader(_)) => {
-                unreachable!("a leader's append owns its batch, to stamp it")
-            }
-        };
+        let bytes = stamped(batch, stamp, base_offset)?;
         let header = RecordBatchHeader::parse(&bytes, crate::config::BATCH_BYTES_MAX)?;
         let last_offset = header.last_offset();
         let (file, full_chunks) = {
@@ -251,6 +232,27 @@ impl<S: Storage> PartitionLog<S> {
             log_start_offset: self.log_start_offset(),
             duplicate: false,
         })
+    }
+
+    /// Rolls the active segment when a batch of `batch_bytes` would make it too big, too old
+    /// or past the offsets an index can hold; the log end, where the batch goes.
+    async fn roll_if_due_locked(&self, batch_bytes: u64, now_ms: i64) -> Result<i64> {
+        let (needs_roll, base_offset) = {
+            let state = self.state.borrow();
+            let config = self.config.borrow();
+            let active = state.segments.values().next_back().expect("a log has an active segment");
+            let too_big = active.size_bytes + batch_bytes > config.segment_bytes;
+            let too_old = now_ms - active.created_ms >= config.segment_ms as i64;
+            let too_many_offsets = state.log_end_offset - active.base_offset > i64::from(i32::MAX);
+            (
+                active.size_bytes > 0 && (too_big || too_old || too_many_offsets),
+                state.log_end_offset,
+            )
+        };
+        if needs_roll {
+            self.roll_locked(now_ms).await?;
+        }
+        Ok(base_offset)
     }
 
     /// Adds `leader_epoch` to the epoch history (durably, before any batch carries it).
@@ -420,6 +422,27 @@ impl<S: Storage> PartitionLog<S> {
         self.state.borrow_mut().tail.written_end = end;
         Ok(())
     }
+}
+
+/// The batch as the log stores it: a leader's stamped with its offset and leader epoch in
+/// place; a replica's as the leader wrote it.
+fn stamped(batch: Incoming, stamp: Stamp, base_offset: i64) -> Result<Bytes> {
+    Ok(match (batch, stamp) {
+        (Incoming::Owned(mut batch), Stamp::Leader(epoch)) => {
+            let mut view = wire::record_batch::RecordBatchMut::new(
+                &mut batch,
+                crate::config::BATCH_BYTES_MAX,
+            )?;
+            view.set_base_offset(base_offset);
+            view.set_partition_leader_epoch(epoch);
+            batch.freeze()
+        }
+        (Incoming::Owned(batch), Stamp::Replica) => batch.freeze(),
+        (Incoming::Shared(batch), Stamp::Replica) => batch,
+        (Incoming::Shared(_), Stamp::Leader(_)) => {
+            unreachable!("a leader's append owns its batch, to stamp it")
+        }
+    })
 }
 
 /// The size of a tail chunk allocated while `batch_bytes` are appended: `configured`

@@ -585,6 +585,37 @@ fn write_requests(out: &mut String, reports: &[(shard::runtime::ShardId, Box<Sta
             write_histogram(out, "strata_request_latency_seconds", &labels, histogram);
         }
     }
+    write_replication(out, reports);
+    write_transactions(out, reports);
+    family(
+        out,
+        "strata_fsync_latency_seconds",
+        "histogram",
+        "fdatasync latency of group commits, by shard.",
+    );
+    for (shard, report) in reports {
+        let labels = format!("shard=\"{}\"", shard.0);
+        write_histogram(out, "strata_fsync_latency_seconds", &labels, &report.fsync_latency_us);
+    }
+    family(
+        out,
+        "strata_request_errors_total",
+        "counter",
+        "Partition-level errors returned, by Kafka error code.",
+    );
+    for (shard, report) in reports {
+        for (code, count) in &report.counters.errors_by_code {
+            out.push_str(&format!(
+                "strata_request_errors_total{{shard=\"{}\",code=\"{code}\"}} {count}\n",
+                shard.0
+            ));
+        }
+    }
+}
+
+/// Replication: follower fetch round trips, and how far each follower of a partition this
+/// broker leads is behind.
+fn write_replication(out: &mut String, reports: &[(shard::runtime::ShardId, Box<StatsReport>)]) {
     family(
         out,
         "strata_replica_fetch_round_trip_seconds",
@@ -631,6 +662,10 @@ fn write_requests(out: &mut String, reports: &[(shard::runtime::ShardId, Box<Sta
             ));
         }
     }
+}
+
+/// Transactions: how long they were open, and how far they hold the last stable offset back.
+fn write_transactions(out: &mut String, reports: &[(shard::runtime::ShardId, Box<StatsReport>)]) {
     family(
         out,
         "strata_transaction_duration_seconds",
@@ -657,30 +692,6 @@ fn write_requests(out: &mut String, reports: &[(shard::runtime::ShardId, Box<Sta
             out.push_str(&format!(
                 "strata_last_stable_offset_lag{{topic=\"{}\",partition=\"{}\"}} {lag}\n",
                 partition.topic, partition.partition.0
-            ));
-        }
-    }
-    family(
-        out,
-        "strata_fsync_latency_seconds",
-        "histogram",
-        "fdatasync latency of group commits, by shard.",
-    );
-    for (shard, report) in reports {
-        let labels = format!("shard=\"{}\"", shard.0);
-        write_histogram(out, "strata_fsync_latency_seconds", &labels, &report.fsync_latency_us);
-    }
-    family(
-        out,
-        "strata_request_errors_total",
-        "counter",
-        "Partition-level errors returned, by Kafka error code.",
-    );
-    for (shard, report) in reports {
-        for (code, count) in &report.counters.errors_by_code {
-            out.push_str(&format!(
-                "strata_request_errors_total{{shard=\"{}\",code=\"{code}\"}} {count}\n",
-                shard.0
             ));
         }
     }

@@ -25,13 +25,22 @@ macro_rules! api_registry {
     (@answer $module:ident $node:ident $context:ident $request:ident) => {
         Some(ResponseKind::from(handlers::$module::handle($node, $context, $request).await))
     };
-    ($( $key:ident => $module:ident $( ($answer:ident) )? ),* $(,)?) => {
+    // A response with `throttle_time_ms` (a row marked `throttled`; the mark on a response
+    // without the field does not compile).
+    (@throttle throttled $response:ident $ms:ident) => {
+        $response.throttle_time_ms = $response.throttle_time_ms.max($ms)
+    };
+    (@throttle $response:ident $ms:ident) => {{
+        let _ = ($response, $ms);
+    }};
+    ($( $key:ident => $module:ident $( ($answer:ident) )? $( $throttled:ident )? ),* $(,)?) => {
         /// (API, min version, max version) for every API strata serves.
         pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
             $( (ApiKey::$key, handlers::$module::VERSIONS.0, handlers::$module::VERSIONS.1), )*
         ];
 
-        /// Runs the handler for a decoded request. `None`: no response is sent (acks=0).
+        /// Runs the handler for a decoded request. `None`: no response is sent (acks=0), or
+        /// the API is not one strata serves (the connection refuses those before decoding).
         pub async fn dispatch<S: Storage>(
             node: &Node<S>,
             context: &RequestContext,
@@ -44,119 +53,91 @@ macro_rules! api_registry {
                 _ => None,
             }
         }
+
+        /// The API key of a decoded request, `None` for an API strata does not serve.
+        pub fn key_of(request: &RequestKind) -> Option<ApiKey> {
+            match request {
+                $( RequestKind::$key(_) => Some(ApiKey::$key), )*
+                _ => None,
+            }
+        }
+
+        /// The API's name (as in metrics and logs), `None` for a key strata does not serve.
+        pub fn name(key: i16) -> Option<&'static str> {
+            $( if key == ApiKey::$key as i16 {
+                return Some(stringify!($key));
+            } )*
+            None
+        }
+
+        /// Raises a response's `throttle_time_ms` to at least `ms` (a request-time quota's
+        /// throttle, reported as Kafka reports the larger of its byte-rate and request-time
+        /// throttles). Responses without the field (SASL, DescribeQuorum, WriteTxnMarkers)
+        /// are left as they are, as Kafka leaves them.
+        pub fn raise_throttle(response: &mut ResponseKind, ms: i32) {
+            match response {
+                $( ResponseKind::$key(response) => {
+                    api_registry!(@throttle $($throttled)? response ms)
+                } )*
+                // Answers to APIs strata does not serve are never made.
+                _ => {}
+            }
+        }
     };
 }
 
 api_registry! {
-    Produce => produce (optional),
-    Fetch => fetch,
-    ListOffsets => list_offsets,
-    Metadata => metadata,
-    OffsetCommit => offset_commit,
-    OffsetFetch => offset_fetch,
-    FindCoordinator => find_coordinator,
-    JoinGroup => join_group,
-    Heartbeat => heartbeat,
-    LeaveGroup => leave_group,
-    SyncGroup => sync_group,
-    DescribeGroups => describe_groups,
-    ListGroups => list_groups,
+    Produce => produce (optional) throttled,
+    Fetch => fetch throttled,
+    ListOffsets => list_offsets throttled,
+    Metadata => metadata throttled,
+    OffsetCommit => offset_commit throttled,
+    OffsetFetch => offset_fetch throttled,
+    FindCoordinator => find_coordinator throttled,
+    JoinGroup => join_group throttled,
+    Heartbeat => heartbeat throttled,
+    LeaveGroup => leave_group throttled,
+    SyncGroup => sync_group throttled,
+    DescribeGroups => describe_groups throttled,
+    ListGroups => list_groups throttled,
     SaslHandshake => sasl_handshake,
     ApiVersions => api_versions (registry),
-    CreateTopics => create_topics,
-    DeleteTopics => delete_topics,
-    DeleteRecords => delete_records,
-    InitProducerId => init_producer_id,
-    AddPartitionsToTxn => add_partitions_to_txn,
-    AddOffsetsToTxn => add_offsets_to_txn,
-    EndTxn => end_txn,
+    CreateTopics => create_topics throttled,
+    DeleteTopics => delete_topics throttled,
+    DeleteRecords => delete_records throttled,
+    InitProducerId => init_producer_id throttled,
+    AddPartitionsToTxn => add_partitions_to_txn throttled,
+    AddOffsetsToTxn => add_offsets_to_txn throttled,
+    EndTxn => end_txn throttled,
     WriteTxnMarkers => write_txn_markers,
-    TxnOffsetCommit => txn_offset_commit,
-    DescribeConfigs => describe_configs,
-    AlterConfigs => alter_configs,
-    DescribeLogDirs => describe_log_dirs,
+    TxnOffsetCommit => txn_offset_commit throttled,
+    DescribeConfigs => describe_configs throttled,
+    AlterConfigs => alter_configs throttled,
+    DescribeLogDirs => describe_log_dirs throttled,
     SaslAuthenticate => sasl_authenticate,
-    CreatePartitions => create_partitions,
-    DeleteGroups => delete_groups,
-    IncrementalAlterConfigs => incremental_alter_configs,
-    OffsetDelete => offset_delete,
-    DescribeCluster => describe_cluster,
-    DescribeProducers => describe_producers,
-    DescribeTransactions => describe_transactions,
-    ListTransactions => list_transactions,
+    CreatePartitions => create_partitions throttled,
+    DeleteGroups => delete_groups throttled,
+    IncrementalAlterConfigs => incremental_alter_configs throttled,
+    OffsetDelete => offset_delete throttled,
+    DescribeCluster => describe_cluster throttled,
+    DescribeProducers => describe_producers throttled,
+    DescribeTransactions => describe_transactions throttled,
+    ListTransactions => list_transactions throttled,
     DescribeQuorum => describe_quorum,
-    OffsetForLeaderEpoch => offset_for_leader_epoch,
-    ElectLeaders => elect_leaders,
-    AlterPartitionReassignments => alter_partition_reassignments,
-    ListPartitionReassignments => list_partition_reassignments,
-    DescribeUserScramCredentials => describe_user_scram_credentials,
-    AlterUserScramCredentials => alter_user_scram_credentials,
-    DescribeClientQuotas => describe_client_quotas,
-    AlterClientQuotas => alter_client_quotas,
-    DescribeAcls => describe_acls,
-    CreateAcls => create_acls,
-    DeleteAcls => delete_acls,
+    OffsetForLeaderEpoch => offset_for_leader_epoch throttled,
+    ElectLeaders => elect_leaders throttled,
+    AlterPartitionReassignments => alter_partition_reassignments throttled,
+    ListPartitionReassignments => list_partition_reassignments throttled,
+    DescribeUserScramCredentials => describe_user_scram_credentials throttled,
+    AlterUserScramCredentials => alter_user_scram_credentials throttled,
+    DescribeClientQuotas => describe_client_quotas throttled,
+    AlterClientQuotas => alter_client_quotas throttled,
+    DescribeAcls => describe_acls throttled,
+    CreateAcls => create_acls throttled,
+    DeleteAcls => delete_acls throttled,
 }
 
 /// Whether `version` of `api_key` is served.
 pub fn supports(api_key: ApiKey, version: i16) -> bool {
     SUPPORTED.iter().any(|&(key, min, max)| key == api_key && (min..=max).contains(&version))
-}
-
-/// Raises a response's `throttle_time_ms` to at least `ms` (a request-time quota's throttle,
-/// reported as Kafka reports the larger of its byte-rate and request-time throttles).
-pub fn raise_throttle(response: &mut ResponseKind, ms: i32) {
-    macro_rules! raise {
-        ($($kind:ident),* $(,)?) => {
-            match response {
-                $( ResponseKind::$kind(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms), )*
-                _ => {}
-            }
-        };
-    }
-    raise!(
-        Produce,
-        Fetch,
-        ListOffsets,
-        Metadata,
-        OffsetCommit,
-        OffsetFetch,
-        FindCoordinator,
-        JoinGroup,
-        Heartbeat,
-        LeaveGroup,
-        SyncGroup,
-        DescribeGroups,
-        ListGroups,
-        CreateTopics,
-        DeleteTopics,
-        DeleteRecords,
-        InitProducerId,
-        AddPartitionsToTxn,
-        AddOffsetsToTxn,
-        EndTxn,
-        TxnOffsetCommit,
-        DescribeConfigs,
-        AlterConfigs,
-        DescribeLogDirs,
-        CreatePartitions,
-        DeleteGroups,
-        IncrementalAlterConfigs,
-        OffsetDelete,
-        DescribeCluster,
-        DescribeProducers,
-        DescribeTransactions,
-        ListTransactions,
-        OffsetForLeaderEpoch,
-        ElectLeaders,
-        AlterPartitionReassignments,
-        ListPartitionReassignments,
-        DescribeUserScramCredentials,
-        AlterUserScramCredentials,
-        DescribeClientQuotas,
-        AlterClientQuotas,
-        DescribeAcls,
-        CreateAcls,
-        DeleteAcls,
-    );
 }

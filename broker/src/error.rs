@@ -162,6 +162,20 @@ pub enum BrokerError {
     /// A request names the same resource twice where Kafka refuses it.
     #[error("{0}")]
     DuplicateResource(String),
+    /// A part of a request left undone because another part of it was refused (Kafka's
+    /// all-or-nothing answers, such as AddPartitionsToTxn's).
+    #[error("not attempted: another part of the request was refused")]
+    OperationNotAttempted,
+    /// A SASL message out of its place in the exchange.
+    #[error("{0}")]
+    IllegalSaslState(String),
+    /// A SASL login refused (the message says why, never with a secret).
+    #[error("{0}")]
+    SaslAuthenticationFailed(String),
+    /// OffsetFetch with `require_stable`: the offset was committed in a transaction still
+    /// open (KIP-447; the client asks again).
+    #[error("the offset of {0} is in a transaction still open")]
+    UnstableOffsetCommit(String),
 }
 
 /// What the group coordinator answers instead of a success (Kafka's classic group protocol).
@@ -366,6 +380,10 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::TransactionalIdAuthorizationFailed(_) => {
             ResponseError::TransactionalIdAuthorizationFailed
         }
+        BrokerError::OperationNotAttempted => ResponseError::OperationNotAttempted,
+        BrokerError::IllegalSaslState(_) => ResponseError::IllegalSaslState,
+        BrokerError::SaslAuthenticationFailed(_) => ResponseError::SaslAuthenticationFailed,
+        BrokerError::UnstableOffsetCommit(_) => ResponseError::UnstableOffsetCommit,
     };
     kafka.code()
 }
@@ -453,6 +471,40 @@ pub fn result_code<T>(result: &Result<T>) -> i16 {
     }
 }
 
+/// How the broker reads the codes in other brokers' answers (replication, transaction
+/// markers) and in its own responses (leader hints): by name, here, never by number elsewhere.
+pub mod answered {
+    use kafka_protocol::error::ResponseError as E;
+
+    /// OFFSET_OUT_OF_RANGE: the follower's offset is outside the leader's log.
+    pub fn is_offset_out_of_range(code: i16) -> bool {
+        code == E::OffsetOutOfRange.code()
+    }
+
+    /// FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR:
+    /// the fetch session is gone; the next fetch is a full one.
+    pub fn ends_fetch_session(code: i16) -> bool {
+        [E::FetchSessionIdNotFound, E::InvalidFetchSessionEpoch, E::FetchSessionTopicIdError]
+            .iter()
+            .any(|error| error.code() == code)
+    }
+
+    /// A marker refused with this code is not sent again (Kafka's
+    /// `TransactionMarkerRequestCompletionHandler`): the producer or the coordinator was
+    /// fenced, or the partition is gone.
+    pub fn marker_gives_up(code: i16) -> bool {
+        [E::InvalidProducerEpoch, E::TransactionCoordinatorFenced, E::UnknownTopicOrPartition]
+            .iter()
+            .any(|error| error.code() == code)
+    }
+
+    /// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH: answers that carry KIP-951's hint of
+    /// the current leader.
+    pub fn names_new_leader(code: i16) -> bool {
+        code == E::NotLeaderOrFollower.code() || code == E::FencedLeaderEpoch.code()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,6 +524,11 @@ mod tests {
             [1, 3]
         );
         assert_eq!(group_code::<()>(&Err(GroupError::RebalanceInProgress)), 27);
+        assert!(answered::is_offset_out_of_range(1));
+        assert!([70, 71, 106].into_iter().all(answered::ends_fetch_session));
+        assert!([47, 52, 3].into_iter().all(answered::marker_gives_up));
+        assert!(!answered::marker_gives_up(6));
+        assert!(answered::names_new_leader(6) && answered::names_new_leader(74));
         assert_eq!(group_code(&Ok(())), NONE);
     }
 }

@@ -13,7 +13,7 @@ use crate::mesh::Mesh;
 use crate::metadata::{startup_image, store, PlacementPolicy};
 use crate::node::{Node, NodeParts};
 use crate::request_context::RequestContext;
-use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::messages::{RequestKind, ResponseKind};
 use shard::io::sim::{FaultConfig, SimStorage};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -86,60 +86,7 @@ impl InProcess {
         request: impl Into<RequestKind>,
     ) -> Option<ResponseKind> {
         let request = request.into();
-        let context = RequestContext::internal(api_key_of(&request), version);
+        let context = RequestContext::internal(api::key_of(&request)?, version);
         api::dispatch(&self.node, &context, request).await
     }
-}
-
-/// The API key of a decoded request.
-pub fn api_key_of(request: &RequestKind) -> ApiKey {
-    macro_rules! keys {
-        ($($key:ident),* $(,)?) => {
-            match request {
-                $( RequestKind::$key(_) => ApiKey::$key, )*
-                _ => ApiKey::ApiVersions,
-            }
-        };
-    }
-    keys!(
-        Produce,
-        Fetch,
-        ListOffsets,
-        Metadata,
-        OffsetCommit,
-        OffsetFetch,
-        FindCoordinator,
-        JoinGroup,
-        Heartbeat,
-        LeaveGroup,
-        SyncGroup,
-        DescribeGroups,
-        ListGroups,
-        ApiVersions,
-        CreateTopics,
-        DeleteTopics,
-        DeleteRecords,
-        InitProducerId,
-        AddPartitionsToTxn,
-        AddOffsetsToTxn,
-        EndTxn,
-        WriteTxnMarkers,
-        TxnOffsetCommit,
-        DescribeConfigs,
-        AlterConfigs,
-        DescribeLogDirs,
-        CreatePartitions,
-        DeleteGroups,
-        IncrementalAlterConfigs,
-        OffsetDelete,
-        DescribeCluster,
-        DescribeProducers,
-        DescribeTransactions,
-        ListTransactions,
-        DescribeQuorum,
-        OffsetForLeaderEpoch,
-        ElectLeaders,
-        AlterPartitionReassignments,
-        ListPartitionReassignments,
-    )
 }

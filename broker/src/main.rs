@@ -180,221 +180,54 @@ fn main() {
     broker::alloc::tune_system_allocator();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
-        // A CLI command piped into `head` ends quietly when the pipe closes, as Unix tools do,
-        // instead of panicking in `println!` on EPIPE.
-        // SAFETY: restoring a signal's default disposition, before any thread is started.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
-        init_logging("info");
-        let profile = cli
-            .client_config
-            .clone()
-            .or_else(|| std::env::var_os("STRATA_CLIENT_CONFIG").map(PathBuf::from));
-        if let Err(message) = cli::security::configure(&cli.client_settings, profile.as_deref()) {
-            eprintln!("strata: {message}");
-            std::process::exit(2);
-        }
+        prepare_client_command(&cli);
     }
-    let outcome = match cli.command {
+    if let Err(message) = run(cli.command) {
+        eprintln!("strata: {message}");
+        std::process::exit(1);
+    }
+}
+
+/// Prepares a CLI command (any but `serve`): quiet on a closed pipe, logging, client settings.
+fn prepare_client_command(cli: &Cli) {
+    // A CLI command piped into `head` ends quietly when the pipe closes, as Unix tools do,
+    // instead of panicking in `println!` on EPIPE.
+    // SAFETY: restoring a signal's default disposition, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    init_logging("info");
+    let profile = cli
+        .client_config
+        .clone()
+        .or_else(|| std::env::var_os("STRATA_CLIENT_CONFIG").map(PathBuf::from));
+    if let Err(message) = cli::security::configure(&cli.client_settings, profile.as_deref()) {
+        eprintln!("strata: {message}");
+        std::process::exit(2);
+    }
+}
+
+/// Runs one command of the CLI.
+fn run(command: Command) -> Result<(), String> {
+    match command {
         Command::Doctor(args) => doctor(args),
         Command::RecoverMetadata(args) => args
             .settings()
             .and_then(|settings| config::BrokerConfig::from_settings(&settings))
             .and_then(|config| cli::recover_metadata::run(&config)),
         Command::Serve(args) => serve(args),
-        Command::Topic { command, bootstrap } => match command {
-            TopicCommand::Create {
-                topic,
-                partitions,
-                replication_factor,
-                config,
-                replica_assignment,
-            } => cli::topic::create(
-                &bootstrap,
-                &topic,
-                partitions,
-                replication_factor,
-                &config,
-                replica_assignment.as_deref(),
-            ),
-            TopicCommand::List { format } => {
-                cli::topic::list(&bootstrap, format == OutputFormat::Json)
-            }
-            TopicCommand::Describe { topic, format } => {
-                cli::topic::describe(&bootstrap, &topic, format == OutputFormat::Json)
-            }
-            TopicCommand::AddPartitions { topic, num } => {
-                cli::topic::add_partitions(&bootstrap, &topic, num)
-            }
-            TopicCommand::Delete { topic } => cli::topic::delete(&bootstrap, &topic),
-            TopicCommand::AlterConfig { topic, set, delete } => {
-                cli::topic::alter_config(&bootstrap, &topic, &set, &delete)
-            }
-            TopicCommand::Move { topic, partition, to, cancel, wait } => {
-                let target = (!cancel).then_some(to);
-                cli::topic::move_partition(&bootstrap, &topic, partition, target, wait)
-            }
-        },
-        Command::Cluster { command } => match command {
-            ClusterCommand::Status { bootstrap, format } => {
-                cli::cluster::status(&bootstrap, format == OutputFormat::Json)
-            }
-            ClusterCommand::Health { bootstrap, watch, exit_when_healthy, interval, format } => {
-                let interval = std::time::Duration::from_secs(interval.max(1));
-                let json = format == OutputFormat::Json;
-                match cli::health::health(&bootstrap, json, watch, exit_when_healthy, interval) {
-                    Ok(true) => Ok(()),
-                    // The report says why; exit 1 as rpk's `cluster health` does.
-                    Ok(false) => std::process::exit(1),
-                    Err(error) => Err(error),
-                }
-            }
-            ClusterCommand::Partitions {
-                bootstrap,
-                topic,
-                under_replicated,
-                leaderless,
-                format,
-            } => cli::health::partitions(
-                &bootstrap,
-                topic.as_deref(),
-                under_replicated,
-                leaderless,
-                format == OutputFormat::Json,
-            ),
-            ClusterCommand::ElectLeaders { bootstrap, topic, partition, unclean } => {
-                cli::cluster_ops::elect_leaders(&bootstrap, topic.as_deref(), &partition, unclean)
-            }
-            ClusterCommand::Config { command, bootstrap, broker } => match command {
-                ConfigCommand::List { format } => {
-                    cli::cluster_ops::config_list(&bootstrap, broker, format == OutputFormat::Json)
-                }
-                ConfigCommand::Get { key } => {
-                    cli::cluster_ops::config_get(&bootstrap, broker, &key)
-                }
-                ConfigCommand::Set { set, delete } => {
-                    cli::cluster_ops::config_set(&bootstrap, broker, &set, &delete)
-                }
-            },
-            ClusterCommand::Local { nodes, data_dir, base_port } => {
-                cli::cluster::local(nodes, &data_dir, base_port)
-            }
-        },
+        Command::Topic { command, bootstrap } => run_topic(command, &bootstrap),
+        Command::Cluster { command } => run_cluster(command),
         Command::Cert { command } => match command {
             CertCommand::SelfSigned { out, hosts } => cli::cert::self_signed(&out, &hosts),
         },
-        Command::Quota { command, bootstrap } => match command {
-            QuotaCommand::Set {
-                user,
-                client_id,
-                producer_byte_rate,
-                consumer_byte_rate,
-                request_percentage,
-            } => {
-                let rates: Vec<(&str, f64)> = [
-                    ("producer_byte_rate", producer_byte_rate.map(|rate| rate as f64)),
-                    ("consumer_byte_rate", consumer_byte_rate.map(|rate| rate as f64)),
-                    ("request_percentage", request_percentage),
-                ]
-                .into_iter()
-                .filter_map(|(key, rate)| Some((key, rate?)))
-                .collect();
-                cli::quota::set(&bootstrap, user.as_deref(), client_id.as_deref(), &rates)
-            }
-            QuotaCommand::Delete { user, client_id, key } => {
-                cli::quota::delete(&bootstrap, user.as_deref(), client_id.as_deref(), &key)
-            }
-            QuotaCommand::List { format } => {
-                cli::quota::list(&bootstrap, format == OutputFormat::Json)
-            }
-        },
-        Command::Acl { command, bootstrap } => match command {
-            AclCommand::Create { resource, allow_principal, deny_principal, operation, host } => {
-                cli::acl::create(
-                    &bootstrap,
-                    &resource.into(),
-                    &allow_principal,
-                    &deny_principal,
-                    &operation,
-                    &host,
-                )
-            }
-            AclCommand::List { resource, principal, format } => cli::acl::list(
-                &bootstrap,
-                &resource.into(),
-                principal.as_deref(),
-                format == OutputFormat::Json,
-            ),
-            AclCommand::Delete { resource, principal, all } => {
-                cli::acl::delete(&bootstrap, &resource.into(), principal.as_deref(), all)
-            }
-        },
-        Command::User { command, bootstrap } => match command {
-            UserCommand::Create { user, password, mechanism, iterations } => {
-                cli::user::create(&bootstrap, &user, &password, &mechanism, iterations)
-            }
-            UserCommand::List { format } => {
-                cli::user::list(&bootstrap, format == OutputFormat::Json)
-            }
-            UserCommand::Delete { user, mechanism } => {
-                cli::user::delete(&bootstrap, &user, mechanism.as_deref())
-            }
-        },
-        Command::Txn { command, bootstrap } => match command {
-            TxnCommand::List { format } => cli::txn::list(&bootstrap, format == OutputFormat::Json),
-            TxnCommand::Describe { transactional_id, format } => {
-                cli::txn::describe(&bootstrap, &transactional_id, format == OutputFormat::Json)
-            }
-            TxnCommand::Abort { transactional_id } => {
-                cli::txn::abort(&bootstrap, &transactional_id)
-            }
-        },
-        Command::Group { command, bootstrap } => match command {
-            GroupCommand::List { format } => {
-                cli::group::list(&bootstrap, format == OutputFormat::Json)
-            }
-            GroupCommand::Describe { group, format } => {
-                cli::group::describe(&bootstrap, &group, format == OutputFormat::Json)
-            }
-            GroupCommand::Delete { group } => cli::group::delete(&bootstrap, &group),
-            GroupCommand::ResetOffsets {
-                group,
-                topic,
-                to_earliest,
-                to_latest,
-                to_offset,
-                to_timestamp,
-                create_group,
-            } => {
-                let to = match (to_earliest, to_latest, to_offset, to_timestamp) {
-                    (true, _, _, _) => Ok(cli::group::ResetTo::Earliest),
-                    (_, true, _, _) => Ok(cli::group::ResetTo::Latest),
-                    (_, _, Some(offset), _) => Ok(cli::group::ResetTo::Offset(offset)),
-                    (_, _, _, Some(timestamp)) => Ok(cli::group::ResetTo::Timestamp(timestamp)),
-                    _ => {
-                        Err("choose one of --to-earliest, --to-latest, --to-offset, --to-timestamp"
-                            .to_string())
-                    }
-                };
-                to.and_then(|to| {
-                    cli::group::reset_offsets(&bootstrap, &group, &topic, to, create_group)
-                })
-            }
-        },
+        Command::Quota { command, bootstrap } => run_quota(command, &bootstrap),
+        Command::Acl { command, bootstrap } => run_acl(command, &bootstrap),
+        Command::User { command, bootstrap } => run_user(command, &bootstrap),
+        Command::Txn { command, bootstrap } => run_txn(command, &bootstrap),
+        Command::Group { command, bootstrap } => run_group(command, &bootstrap),
         Command::Produce { topic, bootstrap, partition, key_separator, acks, format } => {
-            let acks = match acks.as_str() {
-                "all" | "-1" => Ok(-1),
-                "1" => Ok(1),
-                other => Err(format!("--acks {other:?}: use 1 or all")),
-            };
-            let format = format.as_deref().map(cli::format::Format::parse).transpose();
-            acks.and_then(|acks| {
-                let format = format?;
-                let options =
-                    cli::produce::ProduceOptions { topic, partition, key_separator, acks, format };
-                cli::produce::run(&bootstrap, options)
-            })
+            run_produce(&bootstrap, topic, partition, key_separator, &acks, format)
         }
         Command::Consume {
             topic,
@@ -408,38 +241,249 @@ fn main() {
             separator,
             format,
             group,
-        } => {
-            // The older flags are formats too: [PARTITION:OFFSET<sep>][KEY<sep>]VALUE.
-            let format = format.unwrap_or_else(|| {
-                let separator = separator.replace('%', "%%");
-                let mut format = String::new();
-                if print_offsets {
-                    format.push_str(&format!("%p:%o{separator}"));
-                }
-                if print_keys {
-                    format.push_str(&format!("%k{separator}"));
-                }
-                format.push_str("%v\\n");
-                format
-            });
-            cli::format::Format::parse(&format).and_then(|format| {
-                let options = cli::consume::ConsumeOptions {
-                    topic,
-                    partition,
-                    offset,
-                    count,
-                    exit_at_end,
-                    format,
-                    group,
-                };
-                cli::consume::run(&bootstrap, options)
-            })
-        }
-    };
-    if let Err(message) = outcome {
-        eprintln!("strata: {message}");
-        std::process::exit(1);
+        } => consume_format(format, &separator, print_keys, print_offsets).and_then(|format| {
+            let options = cli::consume::ConsumeOptions {
+                topic,
+                partition,
+                offset,
+                count,
+                exit_at_end,
+                format,
+                group,
+            };
+            cli::consume::run(&bootstrap, options)
+        }),
     }
+}
+
+/// `strata topic ...`.
+fn run_topic(command: TopicCommand, bootstrap: &str) -> Result<(), String> {
+    match command {
+        TopicCommand::Create {
+            topic,
+            partitions,
+            replication_factor,
+            config,
+            replica_assignment,
+        } => cli::topic::create(
+            bootstrap,
+            &topic,
+            partitions,
+            replication_factor,
+            &config,
+            replica_assignment.as_deref(),
+        ),
+        TopicCommand::List { format } => cli::topic::list(bootstrap, format == OutputFormat::Json),
+        TopicCommand::Describe { topic, format } => {
+            cli::topic::describe(bootstrap, &topic, format == OutputFormat::Json)
+        }
+        TopicCommand::AddPartitions { topic, num } => {
+            cli::topic::add_partitions(bootstrap, &topic, num)
+        }
+        TopicCommand::Delete { topic } => cli::topic::delete(bootstrap, &topic),
+        TopicCommand::AlterConfig { topic, set, delete } => {
+            cli::topic::alter_config(bootstrap, &topic, &set, &delete)
+        }
+        TopicCommand::Move { topic, partition, to, cancel, wait } => {
+            let target = (!cancel).then_some(to);
+            cli::topic::move_partition(bootstrap, &topic, partition, target, wait)
+        }
+    }
+}
+
+/// `strata cluster ...`.
+fn run_cluster(command: ClusterCommand) -> Result<(), String> {
+    match command {
+        ClusterCommand::Status { bootstrap, format } => {
+            cli::cluster::status(&bootstrap, format == OutputFormat::Json)
+        }
+        ClusterCommand::Health { bootstrap, watch, exit_when_healthy, interval, format } => {
+            let interval = std::time::Duration::from_secs(interval.max(1));
+            let json = format == OutputFormat::Json;
+            match cli::health::health(&bootstrap, json, watch, exit_when_healthy, interval) {
+                Ok(true) => Ok(()),
+                // The report says why; exit 1 as rpk's `cluster health` does.
+                Ok(false) => std::process::exit(1),
+                Err(error) => Err(error),
+            }
+        }
+        ClusterCommand::Partitions { bootstrap, topic, under_replicated, leaderless, format } => {
+            cli::health::partitions(
+                &bootstrap,
+                topic.as_deref(),
+                under_replicated,
+                leaderless,
+                format == OutputFormat::Json,
+            )
+        }
+        ClusterCommand::ElectLeaders { bootstrap, topic, partition, unclean } => {
+            cli::cluster_ops::elect_leaders(&bootstrap, topic.as_deref(), &partition, unclean)
+        }
+        ClusterCommand::Config { command, bootstrap, broker } => match command {
+            ConfigCommand::List { format } => {
+                cli::cluster_ops::config_list(&bootstrap, broker, format == OutputFormat::Json)
+            }
+            ConfigCommand::Get { key } => cli::cluster_ops::config_get(&bootstrap, broker, &key),
+            ConfigCommand::Set { set, delete } => {
+                cli::cluster_ops::config_set(&bootstrap, broker, &set, &delete)
+            }
+        },
+        ClusterCommand::Local { nodes, data_dir, base_port } => {
+            cli::cluster::local(nodes, &data_dir, base_port)
+        }
+    }
+}
+
+/// `strata quota ...`.
+fn run_quota(command: QuotaCommand, bootstrap: &str) -> Result<(), String> {
+    match command {
+        QuotaCommand::Set {
+            user,
+            client_id,
+            producer_byte_rate,
+            consumer_byte_rate,
+            request_percentage,
+        } => {
+            let rates: Vec<(&str, f64)> = [
+                ("producer_byte_rate", producer_byte_rate.map(|rate| rate as f64)),
+                ("consumer_byte_rate", consumer_byte_rate.map(|rate| rate as f64)),
+                ("request_percentage", request_percentage),
+            ]
+            .into_iter()
+            .filter_map(|(key, rate)| Some((key, rate?)))
+            .collect();
+            cli::quota::set(bootstrap, user.as_deref(), client_id.as_deref(), &rates)
+        }
+        QuotaCommand::Delete { user, client_id, key } => {
+            cli::quota::delete(bootstrap, user.as_deref(), client_id.as_deref(), &key)
+        }
+        QuotaCommand::List { format } => cli::quota::list(bootstrap, format == OutputFormat::Json),
+    }
+}
+
+/// `strata acl ...`.
+fn run_acl(command: AclCommand, bootstrap: &str) -> Result<(), String> {
+    match command {
+        AclCommand::Create { resource, allow_principal, deny_principal, operation, host } => {
+            cli::acl::create(
+                bootstrap,
+                &resource.into(),
+                &allow_principal,
+                &deny_principal,
+                &operation,
+                &host,
+            )
+        }
+        AclCommand::List { resource, principal, format } => cli::acl::list(
+            bootstrap,
+            &resource.into(),
+            principal.as_deref(),
+            format == OutputFormat::Json,
+        ),
+        AclCommand::Delete { resource, principal, all } => {
+            cli::acl::delete(bootstrap, &resource.into(), principal.as_deref(), all)
+        }
+    }
+}
+
+/// `strata user ...`.
+fn run_user(command: UserCommand, bootstrap: &str) -> Result<(), String> {
+    match command {
+        UserCommand::Create { user, password, mechanism, iterations } => {
+            cli::user::create(bootstrap, &user, &password, &mechanism, iterations)
+        }
+        UserCommand::List { format } => cli::user::list(bootstrap, format == OutputFormat::Json),
+        UserCommand::Delete { user, mechanism } => {
+            cli::user::delete(bootstrap, &user, mechanism.as_deref())
+        }
+    }
+}
+
+/// `strata txn ...`.
+fn run_txn(command: TxnCommand, bootstrap: &str) -> Result<(), String> {
+    match command {
+        TxnCommand::List { format } => cli::txn::list(bootstrap, format == OutputFormat::Json),
+        TxnCommand::Describe { transactional_id, format } => {
+            cli::txn::describe(bootstrap, &transactional_id, format == OutputFormat::Json)
+        }
+        TxnCommand::Abort { transactional_id } => cli::txn::abort(bootstrap, &transactional_id),
+    }
+}
+
+/// `strata group ...`.
+fn run_group(command: GroupCommand, bootstrap: &str) -> Result<(), String> {
+    match command {
+        GroupCommand::List { format } => cli::group::list(bootstrap, format == OutputFormat::Json),
+        GroupCommand::Describe { group, format } => {
+            cli::group::describe(bootstrap, &group, format == OutputFormat::Json)
+        }
+        GroupCommand::Delete { group } => cli::group::delete(bootstrap, &group),
+        GroupCommand::ResetOffsets {
+            group,
+            topic,
+            to_earliest,
+            to_latest,
+            to_offset,
+            to_timestamp,
+            create_group,
+        } => {
+            let to = match (to_earliest, to_latest, to_offset, to_timestamp) {
+                (true, _, _, _) => Ok(cli::group::ResetTo::Earliest),
+                (_, true, _, _) => Ok(cli::group::ResetTo::Latest),
+                (_, _, Some(offset), _) => Ok(cli::group::ResetTo::Offset(offset)),
+                (_, _, _, Some(timestamp)) => Ok(cli::group::ResetTo::Timestamp(timestamp)),
+                _ => Err("choose one of --to-earliest, --to-latest, --to-offset, --to-timestamp"
+                    .to_string()),
+            };
+            to.and_then(|to| cli::group::reset_offsets(bootstrap, &group, &topic, to, create_group))
+        }
+    }
+}
+
+/// `strata produce`: checks --acks and --format, then produces stdin's lines.
+fn run_produce(
+    bootstrap: &str,
+    topic: String,
+    partition: Option<i32>,
+    key_separator: Option<String>,
+    acks: &str,
+    format: Option<String>,
+) -> Result<(), String> {
+    let acks = match acks {
+        "all" | "-1" => Ok(-1),
+        "1" => Ok(1),
+        other => Err(format!("--acks {other:?}: use 1 or all")),
+    };
+    let format = format.as_deref().map(cli::format::Format::parse).transpose();
+    acks.and_then(|acks| {
+        let format = format?;
+        let options =
+            cli::produce::ProduceOptions { topic, partition, key_separator, acks, format };
+        cli::produce::run(bootstrap, options)
+    })
+}
+
+/// `strata consume`'s print format: --format, else the one the older flags describe.
+fn consume_format(
+    format: Option<String>,
+    separator: &str,
+    print_keys: bool,
+    print_offsets: bool,
+) -> Result<cli::format::Format, String> {
+    // The older flags are formats too: [PARTITION:OFFSET<sep>][KEY<sep>]VALUE.
+    let format = format.unwrap_or_else(|| {
+        let separator = separator.replace('%', "%%");
+        let mut format = String::new();
+        if print_offsets {
+            format.push_str(&format!("%p:%o{separator}"));
+        }
+        if print_keys {
+            format.push_str(&format!("%k{separator}"));
+        }
+        format.push_str("%v\\n");
+        format
+    });
+    cli::format::Format::parse(&format)
 }
 
 #[derive(Subcommand)]

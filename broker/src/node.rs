@@ -13,9 +13,9 @@ use crate::authorization::{AclOperation, Resource};
 use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::controller::quorum::ControllerHandle;
-use crate::error::{error_code, TxnError, VerifyError, NONE};
+use crate::error::{error_code, TxnError, VerifyError};
 use crate::error::{BrokerError, GroupError, Result};
-use crate::mesh::{Mesh, MeshReceivers};
+use crate::mesh::{Answers, Ask, Mesh, MeshReceivers};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::internal::{
     partition_for_group, partition_for_transactional_id, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
@@ -25,24 +25,19 @@ use crate::request_context::RequestContext;
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
 };
-use crate::services::groups::{GroupConfig, GroupRequest, GroupResponse, GroupService};
-use crate::services::metadata::{
-    MetadataRequest, MetadataResponse, MetadataService, MetadataView, METADATA_SHARD,
-};
+use crate::services::groups::{requests::TxnMarker, GroupConfig, GroupService};
+use crate::services::metadata::{MetadataService, MetadataView, METADATA_SHARD};
 use crate::services::partitions::txn_markers::MarkerSpec;
 use crate::services::partitions::txn_verify::TxnVerifier;
 use crate::services::partitions::waits::{PartitionWaits, WaitForAppend};
-use crate::services::partitions::{
-    PartitionRequest, PartitionResponse, PartitionService, PartitionServiceParts,
-};
+use crate::services::partitions::{requests, PartitionService, PartitionServiceParts};
 use crate::services::producer_ids::{InitProducerId, ProducerIdService};
 use crate::services::replication::ReplicaFetchers;
-use crate::services::stats::{StatsReport, StatsService};
+use crate::services::stats::{Report, StatsReport, StatsService};
 use crate::services::transactions::{
-    MarkerFailure, MarkerWriter, TransactionService, TxnConfig, TxnRequest, TxnResponse,
+    requests::Verify, MarkerFailure, MarkerWriter, TransactionService, TxnConfig,
 };
 use crate::stats::ShardStats;
-use kafka_protocol::error::ResponseError;
 use shard::io::Storage;
 use shard::runtime::ShardId;
 use std::cell::{Cell, RefCell};
@@ -95,8 +90,17 @@ pub struct Node<S: Storage> {
     requests_in_progress: Cell<usize>,
 }
 
-fn unexpected(service: &str) -> BrokerError {
-    BrokerError::MetadataUnavailable(format!("the {service} service answered another request"))
+/// A shard's services, built before they go into its `Node`.
+struct Services<S: Storage> {
+    stats: Rc<ShardStats>,
+    view: Rc<MetadataView>,
+    partitions: Rc<PartitionService<S>>,
+    groups: Rc<GroupService<S>>,
+    transactions: Rc<TransactionService<S>>,
+    metadata: Rc<MetadataService<S>>,
+    replication: Rc<ReplicaFetchers<S>>,
+    quotas: Rc<crate::services::quotas::QuotaService>,
+    fetch_sessions: SharedFetchSessions,
 }
 
 impl<S: Storage> Node<S> {
@@ -104,6 +108,58 @@ impl<S: Storage> Node<S> {
     pub async fn build(parts: NodeParts<S>) -> Result<Rc<Self>, String> {
         let NodeParts { config, storage, mesh, clock, cluster } = parts;
         let mesh = Rc::new(mesh);
+        let services = Self::services(&config, &storage, &mesh, &clock, cluster.clone());
+        Self::register_services(&mesh, &services);
+        if mesh.id() == METADATA_SHARD {
+            let mut producer_ids = ProducerIdService::load(storage, &config.data_dir).await?;
+            if let Some(cluster) = &cluster {
+                producer_ids = producer_ids.in_cluster(config.node_id, cluster.clone());
+            }
+            mesh.register(Rc::new(producer_ids));
+        }
+        let Services {
+            stats,
+            view,
+            partitions,
+            groups,
+            transactions,
+            metadata,
+            replication,
+            quotas,
+            fetch_sessions,
+        } = services;
+        let node = Rc::new(Node {
+            config,
+            clock,
+            stats,
+            mesh,
+            cluster,
+            view,
+            partitions,
+            groups,
+            transactions,
+            metadata,
+            fetch_sessions,
+            replication,
+            quotas,
+            requests_in_progress: Cell::new(0),
+        });
+        node.transactions.set_marker_writer(Rc::new(NodeMarkers { node: Rc::downgrade(&node) }));
+        if node.config.transaction_partition_verification {
+            let verifier = NodeVerifier { node: Rc::downgrade(&node) };
+            node.partitions.set_txn_verifier(Some(Rc::new(verifier)));
+        }
+        Ok(node)
+    }
+
+    /// Builds this shard's services, each on the ones it calls.
+    fn services(
+        config: &BrokerConfig,
+        storage: &S,
+        mesh: &Rc<Mesh>,
+        clock: &Clock,
+        cluster: Option<Arc<ControllerHandle>>,
+    ) -> Services<S> {
         let stats = Rc::new(ShardStats::default());
         let node = NodeId(config.node_id);
         let partitions = Rc::new(PartitionService::new(PartitionServiceParts {
@@ -115,6 +171,47 @@ impl<S: Storage> Node<S> {
             stats: stats.clone(),
             clock: clock.clone(),
         }));
+        let (groups, transactions) = Self::coordinators(config, &partitions, &stats, mesh, clock);
+        let view = Rc::new(MetadataView::default());
+        let policy = PlacementPolicy { node, shard_count: mesh.shard_count() };
+        let replication = Rc::new(ReplicaFetchers::new(node, mesh.id(), partitions.clone()));
+        let metadata = Rc::new(MetadataService::new(
+            view.clone(),
+            partitions.clone(),
+            replication.clone(),
+            mesh.clone(),
+            config.data_dir.clone(),
+            policy,
+            cluster,
+        ));
+        let quotas = Rc::new(crate::services::quotas::QuotaService::new(mesh.clone()));
+        let fetch_sessions = Rc::new(RefCell::new(FetchSessions::new(
+            u32::from(mesh.id().0),
+            mesh.shard_count() as u32,
+            SESSION_SLOTS,
+            SESSION_PARTITIONS_MAX,
+        )));
+        Services {
+            stats,
+            view,
+            partitions,
+            groups,
+            transactions,
+            metadata,
+            replication,
+            quotas,
+            fetch_sessions,
+        }
+    }
+
+    /// The group and transaction coordinators, both on this shard's partitions.
+    fn coordinators(
+        config: &BrokerConfig,
+        partitions: &Rc<PartitionService<S>>,
+        stats: &Rc<ShardStats>,
+        mesh: &Rc<Mesh>,
+        clock: &Clock,
+    ) -> (Rc<GroupService<S>>, Rc<TransactionService<S>>) {
         let group_config = GroupConfig {
             initial_rebalance_delay_ms: config.initial_rebalance_delay_ms,
             offsets_retention_ms: config.offsets_retention_ms,
@@ -138,69 +235,26 @@ impl<S: Storage> Node<S> {
                 expiry_interval_ms: config.transaction_expiry_interval_ms,
             },
         ));
-        let view = Rc::new(MetadataView::default());
-        let policy = PlacementPolicy { node, shard_count: mesh.shard_count() };
-        let replication = Rc::new(ReplicaFetchers::new(node, mesh.id(), partitions.clone()));
-        let metadata = Rc::new(MetadataService::new(
-            view.clone(),
-            partitions.clone(),
-            replication.clone(),
-            mesh.clone(),
-            config.data_dir.clone(),
-            policy,
-            cluster.clone(),
-        ));
-        mesh.register(partitions.clone());
-        mesh.register(Rc::new(PartitionWaits::new(partitions.clone())));
-        mesh.register(groups.clone());
-        mesh.register(transactions.clone());
-        mesh.register(metadata.clone());
-        let quotas = Rc::new(crate::services::quotas::QuotaService::new(mesh.clone()));
-        mesh.register(quotas.clone());
-        let fetch_sessions = Rc::new(RefCell::new(FetchSessions::new(
-            u32::from(mesh.id().0),
-            mesh.shard_count() as u32,
-            SESSION_SLOTS,
-            SESSION_PARTITIONS_MAX,
-        )));
+        (groups, transactions)
+    }
+
+    /// Registers this shard's services on its mesh, through which every shard reaches them.
+    fn register_services(mesh: &Rc<Mesh>, services: &Services<S>) {
+        mesh.register(services.partitions.clone());
+        mesh.register(Rc::new(PartitionWaits::new(services.partitions.clone())));
+        mesh.register(services.groups.clone());
+        mesh.register(services.transactions.clone());
+        mesh.register(services.metadata.clone());
+        mesh.register(services.quotas.clone());
         mesh.register(Rc::new(StatsService::new(
-            stats.clone(),
-            partitions.clone(),
-            groups.clone(),
-            transactions.clone(),
-            replication.clone(),
-            fetch_sessions.clone(),
+            services.stats.clone(),
+            services.partitions.clone(),
+            services.groups.clone(),
+            services.transactions.clone(),
+            services.replication.clone(),
+            services.fetch_sessions.clone(),
             mesh.clone(),
         )));
-        if mesh.id() == METADATA_SHARD {
-            let mut producer_ids = ProducerIdService::load(storage, &config.data_dir).await?;
-            if let Some(cluster) = &cluster {
-                producer_ids = producer_ids.in_cluster(config.node_id, cluster.clone());
-            }
-            mesh.register(Rc::new(producer_ids));
-        }
-        let node = Rc::new(Node {
-            config,
-            clock,
-            stats,
-            mesh,
-            cluster,
-            view,
-            partitions,
-            groups,
-            transactions,
-            metadata,
-            fetch_sessions,
-            replication,
-            quotas,
-            requests_in_progress: Cell::new(0),
-        });
-        node.transactions.set_marker_writer(Rc::new(NodeMarkers { node: Rc::downgrade(&node) }));
-        if node.config.transaction_partition_verification {
-            let verifier = NodeVerifier { node: Rc::downgrade(&node) };
-            node.partitions.set_txn_verifier(Some(Rc::new(verifier)));
-        }
-        Ok(node)
     }
 
     /// Takes the startup image (shard 0 first persists it when `persist`), opens this shard's
@@ -463,9 +517,7 @@ impl<S: Storage> Node<S> {
         partition: &TopicPartition,
         error_code: i16,
     ) -> Option<(NodeId, i32, Option<BrokerEndpoint>)> {
-        const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-        const FENCED_LEADER_EPOCH: i16 = 74;
-        if error_code != NOT_LEADER_OR_FOLLOWER && error_code != FENCED_LEADER_EPOCH {
+        if !crate::error::answered::names_new_leader(error_code) {
             return None;
         }
         let image = self.metadata();
@@ -546,31 +598,40 @@ impl<S: Storage> Node<S> {
     }
 
     /// A request for `partition`'s owner.
-    pub async fn partition_call(
+    pub async fn partition_call<R: Ask>(
         &self,
         partition: &TopicPartition,
-        request: PartitionRequest,
-    ) -> Result<PartitionResponse> {
+        request: R,
+    ) -> Result<R::Answer>
+    where
+        PartitionService<S>: Answers<R>,
+    {
         let owner = self.partition_owner(partition)?;
-        Ok(self.mesh.call::<PartitionService<S>>(owner, request).await?)
+        Ok(self.mesh.call::<PartitionService<S>, R>(owner, request).await?)
     }
 
     /// Starts `request` on shard `owner`'s partition service (`Mesh::start_call`): returns once it is
     /// queued there, with the answer to await.
-    pub async fn partition_start(
+    pub async fn partition_start<R: Ask>(
         &self,
         owner: ShardId,
-        request: PartitionRequest,
-    ) -> std::result::Result<crate::mesh::Call<PartitionResponse>, crate::error::MeshError> {
-        self.mesh.start_call::<PartitionService<S>>(owner, request).await
+        request: R,
+    ) -> std::result::Result<crate::mesh::Call<R::Answer>, crate::error::MeshError>
+    where
+        PartitionService<S>: Answers<R>,
+    {
+        self.mesh.start_call::<PartitionService<S>, R>(owner, request).await
     }
 
     /// The same request to every shard's partition service.
-    pub async fn partition_call_all(
+    pub async fn partition_call_all<R: Ask>(
         &self,
-        request: impl Fn() -> PartitionRequest,
-    ) -> Vec<Result<PartitionResponse>> {
-        let answers = self.mesh.call_all::<PartitionService<S>>(request).await;
+        request: impl Fn() -> R,
+    ) -> Vec<Result<R::Answer>>
+    where
+        PartitionService<S>: Answers<R>,
+    {
+        let answers = self.mesh.call_all::<PartitionService<S>, R>(request).await;
         answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
     }
 
@@ -585,7 +646,7 @@ impl<S: Storage> Node<S> {
     ) {
         let Ok(owner) = self.partition_owner(partition) else { return };
         let request = WaitForAppend { partition: partition.clone(), offset, wait_ms, log_end };
-        let _ = self.mesh.call::<PartitionWaits<S>>(owner, request).await;
+        let _ = self.mesh.call::<PartitionWaits<S>, _>(owner, request).await;
     }
 
     /// The shard coordinating `transactional_id` (the owner of its `__transaction_state`
@@ -602,26 +663,20 @@ impl<S: Storage> Node<S> {
     }
 
     /// A request for `transactional_id`'s coordinator.
-    pub async fn txn_call(
-        &self,
-        transactional_id: &str,
-        request: TxnRequest,
-    ) -> Result<TxnResponse> {
+    pub async fn txn_call<R: Ask>(&self, transactional_id: &str, request: R) -> Result<R::Answer>
+    where
+        TransactionService<S>: Answers<R>,
+    {
         let coordinator = self.txn_coordinator(transactional_id)?;
-        Ok(self.mesh.call::<TransactionService<S>>(coordinator, request).await?)
-    }
-
-    /// A transaction coordinator request answered with success or an error.
-    pub async fn txn_done(&self, transactional_id: &str, request: TxnRequest) -> Result<()> {
-        match self.txn_call(transactional_id, request).await? {
-            TxnResponse::Done(result) => result,
-            _ => Err(unexpected("transactions")),
-        }
+        Ok(self.mesh.call::<TransactionService<S>, R>(coordinator, request).await?)
     }
 
     /// The same request to every shard's transaction coordinator.
-    pub async fn txn_call_all(&self, request: impl Fn() -> TxnRequest) -> Vec<Result<TxnResponse>> {
-        let answers = self.mesh.call_all::<TransactionService<S>>(request).await;
+    pub async fn txn_call_all<R: Ask>(&self, request: impl Fn() -> R) -> Vec<Result<R::Answer>>
+    where
+        TransactionService<S>: Answers<R>,
+    {
+        let answers = self.mesh.call_all::<TransactionService<S>, R>(request).await;
         answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
     }
 
@@ -673,20 +728,22 @@ impl<S: Storage> Node<S> {
         let unavailable =
             || VerifyError::Unavailable(format!("{state} has no leader for {transactional_id}"));
         let placement = image.placement(&state).ok_or_else(unavailable)?;
-        let code = if placement.leader == self.node_id() {
-            let request = TxnRequest::Verify {
+        if placement.leader == self.node_id() {
+            let request = Verify {
                 transactional_id: transactional_id.to_string(),
                 producer_id,
                 producer_epoch,
                 partitions: vec![partition.clone()],
             };
-            match self.txn_call(transactional_id, request).await {
-                Ok(TxnResponse::Verified(Ok(verified))) if verified == [true] => NONE,
-                Ok(TxnResponse::Verified(Ok(_))) => ResponseError::InvalidTxnState.code(),
-                Ok(TxnResponse::Verified(Err(error))) | Err(error) => error_code(&error),
-                Ok(_) => ResponseError::UnknownServerError.code(),
-            }
-        } else {
+            let verified = self.txn_call(transactional_id, request).await;
+            let refusal = match verified.and_then(|verified| verified) {
+                Ok(verified) if verified == [true] => None,
+                Ok(_) => Some(VerifyError::NotInTransaction),
+                Err(error) => VerifyError::from_coordinator_code(error_code(&error)),
+            };
+            return refusal.map_or(Ok(()), Err);
+        }
+        let code = {
             let endpoint = self.broker(placement.leader).ok_or_else(unavailable)?;
             let port = u16::try_from(endpoint.port).unwrap_or(0);
             crate::services::transactions::remote::verify_partition(
@@ -713,40 +770,35 @@ impl<S: Storage> Node<S> {
     ) -> Result<()> {
         let owner = self.partition_owner(partition)?;
         if partition.topic == OFFSETS_TOPIC {
-            let request = GroupRequest::TxnMarker { partition: partition.clone(), marker };
-            return match self.mesh.call::<GroupService<S>>(owner, request).await? {
-                GroupResponse::Commit(result) => result,
-                _ => Err(unexpected("groups")),
-            };
+            let request = TxnMarker { partition: partition.clone(), marker };
+            return self.mesh.call::<GroupService<S>, _>(owner, request).await?;
         }
-        let request = PartitionRequest::WriteMarker { partition: partition.clone(), marker };
-        match self.mesh.call::<PartitionService<S>>(owner, request).await? {
-            PartitionResponse::WriteMarker(result) => result,
-            _ => Err(unexpected("partitions")),
-        }
+        let request = requests::WriteMarker { partition: partition.clone(), marker };
+        self.mesh.call::<PartitionService<S>, _>(owner, request).await?
     }
 
     /// A request for `group`'s coordinator.
-    pub async fn group_call(&self, group: &str, request: GroupRequest) -> Result<GroupResponse> {
+    pub async fn group_call<R: Ask>(&self, group: &str, request: R) -> Result<R::Answer>
+    where
+        GroupService<S>: Answers<R>,
+    {
         let coordinator = self.group_coordinator(group)?;
-        Ok(self.mesh.call::<GroupService<S>>(coordinator, request).await?)
+        Ok(self.mesh.call::<GroupService<S>, R>(coordinator, request).await?)
     }
 
     /// The same request to every shard's group coordinator.
-    pub async fn group_call_all(
-        &self,
-        request: impl Fn() -> GroupRequest,
-    ) -> Vec<Result<GroupResponse>> {
-        let answers = self.mesh.call_all::<GroupService<S>>(request).await;
+    pub async fn group_call_all<R: Ask>(&self, request: impl Fn() -> R) -> Vec<Result<R::Answer>>
+    where
+        GroupService<S>: Answers<R>,
+    {
+        let answers = self.mesh.call_all::<GroupService<S>, R>(request).await;
         answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
     }
 
     /// Decides, persists and publishes a metadata change on shard 0; a result per item.
     pub async fn change_metadata(&self, change: MetadataChange) -> Vec<Result<()>> {
-        let request = MetadataRequest::Change(change);
-        match self.mesh.call::<MetadataService<S>>(METADATA_SHARD, request).await {
-            Ok(MetadataResponse::Changed(results)) => results,
-            Ok(MetadataResponse::Applied(_)) => vec![Err(unexpected("metadata"))],
+        match self.mesh.call::<MetadataService<S>, _>(METADATA_SHARD, change).await {
+            Ok(results) => results,
             Err(error) => vec![Err(BrokerError::from(error))],
         }
     }
@@ -754,12 +806,12 @@ impl<S: Storage> Node<S> {
     /// A producer id and epoch from shard 0's allocator.
     pub async fn init_producer_id(&self, producer_id: i64, epoch: i16) -> Result<(i64, i16)> {
         let request = InitProducerId { producer_id, epoch };
-        self.mesh.call::<ProducerIdService<S>>(METADATA_SHARD, request).await?
+        self.mesh.call::<ProducerIdService<S>, _>(METADATA_SHARD, request).await?
     }
 
     /// Every shard's counters (shards that do not answer are left out).
     pub async fn stats_all(&self) -> Vec<(ShardId, Box<StatsReport>)> {
-        let answers = self.mesh.call_all::<StatsService<S>>(|| ()).await;
+        let answers = self.mesh.call_all::<StatsService<S>, _>(|| Report).await;
         self.mesh
             .shards()
             .zip(answers)

@@ -217,6 +217,16 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
     if let Some(tls) = &tls {
         crate::net::tls::install_for_reload(tls.clone());
     }
+    serve_broker(config, runtime_config, tls)
+}
+
+/// Loads (or joins the cluster for) the metadata image, then runs the broker's shards until
+/// they stop.
+fn serve_broker(
+    config: BrokerConfig,
+    runtime_config: RuntimeConfig,
+    tls: Option<Arc<crate::net::tls::TlsServer>>,
+) -> Result<(), String> {
     let policy =
         PlacementPolicy { node: NodeId(config.node_id), shard_count: runtime_config.cores };
     let (image, persist, cluster) = if config.cluster.voters.is_empty() {
@@ -383,23 +393,7 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     progress.step(id, 4);
     node.start(image, persist, Some(receivers)).await?;
     progress.step(id, 5);
-    let mut listeners = Vec::new();
-    for listener in &config.listeners {
-        let socket = TcpListener::bind(listener.listen)
-            .map_err(|e| format!("binding {} ({}): {e}", listener.listen, listener.name))?;
-        let tls = if listener.tls {
-            let tls = tls.clone().ok_or_else(|| format!("{}: no TLS settings", listener.name))?;
-            Some(tls)
-        } else {
-            None
-        };
-        let info = crate::net::connection::ListenerInfo {
-            name: Rc::from(listener.name.as_str()),
-            tls,
-            sasl: listener.sasl,
-        };
-        listeners.push((socket, Rc::new(info)));
-    }
+    let listeners = bind_listeners(&config, tls.as_ref())?;
     if id == ShardId(0) {
         let admin = TcpListener::bind(config.admin_listen)
             .map_err(|e| format!("binding admin {}: {e}", config.admin_listen))?;
@@ -413,16 +407,7 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     limits.serving(usize::from(id.0));
     progress.step(id, STARTUP_STEPS.len() as u8);
     if bound.fetch_add(1, Ordering::SeqCst) + 1 == context.shard_count {
-        let served: Vec<String> =
-            config.listeners.iter().map(|l| format!("{}://{}", l.name, l.listen)).collect();
-        tracing::info!(
-            listen = %config.listen,
-            listeners = %served.join(","),
-            advertise = %format!("{}:{}", config.advertise_host, config.advertise_port),
-            admin = %config.admin_listen,
-            shards = context.shard_count,
-            "ready"
-        );
+        log_ready(&config, context.shard_count);
     }
     let accepts = listeners
         .iter()
@@ -448,6 +433,46 @@ async fn shard_main(context: ShardContext, startup: Startup) -> Result<(), Strin
     drain(&node, context.shard_count).await;
     node.close().await;
     Ok(())
+}
+
+/// Binds this shard's socket for every client listener, with what its connections are told of
+/// it (its name, TLS, SASL).
+fn bind_listeners(
+    config: &BrokerConfig,
+    tls: Option<&Arc<crate::net::tls::TlsServer>>,
+) -> Result<Vec<(TcpListener, Rc<crate::net::connection::ListenerInfo>)>, String> {
+    let mut listeners = Vec::new();
+    for listener in &config.listeners {
+        let socket = TcpListener::bind(listener.listen)
+            .map_err(|e| format!("binding {} ({}): {e}", listener.listen, listener.name))?;
+        let tls = if listener.tls {
+            let tls = tls.cloned().ok_or_else(|| format!("{}: no TLS settings", listener.name))?;
+            Some(tls)
+        } else {
+            None
+        };
+        let info = crate::net::connection::ListenerInfo {
+            name: Rc::from(listener.name.as_str()),
+            tls,
+            sasl: listener.sasl,
+        };
+        listeners.push((socket, Rc::new(info)));
+    }
+    Ok(listeners)
+}
+
+/// Logs `ready` with every address served: the last shard to bind does.
+fn log_ready(config: &BrokerConfig, shards: usize) {
+    let served: Vec<String> =
+        config.listeners.iter().map(|l| format!("{}://{}", l.name, l.listen)).collect();
+    tracing::info!(
+        listen = %config.listen,
+        listeners = %served.join(","),
+        advertise = %format!("{}:{}", config.advertise_host, config.advertise_port),
+        admin = %config.admin_listen,
+        shards,
+        "ready"
+    );
 }
 
 /// Shard 0, once a shutdown signal arrived: a cluster broker asks the controller to fence it

@@ -18,8 +18,29 @@ pub fn status(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let cluster = super::health::describe_cluster(&mut client)?;
     let mut text = String::new();
-    let mut brokers_json = Vec::new();
     text.push_str(&format!("cluster {}\n", cluster.cluster_id.as_str()));
+    let brokers_json = write_brokers(&mut text, &cluster);
+    let log = describe_metadata_log(&mut client)?;
+    text.push_str(&format!(
+        "controller leader {} term {} committed offset {}\n",
+        log.leader_id.0, log.leader_epoch, log.high_watermark
+    ));
+    let voters_json = write_voters(&mut text, &log);
+    if json_output {
+        let status = serde_json::json!({"cluster_id": cluster.cluster_id.as_str(),
+            "controller": {"leader": log.leader_id.0, "term": log.leader_epoch,
+                           "committed_offset": log.high_watermark},
+            "brokers": brokers_json, "voters": voters_json});
+        println!("{status}");
+    } else {
+        print!("{text}");
+    }
+    Ok(())
+}
+
+/// The brokers' table of `status`, written to `text`; returned as JSON values too.
+fn write_brokers(text: &mut String, cluster: &DescribeClusterResponse) -> Vec<serde_json::Value> {
+    let mut brokers_json = Vec::new();
     text.push_str(&format!("{:<6} {:<28} {:<12} {:<8}\n", "BROKER", "ENDPOINT", "RACK", "STATE"));
     for broker in &cluster.brokers {
         let state = if broker.is_fenced { "fenced" } else { "live" };
@@ -36,6 +57,13 @@ pub fn status(bootstrap: &str, json_output: bool) -> Result<(), String> {
         brokers_json.push(serde_json::json!({"id": broker.broker_id.0, "endpoint": endpoint,
             "rack": rack, "state": state, "controller": is_controller}));
     }
+    brokers_json
+}
+
+/// The metadata log's partition as DescribeQuorum v2 describes it.
+fn describe_metadata_log(
+    client: &mut Client,
+) -> Result<describe_quorum_response::PartitionData, String> {
     let mut partition = PartitionData::default();
     partition.partition_index = 0;
     let mut topic = TopicData::default();
@@ -46,7 +74,7 @@ pub fn status(bootstrap: &str, json_output: bool) -> Result<(), String> {
     // While a leader is being elected the answer is NOT_LEADER_OR_FOLLOWER: ask again, for
     // up to 10 s.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let log = loop {
+    loop {
         let quorum = match client.call(ApiKey::DescribeQuorum, 2, request.clone().into())? {
             ResponseKind::DescribeQuorum(response) => response,
             _ => return Err("unexpected response to DescribeQuorum".into()),
@@ -57,18 +85,22 @@ pub fn status(bootstrap: &str, json_output: bool) -> Result<(), String> {
         else {
             return Err("DescribeQuorum answered without the metadata log".into());
         };
-        if log.error_code == ResponseError::NotLeaderOrFollower.code() && Instant::now() < deadline
-        {
+        let moving = super::is_error(log.error_code, ResponseError::NotLeaderOrFollower);
+        if moving && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
             continue;
         }
         check(log.error_code, log.error_message.as_ref(), "describing the quorum")?;
-        break log;
-    };
-    text.push_str(&format!(
-        "controller leader {} term {} committed offset {}\n",
-        log.leader_id.0, log.leader_epoch, log.high_watermark
-    ));
+        return Ok(log);
+    }
+}
+
+/// The voters' (and observers') table of `status`, with each one's lag behind the leader and
+/// last contact, written to `text`; returned as JSON values too.
+fn write_voters(
+    text: &mut String,
+    log: &describe_quorum_response::PartitionData,
+) -> Vec<serde_json::Value> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64);
@@ -106,16 +138,7 @@ pub fn status(bootstrap: &str, json_output: bool) -> Result<(), String> {
             "log_end_offset": replica.log_end_offset, "lag": lag,
             "last_contact_ms_ago": contact_ms}));
     }
-    if json_output {
-        let status = serde_json::json!({"cluster_id": cluster.cluster_id.as_str(),
-            "controller": {"leader": log.leader_id.0, "term": log.leader_epoch,
-                           "committed_offset": log.high_watermark},
-            "brokers": brokers_json, "voters": voters_json});
-        println!("{status}");
-    } else {
-        print!("{text}");
-    }
-    Ok(())
+    voters_json
 }
 
 /// A node of `strata cluster local`: its ports and its process.

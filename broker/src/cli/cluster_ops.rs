@@ -4,12 +4,10 @@
 //! by its id, asked of that broker as Kafka requires).
 
 use super::{check, Client};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-
-/// Kafka's ELECTION_NOT_NEEDED: the partition already has the leader the election would give.
-const ELECTION_NOT_NEEDED: i16 = 84;
 
 pub fn elect_leaders(
     bootstrap: &str,
@@ -61,7 +59,10 @@ pub fn elect_leaders(
                     elected += 1;
                     println!("{name}: {kind} leader elected");
                 }
-                ELECTION_NOT_NEEDED => println!("{name}: already led by that replica"),
+                // ELECTION_NOT_NEEDED: the partition already has the leader it would get.
+                code if super::is_error(code, ResponseError::ElectionNotNeeded) => {
+                    println!("{name}: already led by that replica")
+                }
                 code => {
                     let reason = super::error_name(code);
                     let message = result.error_message.map(|m| m.to_string()).unwrap_or_default();

@@ -1,6 +1,7 @@
 //! `strata group list|describe|reset-offsets`.
 
 use super::{check, Client};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
@@ -56,7 +57,8 @@ pub(super) fn coordinator(bootstrap: &str, group: &str) -> Result<Client, String
                 ResponseKind::FindCoordinator(response) => response,
                 _ => return Err("unexpected response".into()),
             };
-        let retriable = response.error_code == COORDINATOR_NOT_AVAILABLE;
+        let retriable =
+            super::is_error(response.error_code, ResponseError::CoordinatorNotAvailable);
         if retriable && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(200));
             continue;
@@ -66,9 +68,12 @@ pub(super) fn coordinator(bootstrap: &str, group: &str) -> Result<Client, String
     }
 }
 
-/// Kafka's COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE.
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE: the group's coordinator is
+/// moving or loading; asked again.
+fn coordinator_loading(code: i16) -> bool {
+    super::is_error(code, ResponseError::CoordinatorLoadInProgress)
+        || super::is_error(code, ResponseError::CoordinatorNotAvailable)
+}
 
 /// Every group on every broker (each broker lists the groups it coordinates).
 pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
@@ -202,8 +207,7 @@ pub(super) fn describe_group(
         let described = response.groups.into_iter().next().ok_or("no group in the answer")?;
         // The coordinator is still loading its `__consumer_offsets` partition (a new
         // leader, a fresh cluster): asked again, as clients do.
-        let loading = [COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE]
-            .contains(&described.error_code);
+        let loading = coordinator_loading(described.error_code);
         if loading && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(200));
             continue;

@@ -281,75 +281,10 @@ pub fn describe(bootstrap: &str, topic: &str, json_output: bool) -> Result<(), S
     let meta = response.topics.into_iter().next().ok_or("no topic in the answer")?;
     check(meta.error_code, None, &format!("describing {topic}"))?;
     let partitions = meta.partitions.len() as i32;
-    let (leaders, _) = leaders(&mut client, topic)?;
-    let sizes = per_leader(&mut client, topic, partitions, |leader, indexes| {
-        let sizes = partition_sizes(leader, topic, partitions)?;
-        Ok(indexes.iter().map(|i| (*i, sizes.get(*i as usize).copied().unwrap_or(-1))).collect())
-    })?;
-    let ids = |nodes: &[kafka_protocol::messages::BrokerId]| -> Vec<i32> {
-        nodes.iter().map(|node| node.0).collect()
-    };
-    let mut replicas: Vec<(Vec<i32>, Vec<i32>)> =
-        vec![Default::default(); partitions.max(0) as usize];
-    for partition in &meta.partitions {
-        if let Some(slot) =
-            usize::try_from(partition.partition_index).ok().and_then(|i| replicas.get_mut(i))
-        {
-            *slot = (ids(&partition.replica_nodes), ids(&partition.isr_nodes));
-        }
-    }
-    let mut rows = Vec::new();
-    for (index, (start, end)) in offsets(&mut client, topic, partitions)?.into_iter().enumerate() {
-        let (replicas, isr) = replicas.get(index).cloned().unwrap_or_default();
-        rows.push(PartitionRow {
-            partition: index as i32,
-            leader: leaders.get(index).copied().unwrap_or(-1),
-            log_start: start,
-            high_watermark: end,
-            size_bytes: sizes.get(&(index as i32)).copied().unwrap_or(-1),
-            replicas,
-            isr,
-        });
-    }
-    let mut resource =
-        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();
-    resource.resource_type = 2;
-    resource.resource_name = StrBytes::from_string(topic.to_string());
-    resource.configuration_keys = None;
-    let mut request = DescribeConfigsRequest::default();
-    request.resources = vec![resource];
-    // (name, value, whether it is the topic's override).
-    let mut configs: Vec<(String, String, bool)> = Vec::new();
-    if let ResponseKind::DescribeConfigs(response) =
-        client.call(ApiKey::DescribeConfigs, 1, RequestKind::DescribeConfigs(request))?
-    {
-        for config in response.results.into_iter().flat_map(|r| r.configs) {
-            let value = config.value.map(|v| v.to_string()).unwrap_or_default();
-            configs.push((config.name.to_string(), value, config.config_source == 1));
-        }
-    }
+    let rows = partition_rows(&mut client, topic, &meta)?;
+    let configs = topic_configs(&mut client, topic)?;
     if json_output {
-        let partitions: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|row| {
-                serde_json::json!({
-                    "partition": row.partition, "leader": row.leader,
-                    "log_start_offset": row.log_start, "high_watermark": row.high_watermark,
-                    "size_bytes": row.size_bytes, "replicas": row.replicas, "isr": row.isr,
-                })
-            })
-            .collect();
-        let configs: Vec<serde_json::Value> = configs
-            .iter()
-            .map(|(name, value, overridden)| {
-                serde_json::json!({"name": name, "value": value, "override": overridden})
-            })
-            .collect();
-        let described = serde_json::json!({
-            "topic": topic, "topic_id": meta.topic_id.to_string(),
-            "partitions": partitions, "configs": configs,
-        });
-        println!("{described}");
+        print_described_json(topic, &meta.topic_id.to_string(), &rows, &configs);
         return Ok(());
     }
     println!("topic {topic}  id {}  partitions {partitions}", meta.topic_id);
@@ -382,6 +317,99 @@ pub fn describe(bootstrap: &str, topic: &str, json_output: bool) -> Result<(), S
         println!("  {name}={value} {source}");
     }
     Ok(())
+}
+
+/// Each partition of the topic: its leader, offsets and size (asked of its leader), replicas
+/// and ISR.
+fn partition_rows(
+    client: &mut Client,
+    topic: &str,
+    meta: &metadata_response::MetadataResponseTopic,
+) -> Result<Vec<PartitionRow>, String> {
+    let partitions = meta.partitions.len() as i32;
+    let (leaders, _) = leaders(client, topic)?;
+    let sizes = per_leader(client, topic, partitions, |leader, indexes| {
+        let sizes = partition_sizes(leader, topic, partitions)?;
+        Ok(indexes.iter().map(|i| (*i, sizes.get(*i as usize).copied().unwrap_or(-1))).collect())
+    })?;
+    let ids = |nodes: &[kafka_protocol::messages::BrokerId]| -> Vec<i32> {
+        nodes.iter().map(|node| node.0).collect()
+    };
+    let mut replicas: Vec<(Vec<i32>, Vec<i32>)> =
+        vec![Default::default(); partitions.max(0) as usize];
+    for partition in &meta.partitions {
+        if let Some(slot) =
+            usize::try_from(partition.partition_index).ok().and_then(|i| replicas.get_mut(i))
+        {
+            *slot = (ids(&partition.replica_nodes), ids(&partition.isr_nodes));
+        }
+    }
+    let mut rows = Vec::new();
+    for (index, (start, end)) in offsets(client, topic, partitions)?.into_iter().enumerate() {
+        let (replicas, isr) = replicas.get(index).cloned().unwrap_or_default();
+        rows.push(PartitionRow {
+            partition: index as i32,
+            leader: leaders.get(index).copied().unwrap_or(-1),
+            log_start: start,
+            high_watermark: end,
+            size_bytes: sizes.get(&(index as i32)).copied().unwrap_or(-1),
+            replicas,
+            isr,
+        });
+    }
+    Ok(rows)
+}
+
+/// The topic's configs (DescribeConfigs), its overrides and the defaults it takes.
+fn topic_configs(client: &mut Client, topic: &str) -> Result<Vec<(String, String, bool)>, String> {
+    let mut resource =
+        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_string(topic.to_string());
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    // (name, value, whether it is the topic's override).
+    let mut configs: Vec<(String, String, bool)> = Vec::new();
+    if let ResponseKind::DescribeConfigs(response) =
+        client.call(ApiKey::DescribeConfigs, 1, RequestKind::DescribeConfigs(request))?
+    {
+        for config in response.results.into_iter().flat_map(|r| r.configs) {
+            let value = config.value.map(|v| v.to_string()).unwrap_or_default();
+            configs.push((config.name.to_string(), value, config.config_source == 1));
+        }
+    }
+    Ok(configs)
+}
+
+/// `describe --format json`: the topic, its partitions and its configs, on one line.
+fn print_described_json(
+    topic: &str,
+    topic_id: &str,
+    rows: &[PartitionRow],
+    configs: &[(String, String, bool)],
+) {
+    let partitions: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| {
+            serde_json::json!({
+                "partition": row.partition, "leader": row.leader,
+                "log_start_offset": row.log_start, "high_watermark": row.high_watermark,
+                "size_bytes": row.size_bytes, "replicas": row.replicas, "isr": row.isr,
+            })
+        })
+        .collect();
+    let configs: Vec<serde_json::Value> = configs
+        .iter()
+        .map(|(name, value, overridden)| {
+            serde_json::json!({"name": name, "value": value, "override": overridden})
+        })
+        .collect();
+    let described = serde_json::json!({
+        "topic": topic, "topic_id": topic_id,
+        "partitions": partitions, "configs": configs,
+    });
+    println!("{described}");
 }
 
 pub fn delete(bootstrap: &str, topic: &str) -> Result<(), String> {

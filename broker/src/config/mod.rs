@@ -116,14 +116,7 @@ pub struct BrokerConfig {
 impl BrokerConfig {
     /// Builds the config from checked settings (`sources::resolve`).
     pub fn from_settings(settings: &sources::Settings) -> Result<Self, String> {
-        let integer = |name: &str| -> Result<i64, String> {
-            settings.get(name).trim().parse().map_err(|_| format!("{name}: not an integer"))
-        };
-        let address = |name: &str| -> Result<SocketAddr, String> {
-            let value = keys::strip_listener_scheme(settings.get(name).trim());
-            resolve_address(value).map_err(|e| format!("{name} = {value:?}: {e}"))
-        };
-        let node_id = integer("node.id")? as i32;
+        let node_id = integer_setting(settings, "node.id")? as i32;
         let cluster = cluster::ClusterConfig::from_keys(&cluster::ClusterKeys {
             node_id,
             roles: settings.get("process.roles"),
@@ -134,48 +127,11 @@ impl BrokerConfig {
             inter_broker_listener: settings.get("inter.broker.listener.name"),
             rack: settings.get("broker.rack"),
         })?;
-        // The client listeners, the inter-broker one (the primary: the address a cluster
-        // registers) first.
-        let advertised = cluster::parse_listeners(settings.get("advertised.listeners"))
-            .map_err(|e| format!("advertised.listeners: {e}"))?;
-        let mut listeners = Vec::new();
-        for client in cluster.client_listeners() {
-            let listen = resolve_address(&join_host_port(&client.host, client.port))
-                .map_err(|e| format!("listeners = {:?}: {e}", settings.get("listeners")))?;
-            let (advertise_host, advertise_port) = match advertised
-                .iter()
-                .find(|a| a.name == client.name)
-            {
-                Some(entry) => (entry.host.clone(), i32::from(entry.port)),
-                None if advertised.is_empty() || !listeners.is_empty() => default_advertise(listen),
-                None => {
-                    return Err(format!(
-                        "advertised.listeners has no entry for the listener {}",
-                        client.name
-                    ))
-                }
-            };
-            let protocol = cluster.protocol_map.get(&client.name).map_or("", String::as_str);
-            let listener = ClientListener {
-                name: client.name.clone(),
-                tls: protocol == "SSL" || protocol == "SASL_SSL",
-                sasl: protocol.starts_with("SASL_"),
-                listen,
-                advertise_host,
-                advertise_port,
-            };
-            if client.name == cluster.inter_broker_listener {
-                listeners.insert(0, listener);
-            } else {
-                listeners.push(listener);
-            }
-        }
+        let listeners = client_listeners(settings, &cluster)?;
         let primary = listeners
             .first()
             .cloned()
             .ok_or("listeners: no client listener (every one is a controller listener)")?;
-        let (listen, advertise_host, advertise_port) =
-            (primary.listen, primary.advertise_host, primary.advertise_port);
         // The controller listener's protocol (a cluster's; a single node has no controller).
         let controller_protocol = cluster
             .controller_listener_names
@@ -185,64 +141,12 @@ impl BrokerConfig {
             .map_or("PLAINTEXT", String::as_str);
         let controller_tls = controller_protocol == "SSL" || controller_protocol == "SASL_SSL";
         let tls = if listeners.iter().any(|listener| listener.tls) || controller_tls {
-            if settings.get("ssl.keystore.type").trim() != "PEM" {
-                return Err(format!(
-                    "ssl.keystore.type = {:?}: strata reads PEM keystores only (KIP-651)",
-                    settings.get("ssl.keystore.type")
-                ));
-            }
-            let keystore = settings.get("ssl.keystore.location").trim();
-            if keystore.is_empty() {
-                return Err("an SSL listener needs ssl.keystore.location (PEM: the private key \
-                            and its certificate chain)"
-                    .into());
-            }
-            let truststore = settings.get("ssl.truststore.location").trim();
-            let rules = settings.get("ssl.principal.mapping.rules").trim();
-            if rules != "DEFAULT" {
-                return Err(format!(
-                    "ssl.principal.mapping.rules = {rules:?}: only DEFAULT (the subject's full \
-                     distinguished name) in this build"
-                ));
-            }
-            Some(security::TlsSettings {
-                keystore: std::path::absolute(keystore)
-                    .map_err(|e| format!("ssl.keystore.location: {e}"))?,
-                truststore: (!truststore.is_empty())
-                    .then(|| std::path::absolute(truststore))
-                    .transpose()
-                    .map_err(|e| format!("ssl.truststore.location: {e}"))?,
-                client_auth: security::ClientAuth::parse(settings.get("ssl.client.auth"))?,
-            })
+            Some(tls_settings(settings)?)
         } else {
             None
         };
         let sasl = if listeners.iter().any(|listener| listener.sasl) {
-            let mechanisms: Vec<String> = settings
-                .get("sasl.enabled.mechanisms")
-                .split(',')
-                .map(|m| m.trim().to_string())
-                .filter(|m| !m.is_empty())
-                .collect();
-            if let Some(unknown) =
-                mechanisms.iter().find(|m| !security::MECHANISMS.contains(&m.as_str()))
-            {
-                return Err(format!(
-                    "sasl.enabled.mechanisms: {unknown} is not offered (this build: {})",
-                    security::MECHANISMS.join(", ")
-                ));
-            }
-            if mechanisms.is_empty() {
-                return Err("sasl.enabled.mechanisms: a SASL listener needs a mechanism".into());
-            }
-            let plain_users = security::plain_users(settings.get("sasl.jaas.config"))?;
-            Some(security::SaslSettings {
-                mechanisms,
-                plain_users,
-                max_receive_bytes: integer("sasl.server.max.receive.size")? as usize,
-                failure_delay_ms: integer("connection.failed.authentication.delay.ms")? as u64,
-                reauth_ms: integer("connections.max.reauth.ms")? as u64,
-            })
+            Some(sasl_settings(settings)?)
         } else {
             None
         };
@@ -251,9 +155,31 @@ impl BrokerConfig {
             value => value.parse().map_err(|_| format!("num.cores = {value:?}"))?,
         };
         let offsets_retention_ms = match settings.get("offsets.retention.ms").trim() {
-            "" => integer("offsets.retention.minutes")? as u64 * 60_000,
+            "" => integer_setting(settings, "offsets.retention.minutes")? as u64 * 60_000,
             value => value.parse().map_err(|_| format!("offsets.retention.ms = {value:?}"))?,
         };
+        let data_dir = absolute_path(settings.get("log.dirs").trim())?;
+        let admin_listen = address_setting(settings, "admin.listener")?;
+        let peers = Peers::from_settings(settings, &cluster, controller_protocol, tls.as_ref())?;
+        let resolved = Resolved {
+            node_id,
+            cluster,
+            primary,
+            listeners,
+            tls,
+            sasl,
+            cores,
+            offsets_retention_ms,
+            data_dir,
+            admin_listen,
+            peers,
+        };
+        Self::with_plain_keys(settings, resolved)
+    }
+
+    /// Completes the config with the keys read as they are (flags, limits, intervals).
+    fn with_plain_keys(settings: &sources::Settings, resolved: Resolved) -> Result<Self, String> {
+        let integer = |name: &str| integer_setting(settings, name);
         let topic_defaults = keys::TOPIC_DEFAULTS
             .iter()
             .map(|(broker_key, topic_key)| {
@@ -261,44 +187,19 @@ impl BrokerConfig {
             })
             .collect();
         Ok(BrokerConfig {
-            node_id,
-            data_dir: absolute_path(settings.get("log.dirs").trim())?,
-            listen,
-            advertise_host,
-            advertise_port,
-            listeners,
-            tls: tls.clone(),
-            sasl,
-            admin_listen: address("admin.listener")?,
-            cores,
-            inter_broker_security: if cluster.voters.is_empty() {
-                security::PeerSecurity::default()
-            } else {
-                security::PeerSecurity::for_protocol(
-                    cluster
-                        .protocol_map
-                        .get(&cluster.inter_broker_listener)
-                        .map_or("PLAINTEXT", String::as_str),
-                    &cluster.inter_broker_listener,
-                    tls.as_ref(),
-                    settings.get("sasl.jaas.config"),
-                    "sasl.mechanism.inter.broker.protocol",
-                    settings.get("sasl.mechanism.inter.broker.protocol"),
-                )?
-            },
-            controller_security: security::PeerSecurity::for_protocol(
-                controller_protocol,
-                cluster.controller_listener_names.first().map_or("CONTROLLER", String::as_str),
-                tls.as_ref(),
-                settings.get("sasl.jaas.config"),
-                "sasl.mechanism.controller.protocol",
-                settings.get("sasl.mechanism.controller.protocol"),
-            )?,
-            controller_users: if controller_protocol.starts_with("SASL_") {
-                security::plain_users(settings.get("sasl.jaas.config"))?
-            } else {
-                BTreeMap::new()
-            },
+            node_id: resolved.node_id,
+            data_dir: resolved.data_dir,
+            listen: resolved.primary.listen,
+            advertise_host: resolved.primary.advertise_host,
+            advertise_port: resolved.primary.advertise_port,
+            listeners: resolved.listeners,
+            tls: resolved.tls,
+            sasl: resolved.sasl,
+            admin_listen: resolved.admin_listen,
+            cores: resolved.cores,
+            inter_broker_security: resolved.peers.inter_broker_security,
+            controller_security: resolved.peers.controller_security,
+            controller_users: resolved.peers.controller_users,
             auto_create_topics: settings.get("auto.create.topics.enable").trim() == "true",
             authorizer: security::authorizer(
                 settings.get("authorizer.class.name"),
@@ -340,13 +241,191 @@ impl BrokerConfig {
                 == "true")
                 .then_some(integer("leader.imbalance.check.interval.seconds")? as u64 * 1000),
             pin_cpus: settings.get("cpu.pinning").trim() == "true",
-            offsets_retention_ms,
+            offsets_retention_ms: resolved.offsets_retention_ms,
             offsets_compact_bytes: integer("offsets.compact.bytes")? as u64,
             topic_defaults,
             log_level: settings.get("log.level").trim().to_string(),
-            cluster,
+            cluster: resolved.cluster,
         })
     }
+}
+
+/// What `from_settings` reads before the plain keys, in the order it reports their errors:
+/// the cluster keys, the listeners and their security, the cores and the data directory.
+struct Resolved {
+    node_id: i32,
+    cluster: cluster::ClusterConfig,
+    /// The inter-broker listener: the address a cluster registers.
+    primary: ClientListener,
+    listeners: Vec<ClientListener>,
+    tls: Option<security::TlsSettings>,
+    sasl: Option<security::SaslSettings>,
+    cores: usize,
+    offsets_retention_ms: u64,
+    data_dir: PathBuf,
+    admin_listen: SocketAddr,
+    peers: Peers,
+}
+
+/// How this node reaches the other brokers and the controllers, and who may log in to its
+/// own controller listener.
+struct Peers {
+    inter_broker_security: security::PeerSecurity,
+    controller_security: security::PeerSecurity,
+    controller_users: BTreeMap<String, String>,
+}
+
+impl Peers {
+    /// Reads the peers' security from the inter-broker and controller listeners' protocols.
+    fn from_settings(
+        settings: &sources::Settings,
+        cluster: &cluster::ClusterConfig,
+        controller_protocol: &str,
+        tls: Option<&security::TlsSettings>,
+    ) -> Result<Self, String> {
+        let inter_broker_security = if cluster.voters.is_empty() {
+            security::PeerSecurity::default()
+        } else {
+            security::PeerSecurity::for_protocol(
+                cluster
+                    .protocol_map
+                    .get(&cluster.inter_broker_listener)
+                    .map_or("PLAINTEXT", String::as_str),
+                &cluster.inter_broker_listener,
+                tls,
+                settings.get("sasl.jaas.config"),
+                "sasl.mechanism.inter.broker.protocol",
+                settings.get("sasl.mechanism.inter.broker.protocol"),
+            )?
+        };
+        let controller_security = security::PeerSecurity::for_protocol(
+            controller_protocol,
+            cluster.controller_listener_names.first().map_or("CONTROLLER", String::as_str),
+            tls,
+            settings.get("sasl.jaas.config"),
+            "sasl.mechanism.controller.protocol",
+            settings.get("sasl.mechanism.controller.protocol"),
+        )?;
+        let controller_users = if controller_protocol.starts_with("SASL_") {
+            security::plain_users(settings.get("sasl.jaas.config"))?
+        } else {
+            BTreeMap::new()
+        };
+        Ok(Peers { inter_broker_security, controller_security, controller_users })
+    }
+}
+
+/// An integer setting, or an error naming its key.
+fn integer_setting(settings: &sources::Settings, name: &str) -> Result<i64, String> {
+    settings.get(name).trim().parse().map_err(|_| format!("{name}: not an integer"))
+}
+
+/// A `HOST:PORT` setting (a listener scheme allowed) resolved to a socket address.
+fn address_setting(settings: &sources::Settings, name: &str) -> Result<SocketAddr, String> {
+    let value = keys::strip_listener_scheme(settings.get(name).trim());
+    resolve_address(value).map_err(|e| format!("{name} = {value:?}: {e}"))
+}
+
+/// The client listeners, the inter-broker one (the primary: the address a cluster
+/// registers) first, each with its advertised address and security protocol.
+fn client_listeners(
+    settings: &sources::Settings,
+    cluster: &cluster::ClusterConfig,
+) -> Result<Vec<ClientListener>, String> {
+    let advertised = cluster::parse_listeners(settings.get("advertised.listeners"))
+        .map_err(|e| format!("advertised.listeners: {e}"))?;
+    let mut listeners = Vec::new();
+    for client in cluster.client_listeners() {
+        let listen = resolve_address(&join_host_port(&client.host, client.port))
+            .map_err(|e| format!("listeners = {:?}: {e}", settings.get("listeners")))?;
+        let (advertise_host, advertise_port) =
+            match advertised.iter().find(|a| a.name == client.name) {
+                Some(entry) => (entry.host.clone(), i32::from(entry.port)),
+                None if advertised.is_empty() || !listeners.is_empty() => default_advertise(listen),
+                None => {
+                    return Err(format!(
+                        "advertised.listeners has no entry for the listener {}",
+                        client.name
+                    ))
+                }
+            };
+        let protocol = cluster.protocol_map.get(&client.name).map_or("", String::as_str);
+        let listener = ClientListener {
+            name: client.name.clone(),
+            tls: protocol == "SSL" || protocol == "SASL_SSL",
+            sasl: protocol.starts_with("SASL_"),
+            listen,
+            advertise_host,
+            advertise_port,
+        };
+        if client.name == cluster.inter_broker_listener {
+            listeners.insert(0, listener);
+        } else {
+            listeners.push(listener);
+        }
+    }
+    Ok(listeners)
+}
+
+/// The `ssl.*` settings, read when a listener (or the controller's) is SSL.
+fn tls_settings(settings: &sources::Settings) -> Result<security::TlsSettings, String> {
+    if settings.get("ssl.keystore.type").trim() != "PEM" {
+        return Err(format!(
+            "ssl.keystore.type = {:?}: strata reads PEM keystores only (KIP-651)",
+            settings.get("ssl.keystore.type")
+        ));
+    }
+    let keystore = settings.get("ssl.keystore.location").trim();
+    if keystore.is_empty() {
+        return Err("an SSL listener needs ssl.keystore.location (PEM: the private key \
+                    and its certificate chain)"
+            .into());
+    }
+    let truststore = settings.get("ssl.truststore.location").trim();
+    let rules = settings.get("ssl.principal.mapping.rules").trim();
+    if rules != "DEFAULT" {
+        return Err(format!(
+            "ssl.principal.mapping.rules = {rules:?}: only DEFAULT (the subject's full \
+             distinguished name) in this build"
+        ));
+    }
+    Ok(security::TlsSettings {
+        keystore: std::path::absolute(keystore)
+            .map_err(|e| format!("ssl.keystore.location: {e}"))?,
+        truststore: (!truststore.is_empty())
+            .then(|| std::path::absolute(truststore))
+            .transpose()
+            .map_err(|e| format!("ssl.truststore.location: {e}"))?,
+        client_auth: security::ClientAuth::parse(settings.get("ssl.client.auth"))?,
+    })
+}
+
+/// The `sasl.*` settings, read when a listener is SASL.
+fn sasl_settings(settings: &sources::Settings) -> Result<security::SaslSettings, String> {
+    let mechanisms: Vec<String> = settings
+        .get("sasl.enabled.mechanisms")
+        .split(',')
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if let Some(unknown) = mechanisms.iter().find(|m| !security::MECHANISMS.contains(&m.as_str())) {
+        return Err(format!(
+            "sasl.enabled.mechanisms: {unknown} is not offered (this build: {})",
+            security::MECHANISMS.join(", ")
+        ));
+    }
+    if mechanisms.is_empty() {
+        return Err("sasl.enabled.mechanisms: a SASL listener needs a mechanism".into());
+    }
+    let plain_users = security::plain_users(settings.get("sasl.jaas.config"))?;
+    Ok(security::SaslSettings {
+        mechanisms,
+        plain_users,
+        max_receive_bytes: integer_setting(settings, "sasl.server.max.receive.size")? as usize,
+        failure_delay_ms: integer_setting(settings, "connection.failed.authentication.delay.ms")?
+            as u64,
+        reauth_ms: integer_setting(settings, "connections.max.reauth.ms")? as u64,
+    })
 }
 
 /// A path option made absolute against the working directory (the default `./strata-data`

@@ -280,39 +280,54 @@ async fn run(
         let _ = started.send(Err(error));
         return;
     }
-    let raft = match raft_config() {
-        Ok(raft_config) => {
-            Raft::new(
-                config.node_id,
-                Arc::new(raft_config),
-                Network { me: config.node_id },
-                log,
-                machine,
-            )
-            .await
-        }
+    let raft = match start_raft(&config, log, machine).await {
+        Ok(raft) => raft,
         Err(error) => {
             let _ = started.send(Err(error));
             return;
         }
     };
-    let raft = match raft {
-        Ok(raft) => raft,
-        Err(error) => {
-            let _ = started.send(Err(io::Error::other(format!("starting Raft: {error}"))));
-            return;
-        }
-    };
+    let _ = started.send(Ok(listen));
+    tracing::info!(node = config.node_id, %listen, "controller started");
+    let _ = raft_ready.send(Some(raft.clone()));
+    let running = Running::spawn(&config, raft, status, images, liveness, accepting);
+    while let Ok(command) = commands.recv().await {
+        answer_command(command, &config, &running);
+    }
+    if let Some(task) = running.heartbeating {
+        task.abort();
+    }
+    for task in running.tasks {
+        task.abort();
+    }
+    if let Err(error) = running.raft.shutdown().await {
+        tracing::warn!(%error, "stopping Raft");
+    }
+    tracing::info!(node = config.node_id, "controller stopped");
+}
+
+/// Starts Raft on the opened storage; a pristine voter proposes the initial membership.
+async fn start_raft(
+    config: &QuorumConfig,
+    log: LogStore,
+    machine: StateMachine,
+) -> io::Result<Raft> {
+    let raft = Raft::new(
+        config.node_id,
+        Arc::new(raft_config()?),
+        Network { me: config.node_id },
+        log,
+        machine,
+    )
+    .await
+    .map_err(|error| io::Error::other(format!("starting Raft: {error}")))?;
     // A voter with a log or a vote of its own rejoins the quorum it was in; only a pristine
     // one proposes the initial membership (openraft logs an ERROR for an initialize it
     // refuses, so it is not asked).
-    let initialized = match raft.is_initialized().await {
-        Ok(initialized) => initialized,
-        Err(error) => {
-            let _ = started.send(Err(io::Error::other(format!("starting Raft: {error}"))));
-            return;
-        }
-    };
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|error| io::Error::other(format!("starting Raft: {error}")))?;
     if initialized {
         let metrics = raft.metrics().borrow().clone();
         let last_log = metrics.last_log_index;
@@ -323,92 +338,105 @@ async fn run(
             config.voters.iter().map(|(id, address)| (*id, BasicNode::new(address))).collect();
         match raft.initialize(members).await {
             Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-            Err(error) => {
-                let _ = started.send(Err(io::Error::other(format!("initializing: {error}"))));
+            Err(error) => return Err(io::Error::other(format!("initializing: {error}"))),
+        }
+    }
+    Ok(raft)
+}
+
+/// The controller once Raft runs: what the broker's commands are answered with, and the
+/// tasks beside the command loop.
+struct Running {
+    raft: Raft,
+    images: Arc<ImageCell>,
+    liveness: Arc<Liveness>,
+    /// The listener's accept loop, the leader watch and the liveness watch.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// This node's broker heartbeat, stopped by a controlled shutdown.
+    heartbeating: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Spawns the leader watch, the liveness watch and this node's broker heartbeat.
+    fn spawn(
+        config: &QuorumConfig,
+        raft: Raft,
+        status: Arc<QuorumStatus>,
+        images: Arc<ImageCell>,
+        liveness: Arc<Liveness>,
+        accepting: tokio::task::JoinHandle<()>,
+    ) -> Running {
+        let tasks = vec![
+            accepting,
+            tokio::spawn(watch_leader(raft.clone(), status)),
+            tokio::spawn(liveness::watch(
+                raft.clone(),
+                config.node_id,
+                images.clone(),
+                liveness.clone(),
+                config.session_timeout,
+                config.rebalance_interval,
+            )),
+        ];
+        let heartbeating = config.broker.map(|broker| {
+            tokio::spawn(liveness::heartbeat(
+                raft.clone(),
+                config.node_id,
+                broker,
+                liveness.clone(),
+                config.heartbeat_interval,
+            ))
+        });
+        Running { raft, images, liveness, tasks, heartbeating }
+    }
+}
+
+/// Answers one of the broker's commands, on a task of its own where it waits.
+fn answer_command(command: Command, config: &QuorumConfig, running: &Running) {
+    match command {
+        Command::Propose(proposal, reply) => {
+            let raft = running.raft.clone();
+            tokio::spawn(async move {
+                let _ = reply.send(propose(&raft, proposal, false).await);
+            });
+        }
+        Command::ControlledShutdown(reply) => {
+            if let Some(task) = &running.heartbeating {
+                task.abort();
+            }
+            let Some(broker) = config.broker else {
+                let _ = reply.send(Ok(None));
                 return;
-            }
-        }
-    }
-    let _ = started.send(Ok(listen));
-    tracing::info!(node = config.node_id, %listen, "controller started");
-    let _ = raft_ready.send(Some(raft.clone()));
-    let tasks = vec![
-        accepting,
-        tokio::spawn(watch_leader(raft.clone(), status)),
-        tokio::spawn(liveness::watch(
-            raft.clone(),
-            config.node_id,
-            images.clone(),
-            liveness.clone(),
-            config.session_timeout,
-            config.rebalance_interval,
-        )),
-    ];
-    let heartbeating = config.broker.map(|broker| {
-        tokio::spawn(liveness::heartbeat(
-            raft.clone(),
-            config.node_id,
-            broker,
-            liveness.clone(),
-            config.heartbeat_interval,
-        ))
-    });
-    while let Ok(command) = commands.recv().await {
-        match command {
-            Command::Propose(proposal, reply) => {
-                let raft = raft.clone();
-                tokio::spawn(async move {
-                    let _ = reply.send(propose(&raft, proposal, false).await);
-                });
-            }
-            Command::ControlledShutdown(reply) => {
-                if let Some(task) = &heartbeating {
-                    task.abort();
+            };
+            let (raft, images, liveness) =
+                (running.raft.clone(), running.images.clone(), running.liveness.clone());
+            let me = config.node_id;
+            tokio::spawn(async move {
+                let deadline = std::time::Instant::now() + CONTROLLED_SHUTDOWN_TIMEOUT;
+                let outcome =
+                    liveness::controlled_shutdown(&raft, me, broker, &images, &liveness, deadline)
+                        .await;
+                if let Ok(Some(index)) = outcome {
+                    let applied = images.next_after(Some(index.saturating_sub(1)));
+                    let _ = tokio::time::timeout_at(deadline.into(), applied).await;
                 }
-                let Some(broker) = config.broker else {
-                    let _ = reply.send(Ok(None));
-                    continue;
-                };
-                let (raft, images, liveness) = (raft.clone(), images.clone(), liveness.clone());
-                let me = config.node_id;
-                tokio::spawn(async move {
-                    let deadline = std::time::Instant::now() + CONTROLLED_SHUTDOWN_TIMEOUT;
-                    let outcome = liveness::controlled_shutdown(
-                        &raft, me, broker, &images, &liveness, deadline,
-                    )
-                    .await;
-                    if let Ok(Some(index)) = outcome {
-                        let applied = images.next_after(Some(index.saturating_sub(1)));
-                        let _ = tokio::time::timeout_at(deadline.into(), applied).await;
-                    }
-                    let _ = reply.send(outcome);
-                });
-            }
-            Command::JoinAsLearner(address, reply) => {
-                let voters: Vec<String> = config.voters.values().cloned().collect();
-                let node = config.node_id;
-                tokio::spawn(async move {
-                    let _ = reply.send(ask_to_learn(&voters, node, address).await);
-                });
-            }
-            Command::DescribeQuorum(reply) => {
-                let (raft, liveness) = (raft.clone(), liveness.clone());
-                tokio::spawn(async move {
-                    let _ = reply.send(super::status::describe(&raft, &liveness).await);
-                });
-            }
+                let _ = reply.send(outcome);
+            });
+        }
+        Command::JoinAsLearner(address, reply) => {
+            let voters: Vec<String> = config.voters.values().cloned().collect();
+            let node = config.node_id;
+            tokio::spawn(async move {
+                let _ = reply.send(ask_to_learn(&voters, node, address).await);
+            });
+        }
+        Command::DescribeQuorum(reply) => {
+            let (raft, liveness) = (running.raft.clone(), running.liveness.clone());
+            tokio::spawn(async move {
+                let _ = reply.send(super::status::describe(&raft, &liveness).await);
+            });
         }
     }
-    if let Some(task) = heartbeating {
-        task.abort();
-    }
-    for task in tasks {
-        task.abort();
-    }
-    if let Err(error) = raft.shutdown().await {
-        tracing::warn!(%error, "stopping Raft");
-    }
-    tracing::info!(node = config.node_id, "controller stopped");
 }
 
 async fn watch_leader(raft: Raft, status: Arc<QuorumStatus>) {
@@ -523,26 +551,7 @@ async fn serve(
             }
         };
         if let Request::Identify { node } = request {
-            let (image, _) = answering.images.latest();
-            let id = wire::ids::NodeId(node);
-            if !proven {
-                let voter = u64::try_from(node).is_ok_and(|n| answering.voters.contains(&n));
-                proven =
-                    voter || image.brokers.contains_key(&id) || image.controllers.contains_key(&id);
-            }
-            // Before its log is applied again, a restarting node knows its cluster from its
-            // directory.
-            let cluster_id = match (&image.cluster_id, &answering.identity.cluster_id) {
-                (id, _) if !id.is_empty() => id.clone(),
-                (_, Some(own)) => own.clone(),
-                _ => String::new(),
-            };
-            let directory_id = image
-                .brokers
-                .get(&id)
-                .map(|broker| broker.registration.directory_id.clone())
-                .or_else(|| image.controllers.get(&id).cloned());
-            let response = Response::Identity { cluster_id, directory_id };
+            let response = identify(&answering, node, &mut proven);
             if protocol::write(&mut stream, &response).await.is_err() {
                 return;
             }
@@ -574,16 +583,7 @@ async fn serve(
                 Response::ShutDown(fenced.await)
             }
             Request::DescribeQuorum => Response::Quorum(super::status::local(&raft, liveness)),
-            Request::AddLearner { node, address } => {
-                let added = raft.add_learner(node, BasicNode::new(address.clone()), false).await;
-                match added {
-                    Ok(_) => {
-                        tracing::info!(node, %address, "added a learner (a broker-only node)");
-                        Response::LearnerAdded(Ok(()))
-                    }
-                    Err(error) => Response::LearnerAdded(Err(error.to_string())),
-                }
-            }
+            Request::AddLearner { node, address } => add_learner(&raft, node, address).await,
             Request::Identify { .. } => continue,
             // Only as a connection's first message (`security::secure_server`).
             Request::Authenticate { .. } => {
@@ -595,6 +595,42 @@ async fn serve(
             tracing::debug!(%peer, %error, "a controller connection closed while answering");
             return;
         }
+    }
+}
+
+/// Answers an `Identify` of `node`: this node's cluster and the data directory it knows `node`
+/// by. Proves the connection when `node` is a voter or a node of the applied image.
+fn identify(answering: &Answering, node: i32, proven: &mut bool) -> Response {
+    let (image, _) = answering.images.latest();
+    let id = wire::ids::NodeId(node);
+    if !*proven {
+        let voter = u64::try_from(node).is_ok_and(|n| answering.voters.contains(&n));
+        *proven = voter || image.brokers.contains_key(&id) || image.controllers.contains_key(&id);
+    }
+    // Before its log is applied again, a restarting node knows its cluster from its
+    // directory.
+    let cluster_id = match (&image.cluster_id, &answering.identity.cluster_id) {
+        (id, _) if !id.is_empty() => id.clone(),
+        (_, Some(own)) => own.clone(),
+        _ => String::new(),
+    };
+    let directory_id = image
+        .brokers
+        .get(&id)
+        .map(|broker| broker.registration.directory_id.clone())
+        .or_else(|| image.controllers.get(&id).cloned());
+    Response::Identity { cluster_id, directory_id }
+}
+
+/// Adds a broker-only node as a learner (answered by the leader; the others refuse).
+async fn add_learner(raft: &Raft, node: NodeId, address: String) -> Response {
+    let added = raft.add_learner(node, BasicNode::new(address.clone()), false).await;
+    match added {
+        Ok(_) => {
+            tracing::info!(node, %address, "added a learner (a broker-only node)");
+            Response::LearnerAdded(Ok(()))
+        }
+        Err(error) => Response::LearnerAdded(Err(error.to_string())),
     }
 }
 

@@ -8,7 +8,7 @@ use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::groups::valid_group_id;
-use crate::services::transactions::TxnRequest;
+use crate::services::transactions::requests::AddPartitions;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use shard::io::Storage;
 use wire::ids::TopicPartition;
@@ -38,13 +38,13 @@ pub async fn handle<S: Storage>(
         Err(BrokerError::Group(GroupError::InvalidGroupId))
     } else {
         let transactional_id = request.transactional_id.0.to_string();
-        let call = TxnRequest::AddPartitions {
+        let call = AddPartitions {
             transactional_id: transactional_id.clone(),
             producer_id: request.producer_id.0,
             producer_epoch: request.producer_epoch,
             partitions: vec![TopicPartition::new(OFFSETS_TOPIC, partition_for_group(&group))],
         };
-        node.txn_done(&transactional_id, call).await
+        node.txn_call(&transactional_id, call).await.and_then(|added| added)
     };
     response.error_code = match result {
         Ok(()) => NONE,

@@ -12,12 +12,11 @@
 //! TOPIC_AUTHORIZATION_FAILED and the rest OPERATION_NOT_ATTEMPTED, nothing added).
 
 use crate::authorization::{AclOperation, Resource};
-use crate::error::{txn_error_code, NONE};
+use crate::error::{error_code, txn_error_code, BrokerError, VerifyError, NONE};
 use crate::metadata::internal::is_internal;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::transactions::{TxnRequest, TxnResponse};
-use kafka_protocol::error::ResponseError;
+use crate::services::transactions::requests::{AddPartitions, Verify};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
@@ -71,8 +70,7 @@ pub async fn handle<S: Storage>(
         return response;
     }
     if !node.allowed(context, AclOperation::ClusterAction, Resource::Cluster) {
-        response.error_code =
-            crate::error::error_code(&crate::error::BrokerError::ClusterAuthorizationFailed);
+        response.error_code = error_code(&BrokerError::ClusterAuthorizationFailed);
         return response;
     }
     for entry in &request.transactions {
@@ -99,51 +97,84 @@ async fn answer<S: Storage>(
     version: i16,
     transaction: &Transaction,
 ) -> Vec<(TopicPartition, i16)> {
-    let wanted = &transaction.partitions;
-    let transactional_id = transaction.transactional_id.clone();
-    let code_of = |error| txn_error_code(&error, version, PRODUCER_FENCED_VERSION);
     if transaction.verify_only {
-        let call = TxnRequest::Verify {
-            transactional_id: transactional_id.clone(),
-            producer_id: transaction.producer_id,
-            producer_epoch: transaction.producer_epoch,
-            partitions: wanted.clone(),
-        };
-        let answer = node.txn_call(&transactional_id, call).await;
-        let codes: Vec<i16> = match answer {
-            Ok(TxnResponse::Verified(Ok(verified))) if verified.len() == wanted.len() => verified
-                .into_iter()
-                .map(|inside| if inside { NONE } else { ResponseError::InvalidTxnState.code() })
-                .collect(),
-            Ok(TxnResponse::Verified(Err(error))) | Err(error) => {
-                vec![code_of(error); wanted.len()]
-            }
-            Ok(_) => vec![ResponseError::UnknownServerError.code(); wanted.len()],
-        };
-        return wanted.iter().cloned().zip(codes).collect();
+        return verify(node, version, transaction).await;
     }
-    let id = Resource::TransactionalId(&transactional_id);
+    if let Some(codes) = refusal(node, context, transaction) {
+        return codes;
+    }
+    add(node, version, transaction).await
+}
+
+/// Partition verification: each partition with NONE when it is in the producer's transaction.
+async fn verify<S: Storage>(
+    node: &Node<S>,
+    version: i16,
+    transaction: &Transaction,
+) -> Vec<(TopicPartition, i16)> {
+    let wanted = &transaction.partitions;
+    let transactional_id = &transaction.transactional_id;
+    let call = Verify {
+        transactional_id: transactional_id.clone(),
+        producer_id: transaction.producer_id,
+        producer_epoch: transaction.producer_epoch,
+        partitions: wanted.clone(),
+    };
+    let answer = node.txn_call(transactional_id, call).await.and_then(|verified| verified);
+    let outside = error_code(&BrokerError::Verify(VerifyError::NotInTransaction));
+    // One answer per partition asked, in order (`TransactionService::verify`).
+    let codes: Vec<i16> = match answer {
+        Ok(verified) => {
+            verified.into_iter().map(|inside| if inside { NONE } else { outside }).collect()
+        }
+        Err(error) => {
+            vec![txn_error_code(&error, version, PRODUCER_FENCED_VERSION); wanted.len()]
+        }
+    };
+    wanted.iter().cloned().zip(codes).collect()
+}
+
+/// The refused answer for every partition when the principal may not add them, else `None`.
+fn refusal<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    transaction: &Transaction,
+) -> Option<Vec<(TopicPartition, i16)>> {
+    let wanted = &transaction.partitions;
+    let transactional_id = &transaction.transactional_id;
+    let id = Resource::TransactionalId(transactional_id);
     if !node.allowed(context, AclOperation::Write, id) {
-        let code = crate::error::error_code(
-            &crate::error::BrokerError::TransactionalIdAuthorizationFailed(
-                transactional_id.clone(),
-            ),
-        );
-        return wanted.iter().map(|partition| (partition.clone(), code)).collect();
+        let refused = BrokerError::TransactionalIdAuthorizationFailed(transactional_id.clone());
+        let code = error_code(&refused);
+        return Some(wanted.iter().map(|partition| (partition.clone(), code)).collect());
     }
     let refused = |partition: &TopicPartition| {
         !node.allowed(context, AclOperation::Write, Resource::Topic(&partition.topic))
     };
-    if wanted.iter().any(refused) {
-        let code = ResponseError::TopicAuthorizationFailed.code();
-        return wanted
-            .iter()
-            .map(|partition| match refused(partition) {
-                true => (partition.clone(), code),
-                false => (partition.clone(), ResponseError::OperationNotAttempted.code()),
-            })
-            .collect();
+    if !wanted.iter().any(refused) {
+        return None;
     }
+    let codes: Vec<(TopicPartition, i16)> = wanted
+        .iter()
+        .map(|partition| match refused(partition) {
+            true => {
+                let topic = partition.topic.clone();
+                (partition.clone(), error_code(&BrokerError::TopicAuthorizationFailed(topic)))
+            }
+            false => (partition.clone(), error_code(&BrokerError::OperationNotAttempted)),
+        })
+        .collect();
+    Some(codes)
+}
+
+/// Adds the partitions to the transaction unless one is unknown; each partition with its code.
+async fn add<S: Storage>(
+    node: &Node<S>,
+    version: i16,
+    transaction: &Transaction,
+) -> Vec<(TopicPartition, i16)> {
+    let wanted = &transaction.partitions;
+    let transactional_id = &transaction.transactional_id;
     let image = node.metadata();
     // Clients may not add internal topics' partitions (AddOffsetsToTxn adds the group's).
     let unknown = |partition: &TopicPartition| {
@@ -152,17 +183,17 @@ async fn answer<S: Storage>(
     let outcome = if wanted.iter().any(unknown) {
         None
     } else {
-        let call = TxnRequest::AddPartitions {
+        let call = AddPartitions {
             transactional_id: transactional_id.clone(),
             producer_id: transaction.producer_id,
             producer_epoch: transaction.producer_epoch,
             partitions: wanted.clone(),
         };
-        Some(match node.txn_done(&transactional_id, call).await {
+        Some(match node.txn_call(transactional_id, call).await.and_then(|added| added) {
             Ok(()) => NONE,
             Err(error) => {
                 tracing::debug!(%error, "AddPartitionsToTxn refused");
-                code_of(error)
+                txn_error_code(&error, version, PRODUCER_FENCED_VERSION)
             }
         })
     };
@@ -171,8 +202,10 @@ async fn answer<S: Storage>(
         .map(|partition| {
             let code = match outcome {
                 Some(code) => code,
-                None if unknown(partition) => ResponseError::UnknownTopicOrPartition.code(),
-                None => ResponseError::OperationNotAttempted.code(),
+                None if unknown(partition) => {
+                    error_code(&BrokerError::UnknownTopicOrPartition(partition.to_string()))
+                }
+                None => error_code(&BrokerError::OperationNotAttempted),
             };
             (partition.clone(), code)
         })

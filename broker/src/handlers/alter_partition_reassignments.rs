@@ -8,8 +8,9 @@
 
 use super::{error_fields, nth_result};
 use crate::authorization::{AclOperation, Resource};
-use crate::error::{BrokerError, NONE};
+use crate::error::{BrokerError, Result, NONE};
 use crate::metadata::decide::MetadataChange;
+use crate::metadata::MetadataImage;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
@@ -21,6 +22,11 @@ use kafka_protocol::messages::{
 use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
+
+/// A requested partition: topic, partition and the error found here (else it is decided).
+type Asked = (String, i32, Option<BrokerError>);
+/// A move to decide: topic, partition and target replicas (`None` cancels).
+type Change = (String, i32, Option<Vec<i32>>);
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
@@ -34,9 +40,29 @@ pub async fn handle<S: Storage>(
         return response;
     }
     let allow_factor_change = context.api_version < 1 || request.allow_replication_factor_change;
-    let image = node.metadata();
+    let (asked, changes) = validate(&node.metadata(), &request, allow_factor_change);
+    let results = if changes.is_empty() {
+        Vec::new()
+    } else {
+        node.change_metadata(MetadataChange::Reassign(changes)).await
+    };
+    let mut response = AlterPartitionReassignmentsResponse::default();
+    response.error_code = NONE;
+    if context.api_version >= 1 {
+        response.allow_replication_factor_change = request.allow_replication_factor_change;
+    }
+    answer(&mut response, asked, &results);
+    response
+}
+
+/// Per requested partition the error found here, and the moves left to decide.
+fn validate(
+    image: &MetadataImage,
+    request: &AlterPartitionReassignmentsRequest,
+    allow_factor_change: bool,
+) -> (Vec<Asked>, Vec<Change>) {
     // (topic, partition, target) to decide, and per requested partition the error found here.
-    let mut asked: Vec<(String, i32, Option<BrokerError>)> = Vec::new();
+    let mut asked: Vec<Asked> = Vec::new();
     let mut changes = Vec::new();
     for topic in &request.topics {
         let name = topic.name.0.to_string();
@@ -69,23 +95,22 @@ pub async fn handle<S: Storage>(
             asked.push((name.clone(), partition.partition_index, refused));
         }
     }
-    let results = if changes.is_empty() {
-        Vec::new()
-    } else {
-        node.change_metadata(MetadataChange::Reassign(changes)).await
-    };
-    let mut response = AlterPartitionReassignmentsResponse::default();
-    response.error_code = NONE;
-    if context.api_version >= 1 {
-        response.allow_replication_factor_change = request.allow_replication_factor_change;
-    }
+    (asked, changes)
+}
+
+/// Each requested partition's answer, grouped by topic in request order.
+fn answer(
+    response: &mut AlterPartitionReassignmentsResponse,
+    asked: Vec<Asked>,
+    results: &[Result<()>],
+) {
     let mut decided = 0;
     for (name, partition, refused) in asked {
         let (code, message) = match refused {
             Some(error) => error_fields(&error),
             None => {
                 decided += 1;
-                nth_result(&results, decided - 1)
+                nth_result(results, decided - 1)
             }
         };
         let mut result = ReassignablePartitionResponse::default();
@@ -102,5 +127,4 @@ pub async fn handle<S: Storage>(
             }
         }
     }
-    response
 }

@@ -5,7 +5,7 @@ use super::{nth_result, str_bytes};
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, NONE};
 use crate::metadata::decide::{validate_assignments, CreateTopic, MetadataChange};
-use crate::metadata::{config_value, TopicImage, TOPIC_CONFIGS};
+use crate::metadata::{config_value, MetadataImage, TopicImage, TOPIC_CONFIGS};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -114,48 +114,10 @@ pub async fn handle<S: Storage>(
     let mut creates = Vec::new();
     let mut early: Vec<Option<BrokerError>> = Vec::new();
     for topic in &request.topics {
-        let name = topic.name.0.to_string();
-        let partitions = resolved_partitions(node, topic);
-        let configs = requested_configs(topic);
-        let duplicate = request.topics.iter().filter(|other| other.name == topic.name).count() > 1;
-        // As Kafka: CREATE on the cluster, or on the topic.
-        let may_create = || {
-            node.allowed(context, AclOperation::Create, Resource::Cluster)
-                || node.allowed(context, AclOperation::Create, Resource::Topic(&name))
-        };
-        let checked = if duplicate {
-            Err(BrokerError::InvalidRequest("Duplicate topic name.".into()))
-        } else if !may_create() {
-            Err(BrokerError::TopicAuthorizationFailed(name.clone()))
-        } else if topic.assignments.is_empty() {
-            // -1 is `default.replication.factor`; a single node holds one replica of
-            // everything, and a cluster as many as it has live brokers (checked when decided).
-            let factor = resolved_factor(node, topic);
-            if factor == 0 || factor < -1 || (node.cluster.is_none() && factor > 1) {
-                Err(BrokerError::InvalidReplicationFactor(format!(
-                    "Unable to replicate the partition {factor} time(s): the cluster has {}",
-                    match node.brokers().len() {
-                        1 => "1 broker".to_string(),
-                        n => format!("{n} brokers"),
-                    }
-                )))
-            } else {
-                Ok((partitions, factor.max(1), Vec::new()))
-            }
-        } else {
-            manual_partitions(node, topic).map(|(count, assigned)| (count, 1, assigned))
-        };
-        match checked {
-            Ok((partitions, replication_factor, assignments)) => {
+        match validate_topic(node, context, &request, topic) {
+            Ok(create) => {
                 early.push(None);
-                creates.push(CreateTopic {
-                    name,
-                    partitions,
-                    configs,
-                    validate_only: request.validate_only,
-                    replication_factor,
-                    assignments,
-                });
+                creates.push(create);
             }
             Err(error) => early.push(Some(error)),
         }
@@ -184,33 +146,93 @@ pub async fn handle<S: Storage>(
         result.num_partitions = -1;
         result.replication_factor = -1;
         if error_code == NONE {
-            let name = topic.name.0.to_string();
-            if let (Some(meta), true) = (image.topic(&name), version >= 5) {
-                if version >= 7 {
-                    result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
-                }
-                result.num_partitions = meta.partition_count();
-                result.replication_factor =
-                    meta.partitions.first().map_or(1, |p| p.replicas.len() as i16);
-                result.configs = Some(described_configs(meta));
-            } else if request.validate_only && version >= 5 {
-                // The topic it would be (Kafka's controller draws an id it never records).
-                let would_be = TopicImage {
-                    name: topic.name.0.to_string(),
-                    topic_id: *uuid::Uuid::new_v4().as_bytes(),
-                    partitions: Vec::new(),
-                    configs: requested_configs(topic),
-                };
-                if version >= 7 {
-                    result.topic_id = uuid::Uuid::from_bytes(would_be.topic_id);
-                }
-                result.num_partitions = resolved_partitions(node, topic);
-                result.replication_factor =
-                    i16::try_from(resolved_factor(node, topic).max(1)).unwrap_or(i16::MAX);
-                result.configs = Some(described_configs(&would_be));
-            }
+            describe(node, &image, request.validate_only, version, topic, &mut result);
         }
         response.topics.push(result);
     }
     response
+}
+
+/// One requested topic checked (unique, authorized, its counts or assignment) into a creation.
+fn validate_topic<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &CreateTopicsRequest,
+    topic: &CreatableTopic,
+) -> Result<CreateTopic, BrokerError> {
+    let name = topic.name.0.to_string();
+    let partitions = resolved_partitions(node, topic);
+    let configs = requested_configs(topic);
+    let duplicate = request.topics.iter().filter(|other| other.name == topic.name).count() > 1;
+    // As Kafka: CREATE on the cluster, or on the topic.
+    let may_create = || {
+        node.allowed(context, AclOperation::Create, Resource::Cluster)
+            || node.allowed(context, AclOperation::Create, Resource::Topic(&name))
+    };
+    let checked = if duplicate {
+        Err(BrokerError::InvalidRequest("Duplicate topic name.".into()))
+    } else if !may_create() {
+        Err(BrokerError::TopicAuthorizationFailed(name.clone()))
+    } else if topic.assignments.is_empty() {
+        // -1 is `default.replication.factor`; a single node holds one replica of
+        // everything, and a cluster as many as it has live brokers (checked when decided).
+        let factor = resolved_factor(node, topic);
+        if factor == 0 || factor < -1 || (node.cluster.is_none() && factor > 1) {
+            Err(BrokerError::InvalidReplicationFactor(format!(
+                "Unable to replicate the partition {factor} time(s): the cluster has {}",
+                match node.brokers().len() {
+                    1 => "1 broker".to_string(),
+                    n => format!("{n} brokers"),
+                }
+            )))
+        } else {
+            Ok((partitions, factor.max(1), Vec::new()))
+        }
+    } else {
+        manual_partitions(node, topic).map(|(count, assigned)| (count, 1, assigned))
+    };
+    let (partitions, replication_factor, assignments) = checked?;
+    Ok(CreateTopic {
+        name,
+        partitions,
+        configs,
+        validate_only: request.validate_only,
+        replication_factor,
+        assignments,
+    })
+}
+
+/// From v5, a created topic's id (v7), counts and configs; validating only, the would-be ones.
+fn describe<S: Storage>(
+    node: &Node<S>,
+    image: &MetadataImage,
+    validate_only: bool,
+    version: i16,
+    topic: &CreatableTopic,
+    result: &mut CreatableTopicResult,
+) {
+    let name = topic.name.0.to_string();
+    if let (Some(meta), true) = (image.topic(&name), version >= 5) {
+        if version >= 7 {
+            result.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
+        }
+        result.num_partitions = meta.partition_count();
+        result.replication_factor = meta.partitions.first().map_or(1, |p| p.replicas.len() as i16);
+        result.configs = Some(described_configs(meta));
+    } else if validate_only && version >= 5 {
+        // The topic it would be (Kafka's controller draws an id it never records).
+        let would_be = TopicImage {
+            name: topic.name.0.to_string(),
+            topic_id: *uuid::Uuid::new_v4().as_bytes(),
+            partitions: Vec::new(),
+            configs: requested_configs(topic),
+        };
+        if version >= 7 {
+            result.topic_id = uuid::Uuid::from_bytes(would_be.topic_id);
+        }
+        result.num_partitions = resolved_partitions(node, topic);
+        result.replication_factor =
+            i16::try_from(resolved_factor(node, topic).max(1)).unwrap_or(i16::MAX);
+        result.configs = Some(described_configs(&would_be));
+    }
 }

@@ -1,12 +1,12 @@
 //! DeleteRecords (key 21): moves each partition's log start offset (offset -1 means the high
 //! watermark) on its owner shard, durably.
 
-use super::{error_fields, unexpected};
+use super::error_fields;
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::partitions::{PartitionRequest, PartitionResponse};
+use crate::services::partitions::requests::DeleteRecords;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -21,11 +21,7 @@ async fn delete<S: Storage>(
     partition: TopicPartition,
     offset: Offset,
 ) -> Result<Offset> {
-    let request = PartitionRequest::DeleteRecords { partition: partition.clone(), offset };
-    match node.partition_call(&partition, request).await? {
-        PartitionResponse::DeleteRecords(result) => result,
-        _ => Err(unexpected()),
-    }
+    node.partition_call(&partition, DeleteRecords { partition: partition.clone(), offset }).await?
 }
 
 pub async fn handle<S: Storage>(

@@ -14,6 +14,7 @@ use crate::metadata::TOPIC_CONFIGS;
 use crate::metadata::{MetadataImage, TopicImage};
 use crate::node::Node;
 use crate::request_context::RequestContext;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -107,26 +108,54 @@ fn broker_configs<S: Storage>(
     include_synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, BrokerError> {
     let id = node.config.node_id;
+    let synonyms = version >= 1 && include_synonyms;
     if resource.is_empty() {
-        let defaults = image.broker_configs.get("").cloned().unwrap_or_default();
-        return Ok(defaults
-            .iter()
-            .filter(|(key, _)| wanted(key))
-            .map(|(key, value)| {
-                let mut config = entry(key, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER, false);
-                if version >= 1 && include_synonyms {
-                    config.synonyms =
-                        vec![synonym(key, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER)];
-                }
-                config
-            })
-            .collect());
+        return Ok(cluster_default_configs(image, wanted, synonyms));
     }
     if resource != id.to_string() {
         return Err(BrokerError::InvalidRequest(format!(
             "Unexpected broker id, expected {id} or empty string, but received {resource}"
         )));
     }
+    let view = BrokerView { image, id, wanted, synonyms };
+    let statics = static_configs(node);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = static_entries(&view, &statics, &mut seen);
+    out.extend(dynamic_entries(&view, &mut seen));
+    Ok(out)
+}
+
+/// What one broker's configs are read from, and which of them the request asks for.
+struct BrokerView<'a> {
+    image: &'a MetadataImage,
+    id: i32,
+    wanted: &'a dyn Fn(&str) -> bool,
+    /// Synonyms asked for (v1+ with `include_synonyms`).
+    synonyms: bool,
+}
+
+/// The cluster default ("" resource): the dynamic defaults set.
+fn cluster_default_configs(
+    image: &MetadataImage,
+    wanted: &dyn Fn(&str) -> bool,
+    synonyms: bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    let defaults = image.broker_configs.get("").cloned().unwrap_or_default();
+    defaults
+        .iter()
+        .filter(|(key, _)| wanted(key))
+        .map(|(key, value)| {
+            let mut config = entry(key, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER, false);
+            if synonyms {
+                config.synonyms = vec![synonym(key, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER)];
+            }
+            config
+        })
+        .collect()
+}
+
+/// This broker's static settings, by their Kafka names.
+fn static_configs<S: Storage>(node: &Node<S>) -> Vec<(String, String)> {
     let config = &node.config;
     let mut statics: Vec<(String, String)> = vec![
         ("broker.id".into(), config.node_id.to_string()),
@@ -142,13 +171,21 @@ fn broker_configs<S: Storage>(
             statics.push((broker_key.to_string(), value.to_string()));
         }
     }
+    statics
+}
+
+/// The static settings asked for, each with the value in effect (a dynamic one first).
+fn static_entries(
+    view: &BrokerView<'_>,
+    statics: &[(String, String)],
+    seen: &mut std::collections::BTreeSet<String>,
+) -> Vec<DescribeConfigsResourceResult> {
     let mut out = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for (key, value) in &statics {
-        if !wanted(key) || !seen.insert(key.clone()) {
+    for (key, value) in statics {
+        if !(view.wanted)(key) || !seen.insert(key.clone()) {
             continue;
         }
-        let dynamic = dynamic_synonyms(image, id, Some(key));
+        let dynamic = dynamic_synonyms(view.image, view.id, Some(key));
         let read_only = matches!(
             broker_config::dynamic(key, true),
             broker_config::Dynamic::ReadOnly | broker_config::Dynamic::Custom
@@ -158,41 +195,60 @@ fn broker_configs<S: Storage>(
             None => (Some(value.clone()), SOURCE_STATIC_BROKER),
         };
         let mut config = entry(key, value.as_deref(), source, read_only);
-        if version >= 1 && include_synonyms {
+        if view.synonyms {
             config.synonyms = dynamic;
             config.synonyms.push(synonym(
                 key,
-                Some(&statics_value(&statics, key)),
+                Some(&statics_value(statics, key)),
                 SOURCE_STATIC_BROKER,
             ));
         }
         out.push(config);
     }
-    // Dynamic configs set that have no static setting here (stored ones, custom keys).
-    let set: std::collections::BTreeSet<&String> = image
+    out
+}
+
+/// Dynamic configs set that have no static setting here (stored ones, custom keys).
+fn dynamic_entries(
+    view: &BrokerView<'_>,
+    seen: &mut std::collections::BTreeSet<String>,
+) -> Vec<DescribeConfigsResourceResult> {
+    let id = view.id;
+    let mut out = Vec::new();
+    let set: std::collections::BTreeSet<&String> = view
+        .image
         .broker_configs
         .iter()
         .filter(|(resource, _)| resource.is_empty() || **resource == id.to_string())
         .flat_map(|(_, configs)| configs.keys())
         .collect();
     for key in set {
-        if !wanted(key) || !seen.insert(key.clone()) {
+        if !(view.wanted)(key) || !seen.insert(key.clone()) {
             continue;
         }
-        let dynamic = dynamic_synonyms(image, id, Some(key));
+        let dynamic = dynamic_synonyms(view.image, id, Some(key));
         let Some(first) = dynamic.first() else { continue };
         let value = first.value.as_ref().map(|v| v.to_string());
         let mut config = entry(key, value.as_deref(), first.source, false);
-        if version >= 1 && include_synonyms {
+        if view.synonyms {
             config.synonyms = dynamic;
         }
         out.push(config);
     }
-    Ok(out)
+    out
 }
 
 fn statics_value(statics: &[(String, String)], key: &str) -> String {
     statics.iter().find(|(name, _)| name == key).map(|(_, value)| value.clone()).unwrap_or_default()
+}
+
+/// What the request asks to include with each config.
+struct Include {
+    version: i16,
+    /// `include_synonyms`.
+    synonyms: bool,
+    /// `include_documentation`.
+    documentation: bool,
 }
 
 pub async fn handle<S: Storage>(
@@ -200,87 +256,116 @@ pub async fn handle<S: Storage>(
     context: &RequestContext,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
-    let version = context.api_version;
-    let resource_synonyms = request.include_synonyms;
+    let include = Include {
+        version: context.api_version,
+        synonyms: request.include_synonyms,
+        documentation: request.include_documentation,
+    };
     let image = node.metadata();
     let mut response = DescribeConfigsResponse::default();
-    for resource in request.resources {
-        let mut result = DescribeConfigsResult::default();
-        result.resource_type = resource.resource_type;
-        result.resource_name = resource.resource_name.clone();
-        // Null or empty: every config (Kafka treats both alike).
-        let wanted = |key: &str| {
-            resource
-                .configuration_keys
-                .as_ref()
-                .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == key))
-        };
-        // As Kafka: DESCRIBE_CONFIGS on the topic, or on the cluster for the BROKER resource.
-        let name = resource.resource_name.as_str();
-        let refused = match resource.resource_type {
-            RESOURCE_TOPIC => {
-                (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Topic(name)))
-                    .then(|| BrokerError::TopicAuthorizationFailed(name.to_string()))
-            }
-            RESOURCE_BROKER => {
-                (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Cluster))
-                    .then_some(BrokerError::ClusterAuthorizationFailed)
-            }
-            _ => None,
-        };
-        if let Some(error) = refused {
-            (result.error_code, result.error_message) = error_fields(&error);
-            response.results.push(result);
-            continue;
-        }
-        match resource.resource_type {
-            RESOURCE_TOPIC => match image.topic(resource.resource_name.as_str()) {
-                Some(topic) => {
-                    result.error_code = NONE;
-                    result.configs = TOPIC_CONFIGS
-                        .iter()
-                        .filter(|def| wanted(def.name))
-                        .map(|def| {
-                            let (value, source) =
-                                effective_config(&image, node.config.node_id, topic, def.name);
-                            let mut config = entry(def.name, value, source_code(source), false);
-                            if version >= 3 {
-                                config.config_type = def.config_type();
-                                // Only when asked, as Kafka (null otherwise).
-                                config.documentation =
-                                    request.include_documentation.then(|| str_bytes(def.doc));
-                            }
-                            if version >= 1 && resource_synonyms {
-                                config.synonyms =
-                                    topic_synonyms(&image, node.config.node_id, topic, def);
-                            }
-                            config
-                        })
-                        .collect();
-                }
-                None => {
-                    let error =
-                        BrokerError::UnknownTopicOrPartition(resource.resource_name.to_string());
-                    (result.error_code, result.error_message) = error_fields(&error);
-                }
-            },
-            RESOURCE_BROKER => {
-                let name = resource.resource_name.to_string();
-                match broker_configs(node, &image, &name, &wanted, version, resource_synonyms) {
-                    Ok(configs) => {
-                        result.error_code = NONE;
-                        result.configs = configs;
-                    }
-                    Err(error) => (result.error_code, result.error_message) = error_fields(&error),
-                }
-            }
-            other => {
-                let error =
-                    BrokerError::InvalidRequest(format!("unsupported resource type {other}"));
-                (result.error_code, result.error_message) = error_fields(&error);
-            }
-        }
-        response.results.push(result);
+    for resource in &request.resources {
+        response.results.push(describe_resource(node, context, &image, &include, resource));
     }
     response
+}
+
+/// One resource's answer: refused, its configs, or why it has none.
+fn describe_resource<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    image: &MetadataImage,
+    include: &Include,
+    resource: &DescribeConfigsResource,
+) -> DescribeConfigsResult {
+    let mut result = DescribeConfigsResult::default();
+    result.resource_type = resource.resource_type;
+    result.resource_name = resource.resource_name.clone();
+    // Null or empty: every config (Kafka treats both alike).
+    let wanted = |key: &str| {
+        resource
+            .configuration_keys
+            .as_ref()
+            .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == key))
+    };
+    if let Some(error) = refusal(node, context, resource) {
+        (result.error_code, result.error_message) = error_fields(&error);
+        return result;
+    }
+    match resource.resource_type {
+        RESOURCE_TOPIC => match image.topic(resource.resource_name.as_str()) {
+            Some(topic) => {
+                result.error_code = NONE;
+                result.configs = topic_configs(node, image, topic, include, &wanted);
+            }
+            None => {
+                let error =
+                    BrokerError::UnknownTopicOrPartition(resource.resource_name.to_string());
+                (result.error_code, result.error_message) = error_fields(&error);
+            }
+        },
+        RESOURCE_BROKER => {
+            let name = resource.resource_name.to_string();
+            let (version, synonyms) = (include.version, include.synonyms);
+            match broker_configs(node, image, &name, &wanted, version, synonyms) {
+                Ok(configs) => {
+                    result.error_code = NONE;
+                    result.configs = configs;
+                }
+                Err(error) => (result.error_code, result.error_message) = error_fields(&error),
+            }
+        }
+        other => {
+            let error = BrokerError::InvalidRequest(format!("unsupported resource type {other}"));
+            (result.error_code, result.error_message) = error_fields(&error);
+        }
+    }
+    result
+}
+
+/// The authorization error for a resource the principal may not describe, if any.
+fn refusal<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    resource: &DescribeConfigsResource,
+) -> Option<BrokerError> {
+    // As Kafka: DESCRIBE_CONFIGS on the topic, or on the cluster for the BROKER resource.
+    let name = resource.resource_name.as_str();
+    match resource.resource_type {
+        RESOURCE_TOPIC => {
+            (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Topic(name)))
+                .then(|| BrokerError::TopicAuthorizationFailed(name.to_string()))
+        }
+        RESOURCE_BROKER => {
+            (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Cluster))
+                .then_some(BrokerError::ClusterAuthorizationFailed)
+        }
+        _ => None,
+    }
+}
+
+/// A topic's configs asked for, each with its value in effect and source.
+fn topic_configs<S: Storage>(
+    node: &Node<S>,
+    image: &MetadataImage,
+    topic: &TopicImage,
+    include: &Include,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    TOPIC_CONFIGS
+        .iter()
+        .filter(|def| wanted(def.name))
+        .map(|def| {
+            let (value, source) = effective_config(image, node.config.node_id, topic, def.name);
+            let mut config = entry(def.name, value, source_code(source), false);
+            if include.version >= 3 {
+                config.config_type = def.config_type();
+                // Only when asked, as Kafka (null otherwise).
+                config.documentation = include.documentation.then(|| str_bytes(def.doc));
+            }
+            if include.version >= 1 && include.synonyms {
+                config.synonyms = topic_synonyms(image, node.config.node_id, topic, def);
+            }
+            config
+        })
+        .collect()
 }

@@ -2,10 +2,10 @@
 //! of each group; a group with only committed offsets is `Empty`, an unknown one `Dead`.
 
 use crate::authorization::{self, AclOperation, Resource};
-use crate::error::{error_code, BrokerError, GroupError, NONE};
+use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{Described, GroupRequest, GroupResponse};
+use crate::services::groups::{requests::Describe, Described};
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use shard::io::Storage;
@@ -13,10 +13,7 @@ use shard::io::Storage;
 pub const VERSIONS: (i16, i16) = (0, 5);
 
 async fn describe<S: Storage>(node: &Node<S>, group: &str) -> Result<Described, BrokerError> {
-    match node.group_call(group, GroupRequest::Describe { group: group.to_string() }).await? {
-        GroupResponse::Described(described) => Ok(described),
-        _ => Err(BrokerError::Group(GroupError::CoordinatorNotAvailable)),
-    }
+    node.group_call(group, Describe { group: group.to_string() }).await
 }
 
 pub async fn handle<S: Storage>(

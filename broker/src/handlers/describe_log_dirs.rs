@@ -7,7 +7,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::partitions::{PartitionRequest, PartitionResponse};
+use crate::services::partitions::requests::Sizes;
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
@@ -42,9 +42,9 @@ pub async fn handle<S: Storage>(
     });
     let mut sizes: BTreeMap<String, Vec<(i32, u64)>> = BTreeMap::new();
     let mut result_code = NONE;
-    for answer in node.partition_call_all(|| PartitionRequest::Sizes).await {
+    for answer in node.partition_call_all(|| Sizes).await {
         match answer {
-            Ok(PartitionResponse::Sizes(list)) => {
+            Ok(list) => {
                 for (partition, size) in list {
                     if wanted.as_ref().is_none_or(|w| w.contains(&partition)) {
                         sizes
@@ -54,7 +54,6 @@ pub async fn handle<S: Storage>(
                     }
                 }
             }
-            Ok(_) => result_code = error_code(&super::unexpected()),
             Err(error) => result_code = error_code(&error),
         }
     }

@@ -2,12 +2,12 @@
 //! epoch, last sequence, last timestamp), read on the partition's owner shard. No transactions
 //! yet, so `coordinator_epoch` and `current_txn_start_offset` are always -1.
 
-use super::{error_fields, unexpected};
+use super::error_fields;
 use crate::authorization::{AclOperation, Resource};
 use crate::error::Result;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::partitions::{PartitionRequest, PartitionResponse, ProducerSummary};
+use crate::services::partitions::{requests::Producers, ProducerSummary};
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse as DescribedPartition, ProducerState, TopicResponse,
 };
@@ -21,11 +21,7 @@ async fn producers<S: Storage>(
     node: &Node<S>,
     partition: TopicPartition,
 ) -> Result<Vec<ProducerSummary>> {
-    let request = PartitionRequest::Producers { partition: partition.clone() };
-    match node.partition_call(&partition, request).await? {
-        PartitionResponse::Producers(result) => result,
-        _ => Err(unexpected()),
-    }
+    node.partition_call(&partition, Producers { partition: partition.clone() }).await?
 }
 
 pub async fn handle<S: Storage>(

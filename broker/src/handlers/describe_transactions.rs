@@ -6,7 +6,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::transactions::{TxnRequest, TxnResponse};
+use crate::services::transactions::requests::Describe;
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{
     DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
@@ -28,7 +28,7 @@ pub async fn handle<S: Storage>(
         state.producer_id = ProducerId(-1);
         state.producer_epoch = -1;
         state.transaction_start_time_ms = -1;
-        let call = TxnRequest::Describe { transactional_id: transactional_id.clone() };
+        let call = Describe { transactional_id: transactional_id.clone() };
         let allowed = node.allowed(
             context,
             AclOperation::Describe,
@@ -38,11 +38,7 @@ pub async fn handle<S: Storage>(
             false => Err(crate::error::BrokerError::TransactionalIdAuthorizationFailed(
                 transactional_id.clone(),
             )),
-            true => match node.txn_call(&transactional_id, call).await {
-                Ok(TxnResponse::Described(result)) => result,
-                Ok(_) => Err(super::unexpected()),
-                Err(error) => Err(error),
-            },
+            true => node.txn_call(&transactional_id, call).await.and_then(|described| described),
         };
         match described {
             Ok(txn) => {

@@ -9,7 +9,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{txn_error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::transactions::TxnRequest;
+use crate::services::transactions::requests::EndTxn;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use shard::io::Storage;
 
@@ -26,7 +26,7 @@ pub async fn handle<S: Storage>(
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
     let transactional_id = request.transactional_id.0.to_string();
-    let call = TxnRequest::EndTxn {
+    let call = EndTxn {
         transactional_id: transactional_id.clone(),
         producer_id: request.producer_id.0,
         producer_epoch: request.producer_epoch,
@@ -35,7 +35,7 @@ pub async fn handle<S: Storage>(
     let result =
         if node.allowed(context, AclOperation::Write, Resource::TransactionalId(&transactional_id))
         {
-            node.txn_done(&transactional_id, call).await
+            node.txn_call(&transactional_id, call).await.and_then(|ended| ended)
         } else {
             Err(crate::error::BrokerError::TransactionalIdAuthorizationFailed(transactional_id))
         };

@@ -5,14 +5,17 @@
 //! waits, up to `max_wait_ms`, for new appends. Fetch sessions (KIP-227, v7+): epoch 0 makes
 //! one, later epochs send and answer only what changed (`services::fetch_sessions`).
 
-use super::{error_fields, unexpected};
+use super::error_fields;
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, NONE};
 use crate::metadata::quotas::CONSUMER_BYTE_RATE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::fetch_sessions::{Answered, Opening, PartitionFetch, SessionError};
-use crate::services::partitions::{PartitionRequest, PartitionResponse, ReadResult};
+use crate::services::fetch_sessions::{
+    Answered, Context as SessionContext, Opening, PartitionFetch, SessionError,
+};
+use crate::services::partitions::requests::{Read, ReplicaRead};
+use crate::services::partitions::ReadResult;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, NodeEndpoint, PartitionData,
@@ -165,23 +168,24 @@ async fn read_one<S: Storage>(
         return Err(BrokerError::TopicAuthorizationFailed(wanted.partition.topic.clone()));
     }
     let (partition, offset) = (wanted.partition.clone(), Offset(wanted.fetch.offset));
-    let request = match fetcher {
-        Fetcher::Consumer => {
-            PartitionRequest::Read { partition, offset, max_bytes, read_committed }
-        }
-        Fetcher::Follower(replica) => PartitionRequest::ReplicaRead {
-            partition,
-            replica,
-            offset,
-            last_fetched_epoch: wanted.fetch.last_fetched_epoch,
-            durable_end: Offset(wanted.fetch.durable_end.map_or(offset.0, |end| end.min(offset.0))),
-            max_bytes,
-        },
-    };
     node.check_leader_epoch(&wanted.partition, wanted.fetch.current_leader_epoch)?;
-    match node.partition_call(&wanted.partition, request).await? {
-        PartitionResponse::Read(result) | PartitionResponse::ReplicaRead(result) => result,
-        _ => Err(unexpected()),
+    match fetcher {
+        Fetcher::Consumer => {
+            let read = Read { partition, offset, max_bytes, read_committed };
+            node.partition_call(&wanted.partition, read).await?
+        }
+        Fetcher::Follower(replica) => {
+            let durable_end = wanted.fetch.durable_end.map_or(offset.0, |end| end.min(offset.0));
+            let read = ReplicaRead {
+                partition,
+                replica,
+                offset,
+                last_fetched_epoch: wanted.fetch.last_fetched_epoch,
+                durable_end: Offset(durable_end),
+                max_bytes,
+            };
+            node.partition_call(&wanted.partition, read).await?
+        }
     }
 }
 
@@ -231,6 +235,14 @@ async fn read_all<S: Storage>(
     (results, total)
 }
 
+/// How much a fetch may answer, and how long it may wait for enough.
+struct Limits {
+    max_bytes: usize,
+    min_bytes: usize,
+    deadline: Instant,
+    read_committed: bool,
+}
+
 pub async fn handle<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
@@ -238,33 +250,65 @@ pub async fn handle<S: Storage>(
 ) -> FetchResponse {
     let version = context.api_version;
     let fetcher = fetcher_of(&request);
-    let (session, wanted) = {
-        let image = node.metadata();
-        let opening = Opening {
-            session_id: request.session_id,
-            epoch: request.session_epoch,
-            follower: fetcher != Fetcher::Consumer,
-            uses_topic_ids: version >= TOPIC_ID_VERSION,
-            partitions: wanted_partitions(&request, version, &image)
-                .into_iter()
-                .map(|wanted| (wanted.partition, wanted.fetch))
-                .collect(),
-            forgotten: forgotten_partitions(&request, version, &image),
-            now_ms: node.clock.now_ms().max(0) as u64,
-        };
-        match node.fetch_sessions.borrow_mut().open(opening) {
-            Ok((session, partitions)) => (
-                session,
-                partitions
-                    .into_iter()
-                    .map(|(partition, fetch)| Wanted { partition, fetch })
-                    .collect::<Vec<_>>(),
-            ),
-            Err(error) => {
-                return session_refused(node, request.session_id, request.session_epoch, error)
-            }
+    let (session, wanted) = match open_session(node, &request, version, fetcher) {
+        Ok(opened) => opened,
+        Err(error) => {
+            return session_refused(node, request.session_id, request.session_epoch, error)
         }
     };
+    let limits = limits_of(node, context, &request, fetcher);
+    let results = read_until_ready(node, context, fetcher, &wanted, &limits).await;
+    // An incremental fetch answers only the partitions with something new.
+    let answers: Vec<Answered> = results.iter().map(answered).collect();
+    let keys: Vec<TopicPartition> = wanted.iter().map(|item| item.partition.clone()).collect();
+    let listed = node.fetch_sessions.borrow_mut().close(session, &keys, &answers);
+    let (wanted, results): (Vec<Wanted>, Vec<_>) = wanted
+        .into_iter()
+        .zip(results)
+        .zip(listed)
+        .filter_map(|(pair, listed)| listed.then_some(pair))
+        .unzip();
+    let mut response = respond(node, version, fetcher, &wanted, results);
+    response.session_id = session.id();
+    if fetcher == Fetcher::Consumer {
+        charge_consumer_quota(node, context, &mut response);
+    }
+    response
+}
+
+/// Resolves the request's session metadata: the session and the partitions to read, in order.
+fn open_session<S: Storage>(
+    node: &Node<S>,
+    request: &FetchRequest,
+    version: i16,
+    fetcher: Fetcher,
+) -> Result<(SessionContext, Vec<Wanted>), SessionError> {
+    let image = node.metadata();
+    let opening = Opening {
+        session_id: request.session_id,
+        epoch: request.session_epoch,
+        follower: fetcher != Fetcher::Consumer,
+        uses_topic_ids: version >= TOPIC_ID_VERSION,
+        partitions: wanted_partitions(request, version, &image)
+            .into_iter()
+            .map(|wanted| (wanted.partition, wanted.fetch))
+            .collect(),
+        forgotten: forgotten_partitions(request, version, &image),
+        now_ms: node.clock.now_ms().max(0) as u64,
+    };
+    let (session, partitions) = node.fetch_sessions.borrow_mut().open(opening)?;
+    let wanted = partitions.into_iter().map(|(partition, fetch)| Wanted { partition, fetch });
+    Ok((session, wanted.collect()))
+}
+
+/// The fetch's limits: its byte budget (the broker's cap and the consumer's quota applied),
+/// the bytes worth answering, until when to wait for them, and its isolation.
+fn limits_of<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &FetchRequest,
+    fetcher: Fetcher,
+) -> Limits {
     // 0 is a real limit (one batch, KIP-74), not "unlimited"; the broker caps every fetch.
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_BYTES_MAX);
     // A consumer under a byte-rate quota gets at most half a second of it per fetch (Kafka caps
@@ -285,76 +329,89 @@ pub async fn handle<S: Storage>(
     let deadline = Instant::now() + wait;
     // isolation_level 1 (READ_COMMITTED, v4+): stop at the last stable offset (KIP-98).
     let read_committed = request.isolation_level == 1;
-    let results = loop {
+    Limits { max_bytes, min_bytes, deadline, read_committed }
+}
+
+/// Reads the wanted partitions until `min_bytes` are there, one answers an error or a
+/// diverging epoch, or the deadline passes, long-polling for appends in between.
+async fn read_until_ready<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    fetcher: Fetcher,
+    wanted: &[Wanted],
+    limits: &Limits,
+) -> Vec<Result<ReadResult, BrokerError>> {
+    let (max_bytes, read_committed) = (limits.max_bytes, limits.read_committed);
+    loop {
         let (results, total) =
-            read_all(node, context, fetcher, &wanted, max_bytes, read_committed).await;
+            read_all(node, context, fetcher, wanted, max_bytes, read_committed).await;
         let now = Instant::now();
         // A follower told where its log diverges truncates before anything else: no wait.
         let any_error = results
             .iter()
             .any(|result| result.as_ref().map_or(true, |read| read.diverging.is_some()));
-        if total >= min_bytes || any_error || now >= deadline || wanted.is_empty() {
-            break results;
+        if total >= limits.min_bytes || any_error || now >= limits.deadline || wanted.is_empty() {
+            return results;
         }
-        // Long poll: every owner waits for an append past what was just seen (the high
-        // watermark, so a partial result below min_bytes does not spin), at most the time left;
-        // the first to see one wakes us, then everything is read again. The other waits end on
-        // their own by the deadline.
-        let remaining_ms = (deadline - now).as_millis().max(1) as u64;
-        let waits: Vec<_> = wanted
-            .iter()
-            .zip(&results)
-            .take(FETCH_WAIT_PARTITIONS_MAX)
-            .map(|(item, result)| {
-                let seen = match result {
-                    Ok(read) if read.high_watermark.0 >= 0 && fetcher == Fetcher::Consumer => {
-                        read.high_watermark
-                    }
-                    _ => Offset(item.fetch.offset),
-                };
-                let log_end = fetcher != Fetcher::Consumer;
-                Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms, log_end))
-            })
-            .collect();
-        if !waits.is_empty() {
-            let _ = futures_util::future::select_all(waits).await;
-        }
-    };
-    // An incremental fetch answers only the partitions with something new.
-    let answers: Vec<Answered> = results.iter().map(answered).collect();
-    let keys: Vec<TopicPartition> = wanted.iter().map(|item| item.partition.clone()).collect();
-    let listed = node.fetch_sessions.borrow_mut().close(session, &keys, &answers);
-    let (wanted, results): (Vec<Wanted>, Vec<_>) = wanted
-        .into_iter()
-        .zip(results)
-        .zip(listed)
-        .filter_map(|(pair, listed)| listed.then_some(pair))
-        .unzip();
-    let mut response = respond(node, version, fetcher, &wanted, results);
-    response.session_id = session.id();
-    if fetcher == Fetcher::Consumer {
-        // The consumer byte-rate quota (`services::quotas`), charged with the records answered:
-        // over it, the answer carries the throttle time and the connection reads nothing more
-        // for that long (KIP-219). Followers are not charged (Kafka's replication quotas are
-        // separate).
-        let bytes: usize = response
-            .responses
-            .iter()
-            .flat_map(|topic| topic.partitions.iter())
-            .map(|partition| partition.records.as_ref().map_or(0, Bytes::len))
-            .sum();
-        let client_id = context.client_id.as_deref().unwrap_or("");
-        let throttle_ms = node.quotas.record_bytes(
-            &node.metadata(),
-            CONSUMER_BYTE_RATE,
-            context.principal.name(),
-            client_id,
-            bytes,
-        );
-        response.throttle_time_ms = throttle_ms;
-        context.throttle(throttle_ms);
+        wait_for_appends(node, fetcher, wanted, &results, limits.deadline - now).await;
     }
-    response
+}
+
+/// Long poll: every owner waits for an append past what was just seen (the high watermark, so
+/// a partial result below min_bytes does not spin), at most the time left; the first to see one
+/// wakes us, then everything is read again. The other waits end on their own by the deadline.
+async fn wait_for_appends<S: Storage>(
+    node: &Node<S>,
+    fetcher: Fetcher,
+    wanted: &[Wanted],
+    results: &[Result<ReadResult, BrokerError>],
+    remaining: Duration,
+) {
+    let remaining_ms = remaining.as_millis().max(1) as u64;
+    let waits: Vec<_> = wanted
+        .iter()
+        .zip(results)
+        .take(FETCH_WAIT_PARTITIONS_MAX)
+        .map(|(item, result)| {
+            let seen = match result {
+                Ok(read) if read.high_watermark.0 >= 0 && fetcher == Fetcher::Consumer => {
+                    read.high_watermark
+                }
+                _ => Offset(item.fetch.offset),
+            };
+            let log_end = fetcher != Fetcher::Consumer;
+            Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms, log_end))
+        })
+        .collect();
+    if !waits.is_empty() {
+        let _ = futures_util::future::select_all(waits).await;
+    }
+}
+
+/// The consumer byte-rate quota (`services::quotas`), charged with the records answered: over
+/// it, the answer carries the throttle time and the connection reads nothing more for that long
+/// (KIP-219). Followers are not charged (Kafka's replication quotas are separate).
+fn charge_consumer_quota<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    response: &mut FetchResponse,
+) {
+    let bytes: usize = response
+        .responses
+        .iter()
+        .flat_map(|topic| topic.partitions.iter())
+        .map(|partition| partition.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    let client_id = context.client_id.as_deref().unwrap_or("");
+    let throttle_ms = node.quotas.record_bytes(
+        &node.metadata(),
+        CONSUMER_BYTE_RATE,
+        context.principal.name(),
+        client_id,
+        bytes,
+    );
+    response.throttle_time_ms = throttle_ms;
+    context.throttle(throttle_ms);
 }
 
 /// What a partition's answer holds, as its session compares it with the last one.
@@ -400,6 +457,7 @@ fn session_refused<S: Storage>(
     response
 }
 
+/// The response: each listed partition's answer, under its topic.
 fn respond<S: Storage>(
     node: &Node<S>,
     version: i16,
@@ -414,87 +472,120 @@ fn respond<S: Storage>(
         partition.partition_index = item.partition.partition.0;
         partition.preferred_read_replica = BrokerId(-1);
         match result {
-            Ok(read) => {
-                partition.error_code = NONE;
-                partition.high_watermark = read.high_watermark.0;
-                partition.last_stable_offset = read.last_stable_offset.0;
-                partition.aborted_transactions = read.aborted.map(|aborted| {
-                    aborted
-                        .into_iter()
-                        .map(|(producer_id, first_offset)| {
-                            let mut txn = AbortedTransaction::default();
-                            txn.producer_id = ProducerId(producer_id);
-                            txn.first_offset = first_offset;
-                            txn
-                        })
-                        .collect()
-                });
-                if version >= 5 {
-                    partition.log_start_offset = read.log_start_offset.0;
-                }
-                if let Some((epoch, end_offset)) = read.diverging {
-                    partition.diverging_epoch.epoch = epoch;
-                    partition.diverging_epoch.end_offset = end_offset;
-                }
-                partition.records = Some(concat(read.batches));
-            }
+            Ok(read) => answer_read(&mut partition, version, read),
             Err(error) => {
-                partition.error_code = error_fields(&error).0;
-                node.stats.count_error(partition.error_code);
-                partition.high_watermark = -1;
-                partition.last_stable_offset = -1;
-                // Where the log starts, for a follower fetching below it (it starts again
-                // there, `services::replication`); consumers get -1, as from Kafka.
-                if let BrokerError::Storage(shard::StorageError::OffsetOutOfRange {
-                    log_start_offset,
-                    ..
-                }) = &error
-                {
-                    if version >= 5 && fetcher != Fetcher::Consumer {
-                        partition.log_start_offset = *log_start_offset;
-                    }
-                }
-                partition.records = Some(Bytes::new());
+                answer_error(node, version, fetcher, &error, &mut partition);
                 if version >= LEADER_HINT_VERSION {
-                    if let Some((leader, epoch, endpoint)) =
-                        node.leader_hint(&item.partition, partition.error_code)
-                    {
-                        partition.current_leader.leader_id = BrokerId(leader.0);
-                        partition.current_leader.leader_epoch = epoch;
-                        if let Some(endpoint) = endpoint {
-                            if !response.node_endpoints.iter().any(|e| e.node_id.0 == leader.0) {
-                                let mut known = NodeEndpoint::default();
-                                known.node_id = BrokerId(leader.0);
-                                known.host = super::str_bytes(&endpoint.host);
-                                known.port = endpoint.port;
-                                known.rack = endpoint.rack.as_deref().map(super::str_bytes);
-                                response.node_endpoints.push(known);
-                            }
-                        }
-                    }
+                    add_leader_hint(node, &item.partition, &mut partition, &mut response);
                 }
             }
         }
-        let topic_name = item.partition.topic.as_str();
-        let same = |topic: &&mut FetchableTopicResponse| {
-            if version >= TOPIC_ID_VERSION {
-                topic.topic_id == item.fetch.topic_id
-            } else {
-                topic.topic.0.as_str() == topic_name
-            }
-        };
-        match response.responses.iter_mut().find(same) {
-            Some(topic) => topic.partitions.push(partition),
-            None => {
-                let mut topic = FetchableTopicResponse::default();
-                topic.topic = TopicName(super::str_bytes(topic_name));
-                topic.topic_id = item.fetch.topic_id;
-                topic.partitions.push(partition);
-                response.responses.push(topic);
+        add_to_topic(&mut response, version, item, partition);
+    }
+    response
+}
+
+/// A partition's answer to a read: its offsets, aborted transactions, diverging epoch, records.
+fn answer_read(partition: &mut PartitionData, version: i16, read: ReadResult) {
+    partition.error_code = NONE;
+    partition.high_watermark = read.high_watermark.0;
+    partition.last_stable_offset = read.last_stable_offset.0;
+    partition.aborted_transactions = read.aborted.map(|aborted| {
+        aborted
+            .into_iter()
+            .map(|(producer_id, first_offset)| {
+                let mut txn = AbortedTransaction::default();
+                txn.producer_id = ProducerId(producer_id);
+                txn.first_offset = first_offset;
+                txn
+            })
+            .collect()
+    });
+    if version >= 5 {
+        partition.log_start_offset = read.log_start_offset.0;
+    }
+    if let Some((epoch, end_offset)) = read.diverging {
+        partition.diverging_epoch.epoch = epoch;
+        partition.diverging_epoch.end_offset = end_offset;
+    }
+    partition.records = Some(concat(read.batches));
+}
+
+/// A partition's answer to a failed read: the error's code, counted, and no records.
+fn answer_error<S: Storage>(
+    node: &Node<S>,
+    version: i16,
+    fetcher: Fetcher,
+    error: &BrokerError,
+    partition: &mut PartitionData,
+) {
+    partition.error_code = error_fields(error).0;
+    node.stats.count_error(partition.error_code);
+    partition.high_watermark = -1;
+    partition.last_stable_offset = -1;
+    // Where the log starts, for a follower fetching below it (it starts again there,
+    // `services::replication`); consumers get -1, as from Kafka.
+    if let BrokerError::Storage(shard::StorageError::OffsetOutOfRange {
+        log_start_offset, ..
+    }) = error
+    {
+        if version >= 5 && fetcher != Fetcher::Consumer {
+            partition.log_start_offset = *log_start_offset;
+        }
+    }
+    partition.records = Some(Bytes::new());
+}
+
+/// The leader as this broker knows it (KIP-951), for an error that names a new one, with its
+/// endpoint listed once in the response.
+fn add_leader_hint<S: Storage>(
+    node: &Node<S>,
+    topic_partition: &TopicPartition,
+    partition: &mut PartitionData,
+    response: &mut FetchResponse,
+) {
+    if let Some((leader, epoch, endpoint)) = node.leader_hint(topic_partition, partition.error_code)
+    {
+        partition.current_leader.leader_id = BrokerId(leader.0);
+        partition.current_leader.leader_epoch = epoch;
+        if let Some(endpoint) = endpoint {
+            if !response.node_endpoints.iter().any(|e| e.node_id.0 == leader.0) {
+                let mut known = NodeEndpoint::default();
+                known.node_id = BrokerId(leader.0);
+                known.host = super::str_bytes(&endpoint.host);
+                known.port = endpoint.port;
+                known.rack = endpoint.rack.as_deref().map(super::str_bytes);
+                response.node_endpoints.push(known);
             }
         }
     }
-    response
+}
+
+/// Adds a partition's answer under its topic (by id from v13), the topic listed once.
+fn add_to_topic(
+    response: &mut FetchResponse,
+    version: i16,
+    item: &Wanted,
+    partition: PartitionData,
+) {
+    let topic_name = item.partition.topic.as_str();
+    let same = |topic: &&mut FetchableTopicResponse| {
+        if version >= TOPIC_ID_VERSION {
+            topic.topic_id == item.fetch.topic_id
+        } else {
+            topic.topic.0.as_str() == topic_name
+        }
+    };
+    match response.responses.iter_mut().find(same) {
+        Some(topic) => topic.partitions.push(partition),
+        None => {
+            let mut topic = FetchableTopicResponse::default();
+            topic.topic = TopicName(super::str_bytes(topic_name));
+            topic.topic_id = item.fetch.topic_id;
+            topic.partitions.push(partition);
+            response.responses.push(topic);
+        }
+    }
 }
 
 fn concat(batches: Vec<Bytes>) -> Bytes {

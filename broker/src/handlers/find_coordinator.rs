@@ -69,56 +69,10 @@ pub async fn handle<S: Storage>(
         _ => OFFSETS_TOPIC,
     };
     if node.cluster.is_some() && node.metadata().topic(internal).is_none() {
-        // Kafka's KIP-115: created only with its full replication factor; until enough
-        // brokers are live the answer is COORDINATOR_NOT_AVAILABLE and clients retry.
-        let topic = if internal == OFFSETS_TOPIC {
-            let mut topic = crate::metadata::startup::offsets_topic();
-            topic.replication_factor = node.config.offsets_topic_replication_factor;
-            topic
-        } else {
-            let mut topic = crate::metadata::startup::transaction_state_topic();
-            let replicas = node.config.transaction_state_replication_factor;
-            topic.replication_factor = replicas;
-            // Kafka's transaction.state.log.min.isr, at most the replication factor (Kafka
-            // takes it as given; a larger one could never be met).
-            let min_isr = node.config.transaction_state_min_isr.min(replicas);
-            topic.configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
-            topic
-        };
-        let create = MetadataChange::CreateTopics(vec![topic]);
-        for result in node.change_metadata(create).await {
-            match result {
-                Ok(()) | Err(BrokerError::TopicAlreadyExists(_)) => {}
-                Err(BrokerError::InvalidReplicationFactor(why)) => {
-                    tracing::debug!(%why, "{internal} waits for more brokers")
-                }
-                Err(error) => tracing::warn!(%error, "creating {internal}"),
-            }
-        }
+        create_internal_topic(node, internal).await;
     }
     let mut response = FindCoordinatorResponse::default();
-    // As Kafka: DESCRIBE on the group or the transactional id.
-    let answer = |key: &str| {
-        let refused = match request.key_type {
-            GROUP if !node.allowed(context, AclOperation::Describe, Resource::Group(key)) => {
-                Some(BrokerError::GroupAuthorizationFailed(key.to_string()))
-            }
-            TRANSACTION
-                if !node.allowed(
-                    context,
-                    AclOperation::Describe,
-                    Resource::TransactionalId(key),
-                ) =>
-            {
-                Some(BrokerError::TransactionalIdAuthorizationFailed(key.to_string()))
-            }
-            _ => None,
-        };
-        match refused {
-            Some(error) => Err(error_code(&error)),
-            None => coordinator(node, &context.listener, request.key_type, key),
-        }
-    };
+    let answer = |key: &str| authorized_coordinator(node, context, request.key_type, key);
     if context.api_version >= 4 {
         response.coordinators = request
             .coordinator_keys
@@ -158,4 +112,59 @@ pub async fn handle<S: Storage>(
         }
     }
     response
+}
+
+/// Asks the controller to create the missing internal topic `internal` (a cluster only).
+async fn create_internal_topic<S: Storage>(node: &Node<S>, internal: &str) {
+    // Kafka's KIP-115: created only with its full replication factor; until enough
+    // brokers are live the answer is COORDINATOR_NOT_AVAILABLE and clients retry.
+    let topic = if internal == OFFSETS_TOPIC {
+        let mut topic = crate::metadata::startup::offsets_topic();
+        topic.replication_factor = node.config.offsets_topic_replication_factor;
+        topic
+    } else {
+        let mut topic = crate::metadata::startup::transaction_state_topic();
+        let replicas = node.config.transaction_state_replication_factor;
+        topic.replication_factor = replicas;
+        // Kafka's transaction.state.log.min.isr, at most the replication factor (Kafka
+        // takes it as given; a larger one could never be met).
+        let min_isr = node.config.transaction_state_min_isr.min(replicas);
+        topic.configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
+        topic
+    };
+    let create = MetadataChange::CreateTopics(vec![topic]);
+    for result in node.change_metadata(create).await {
+        match result {
+            Ok(()) | Err(BrokerError::TopicAlreadyExists(_)) => {}
+            Err(BrokerError::InvalidReplicationFactor(why)) => {
+                tracing::debug!(%why, "{internal} waits for more brokers")
+            }
+            Err(error) => tracing::warn!(%error, "creating {internal}"),
+        }
+    }
+}
+
+/// The coordinator of `key` if the principal may describe it, or the error code to answer.
+fn authorized_coordinator<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    key_type: i8,
+    key: &str,
+) -> std::result::Result<BrokerEndpoint, i16> {
+    // As Kafka: DESCRIBE on the group or the transactional id.
+    let refused = match key_type {
+        GROUP if !node.allowed(context, AclOperation::Describe, Resource::Group(key)) => {
+            Some(BrokerError::GroupAuthorizationFailed(key.to_string()))
+        }
+        TRANSACTION
+            if !node.allowed(context, AclOperation::Describe, Resource::TransactionalId(key)) =>
+        {
+            Some(BrokerError::TransactionalIdAuthorizationFailed(key.to_string()))
+        }
+        _ => None,
+    };
+    match refused {
+        Some(error) => Err(error_code(&error)),
+        None => coordinator(node, &context.listener, key_type, key),
+    }
 }

@@ -4,7 +4,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse};
+use crate::services::groups::requests::Heartbeat;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use shard::io::Storage;
 
@@ -22,15 +22,14 @@ pub async fn handle<S: Storage>(
         return response;
     }
     let group = request.group_id.0.to_string();
-    let call = GroupRequest::Heartbeat {
+    let call = Heartbeat {
         group: group.clone(),
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         generation: request.generation_id,
     };
     let outcome = match node.group_call(&group, call).await {
-        Ok(GroupResponse::Heartbeat(result)) => result,
-        Ok(_) => Err(GroupError::CoordinatorNotAvailable),
+        Ok(result) => result,
         Err(BrokerError::Group(error)) => Err(error),
         Err(_) => Err(GroupError::CoordinatorNotAvailable),
     };

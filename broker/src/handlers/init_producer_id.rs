@@ -9,7 +9,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, txn_error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::transactions::{TxnRequest, TxnResponse};
+use crate::services::transactions::requests;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use shard::io::Storage;
 
@@ -57,16 +57,12 @@ pub async fn handle<S: Storage>(
         }
         Some(transactional_id) => {
             let expected = (producer_id >= 0).then_some((producer_id, epoch));
-            let call = TxnRequest::InitProducerId {
+            let call = requests::InitProducerId {
                 transactional_id: transactional_id.clone(),
                 timeout_ms: request.transaction_timeout_ms,
                 expected,
             };
-            match node.txn_call(&transactional_id, call).await {
-                Ok(TxnResponse::ProducerId(result)) => result,
-                Ok(_) => Err(super::unexpected()),
-                Err(error) => Err(error),
-            }
+            node.txn_call(&transactional_id, call).await.and_then(|answer| answer)
         }
         None => node.init_producer_id(producer_id, epoch).await,
     };

@@ -6,7 +6,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse, JoinOutcome, JoinRequest};
+use crate::services::groups::{JoinOutcome, JoinRequest};
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use shard::io::Storage;
@@ -16,9 +16,8 @@ pub const VERSIONS: (i16, i16) = (0, 7);
 async fn join<S: Storage>(node: &Node<S>, request: JoinRequest) -> JoinOutcome {
     let member_id = request.member_id.clone();
     let group = request.group.clone();
-    match node.group_call(&group, GroupRequest::Join(request)).await {
-        Ok(GroupResponse::Join(outcome)) => outcome,
-        Ok(_) => JoinOutcome { member_id, result: Err(GroupError::CoordinatorNotAvailable) },
+    match node.group_call(&group, request).await {
+        Ok(outcome) => outcome,
         Err(BrokerError::Group(error)) => JoinOutcome { member_id, result: Err(error) },
         Err(_) => JoinOutcome { member_id, result: Err(GroupError::CoordinatorNotAvailable) },
     }

@@ -5,7 +5,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse};
+use crate::services::groups::requests::Leave;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use shard::io::Storage;
@@ -41,12 +41,10 @@ pub async fn handle<S: Storage>(
     } else {
         vec![(request.member_id.to_string(), None)]
     };
-    let call = GroupRequest::Leave { group: group.clone(), members: members.clone() };
+    let call = Leave { group: group.clone(), members: members.clone() };
     let answers: Vec<Result<(), GroupError>> = match node.group_call(&group, call).await {
-        Ok(GroupResponse::Leave(answers)) => answers,
-        Ok(_) | Err(_) => {
-            members.iter().map(|_| Err(GroupError::CoordinatorNotAvailable)).collect()
-        }
+        Ok(answers) => answers,
+        Err(_) => members.iter().map(|_| Err(GroupError::CoordinatorNotAvailable)).collect(),
     };
     let mut response = LeaveGroupResponse::default();
     if version >= 3 {

@@ -7,7 +7,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse, ListedGroup as Listed};
+use crate::services::groups::{requests::List, ListedGroup as Listed};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use shard::io::Storage;
@@ -26,12 +26,11 @@ pub async fn handle<S: Storage>(
     let mut response = ListGroupsResponse::default();
     response.error_code = NONE;
     let mut groups: BTreeMap<String, Listed> = BTreeMap::new();
-    for answer in node.group_call_all(|| GroupRequest::List).await {
+    for answer in node.group_call_all(|| List).await {
         match answer {
-            Ok(GroupResponse::List(found)) => {
+            Ok(found) => {
                 groups.extend(found.into_iter().map(|listed| (listed.group.clone(), listed)))
             }
-            Ok(_) => {}
             Err(error) => response.error_code = error_code(&error),
         }
     }

@@ -4,12 +4,12 @@
 //! start and -5 no offset). A special timestamp newer than the request's version answers
 //! UNSUPPORTED_VERSION, as in Kafka.
 
-use super::{error_fields, unexpected};
+use super::error_fields;
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::partitions::{PartitionRequest, PartitionResponse};
+use crate::services::partitions::requests::ListOffset;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -25,12 +25,8 @@ async fn list_offset<S: Storage>(
     timestamp: i64,
     read_committed: bool,
 ) -> Result<Option<(Offset, i64, i32)>> {
-    let request =
-        PartitionRequest::ListOffset { partition: partition.clone(), timestamp, read_committed };
-    match node.partition_call(&partition, request).await? {
-        PartitionResponse::ListOffset(result) => result,
-        _ => Err(unexpected()),
-    }
+    let request = ListOffset { partition: partition.clone(), timestamp, read_committed };
+    node.partition_call(&partition, request).await?
 }
 
 pub async fn handle<S: Storage>(

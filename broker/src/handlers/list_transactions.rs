@@ -6,8 +6,8 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::NONE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
+use crate::services::transactions::requests::List;
 use crate::services::transactions::state_machine::TxnState;
-use crate::services::transactions::{TxnRequest, TxnResponse};
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
@@ -30,8 +30,8 @@ pub async fn handle<S: Storage>(
     let producers: Vec<i64> = request.producer_id_filters.iter().map(|p| p.0).collect();
     let duration = if context.api_version >= 1 { request.duration_filter } else { -1 };
     let now = node.clock.now_ms();
-    for answer in node.txn_call_all(|| TxnRequest::List).await {
-        let Ok(TxnResponse::Listed(listed)) = answer else { continue };
+    for answer in node.txn_call_all(|| List).await {
+        let Ok(listed) = answer else { continue };
         for txn in listed {
             let state_ok = states.is_empty() || states.iter().any(|s| s == txn.state);
             let producer_ok = producers.is_empty() || producers.contains(&txn.producer_id);

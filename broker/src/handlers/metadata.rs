@@ -11,7 +11,7 @@ use crate::error::{error_code, BrokerError};
 use crate::metadata::decide::NO_LEADER;
 use crate::metadata::decide::{CreateTopic, MetadataChange};
 use crate::metadata::internal::is_internal;
-use crate::metadata::validate_topic_name;
+use crate::metadata::{validate_topic_name, MetadataImage, TopicImage};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use kafka_protocol::messages::metadata_response::{
@@ -107,6 +107,31 @@ pub async fn handle<S: Storage>(
     };
     let image = node.metadata();
     let mut response = MetadataResponse::default();
+    describe_cluster(node, context, &image, &request, &mut response);
+    let names: Vec<String> = requested
+        .unwrap_or_else(|| image.topics.keys().filter(|name| describable(name)).cloned().collect());
+    for name in names {
+        let topic = describe_topic(node, context, &image, &request, &name, &creation_errors);
+        response.topics.push(topic);
+    }
+    for name in refused {
+        let mut topic = MetadataResponseTopic::default();
+        topic.error_code = error_code(&BrokerError::TopicAuthorizationFailed(name.clone()));
+        topic.name = Some(TopicName(str_bytes(&name)));
+        response.topics.push(topic);
+    }
+    response
+}
+
+/// The cluster's part of the answer: brokers on this listener, cluster id, controller.
+fn describe_cluster<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    image: &MetadataImage,
+    request: &MetadataRequest,
+    response: &mut MetadataResponse,
+) {
+    let version = context.api_version;
     response.brokers = node
         .brokers_on(&context.listener)
         .into_iter()
@@ -133,80 +158,87 @@ pub async fn handle<S: Storage>(
             Resource::Cluster,
         );
     }
-    let names: Vec<String> = requested
-        .unwrap_or_else(|| image.topics.keys().filter(|name| describable(name)).cloned().collect());
-    for name in names {
-        let mut topic = MetadataResponseTopic::default();
-        topic.name = Some(TopicName(str_bytes(&name)));
-        match image.topic(&name) {
-            Some(meta) => {
-                topic.is_internal = version >= 1 && is_internal(&name);
-                if version >= 8 {
-                    topic.topic_authorized_operations = node.authorized_operations(
-                        context,
-                        request.include_topic_authorized_operations,
-                        authorization::TOPIC_OPERATIONS,
-                        Resource::Topic(&name),
-                    );
-                }
-                if version >= 10 {
-                    topic.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
-                }
-                topic.partitions = meta
-                    .partitions
+}
+
+/// A topic's answer: its partitions as placed, or why it has none.
+fn describe_topic<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    image: &MetadataImage,
+    request: &MetadataRequest,
+    name: &str,
+    creation_errors: &HashMap<String, i16>,
+) -> MetadataResponseTopic {
+    let version = context.api_version;
+    let mut topic = MetadataResponseTopic::default();
+    topic.name = Some(TopicName(str_bytes(name)));
+    match image.topic(name) {
+        Some(meta) => {
+            topic.is_internal = version >= 1 && is_internal(name);
+            if version >= 8 {
+                topic.topic_authorized_operations = node.authorized_operations(
+                    context,
+                    request.include_topic_authorized_operations,
+                    authorization::TOPIC_OPERATIONS,
+                    Resource::Topic(name),
+                );
+            }
+            if version >= 10 {
+                topic.topic_id = uuid::Uuid::from_bytes(meta.topic_id);
+            }
+            topic.partitions = partitions(image, meta, name, version);
+        }
+        None => {
+            topic.error_code = match creation_errors.get(name) {
+                Some(&code) => code,
+                None => match validate_topic_name(name) {
+                    Err(error) => error_code(&error),
+                    Ok(()) => error_code(&BrokerError::UnknownTopicOrPartition(name.to_string())),
+                },
+            };
+        }
+    }
+    topic
+}
+
+/// A topic's partitions: leader, leader epoch, replicas, in-sync and offline replicas.
+fn partitions(
+    image: &MetadataImage,
+    meta: &TopicImage,
+    name: &str,
+    version: i16,
+) -> Vec<MetadataResponsePartition> {
+    meta.partitions
+        .iter()
+        .enumerate()
+        .map(|(index, placement)| {
+            let mut partition = MetadataResponsePartition::default();
+            partition.partition_index = index as i32;
+            partition.leader_id = BrokerId(placement.leader.0);
+            if placement.leader == NO_LEADER {
+                // Its only in-sync replica is fenced: clients wait and ask again.
+                partition.error_code =
+                    error_code(&BrokerError::LeaderNotAvailable(name.to_string()));
+            }
+            if version >= 7 {
+                partition.leader_epoch = placement.leader_epoch.0;
+            }
+            let replicas: Vec<BrokerId> =
+                placement.replicas.iter().map(|node| BrokerId(node.0)).collect();
+            // Until replication (issue #16) only the leader is in sync; a
+            // leaderless partition keeps its last in-sync replica, as Kafka does.
+            partition.isr_nodes = placement.isr.iter().map(|node| BrokerId(node.0)).collect();
+            if version >= 5 && !image.brokers.is_empty() {
+                // Replicas on fenced (or unregistered) brokers.
+                partition.offline_replicas = placement
+                    .replicas
                     .iter()
-                    .enumerate()
-                    .map(|(index, placement)| {
-                        let mut partition = MetadataResponsePartition::default();
-                        partition.partition_index = index as i32;
-                        partition.leader_id = BrokerId(placement.leader.0);
-                        if placement.leader == NO_LEADER {
-                            // Its only in-sync replica is fenced: clients wait and ask again.
-                            partition.error_code =
-                                error_code(&BrokerError::LeaderNotAvailable(name.clone()));
-                        }
-                        if version >= 7 {
-                            partition.leader_epoch = placement.leader_epoch.0;
-                        }
-                        let replicas: Vec<BrokerId> =
-                            placement.replicas.iter().map(|node| BrokerId(node.0)).collect();
-                        // Until replication (issue #16) only the leader is in sync; a
-                        // leaderless partition keeps its last in-sync replica, as Kafka does.
-                        partition.isr_nodes =
-                            placement.isr.iter().map(|node| BrokerId(node.0)).collect();
-                        if version >= 5 && !image.brokers.is_empty() {
-                            // Replicas on fenced (or unregistered) brokers.
-                            partition.offline_replicas = placement
-                                .replicas
-                                .iter()
-                                .filter(|node| {
-                                    image.brokers.get(node).is_none_or(|broker| broker.fenced)
-                                })
-                                .map(|node| BrokerId(node.0))
-                                .collect();
-                        }
-                        partition.replica_nodes = replicas;
-                        partition
-                    })
+                    .filter(|node| image.brokers.get(node).is_none_or(|broker| broker.fenced))
+                    .map(|node| BrokerId(node.0))
                     .collect();
             }
-            None => {
-                topic.error_code = match creation_errors.get(&name) {
-                    Some(&code) => code,
-                    None => match validate_topic_name(&name) {
-                        Err(error) => error_code(&error),
-                        Ok(()) => error_code(&BrokerError::UnknownTopicOrPartition(name.clone())),
-                    },
-                };
-            }
-        }
-        response.topics.push(topic);
-    }
-    for name in refused {
-        let mut topic = MetadataResponseTopic::default();
-        topic.error_code = error_code(&BrokerError::TopicAuthorizationFailed(name.clone()));
-        topic.name = Some(TopicName(str_bytes(&name)));
-        response.topics.push(topic);
-    }
-    response
+            partition.replica_nodes = replicas;
+            partition
+        })
+        .collect()
 }

@@ -76,8 +76,3 @@ pub(crate) fn error_fields(error: &BrokerError) -> (i16, Option<StrBytes>) {
 pub(crate) fn str_bytes(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_string())
 }
-
-/// The answer of a service that replied with another kind of response (a bug).
-pub(crate) fn unexpected() -> BrokerError {
-    BrokerError::MetadataUnavailable("a service answered another request".into())
-}

@@ -8,7 +8,7 @@ use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::groups::OFFSET_METADATA_BYTES_MAX;
-use crate::services::groups::{valid_group_id, Committed, GroupRequest, GroupResponse};
+use crate::services::groups::{requests::Commit, valid_group_id, Committed};
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -37,11 +37,8 @@ fn check_partition<S: Storage>(
     None
 }
 
-async fn commit<S: Storage>(node: &Node<S>, group: &str, request: GroupRequest) -> Result<()> {
-    match node.group_call(group, request).await? {
-        GroupResponse::Commit(result) => result,
-        _ => Err(BrokerError::Group(GroupError::CoordinatorNotAvailable)),
-    }
+async fn commit<S: Storage>(node: &Node<S>, group: &str, request: Commit) -> Result<()> {
+    node.group_call(group, request).await?
 }
 
 pub async fn handle<S: Storage>(
@@ -87,7 +84,7 @@ pub async fn handle<S: Storage>(
     let commit_code = if entries.is_empty() {
         NONE
     } else {
-        let call = GroupRequest::Commit {
+        let call = Commit {
             group: group.clone(),
             member_id: request.member_id.to_string(),
             instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),

@@ -9,7 +9,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{GroupRequest, GroupResponse, OffsetsDeleted};
+use crate::services::groups::{requests::DeleteOffsets, OffsetsDeleted};
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
@@ -25,11 +25,7 @@ pub(super) async fn delete_offsets<S: Storage>(
     group: &str,
     partitions: Option<Vec<TopicPartition>>,
 ) -> Result<OffsetsDeleted> {
-    let request = GroupRequest::DeleteOffsets { group: group.to_string(), partitions };
-    match node.group_call(group, request).await? {
-        GroupResponse::DeleteOffsets(result) => result,
-        _ => Err(BrokerError::Group(GroupError::CoordinatorNotAvailable)),
-    }
+    node.group_call(group, DeleteOffsets { group: group.to_string(), partitions }).await?
 }
 
 pub async fn handle<S: Storage>(

@@ -6,7 +6,9 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{Committed, GroupRequest, GroupResponse};
+use crate::services::groups::requests::{FetchOffsets, FetchedOffsets};
+use crate::services::groups::Committed;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -16,9 +18,6 @@ use shard::io::Storage;
 use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (1, 8);
-
-/// Kafka's UNSTABLE_OFFSET_COMMIT.
-const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 /// (topic, partition, offset, leader epoch, metadata, error code) for one group; `wanted` None
 /// means all committed. With `require_stable` (v7+, KIP-447), a partition whose offset was
@@ -49,14 +48,14 @@ async fn fetch<S: Storage>(
     let refused_rows = refused
         .into_iter()
         .map(|key| (key.topic, key.partition.0, -1, -1, String::new(), refused_code));
-    let request = GroupRequest::FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
+    let request = FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
     let (found, unstable) = match node.group_call(group, request).await {
-        Ok(GroupResponse::FetchOffsets(found, unstable)) => (found, unstable),
-        _ => (Vec::new(), Vec::new()),
+        Ok(FetchedOffsets { committed, unstable }) => (committed, unstable),
+        Err(_) => (Vec::new(), Vec::new()),
     };
+    let unstable_code = error_code(&BrokerError::UnstableOffsetCommit(group.to_string()));
     let row = |key: TopicPartition, committed: Option<&Committed>| {
-        let code =
-            if require_stable && unstable.contains(&key) { UNSTABLE_OFFSET_COMMIT } else { NONE };
+        let code = if require_stable && unstable.contains(&key) { unstable_code } else { NONE };
         match committed {
             Some(c) => {
                 (key.topic, key.partition.0, c.offset, c.leader_epoch, c.metadata.clone(), code)
@@ -90,44 +89,8 @@ pub async fn handle<S: Storage>(
     let mut response = OffsetFetchResponse::default();
     if version >= 8 {
         for requested in &request.groups {
-            let group = requested.group_id.0.to_string();
-            let wanted = requested.topics.as_ref().map(|topics| {
-                topics
-                    .iter()
-                    .flat_map(|t| {
-                        t.partition_indexes
-                            .iter()
-                            .map(move |p| TopicPartition::new(t.name.0.to_string(), *p))
-                    })
-                    .collect()
-            });
-            let mut group_response = OffsetFetchResponseGroup::default();
-            group_response.group_id = requested.group_id.clone();
-            group_response.error_code = NONE;
-            let rows = match fetch(node, context, &group, wanted, request.require_stable).await {
-                Ok(rows) => rows,
-                Err(code) => {
-                    group_response.error_code = code;
-                    Vec::new()
-                }
-            };
-            for (topic, partition, offset, epoch, metadata, code) in rows {
-                let mut entry = OffsetFetchResponsePartitions::default();
-                entry.error_code = code;
-                entry.partition_index = partition;
-                entry.committed_offset = offset;
-                entry.committed_leader_epoch = epoch;
-                entry.metadata = Some(super::str_bytes(&metadata));
-                match group_response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-                    Some(t) => t.partitions.push(entry),
-                    None => {
-                        let mut t = OffsetFetchResponseTopics::default();
-                        t.name = TopicName(super::str_bytes(&topic));
-                        t.partitions.push(entry);
-                        group_response.topics.push(t);
-                    }
-                }
-            }
+            let group_response =
+                fetch_group(node, context, requested, request.require_stable).await;
             response.groups.push(group_response);
         }
         return response;
@@ -151,6 +114,67 @@ pub async fn handle<S: Storage>(
             return response;
         }
     };
+    answer_topics(&mut response, rows, version);
+    if version >= 2 {
+        response.error_code = NONE;
+    }
+    response
+}
+
+/// One group's answer (v8+): its committed offsets by topic, or the group's error.
+async fn fetch_group<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    requested: &OffsetFetchRequestGroup,
+    require_stable: bool,
+) -> OffsetFetchResponseGroup {
+    let group = requested.group_id.0.to_string();
+    let wanted = requested.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(move |p| TopicPartition::new(t.name.0.to_string(), *p))
+            })
+            .collect()
+    });
+    let mut group_response = OffsetFetchResponseGroup::default();
+    group_response.group_id = requested.group_id.clone();
+    group_response.error_code = NONE;
+    let rows = match fetch(node, context, &group, wanted, require_stable).await {
+        Ok(rows) => rows,
+        Err(code) => {
+            group_response.error_code = code;
+            Vec::new()
+        }
+    };
+    for (topic, partition, offset, epoch, metadata, code) in rows {
+        let mut entry = OffsetFetchResponsePartitions::default();
+        entry.error_code = code;
+        entry.partition_index = partition;
+        entry.committed_offset = offset;
+        entry.committed_leader_epoch = epoch;
+        entry.metadata = Some(super::str_bytes(&metadata));
+        match group_response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(entry),
+            None => {
+                let mut t = OffsetFetchResponseTopics::default();
+                t.name = TopicName(super::str_bytes(&topic));
+                t.partitions.push(entry);
+                group_response.topics.push(t);
+            }
+        }
+    }
+    group_response
+}
+
+/// The single group's committed offsets (v1-7), by topic in first-seen order.
+fn answer_topics(
+    response: &mut OffsetFetchResponse,
+    rows: Vec<(String, i32, i64, i32, String, i16)>,
+    version: i16,
+) {
     for (topic, partition, offset, epoch, metadata, code) in rows {
         let mut entry = OffsetFetchResponsePartition::default();
         entry.error_code = code;
@@ -170,8 +194,4 @@ pub async fn handle<S: Storage>(
             }
         }
     }
-    if version >= 2 {
-        response.error_code = NONE;
-    }
-    response
 }

@@ -7,12 +7,12 @@
 //! UNKNOWN_LEADER_EPOCH; a broker that does not lead the partition answers
 //! NOT_LEADER_OR_FOLLOWER.
 
-use super::{error_fields, unexpected};
+use super::error_fields;
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, Result, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::partitions::{PartitionRequest, PartitionResponse};
+use crate::services::partitions::requests;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
@@ -34,12 +34,8 @@ async fn end_offset<S: Storage>(
         .placement(&partition)
         .map(|placement| placement.leader_epoch.0)
         .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))?;
-    let request =
-        PartitionRequest::EpochEndOffset { partition: partition.clone(), requested, current };
-    match node.partition_call(&partition, request).await? {
-        PartitionResponse::EpochEndOffset(result) => result,
-        _ => Err(unexpected()),
-    }
+    let request = requests::EpochEndOffset { partition: partition.clone(), requested, current };
+    node.partition_call(&partition, request).await?
 }
 
 pub async fn handle<S: Storage>(

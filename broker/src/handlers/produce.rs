@@ -7,14 +7,14 @@
 //! Versions 3+ only: they carry v2 record batches, the only format strata stores. Internal
 //! topics (`__consumer_offsets`) refuse client batches with INVALID_TOPIC_EXCEPTION.
 
-use super::{error_fields, unexpected};
+use super::error_fields;
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, Result, NONE};
 use crate::metadata::internal::is_internal;
 use crate::metadata::quotas::PRODUCER_BYTE_RATE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::partitions::{AppendResult, PartitionRequest, PartitionResponse};
+use crate::services::partitions::{requests, AppendResult};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
@@ -82,6 +82,18 @@ pub const PRODUCE_TIMEOUT_MS_MAX: u64 = 300_000;
 /// answer.
 type Route = (ShardId, Vec<(TopicPartition, Bytes)>, Vec<usize>);
 
+/// The request's partitions sorted into one message per owner shard.
+struct Routed {
+    /// Per partition, in the request's order: refused already (`Some`), or sent (`None`).
+    outcomes: Vec<Option<Result<AppendResult>>>,
+    routes: Vec<Route>,
+    /// A request carrying several partitions' records keeps a slice of each until every
+    /// answer is in: then no partition's records become the frame's only slice (when the
+    /// others are done), and the log copies them instead of taking over the whole frame for
+    /// one small batch (the cache counts the batch, not the frame it would pin).
+    frame_guard: Vec<Bytes>,
+}
+
 /// The request's partitions, routed: one message per owner shard (started in the request's
 /// order, so this connection's next request comes after them in every partition's append
 /// order), then the answers in the request's order (of `topic_data`, then `partition_data`).
@@ -90,14 +102,50 @@ async fn append_all<S: Storage>(
     context: &RequestContext,
     request: &mut ProduceRequest,
 ) -> Vec<Result<AppendResult>> {
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+    let Routed { mut outcomes, routes, frame_guard } = route(node, context, request);
+    let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0).min(PRODUCE_TIMEOUT_MS_MAX);
+    let mut calls = Vec::with_capacity(routes.len());
+    for (owner, partitions, places) in routes {
+        let sync = request.acks == -1;
+        let transactional_id = transactional_id.clone();
+        let request = requests::Append { partitions, sync, timeout_ms, transactional_id };
+        calls.push((node.partition_start(owner, request).await, places));
+    }
+    context.admission.admit();
+    let answers = futures_util::future::join_all(calls.into_iter().map(|(call, places)| async {
+        let answers = match call {
+            Ok(call) => call.await,
+            Err(error) => Err(error),
+        };
+        (answers, places)
+    }))
+    .await;
+    drop(frame_guard);
+    for (answers, places) in answers {
+        // One result per partition sent, in order (`PartitionService::append_all`).
+        let results: Vec<Result<AppendResult>> = match answers {
+            Ok(results) => results,
+            Err(error) => places.iter().map(|_| Err(BrokerError::from(error.clone()))).collect(),
+        };
+        for (place, result) in places.into_iter().zip(results) {
+            if let Some(slot) = outcomes.get_mut(place) {
+                *slot = Some(result);
+            }
+        }
+    }
+    outcomes.into_iter().map(|outcome| outcome.unwrap_or_else(|| Err(unanswered()))).collect()
+}
+
+/// Sorts the request's partitions: refused here (authorization, `refusal`, placement), or
+/// taken out of the request into their owner shard's message.
+fn route<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &mut ProduceRequest,
+) -> Routed {
     let acks = request.acks;
-    let mut outcomes: Vec<Option<Result<AppendResult>>> = Vec::new();
-    let mut routes: Vec<Route> = Vec::new();
-    // A request carrying several partitions' records keeps a slice of each until every answer
-    // is in: then no partition's records become the frame's only slice (when the others are
-    // done), and the log copies them instead of taking over the whole frame for one small
-    // batch (the cache counts the batch, not the frame it would pin).
-    let mut frame_guard: Vec<Bytes> = Vec::new();
+    let mut routed = Routed { outcomes: Vec::new(), routes: Vec::new(), frame_guard: Vec::new() };
     let shared_frame = request
         .topic_data
         .iter()
@@ -125,66 +173,43 @@ async fn append_all<S: Storage>(
                 let transactional = transactional_id.is_some();
                 refusal(&partition, acks, context.api_version, records, transactional)
             };
-            let routed = match refused {
+            let owner = match refused {
                 Some(error) => Err(error),
                 None => node.partition_owner(&partition),
             };
-            let place = outcomes.len();
-            match routed {
-                Err(error) => outcomes.push(Some(Err(error))),
+            match owner {
+                Err(error) => routed.outcomes.push(Some(Err(error))),
+                // Taken, not cloned: see `detach_from_frame`.
                 Ok(owner) => {
-                    // Taken, not cloned: see `detach_from_frame`.
                     let records = data.records.take().unwrap_or_default();
-                    let route = match routes.iter_mut().position(|route| route.0 == owner) {
-                        Some(index) => &mut routes[index],
-                        None => {
-                            routes.push((owner, Vec::new(), Vec::new()));
-                            routes.last_mut().expect("just pushed")
-                        }
-                    };
-                    if shared_frame {
-                        frame_guard.push(records.clone());
-                    }
-                    route.1.push((partition, records));
-                    route.2.push(place);
-                    outcomes.push(None);
+                    routed.add(owner, partition, records, shared_frame);
                 }
             }
         }
     }
-    let mut calls = Vec::with_capacity(routes.len());
-    for (owner, partitions, places) in routes {
-        let request = PartitionRequest::Append {
-            partitions,
-            sync: acks == -1,
-            timeout_ms: u64::try_from(request.timeout_ms).unwrap_or(0).min(PRODUCE_TIMEOUT_MS_MAX),
-            transactional_id: transactional_id.clone(),
-        };
-        calls.push((node.partition_start(owner, request).await, places));
-    }
-    context.admission.admit();
-    let answers = futures_util::future::join_all(calls.into_iter().map(|(call, places)| async {
-        let answers = match call {
-            Ok(call) => call.await,
-            Err(error) => Err(error),
-        };
-        (answers, places)
-    }))
-    .await;
-    drop(frame_guard);
-    for (answers, places) in answers {
-        let results: Vec<Result<AppendResult>> = match answers {
-            Ok(PartitionResponse::Append(results)) if results.len() == places.len() => results,
-            Ok(_) => places.iter().map(|_| Err(unexpected())).collect(),
-            Err(error) => places.iter().map(|_| Err(BrokerError::from(error.clone()))).collect(),
-        };
-        for (place, result) in places.into_iter().zip(results) {
-            if let Some(slot) = outcomes.get_mut(place) {
-                *slot = Some(result);
+    routed
+}
+
+impl Routed {
+    /// Adds one partition's records to its owner shard's message.
+    fn add(&mut self, owner: ShardId, partition: TopicPartition, records: Bytes, shared: bool) {
+        let place = self.outcomes.len();
+        let index = match self.routes.iter().position(|route| route.0 == owner) {
+            Some(index) => index,
+            None => {
+                self.routes.push((owner, Vec::new(), Vec::new()));
+                self.routes.len() - 1
             }
+        };
+        if shared {
+            self.frame_guard.push(records.clone());
         }
+        if let Some(route) = self.routes.get_mut(index) {
+            route.1.push((partition, records));
+            route.2.push(place);
+        }
+        self.outcomes.push(None);
     }
-    outcomes.into_iter().map(|outcome| outcome.unwrap_or_else(|| Err(unexpected()))).collect()
 }
 
 /// Leaves the request holding no slice of its frame but the records: names are copied out and
@@ -213,24 +238,7 @@ pub async fn handle<S: Storage>(
 ) -> Option<ProduceResponse> {
     detach_from_frame(&mut request);
     let acks = request.acks;
-    // The producer byte-rate quota (`services::quotas`), charged before the append so that the
-    // connection's next request already waits out the throttle (KIP-219); the throttle time
-    // goes in the answer, and holds for acks=0 too.
-    let bytes: usize = request
-        .topic_data
-        .iter()
-        .flat_map(|topic| topic.partition_data.iter())
-        .map(|data| data.records.as_ref().map_or(0, Bytes::len))
-        .sum();
-    let client_id = context.client_id.as_deref().unwrap_or("");
-    let throttle_ms = node.quotas.record_bytes(
-        &node.metadata(),
-        PRODUCER_BYTE_RATE,
-        context.principal.name(),
-        client_id,
-        bytes,
-    );
-    context.throttle(throttle_ms);
+    let throttle_ms = charge_quota(node, context, &request);
     let mut outcomes = append_all(node, context, &mut request).await.into_iter();
     // The outcomes follow the request's order: its topics and partitions name them.
     let keys = request
@@ -248,64 +256,12 @@ pub async fn handle<S: Storage>(
         }
         return None;
     }
-    let version = context.api_version;
     let mut response = ProduceResponse::default();
     response.throttle_time_ms = throttle_ms;
     for (topic_name, index) in keys {
-        let outcome = outcomes.next().unwrap_or_else(|| Err(unexpected()));
-        let mut partition = PartitionProduceResponse::default();
-        partition.index = index;
-        partition.log_append_time_ms = -1;
-        match outcome {
-            Ok(result) => {
-                partition.error_code = NONE;
-                partition.base_offset = result.base_offset.0;
-                if version >= 2 {
-                    partition.log_append_time_ms = result.log_append_time_ms;
-                }
-                if version >= 5 {
-                    partition.log_start_offset = result.log_start_offset.0;
-                }
-            }
-            Err(error) => {
-                let (error_code, message) = error_fields(&error);
-                node.stats.count_error(error_code);
-                partition.error_code = error_code;
-                if version >= 8 {
-                    partition.error_message = message;
-                    partition.record_errors = error
-                        .record_errors()
-                        .into_iter()
-                        .map(|(index, message)| {
-                            let mut record = BatchIndexAndErrorMessage::default();
-                            record.batch_index = index;
-                            record.batch_index_error_message = Some(super::str_bytes(&message));
-                            record
-                        })
-                        .collect();
-                }
-                partition.base_offset = -1;
-                if version >= LEADER_HINT_VERSION {
-                    let partition_key = TopicPartition::new(topic_name.0.to_string(), index);
-                    if let Some((leader, epoch, endpoint)) =
-                        node.leader_hint(&partition_key, error_code)
-                    {
-                        partition.current_leader.leader_id = BrokerId(leader.0);
-                        partition.current_leader.leader_epoch = epoch;
-                        if let Some(endpoint) = endpoint {
-                            if !response.node_endpoints.iter().any(|e| e.node_id.0 == leader.0) {
-                                let mut known = NodeEndpoint::default();
-                                known.node_id = BrokerId(leader.0);
-                                known.host = super::str_bytes(&endpoint.host);
-                                known.port = endpoint.port;
-                                known.rack = endpoint.rack.as_deref().map(super::str_bytes);
-                                response.node_endpoints.push(known);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let outcome = outcomes.next().unwrap_or_else(|| Err(unanswered()));
+        let partition =
+            answer_partition(node, context, &mut response, (topic_name, index), outcome);
         match response.responses.iter_mut().find(|topic| topic.name == *topic_name) {
             Some(topic) => topic.partition_responses.push(partition),
             None => {
@@ -317,4 +273,105 @@ pub async fn handle<S: Storage>(
         }
     }
     Some(response)
+}
+
+/// The producer byte-rate quota (`services::quotas`), charged before the append so that the
+/// connection's next request already waits out the throttle (KIP-219); the throttle time goes
+/// in the answer, and holds for acks=0 too.
+fn charge_quota<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &ProduceRequest,
+) -> i32 {
+    let bytes: usize = request
+        .topic_data
+        .iter()
+        .flat_map(|topic| topic.partition_data.iter())
+        .map(|data| data.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    let client_id = context.client_id.as_deref().unwrap_or("");
+    let principal = context.principal.name();
+    let throttle_ms =
+        node.quotas.record_bytes(&node.metadata(), PRODUCER_BYTE_RATE, principal, client_id, bytes);
+    context.throttle(throttle_ms);
+    throttle_ms
+}
+
+/// One partition's answer; a refused one names its leader (KIP-951) in `response`'s
+/// endpoints.
+fn answer_partition<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    response: &mut ProduceResponse,
+    (topic_name, index): (&TopicName, i32),
+    outcome: Result<AppendResult>,
+) -> PartitionProduceResponse {
+    let version = context.api_version;
+    let mut partition = PartitionProduceResponse::default();
+    partition.index = index;
+    partition.log_append_time_ms = -1;
+    let error = match outcome {
+        Ok(result) => {
+            partition.error_code = NONE;
+            partition.base_offset = result.base_offset.0;
+            if version >= 2 {
+                partition.log_append_time_ms = result.log_append_time_ms;
+            }
+            if version >= 5 {
+                partition.log_start_offset = result.log_start_offset.0;
+            }
+            return partition;
+        }
+        Err(error) => error,
+    };
+    let (error_code, message) = error_fields(&error);
+    node.stats.count_error(error_code);
+    partition.error_code = error_code;
+    if version >= 8 {
+        partition.error_message = message;
+        partition.record_errors = error
+            .record_errors()
+            .into_iter()
+            .map(|(index, message)| {
+                let mut record = BatchIndexAndErrorMessage::default();
+                record.batch_index = index;
+                record.batch_index_error_message = Some(super::str_bytes(&message));
+                record
+            })
+            .collect();
+    }
+    partition.base_offset = -1;
+    if version >= LEADER_HINT_VERSION {
+        let key = TopicPartition::new(topic_name.0.to_string(), index);
+        add_leader_hint(node, response, &mut partition, &key, error_code);
+    }
+    partition
+}
+
+/// KIP-951: the leader this broker knows for a refused partition, and its endpoint.
+fn add_leader_hint<S: Storage>(
+    node: &Node<S>,
+    response: &mut ProduceResponse,
+    partition: &mut PartitionProduceResponse,
+    key: &TopicPartition,
+    error_code: i16,
+) {
+    let Some((leader, epoch, endpoint)) = node.leader_hint(key, error_code) else { return };
+    partition.current_leader.leader_id = BrokerId(leader.0);
+    partition.current_leader.leader_epoch = epoch;
+    let Some(endpoint) = endpoint else { return };
+    if !response.node_endpoints.iter().any(|e| e.node_id.0 == leader.0) {
+        let mut known = NodeEndpoint::default();
+        known.node_id = BrokerId(leader.0);
+        known.host = super::str_bytes(&endpoint.host);
+        known.port = endpoint.port;
+        known.rack = endpoint.rack.as_deref().map(super::str_bytes);
+        response.node_endpoints.push(known);
+    }
+}
+
+/// A partition of the request left without a result (an owner shard answered fewer
+/// partitions than it was sent: a bug, answered as a server error rather than a panic).
+fn unanswered() -> BrokerError {
+    BrokerError::MetadataUnavailable("no result for the partition".into())
 }

@@ -10,12 +10,11 @@
 //! re-authenticates on the same connection before it passes (KIP-368), as the same user with
 //! the same mechanism.
 
-use crate::error::NONE;
+use crate::error::{BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::{RequestContext, Step, REAUTH_CHANGED};
 use crate::sasl::scram::{self, ScramExchange, ScramMechanism};
 use crate::sasl::{self, AUTHENTICATION_FAILED};
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use shard::io::Storage;
 
@@ -39,9 +38,23 @@ pub async fn handle<S: Storage>(
     let mut response = SaslAuthenticateResponse::default();
     response.session_lifetime_ms = 0;
     let reauth_ms = node.config.sasl.as_ref().map_or(0, |sasl| sasl.reauth_ms);
-    let session = &context.session;
-    let step = session.step();
-    let (mechanism, outcome) = match (&step, node.config.sasl.as_ref()) {
+    let step = context.session.step();
+    let Some((mechanism, outcome)) = decide(node, &step, &request) else {
+        let state = BrokerError::IllegalSaslState("no SASL handshake on this connection".into());
+        (response.error_code, response.error_message) = super::error_fields(&state);
+        return response;
+    };
+    answer(node, context, &mechanism, outcome, reauth_ms, &mut response);
+    response
+}
+
+/// The mechanism and what the token leads to at this step; `None` without a handshake.
+fn decide<S: Storage>(
+    node: &Node<S>,
+    step: &Step,
+    request: &SaslAuthenticateRequest,
+) -> Option<(String, Outcome)> {
+    let decided = match (step, node.config.sasl.as_ref()) {
         (Step::Authenticate(mechanism), Some(settings)) if mechanism == "PLAIN" => {
             let outcome = match sasl::plain(&request.auth_bytes, &settings.plain_users) {
                 Ok(user) => Outcome::Done(user, Vec::new()),
@@ -71,17 +84,26 @@ pub async fn handle<S: Storage>(
             };
             (exchange.mechanism.name().to_string(), outcome)
         }
-        _ => {
-            response.error_code = ResponseError::IllegalSaslState.code();
-            response.error_message = Some(super::str_bytes("no SASL handshake on this connection"));
-            return response;
-        }
+        _ => return None,
     };
+    Some(decided)
+}
+
+/// Applies `outcome` to the connection's session and answers it.
+fn answer<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    mechanism: &str,
+    outcome: Outcome,
+    reauth_ms: u64,
+    response: &mut SaslAuthenticateResponse,
+) {
+    let session = &context.session;
     match outcome {
         Outcome::Done(user, bytes) => {
             let again = session.reauthenticating();
             let lifetime = (reauth_ms > 0).then(|| std::time::Duration::from_millis(reauth_ms));
-            if session.succeed(&mechanism, &user, lifetime) {
+            if session.succeed(mechanism, &user, lifetime) {
                 tracing::debug!(address = %context.client_address, %user, %mechanism, again, "authenticated");
                 if again {
                     node.stats.reauthenticated();
@@ -92,8 +114,8 @@ pub async fn handle<S: Storage>(
             } else {
                 node.stats.authentication_failed();
                 tracing::warn!(address = %context.client_address, %user, %mechanism, "{REAUTH_CHANGED}");
-                response.error_code = ResponseError::SaslAuthenticationFailed.code();
-                response.error_message = Some(super::str_bytes(REAUTH_CHANGED));
+                let failed = BrokerError::SaslAuthenticationFailed(REAUTH_CHANGED.into());
+                (response.error_code, response.error_message) = super::error_fields(&failed);
             }
         }
         Outcome::Continue(exchange, bytes) => {
@@ -110,9 +132,8 @@ pub async fn handle<S: Storage>(
                 "SASL authentication failed"
             );
             session.fail();
-            response.error_code = ResponseError::SaslAuthenticationFailed.code();
-            response.error_message = Some(super::str_bytes(&message));
+            let failed = BrokerError::SaslAuthenticationFailed(message);
+            (response.error_code, response.error_message) = super::error_fields(&failed);
         }
     }
-    response
 }

@@ -6,10 +6,9 @@
 //! (ILLEGAL_SASL_STATE and the connection closed otherwise). v0 (raw SASL tokens after the handshake,
 //! outside Kafka frames) is not served: every client since Kafka 1.0 sends v1.
 
-use crate::error::NONE;
+use crate::error::{error_code, BrokerError, NONE};
 use crate::node::Node;
 use crate::request_context::{RequestContext, REAUTH_CHANGED};
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use shard::io::Storage;
 
@@ -25,7 +24,8 @@ pub async fn handle<S: Storage>(
     response.mechanisms = enabled.iter().map(|m| super::str_bytes(m)).collect();
     let session = &context.session;
     if !session.may_handshake() {
-        response.error_code = ResponseError::IllegalSaslState.code();
+        let state = BrokerError::IllegalSaslState("no SASL handshake expected here".into());
+        response.error_code = error_code(&state);
         return response;
     }
     let mechanism = request.mechanism.to_string();
@@ -35,12 +35,12 @@ pub async fn handle<S: Storage>(
         } else {
             node.stats.authentication_failed();
             tracing::warn!(address = %context.client_address, %mechanism, "{REAUTH_CHANGED}");
-            response.error_code = ResponseError::IllegalSaslState.code();
+            response.error_code = error_code(&BrokerError::IllegalSaslState(REAUTH_CHANGED.into()));
         }
     } else {
         tracing::info!(address = %context.client_address, %mechanism, "SASL mechanism not enabled");
         session.fail();
-        response.error_code = ResponseError::UnsupportedSaslMechanism.code();
+        response.error_code = error_code(&BrokerError::UnsupportedSaslMechanism(mechanism));
     }
     response
 }

@@ -5,7 +5,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{Assignment, GroupRequest, GroupResponse};
+use crate::services::groups::{requests::Sync, Assignment};
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use shard::io::Storage;
 
@@ -14,11 +14,10 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 async fn sync<S: Storage>(
     node: &Node<S>,
     group: &str,
-    request: GroupRequest,
+    request: Sync,
 ) -> Result<Assignment, GroupError> {
     match node.group_call(group, request).await {
-        Ok(GroupResponse::Sync(result)) => result,
-        Ok(_) => Err(GroupError::CoordinatorNotAvailable),
+        Ok(result) => result,
         Err(BrokerError::Group(error)) => Err(error),
         Err(_) => Err(GroupError::CoordinatorNotAvailable),
     }
@@ -36,7 +35,7 @@ pub async fn handle<S: Storage>(
         return response;
     }
     let group = request.group_id.0.to_string();
-    let call = GroupRequest::Sync {
+    let call = Sync {
         group: group.clone(),
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),

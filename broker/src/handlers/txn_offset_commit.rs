@@ -8,9 +8,7 @@ use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::groups::{
-    valid_group_id, Committed, GroupRequest, GroupResponse, TxnCommit, OFFSET_METADATA_BYTES_MAX,
-};
+use crate::services::groups::{valid_group_id, Committed, TxnCommit, OFFSET_METADATA_BYTES_MAX};
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -20,22 +18,45 @@ use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
 
+/// Each requested partition with the error found here (`None`: committed in the call).
+type Outcome = (TopicPartition, Option<BrokerError>);
+
 pub async fn handle<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.to_string();
+    let (outcomes, entries) = validate(node, context, &request, &group);
+    let result = if entries.is_empty() {
+        Ok(())
+    } else {
+        commit_offsets(node, context, &request, &group, entries).await
+    };
+    let shared = result.err().map(|error| {
+        tracing::debug!(%error, %group, "TxnOffsetCommit refused");
+        error_code(&error)
+    });
+    answer(outcomes, shared)
+}
+
+/// Each partition's outcome as checked here, and the offsets to commit for those that passed.
+fn validate<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &TxnOffsetCommitRequest,
+    group: &str,
+) -> (Vec<Outcome>, Vec<(TopicPartition, Committed)>) {
     let now = node.clock.now_ms();
     let image = node.metadata();
-    let mut outcomes: Vec<(TopicPartition, Option<BrokerError>)> = Vec::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
     let mut entries = Vec::new();
     // As Kafka: WRITE on the transactional id, READ on the group, then READ on each topic.
     let transactional_id = request.transactional_id.0.as_str();
     let id_refused =
         !node.allowed(context, AclOperation::Write, Resource::TransactionalId(transactional_id));
     let group_refused =
-        !id_refused && !node.allowed(context, AclOperation::Read, Resource::Group(&group));
+        !id_refused && !node.allowed(context, AclOperation::Read, Resource::Group(group));
     for topic in &request.topics {
         let topic_refused = !id_refused
             && !group_refused
@@ -47,10 +68,10 @@ pub async fn handle<S: Storage>(
             let refused = if id_refused {
                 Some(BrokerError::TransactionalIdAuthorizationFailed(transactional_id.to_string()))
             } else if group_refused {
-                Some(BrokerError::GroupAuthorizationFailed(group.clone()))
+                Some(BrokerError::GroupAuthorizationFailed(group.to_string()))
             } else if topic_refused {
                 Some(BrokerError::TopicAuthorizationFailed(key.topic.clone()))
-            } else if !valid_group_id(&group) {
+            } else if !valid_group_id(group) {
                 Some(BrokerError::Group(GroupError::InvalidGroupId))
             } else if image.placement(&key).is_none() {
                 Some(BrokerError::UnknownTopicOrPartition(key.to_string()))
@@ -73,37 +94,43 @@ pub async fn handle<S: Storage>(
             outcomes.push((key, refused));
         }
     }
-    let result = if entries.is_empty() {
-        Ok(())
-    } else {
-        let commit = TxnCommit {
-            group: group.clone(),
-            transactional_id: request.transactional_id.0.to_string(),
-            producer_id: request.producer_id.0,
-            producer_epoch: request.producer_epoch,
-            member_id: if context.api_version >= 3 {
-                request.member_id.to_string()
-            } else {
-                String::new()
-            },
-            instance_id: if context.api_version >= 3 {
-                request.group_instance_id.as_ref().map(|id| id.to_string())
-            } else {
-                None
-            },
-            generation: if context.api_version >= 3 { request.generation_id } else { -1 },
-            entries,
-        };
-        match node.group_call(&group, GroupRequest::TxnCommit(commit)).await {
-            Ok(GroupResponse::Commit(result)) => result,
-            Ok(_) => Err(super::unexpected()),
-            Err(error) => Err(error),
-        }
+    (outcomes, entries)
+}
+
+/// Hands the checked offsets to the group's coordinator, held until the transaction ends.
+async fn commit_offsets<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &TxnOffsetCommitRequest,
+    group: &str,
+    entries: Vec<(TopicPartition, Committed)>,
+) -> Result<(), BrokerError> {
+    let commit = TxnCommit {
+        group: group.to_string(),
+        transactional_id: request.transactional_id.0.to_string(),
+        producer_id: request.producer_id.0,
+        producer_epoch: request.producer_epoch,
+        member_id: if context.api_version >= 3 {
+            request.member_id.to_string()
+        } else {
+            String::new()
+        },
+        instance_id: if context.api_version >= 3 {
+            request.group_instance_id.as_ref().map(|id| id.to_string())
+        } else {
+            None
+        },
+        generation: if context.api_version >= 3 { request.generation_id } else { -1 },
+        entries,
     };
-    let shared = result.err().map(|error| {
-        tracing::debug!(%error, %group, "TxnOffsetCommit refused");
-        error_code(&error)
-    });
+    match node.group_call(group, commit).await {
+        Ok(result) => result,
+        Err(error) => Err(error),
+    }
+}
+
+/// Each partition's code (its own error, else the commit's), by topic in first-seen order.
+fn answer(outcomes: Vec<Outcome>, shared: Option<i16>) -> TxnOffsetCommitResponse {
     let mut response = TxnOffsetCommitResponse::default();
     for (key, refused) in outcomes {
         let mut entry = TxnOffsetCommitResponsePartition::default();

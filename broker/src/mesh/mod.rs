@@ -1,10 +1,16 @@
 //! The cross-core mesh transport: typed calls from one shard to a service on another.
 //!
-//! Owns: the `Service` trait (an owner-side domain with its own request and response types),
-//! the per-shard registry of services, `Mesh::call` (answered in place when the target is this
-//! shard), the receive loops, and the bound on requests in progress per service per shard.
-//! The transport knows no domain: a new service (replication, the controller, transactions) is
-//! a new `Service` implementation registered at startup, never a new variant of a shared enum.
+//! Owns: the `Service` trait (an owner-side domain), `Ask` (a request type, which fixes its
+//! answer's type) and `Answers<R>` (a service answers `R`), the per-shard registry of
+//! services, `Mesh::call` (answered in place when the target is this shard), the receive
+//! loops, and the bound on requests in progress per service per shard.
+//! Calls are typed: `call::<S, R>` compiles only when `S: Answers<R>`, and its result is
+//! `R::Answer`, so a caller never receives another request's answer and has nothing to fall
+//! back on. The sending shard passes the (service, request) pair's handler, a function
+//! monomorphised at the call, along with the request; the owner shard runs it on its own
+//! instance of the service.
+//! The transport knows no domain: a new service is a new `Service` with its `Answers`
+//! implementations, registered at startup, never a new variant of a shared enum.
 //!
 //! Two glommio channel meshes link every pair of shards: one carries requests, the other
 //! responses, so an answer is never stuck behind requests waiting for their permit.
@@ -30,25 +36,130 @@ use std::rc::Rc;
 /// Channel depth between each pair of shards, per direction.
 pub const MESH_QUEUE_DEPTH_MAX: usize = 1024;
 
-/// An owner-side domain: it holds its own state on every shard and answers its own requests.
+/// An owner-side domain: it holds its own state on every shard and answers its own requests
+/// (`Answers`).
 pub trait Service: 'static {
-    type Request: Send + 'static;
-    type Response: Send + 'static;
     /// For logs and metrics.
     const NAME: &'static str;
     /// Requests of this service a shard handles at once for other shards.
     const IN_PROGRESS_MAX: usize;
-
-    fn handle(self: Rc<Self>, request: Self::Request) -> LocalBoxFuture<'static, Self::Response>;
 }
+
+/// A request one shard sends another: its type fixes the type of its answer.
+pub trait Ask: Send + 'static {
+    type Answer: Send + 'static;
+}
+
+/// A service that answers requests of type `R`. A call names the service and the request, and
+/// its result is the request's answer type:
+/// ```no_run
+/// use broker::mesh::{Answers, Ask, Mesh, Service};
+/// use futures_util::future::LocalBoxFuture;
+/// use std::rc::Rc;
+/// struct Ping;
+/// impl Ask for Ping { type Answer = u32; }
+/// struct Echo;
+/// impl Service for Echo { const NAME: &'static str = "echo"; const IN_PROGRESS_MAX: usize = 1; }
+/// impl Answers<Ping> for Echo {
+///     fn answer(self: Rc<Self>, _: Ping) -> LocalBoxFuture<'static, u32> {
+///         Box::pin(async { 1 })
+///     }
+/// }
+/// async fn ask(mesh: &Mesh) {
+///     let answer: Result<u32, _> = mesh.call::<Echo, Ping>(mesh.id(), Ping).await;
+/// }
+/// ```
+/// The same call with a request the service does not answer does not compile:
+/// ```compile_fail
+/// use broker::mesh::{Answers, Ask, Mesh, Service};
+/// use futures_util::future::LocalBoxFuture;
+/// use std::rc::Rc;
+/// struct Ping;
+/// impl Ask for Ping { type Answer = u32; }
+/// struct Pong;
+/// impl Ask for Pong { type Answer = String; }
+/// struct Echo;
+/// impl Service for Echo { const NAME: &'static str = "echo"; const IN_PROGRESS_MAX: usize = 1; }
+/// impl Answers<Ping> for Echo {
+///     fn answer(self: Rc<Self>, _: Ping) -> LocalBoxFuture<'static, u32> {
+///         Box::pin(async { 1 })
+///     }
+/// }
+/// async fn ask(mesh: &Mesh) {
+///     // Echo answers Ping, not Pong.
+///     let _ = mesh.call::<Echo, Pong>(mesh.id(), Pong).await;
+/// }
+/// ```
+/// and neither does reading an answer as another type:
+/// ```compile_fail
+/// # use broker::mesh::{Answers, Ask, Mesh, Service};
+/// # use futures_util::future::LocalBoxFuture;
+/// # use std::rc::Rc;
+/// # struct Ping;
+/// # impl Ask for Ping { type Answer = u32; }
+/// # struct Echo;
+/// # impl Service for Echo { const NAME: &'static str = "echo"; const IN_PROGRESS_MAX: usize = 1; }
+/// # impl Answers<Ping> for Echo {
+/// #     fn answer(self: Rc<Self>, _: Ping) -> LocalBoxFuture<'static, u32> {
+/// #         Box::pin(async { 1 })
+/// #     }
+/// # }
+/// async fn ask(mesh: &Mesh) {
+///     let answer: Result<String, _> = mesh.call::<Echo, Ping>(mesh.id(), Ping).await;
+/// }
+/// ```
+pub trait Answers<R: Ask>: Service {
+    fn answer(self: Rc<Self>, request: R) -> LocalBoxFuture<'static, R::Answer>;
+}
+
+/// Implements `Answers<$request>` for `$service<S>`, a service generic over its storage:
+/// `answers!(PartitionService, Read, |service, read| service.read(read).await);`
+macro_rules! answers {
+    ($service:ident, $request:ty, |$this:ident, $req:pat_param| $body:expr) => {
+        impl<S: shard::io::Storage> $crate::mesh::Answers<$request> for $service<S> {
+            fn answer(
+                self: std::rc::Rc<Self>,
+                request: $request,
+            ) -> futures_util::future::LocalBoxFuture<
+                'static,
+                <$request as $crate::mesh::Ask>::Answer,
+            > {
+                Box::pin(async move {
+                    let $this = self;
+                    let $req = request;
+                    $body
+                })
+            }
+        }
+    };
+}
+pub(crate) use answers;
 
 type Body = Box<dyn Any + Send>;
 
-/// A request on the mesh: the service is named by its type.
+/// Runs one (service, request) pair on the owner shard: made at the call, from the types.
+type Handler = fn(Rc<dyn Any>, Body) -> LocalBoxFuture<'static, Body>;
+
+/// The handler of `R` by `S`. The sender built the body from an `R` and named `S`, so both
+/// downcasts succeed.
+fn handler_of<S: Answers<R>, R: Ask>(
+    service: Rc<dyn Any>,
+    body: Body,
+) -> LocalBoxFuture<'static, Body> {
+    match (service.downcast::<S>(), body.downcast::<R>()) {
+        (Ok(service), Ok(request)) => {
+            Box::pin(async move { Box::new(service.answer(*request).await) as Body })
+        }
+        _ => unreachable!("a {} request of another type", S::NAME),
+    }
+}
+
+/// A request on the mesh: the service is named by its type, the request by its handler.
 pub struct MeshRequest {
     id: u64,
     from: u16,
     service: TypeId,
+    handler: Handler,
     body: Body,
 }
 
@@ -79,36 +190,12 @@ pub struct MeshReceivers {
     responses: Vec<(usize, Receiver<MeshResponse>)>,
 }
 
-trait Entry {
-    fn handle(&self, body: Body) -> LocalBoxFuture<'static, Body>;
-    fn permits(&self) -> Rc<Permits>;
-    fn as_any(&self) -> &dyn Any;
-}
-
-struct Registered<S: Service> {
-    service: Rc<S>,
+/// A registered service: its name, this shard's instance, and its permits.
+#[derive(Clone)]
+struct Registered {
+    name: &'static str,
+    service: Rc<dyn Any>,
     permits: Rc<Permits>,
-}
-
-impl<S: Service> Entry for Registered<S> {
-    fn handle(&self, body: Body) -> LocalBoxFuture<'static, Body> {
-        let service = self.service.clone();
-        Box::pin(async move {
-            match body.downcast::<S::Request>() {
-                Ok(request) => Box::new(service.handle(*request).await) as Body,
-                // The sender named this service by its type, so its body is this type.
-                Err(_) => unreachable!("a {} request of another type", S::NAME),
-            }
-        })
-    }
-
-    fn permits(&self) -> Rc<Permits> {
-        self.permits.clone()
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// A count of requests a service may have in progress on this shard (a semaphore for one
@@ -155,9 +242,6 @@ pub struct MeshCounters {
     pub routed_out: BTreeMap<&'static str, u64>,
     pub routed_in: BTreeMap<&'static str, u64>,
 }
-
-/// A registered service: its name and its erased entry.
-type Registration = (&'static str, Rc<dyn Entry>);
 
 struct Links {
     requests: Senders<MeshRequest>,
@@ -221,7 +305,7 @@ pub struct Mesh {
     links: Option<Links>,
     pending: RefCell<HashMap<u64, futures_channel::oneshot::Sender<Body>>>,
     next_id: Cell<u64>,
-    services: RefCell<HashMap<TypeId, Registration>>,
+    services: RefCell<HashMap<TypeId, Registered>>,
     counters: RefCell<MeshCounters>,
 }
 
@@ -274,39 +358,38 @@ impl Mesh {
     /// before `start`.
     pub fn register<S: Service>(&self, service: Rc<S>) {
         let permits = Rc::new(Permits::new(S::IN_PROGRESS_MAX));
-        let entry: Rc<dyn Entry> = Rc::new(Registered { service, permits });
-        let previous = self.services.borrow_mut().insert(TypeId::of::<S>(), (S::NAME, entry));
+        let entry = Registered { name: S::NAME, service, permits };
+        let previous = self.services.borrow_mut().insert(TypeId::of::<S>(), entry);
         assert!(previous.is_none(), "service {} registered twice", S::NAME);
     }
 
     /// This shard's own instance of `S`.
     pub fn local<S: Service>(&self) -> Option<Rc<S>> {
-        let services = self.services.borrow();
-        let (_, entry) = services.get(&TypeId::of::<S>())?;
-        entry.as_any().downcast_ref::<Registered<S>>().map(|registered| registered.service.clone())
+        let service = self.services.borrow().get(&TypeId::of::<S>())?.service.clone();
+        service.downcast::<S>().ok()
     }
 
     /// Sends `request` to `S` on `target` and waits for its answer (in place on this shard).
-    pub async fn call<S: Service>(
+    pub async fn call<S: Answers<R>, R: Ask>(
         &self,
         target: ShardId,
-        request: S::Request,
-    ) -> Result<S::Response, MeshError> {
-        self.start_call::<S>(target, request).await?.await
+        request: R,
+    ) -> Result<R::Answer, MeshError> {
+        self.start_call::<S, R>(target, request).await?.await
     }
 
     /// Starts a call: returns once `request` is queued on `target` (or, on this shard, its
     /// handler has run up to its first wait), with the answer still to come. Calls one task
     /// starts one after another reach their service in that order, so a handler that takes its
     /// place in a queue before its first wait (a partition's append order) keeps the caller's.
-    pub async fn start_call<S: Service>(
+    pub async fn start_call<S: Answers<R>, R: Ask>(
         &self,
         target: ShardId,
-        request: S::Request,
-    ) -> Result<Call<S::Response>, MeshError> {
+        request: R,
+    ) -> Result<Call<R::Answer>, MeshError> {
         if target == self.id {
             let service = self.local::<S>().ok_or(MeshError::NoService(S::NAME, target.0))?;
-            let mut future = service.handle(request);
+            let mut future = service.answer(request);
             return Ok(match futures_lite::future::poll_once(&mut future).await {
                 Some(response) => Call::Answered(Some(response)),
                 None => Call::Local(future),
@@ -322,6 +405,7 @@ impl Mesh {
             id,
             from: self.id.0,
             service: TypeId::of::<S>(),
+            handler: handler_of::<S, R>,
             body: Box::new(request),
         };
         if links.requests.send_to(usize::from(target.0), message).await.is_err() {
@@ -332,13 +416,13 @@ impl Mesh {
     }
 
     /// Calls `S` on every shard of this node, in shard order, and returns the answers.
-    pub async fn call_all<S: Service>(
+    pub async fn call_all<S: Answers<R>, R: Ask>(
         &self,
-        request: impl Fn() -> S::Request,
-    ) -> Vec<Result<S::Response, MeshError>> {
+        request: impl Fn() -> R,
+    ) -> Vec<Result<R::Answer, MeshError>> {
         let mut answers = Vec::with_capacity(self.shard_count);
         for target in self.shards() {
-            answers.push(self.call::<S>(target, request()).await);
+            answers.push(self.call::<S, R>(target, request()).await);
         }
         answers
     }
@@ -365,7 +449,7 @@ impl Mesh {
     async fn receive_requests(self: Rc<Self>, peer: usize, receiver: Receiver<MeshRequest>) {
         while let Some(request) = receiver.recv().await {
             let entry = self.services.borrow().get(&request.service).cloned();
-            let Some((name, entry)) = entry else {
+            let Some(entry) = entry else {
                 tracing::error!(peer, "a request for a service this shard does not have");
                 self.answer(
                     request.from,
@@ -375,12 +459,12 @@ impl Mesh {
                 .await;
                 continue;
             };
-            *self.counters.borrow_mut().routed_in.entry(name).or_default() += 1;
+            *self.counters.borrow_mut().routed_in.entry(entry.name).or_default() += 1;
             // Back-pressure: wait for a permit before taking the next request from this peer.
-            let permit = Permits::acquire(&entry.permits()).await;
+            let permit = Permits::acquire(&entry.permits).await;
             let mesh = self.clone();
             shard::runtime::spawn(async move {
-                let body = entry.handle(request.body).await;
+                let body = (request.handler)(entry.service, request.body).await;
                 drop(permit);
                 mesh.answer(request.from, request.id, body).await;
             })

@@ -8,6 +8,7 @@
 
 use super::image::{BrokerImage, MetadataImage, TopicImage};
 use super::records::MetadataRecord;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
@@ -120,76 +121,19 @@ pub fn apply(
     record: &MetadataRecord,
 ) -> Result<MetadataImage, ApplyError> {
     match record {
-        MetadataRecord::Topic { name, topic_id } => {
-            if image.topics.contains_key(name) || image.topic_by_id(topic_id).is_some() {
-                return Err(ApplyError::TopicExists(name.clone()));
-            }
-            image.topics.insert(
-                name.clone(),
-                TopicImage {
-                    name: name.clone(),
-                    topic_id: *topic_id,
-                    partitions: Vec::new(),
-                    configs: Default::default(),
-                },
-            );
-        }
+        MetadataRecord::Topic { name, topic_id } => add_topic(&mut image, name, topic_id)?,
         MetadataRecord::Partition { topic_id, partition, placement } => {
-            let topic = image
-                .topics
-                .values_mut()
-                .find(|topic| topic.topic_id == *topic_id)
-                .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
-            if partition.0 != topic.partition_count() {
-                return Err(ApplyError::PartitionGap {
-                    topic: topic.name.clone(),
-                    partition: partition.0,
-                    count: topic.partition_count(),
-                });
-            }
-            check_partition(placement, placement.leader).map_err(|why| {
-                ApplyError::InvalidPartitionState(topic.name.clone(), partition.0, why)
-            })?;
-            topic.partitions.push(placement.clone());
+            add_partition(&mut image, topic_id, *partition, placement)?
         }
         MetadataRecord::TopicConfig { topic, key, value } => {
-            let topic = image
-                .topics
-                .get_mut(topic)
-                .ok_or_else(|| ApplyError::UnknownTopic(topic.clone()))?;
-            match value {
-                Some(value) => topic.configs.insert(key.clone(), value.clone()),
-                None => topic.configs.remove(key),
-            };
+            set_topic_config(&mut image, topic, key, value.as_deref())?
         }
         MetadataRecord::BrokerConfig { resource, key, value } => {
-            let configs = image.broker_configs.entry(resource.clone()).or_default();
-            match value {
-                Some(value) => configs.insert(key.clone(), value.clone()),
-                None => configs.remove(key),
-            };
-            if configs.is_empty() {
-                image.broker_configs.remove(resource);
-            }
+            set_broker_config(&mut image, resource, key, value.as_deref())
         }
-        MetadataRecord::ClusterId { cluster_id } => {
-            if !image.cluster_id.is_empty() && image.cluster_id != *cluster_id {
-                return Err(ApplyError::ClusterIdSet(image.cluster_id.clone()));
-            }
-            image.cluster_id = cluster_id.clone();
-        }
-        MetadataRecord::RegisterBroker { broker } => {
-            // A new broker serves at once; a fenced one registering again (a restart) stays
-            // fenced until its heartbeats unfence it, which also gives its partitions back.
-            let fenced = image.brokers.get(&broker.node).is_some_and(|known| known.fenced);
-            image.brokers.insert(broker.node, BrokerImage { registration: broker.clone(), fenced });
-        }
-        MetadataRecord::ProducerIds { next, .. } => {
-            if *next <= image.next_producer_id {
-                return Err(ApplyError::ProducerIdsBehind(*next, image.next_producer_id));
-            }
-            image.next_producer_id = *next;
-        }
+        MetadataRecord::ClusterId { cluster_id } => set_cluster_id(&mut image, cluster_id)?,
+        MetadataRecord::RegisterBroker { broker } => register_broker(&mut image, broker),
+        MetadataRecord::ProducerIds { next, .. } => advance_producer_ids(&mut image, *next)?,
         MetadataRecord::RegisterController { node, directory_id } => {
             image.controllers.insert(*node, directory_id.clone());
         }
@@ -216,66 +160,211 @@ pub fn apply(
             leader_epoch,
         } => {
             change_partition(&mut image, topic_id, *partition, *leader, *leader_epoch, |next| {
-                let mut distinct = replicas.clone();
-                distinct.sort_unstable();
-                distinct.dedup();
-                if distinct.len() != replicas.len() {
-                    return Err(format!("the replicas {replicas:?} name a broker twice"));
-                }
-                let outside = adding.iter().chain(removing).find(|node| !replicas.contains(node));
-                if let Some(node) = outside {
-                    return Err(format!("{} is added or removed but not a replica", node.0));
-                }
-                if let Some(node) = adding.iter().find(|node| removing.contains(node)) {
-                    return Err(format!("{} is both added and removed", node.0));
-                }
-                next.replicas = replicas.clone();
-                next.isr = isr.clone();
-                next.adding = adding.clone();
-                next.removing = removing.clone();
-                Ok(())
+                reassign(next, replicas, isr, adding, removing)
             })?;
         }
         MetadataRecord::ScramCredential { user, mechanism, credential } => {
             image.scram.entry(user.clone()).or_default().insert(*mechanism, credential.clone());
         }
         MetadataRecord::RemoveScramCredential { user, mechanism } => {
-            let missing = || ApplyError::UnknownScramCredential(user.clone(), mechanism.name());
-            let credentials = image.scram.get_mut(user).ok_or_else(missing)?;
-            credentials.remove(mechanism).ok_or_else(missing)?;
-            if credentials.is_empty() {
-                image.scram.remove(user);
-            }
+            remove_scram_credential(&mut image, user, mechanism)?
         }
-        MetadataRecord::Acl { id, binding } => {
-            if image.acls.contains(id) {
-                return Err(ApplyError::AclExists(*id));
-            }
-            image.acls.insert(*id, binding.clone());
-        }
+        MetadataRecord::Acl { id, binding } => add_acl(&mut image, id, binding)?,
         MetadataRecord::RemoveAcl { id } => {
             image.acls.remove(id).ok_or(ApplyError::UnknownAcl(*id))?;
         }
         MetadataRecord::ClientQuota { entity, key, value } => {
-            let values = image.quotas.entry(entity.clone()).or_default();
-            match value {
-                Some(value) => values.insert(key.clone(), *value),
-                None => values.remove(key),
-            };
-            if values.is_empty() {
-                image.quotas.remove(entity);
-            }
+            set_client_quota(&mut image, entity, key, value.as_ref())
         }
-        MetadataRecord::RemoveTopic { topic_id } => {
-            let name = image
-                .topic_by_id(topic_id)
-                .map(|topic| topic.name.clone())
-                .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
-            image.topics.remove(&name);
-        }
+        MetadataRecord::RemoveTopic { topic_id } => remove_topic(&mut image, topic_id)?,
     }
     image.version += 1;
     Ok(image)
+}
+
+/// `Topic`: a new topic without partitions, under a name and an id no topic has.
+fn add_topic(image: &mut MetadataImage, name: &str, topic_id: &[u8; 16]) -> Result<(), ApplyError> {
+    if image.topics.contains_key(name) || image.topic_by_id(topic_id).is_some() {
+        return Err(ApplyError::TopicExists(name.to_string()));
+    }
+    image.topics.insert(
+        name.to_string(),
+        TopicImage {
+            name: name.to_string(),
+            topic_id: *topic_id,
+            partitions: Vec::new(),
+            configs: Default::default(),
+        },
+    );
+    Ok(())
+}
+
+/// `Partition`: a topic's next partition, whose state is checked (`check_partition`).
+fn add_partition(
+    image: &mut MetadataImage,
+    topic_id: &[u8; 16],
+    partition: wire::ids::PartitionId,
+    placement: &super::placement::Placement,
+) -> Result<(), ApplyError> {
+    let topic = image
+        .topics
+        .values_mut()
+        .find(|topic| topic.topic_id == *topic_id)
+        .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
+    if partition.0 != topic.partition_count() {
+        return Err(ApplyError::PartitionGap {
+            topic: topic.name.clone(),
+            partition: partition.0,
+            count: topic.partition_count(),
+        });
+    }
+    check_partition(placement, placement.leader)
+        .map_err(|why| ApplyError::InvalidPartitionState(topic.name.clone(), partition.0, why))?;
+    topic.partitions.push(placement.clone());
+    Ok(())
+}
+
+/// Sets (`Some`) or deletes (`None`) one key of a config map.
+fn set_config(configs: &mut BTreeMap<String, String>, key: &str, value: Option<&str>) {
+    match value {
+        Some(value) => configs.insert(key.to_string(), value.to_string()),
+        None => configs.remove(key),
+    };
+}
+
+/// `TopicConfig`: sets or deletes one of a topic's config overrides.
+fn set_topic_config(
+    image: &mut MetadataImage,
+    topic: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), ApplyError> {
+    let topic =
+        image.topics.get_mut(topic).ok_or_else(|| ApplyError::UnknownTopic(topic.to_string()))?;
+    set_config(&mut topic.configs, key, value);
+    Ok(())
+}
+
+/// `BrokerConfig`: sets or deletes one of a resource's broker configs; a resource left without
+/// any is removed.
+fn set_broker_config(image: &mut MetadataImage, resource: &str, key: &str, value: Option<&str>) {
+    let configs = image.broker_configs.entry(resource.to_string()).or_default();
+    set_config(configs, key, value);
+    if configs.is_empty() {
+        image.broker_configs.remove(resource);
+    }
+}
+
+/// `ClusterId`: set once; the same id again is no change.
+fn set_cluster_id(image: &mut MetadataImage, cluster_id: &str) -> Result<(), ApplyError> {
+    if !image.cluster_id.is_empty() && image.cluster_id != cluster_id {
+        return Err(ApplyError::ClusterIdSet(image.cluster_id.clone()));
+    }
+    image.cluster_id = cluster_id.to_string();
+    Ok(())
+}
+
+/// `RegisterBroker`: a broker's registration, new or renewed.
+fn register_broker(image: &mut MetadataImage, broker: &super::image::BrokerRegistration) {
+    // A new broker serves at once; a fenced one registering again (a restart) stays
+    // fenced until its heartbeats unfence it, which also gives its partitions back.
+    let fenced = image.brokers.get(&broker.node).is_some_and(|known| known.fenced);
+    image.brokers.insert(broker.node, BrokerImage { registration: broker.clone(), fenced });
+}
+
+/// `ProducerIds`: a block of producer ids, which only moves forward.
+fn advance_producer_ids(image: &mut MetadataImage, next: i64) -> Result<(), ApplyError> {
+    if next <= image.next_producer_id {
+        return Err(ApplyError::ProducerIdsBehind(next, image.next_producer_id));
+    }
+    image.next_producer_id = next;
+    Ok(())
+}
+
+/// `PartitionReplicas`' edit of a partition: its replicas (distinct), ISR, and the replicas
+/// being added and removed (replicas, never both).
+fn reassign(
+    next: &mut super::placement::Placement,
+    replicas: &[wire::ids::NodeId],
+    isr: &[wire::ids::NodeId],
+    adding: &[wire::ids::NodeId],
+    removing: &[wire::ids::NodeId],
+) -> Result<(), String> {
+    let mut distinct = replicas.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() != replicas.len() {
+        return Err(format!("the replicas {replicas:?} name a broker twice"));
+    }
+    let outside = adding.iter().chain(removing).find(|node| !replicas.contains(node));
+    if let Some(node) = outside {
+        return Err(format!("{} is added or removed but not a replica", node.0));
+    }
+    if let Some(node) = adding.iter().find(|node| removing.contains(node)) {
+        return Err(format!("{} is both added and removed", node.0));
+    }
+    next.replicas = replicas.to_vec();
+    next.isr = isr.to_vec();
+    next.adding = adding.to_vec();
+    next.removing = removing.to_vec();
+    Ok(())
+}
+
+/// `RemoveScramCredential`: a user's credential for one mechanism; a user left without any
+/// is removed.
+fn remove_scram_credential(
+    image: &mut MetadataImage,
+    user: &str,
+    mechanism: &crate::sasl::scram::ScramMechanism,
+) -> Result<(), ApplyError> {
+    let missing = || ApplyError::UnknownScramCredential(user.to_string(), mechanism.name());
+    let credentials = image.scram.get_mut(user).ok_or_else(missing)?;
+    credentials.remove(mechanism).ok_or_else(missing)?;
+    if credentials.is_empty() {
+        image.scram.remove(user);
+    }
+    Ok(())
+}
+
+/// `Acl`: a new ACL, under an id no ACL has.
+fn add_acl(
+    image: &mut MetadataImage,
+    id: &super::acl::AclId,
+    binding: &super::acl::AclBinding,
+) -> Result<(), ApplyError> {
+    if image.acls.contains(id) {
+        return Err(ApplyError::AclExists(*id));
+    }
+    image.acls.insert(*id, binding.clone());
+    Ok(())
+}
+
+/// `ClientQuota`: sets or deletes one of an entity's quotas; an entity left without any is
+/// removed.
+fn set_client_quota(
+    image: &mut MetadataImage,
+    entity: &super::client_quota::QuotaEntity,
+    key: &str,
+    value: Option<&super::client_quota::QuotaValue>,
+) {
+    let values = image.quotas.entry(entity.clone()).or_default();
+    match value {
+        Some(value) => values.insert(key.to_string(), *value),
+        None => values.remove(key),
+    };
+    if values.is_empty() {
+        image.quotas.remove(entity);
+    }
+}
+
+/// `RemoveTopic`: a topic, with its partitions and configs.
+fn remove_topic(image: &mut MetadataImage, topic_id: &[u8; 16]) -> Result<(), ApplyError> {
+    let name = image
+        .topic_by_id(topic_id)
+        .map(|topic| topic.name.clone())
+        .ok_or(ApplyError::UnknownTopicId(*topic_id))?;
+    image.topics.remove(&name);
+    Ok(())
 }
 
 /// The image after every record, in order; on the first failure the image before the batch.

@@ -427,7 +427,31 @@ pub fn alter_broker_configs(
     edit: &ConfigEdit,
     is_static: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<MetadataRecord>> {
-    use super::broker_config::{dynamic, Dynamic};
+    check_broker_resource(node, resource)?;
+    let current = image.broker_configs.get(resource).cloned().unwrap_or_default();
+    let next = match edit {
+        ConfigEdit::Replace(replacement) => replacement.clone(),
+        ConfigEdit::Incremental(operations) => {
+            edit_broker_configs(&current, operations, is_static)?
+        }
+    };
+    check_broker_changes(&current, &next, resource, is_static)?;
+    let record = |key: &String, value: Option<String>| MetadataRecord::BrokerConfig {
+        resource: resource.to_string(),
+        key: key.clone(),
+        value,
+    };
+    let removed =
+        current.keys().filter(|key| !next.contains_key(*key)).map(|key| record(key, None));
+    let set = next
+        .iter()
+        .filter(|(key, value)| current.get(*key) != Some(value))
+        .map(|(key, value)| record(key, Some(value.clone())));
+    Ok(removed.chain(set).collect())
+}
+
+/// The BROKER resource is this node's id, or "" for the cluster-wide default.
+fn check_broker_resource(node: i32, resource: &str) -> Result<()> {
     if !resource.is_empty() && resource != node.to_string() {
         return Err(match resource.parse::<i32>() {
             Ok(_) => BrokerError::InvalidRequest(format!(
@@ -438,49 +462,63 @@ pub fn alter_broker_configs(
             )),
         });
     }
-    let current = image.broker_configs.get(resource).cloned().unwrap_or_default();
+    Ok(())
+}
+
+/// A resource's broker configs after IncrementalAlterConfigs' operations, applied in order.
+fn edit_broker_configs(
+    current: &BTreeMap<String, String>,
+    operations: &[(String, i8, Option<String>)],
+    is_static: &dyn Fn(&str) -> bool,
+) -> Result<BTreeMap<String, String>> {
+    use super::broker_config::{dynamic, Dynamic};
     let mut next = current.clone();
-    match edit {
-        ConfigEdit::Replace(replacement) => next = replacement.clone(),
-        ConfigEdit::Incremental(operations) => {
-            for (key, operation, value) in operations {
-                let static_key = is_static(key);
-                match (operation, value) {
-                    (0, Some(value)) => {
-                        next.insert(key.clone(), value.clone());
-                    }
-                    (1, _) => {
-                        next.remove(key);
-                    }
-                    (2 | 3, Some(items)) if key == "log.cleanup.policy" => {
-                        let base = next
-                            .get(key)
-                            .cloned()
-                            .or_else(|| default_config("cleanup.policy").map(String::from))
-                            .unwrap_or_default();
-                        next.insert(key.clone(), edit_list(&base, items, *operation == 2));
-                    }
-                    (2 | 3, Some(_)) if static_key || dynamic(key, false) != Dynamic::Custom => {
-                        let verb = if *operation == 2 { "append" } else { "subtract" };
-                        return Err(BrokerError::InvalidConfig(format!(
-                            "Config value {verb} is not allowed for config key: {key}"
-                        )));
-                    }
-                    (0 | 2 | 3, None) => {
-                        return Err(BrokerError::InvalidRequest(format!(
-                            "Null value not supported for : {key}"
-                        )))
-                    }
-                    (other, _) => {
-                        return Err(BrokerError::InvalidRequest(format!(
-                            "Unknown operations type {other}"
-                        )))
-                    }
-                }
+    for (key, operation, value) in operations {
+        let static_key = is_static(key);
+        match (operation, value) {
+            (0, Some(value)) => {
+                next.insert(key.clone(), value.clone());
+            }
+            (1, _) => {
+                next.remove(key);
+            }
+            (2 | 3, Some(items)) if key == "log.cleanup.policy" => {
+                let base = next
+                    .get(key)
+                    .cloned()
+                    .or_else(|| default_config("cleanup.policy").map(String::from))
+                    .unwrap_or_default();
+                next.insert(key.clone(), edit_list(&base, items, *operation == 2));
+            }
+            (2 | 3, Some(_)) if static_key || dynamic(key, false) != Dynamic::Custom => {
+                let verb = if *operation == 2 { "append" } else { "subtract" };
+                return Err(BrokerError::InvalidConfig(format!(
+                    "Config value {verb} is not allowed for config key: {key}"
+                )));
+            }
+            (0 | 2 | 3, None) => {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "Null value not supported for : {key}"
+                )))
+            }
+            (other, _) => {
+                return Err(BrokerError::InvalidRequest(format!("Unknown operations type {other}")))
             }
         }
     }
-    for (key, value) in &next {
+    Ok(next)
+}
+
+/// Every broker config that changes may change at run time, on this resource (per broker or
+/// cluster-wide), to a value valid for its topic config when it is a topic default.
+fn check_broker_changes(
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+    resource: &str,
+    is_static: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    use super::broker_config::{dynamic, Dynamic};
+    for (key, value) in next {
         if current.get(key) == Some(value) {
             continue;
         }
@@ -503,18 +541,7 @@ pub fn alter_broker_configs(
             Dynamic::Stored | Dynamic::PerBrokerOnly | Dynamic::Custom => {}
         }
     }
-    let record = |key: &String, value: Option<String>| MetadataRecord::BrokerConfig {
-        resource: resource.to_string(),
-        key: key.clone(),
-        value,
-    };
-    let removed =
-        current.keys().filter(|key| !next.contains_key(*key)).map(|key| record(key, None));
-    let set = next
-        .iter()
-        .filter(|(key, value)| current.get(*key) != Some(value))
-        .map(|(key, value)| record(key, Some(value.clone())));
-    Ok(removed.chain(set).collect())
+    Ok(())
 }
 
 #[cfg(test)]

@@ -521,37 +521,9 @@ async fn start<S: Storage>(
     tracing::trace!(?api_key, version, correlation_id, len, "request");
     node.stats.count_request(api_key as i16, len + FRAME_PREFIX_BYTES);
     if !api::supports(api_key, version) {
-        if api_key == ApiKey::ApiVersions {
-            let refused = error_code(&BrokerError::UnsupportedVersion("ApiVersions", version));
-            let response = ResponseKind::ApiVersions(handlers::api_versions::response(
-                refused,
-                api::SUPPORTED,
-            ));
-            let chunks = encode(ApiKey::ApiVersions, 0, correlation_id, response);
-            pipeline.until(|pipeline| pipeline.running.get() == 0).await;
-            let work = async move { chunks.map(Some) };
-            spawn_request(pipeline, Flow::Barrier, false, reservation, work);
-            return Ok(());
-        }
-        return Err(Ending::Failed(format!("unsupported {api_key:?} version {version}")));
+        return refuse_version(pipeline, reservation, api_key, version, correlation_id).await;
     }
-    if !who.session.authenticated()
-        && !matches!(
-            api_key,
-            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-        )
-    {
-        return Err(Ending::Failed(format!("{api_key:?} before SASL authentication")));
-    }
-    if who.session.expired(Instant::now())
-        && !matches!(
-            api_key,
-            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-        )
-    {
-        // KIP-368: past `connections.max.reauth.ms` without re-authenticating.
-        return Err(Ending::Failed(format!("{api_key:?} after the SASL session expired")));
-    }
+    check_session(who, api_key)?;
     let context = RequestContext {
         connection_id: connection.peer.connection_id,
         client_id: header.client_id.as_ref().map(|id| id.to_string()),
@@ -583,53 +555,108 @@ async fn start<S: Storage>(
         pipeline.until(|pipeline| pipeline.fetches_running.get() == 0).await;
     }
     let admission = context.admission.clone();
-    let node = node.clone();
-    spawn_request(pipeline, flow, fetch, reservation, async move {
-        let started = Instant::now();
-        let _in_progress = node.request_started();
-        // Request-time quotas (KIP-124): a request's handler time is charged when any quota
-        // is set (ApiVersions and SASL are exempt, as in Kafka).
-        let charged = !node.metadata().quotas.is_empty()
-            && !matches!(
-                api_key,
-                ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-            );
-        let mut response = if charged {
-            let (response, spent) =
-                crate::services::quotas::timed(api::dispatch(&node, &context, body)).await;
-            let throttle_ms = node.quotas.record_time(
-                &node.metadata(),
-                context.principal.name(),
-                context.client_id(),
-                spent,
-            );
-            if throttle_ms > 0 {
-                context.throttle(throttle_ms);
-            }
-            response.map(|response| (response, throttle_ms))
-        } else {
-            api::dispatch(&node, &context, body).await.map(|response| (response, 0))
-        };
-        if let Some((response, throttle_ms)) = response.as_mut() {
-            if *throttle_ms > 0 {
-                api::raise_throttle(response, *throttle_ms);
-            }
-        }
-        let response = response.map(|(response, _)| response);
-        context.admission.admit();
-        node.stats.record_latency(api_key as i16, started.elapsed().as_micros() as u64);
-        if context.hang_up.get() {
-            return Err(Ending::Closed(Closed::AcksZeroFailed));
-        }
-        match response {
-            Some(response) => encode(api_key, version, correlation_id, response).map(Some),
-            None => Ok(None),
-        }
-    });
+    let work = handle_request(node.clone(), context, body);
+    spawn_request(pipeline, flow, fetch, reservation, work);
     if flow != Flow::Pipelined || api_key == ApiKey::Produce {
         admission.admitted().await;
     }
     Ok(())
+}
+
+/// A request of a version this broker does not support: an ApiVersions gets the v0 answer
+/// with UNSUPPORTED_VERSION (KIP-511), any other API closes the connection.
+async fn refuse_version(
+    pipeline: &Rc<Pipeline>,
+    reservation: Reservation,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+) -> Result<(), Ending> {
+    if api_key == ApiKey::ApiVersions {
+        let refused = error_code(&BrokerError::UnsupportedVersion("ApiVersions", version));
+        let response =
+            ResponseKind::ApiVersions(handlers::api_versions::response(refused, api::SUPPORTED));
+        let chunks = encode(ApiKey::ApiVersions, 0, correlation_id, response);
+        pipeline.until(|pipeline| pipeline.running.get() == 0).await;
+        let work = async move { chunks.map(Some) };
+        spawn_request(pipeline, Flow::Barrier, false, reservation, work);
+        return Ok(());
+    }
+    Err(Ending::Failed(format!("unsupported {api_key:?} version {version}")))
+}
+
+/// On a SASL listener, only ApiVersions and SASL requests come before authentication, and
+/// after the session expired.
+fn check_session(who: &Who, api_key: ApiKey) -> Result<(), Ending> {
+    if !who.session.authenticated()
+        && !matches!(
+            api_key,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        )
+    {
+        return Err(Ending::Failed(format!("{api_key:?} before SASL authentication")));
+    }
+    if who.session.expired(Instant::now())
+        && !matches!(
+            api_key,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        )
+    {
+        // KIP-368: past `connections.max.reauth.ms` without re-authenticating.
+        return Err(Ending::Failed(format!("{api_key:?} after the SASL session expired")));
+    }
+    Ok(())
+}
+
+/// A request's task: runs its handler (charged to the request-time quotas), throttles and
+/// encodes its answer (none for acks=0).
+async fn handle_request<S: Storage>(
+    node: Rc<Node<S>>,
+    context: RequestContext,
+    body: RequestKind,
+) -> Output {
+    let started = Instant::now();
+    let (api_key, version, correlation_id) =
+        (context.api_key, context.api_version, context.correlation_id);
+    let _in_progress = node.request_started();
+    // Request-time quotas (KIP-124): a request's handler time is charged when any quota
+    // is set (ApiVersions and SASL are exempt, as in Kafka).
+    let charged = !node.metadata().quotas.is_empty()
+        && !matches!(
+            api_key,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        );
+    let mut response = if charged {
+        let (response, spent) =
+            crate::services::quotas::timed(api::dispatch(&node, &context, body)).await;
+        let throttle_ms = node.quotas.record_time(
+            &node.metadata(),
+            context.principal.name(),
+            context.client_id(),
+            spent,
+        );
+        if throttle_ms > 0 {
+            context.throttle(throttle_ms);
+        }
+        response.map(|response| (response, throttle_ms))
+    } else {
+        api::dispatch(&node, &context, body).await.map(|response| (response, 0))
+    };
+    if let Some((response, throttle_ms)) = response.as_mut() {
+        if *throttle_ms > 0 {
+            api::raise_throttle(response, *throttle_ms);
+        }
+    }
+    let response = response.map(|(response, _)| response);
+    context.admission.admit();
+    node.stats.record_latency(api_key as i16, started.elapsed().as_micros() as u64);
+    if context.hang_up.get() {
+        return Err(Ending::Closed(Closed::AcksZeroFailed));
+    }
+    match response {
+        Some(response) => encode(api_key, version, correlation_id, response).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Starts a request's task and queues its answer (none for acks=0).

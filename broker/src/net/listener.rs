@@ -114,7 +114,7 @@ impl<S: Storage> Acceptor<S> {
             // Not waited for: the other shard starts serving at once, and this one accepts
             // on. A hand-off that fails on the way closes the connection (the client
             // reconnects).
-            if let Err(error) = self.node.mesh.start_call::<Self>(target, handed).await {
+            if let Err(error) = self.node.mesh.start_call::<Self, _>(target, handed).await {
                 tracing::warn!(%error, %address, "could not hand a connection over: closed");
             }
         }
@@ -122,12 +122,16 @@ impl<S: Storage> Acceptor<S> {
 }
 
 impl<S: Storage> Service for Acceptor<S> {
-    type Request = HandedConnection;
-    type Response = ();
     const NAME: &'static str = "connections";
     const IN_PROGRESS_MAX: usize = 64;
+}
 
-    fn handle(self: Rc<Self>, handed: HandedConnection) -> LocalBoxFuture<'static, ()> {
+impl crate::mesh::Ask for HandedConnection {
+    type Answer = ();
+}
+
+impl<S: Storage> crate::mesh::Answers<HandedConnection> for Acceptor<S> {
+    fn answer(self: Rc<Self>, handed: HandedConnection) -> LocalBoxFuture<'static, ()> {
         let HandedConnection { listener, stream, address, slot } = handed;
         self.serve(listener, stream.bind(), address, slot);
         Box::pin(async {})

@@ -1,14 +1,15 @@
 //! The stats service: a copy of one shard's counters, histograms and partition offsets, for
 //! `/metrics` on shard 0 (which asks every shard over the mesh).
 
+use crate::mesh::Answers;
 use crate::mesh::{Mesh, MeshCounters, Service};
 use crate::services::fetch_sessions::SharedFetchSessions;
-use crate::services::groups::{GroupRequest, GroupResponse, GroupService};
-use crate::services::partitions::{PartitionRequest, PartitionResponse, PartitionService};
+use crate::services::groups::requests::CommittedOffsets;
+use crate::services::groups::GroupService;
+use crate::services::partitions::PartitionService;
 use crate::services::replication::ReplicaFetchers;
 use crate::services::transactions::TransactionService;
 use crate::stats::{Counters, ShardStats};
-use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use std::rc::Rc;
 use wire::ids::TopicPartition;
@@ -69,14 +70,8 @@ impl<S: Storage> StatsService<S> {
     }
 
     async fn report(&self) -> StatsReport {
-        let offsets = match self.partitions.clone().handle(PartitionRequest::Offsets).await {
-            PartitionResponse::Offsets(offsets) => offsets,
-            _ => Vec::new(),
-        };
-        let committed = match self.groups.clone().handle(GroupRequest::Committed).await {
-            GroupResponse::Committed(committed) => committed,
-            _ => Vec::new(),
-        };
+        let offsets = self.partitions.offsets();
+        let committed = self.groups.clone().answer(CommittedOffsets).await;
         let (under_replicated, under_min_isr) = self.partitions.replication_counts();
         StatsReport {
             counters: self.stats.snapshot(),
@@ -103,12 +98,15 @@ impl<S: Storage> StatsService<S> {
 }
 
 impl<S: Storage> Service for StatsService<S> {
-    type Request = ();
-    type Response = Box<StatsReport>;
     const NAME: &'static str = "stats";
     const IN_PROGRESS_MAX: usize = 64;
-
-    fn handle(self: Rc<Self>, _request: ()) -> LocalBoxFuture<'static, Box<StatsReport>> {
-        Box::pin(async move { Box::new(self.report().await) })
-    }
 }
+
+/// This shard's counters, for `/metrics` and `doctor`.
+pub struct Report;
+
+impl crate::mesh::Ask for Report {
+    type Answer = Box<StatsReport>;
+}
+
+crate::mesh::answers!(StatsService, Report, |service, _report| Box::new(service.report().await));

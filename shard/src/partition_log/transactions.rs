@@ -13,9 +13,15 @@ impl<S: Storage> PartitionLog<S> {
     pub fn last_stable_offset(&self) -> i64 {
         let high_watermark = self.high_watermark();
         let first_unstable = self.producers.borrow_mut().first_unstable_offset(high_watermark);
-        first_unstable
+        let stable = first_unstable
             .map_or(high_watermark, |first| first.min(high_watermark))
-            .max(self.log_start_offset())
+            .max(self.log_start_offset());
+        // Invariant: log start <= last stable offset <= high watermark.
+        assert!(
+            stable <= high_watermark,
+            "last stable offset {stable} past the HW {high_watermark}"
+        );
+        stable
     }
 
     /// (producer id, first offset) of every aborted transaction with records in

@@ -14,6 +14,7 @@
 
 mod coordinator;
 pub mod offsets;
+pub mod requests;
 pub mod state_machine;
 pub mod stored;
 pub mod txn_offsets;
@@ -29,8 +30,6 @@ use crate::mesh::Service;
 use crate::metadata::internal::OFFSETS_TOPIC;
 use crate::services::partitions::PartitionService;
 use crate::stats::ShardStats;
-use bytes::Bytes;
-use futures_util::future::LocalBoxFuture;
 use offsets::OffsetTable;
 use shard::io::Storage;
 use state_machine::Group;
@@ -86,62 +85,6 @@ pub struct GroupConfig {
     pub offsets_compact_bytes: u64,
 }
 
-pub enum GroupRequest {
-    Join(JoinRequest),
-    Sync {
-        group: String,
-        member_id: String,
-        instance_id: Option<String>,
-        generation: i32,
-        assignments: Vec<(String, Bytes)>,
-    },
-    Heartbeat {
-        group: String,
-        member_id: String,
-        instance_id: Option<String>,
-        generation: i32,
-    },
-    /// Members named by (member id, group instance id).
-    Leave {
-        group: String,
-        members: Vec<(String, Option<String>)>,
-    },
-    Describe {
-        group: String,
-    },
-    /// Every group this shard coordinates; a group with only committed offsets is Empty with
-    /// no protocol type.
-    List,
-    Commit {
-        group: String,
-        member_id: String,
-        instance_id: Option<String>,
-        generation: i32,
-        entries: Vec<(TopicPartition, Committed)>,
-    },
-    /// `None`: every committed partition of the group.
-    FetchOffsets {
-        group: String,
-        wanted: Option<Vec<TopicPartition>>,
-    },
-    /// TxnOffsetCommit: offsets held until the transaction's marker (`txn_offsets`).
-    TxnCommit(TxnCommit),
-    /// A transaction marker for an `__consumer_offsets` partition this shard leads.
-    TxnMarker {
-        partition: TopicPartition,
-        marker: crate::services::partitions::txn_markers::MarkerSpec,
-    },
-    /// Deletes the group's offsets: all of them with the group (refused while it has members),
-    /// or some partitions (while it has members, only of topics no member is subscribed to, and
-    /// only for a `consumer` group, as Kafka).
-    DeleteOffsets {
-        group: String,
-        partitions: Option<Vec<TopicPartition>>,
-    },
-    /// (group, partition, committed offset) of every group here, for the lag metric.
-    Committed,
-}
-
 /// What DeleteOffsets did: the partitions whose offsets it deleted (those that had one), and
 /// those it kept because a member of the group is subscribed to their topic (KIP-496).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -156,21 +99,6 @@ pub struct ListedGroup {
     pub group: String,
     pub state: &'static str,
     pub protocol_type: String,
-}
-
-pub enum GroupResponse {
-    Join(JoinOutcome),
-    Sync(std::result::Result<Assignment, GroupError>),
-    Heartbeat(std::result::Result<(), GroupError>),
-    Leave(Vec<std::result::Result<(), GroupError>>),
-    Described(Described),
-    List(Vec<ListedGroup>),
-    Commit(Result<()>),
-    /// The committed offsets, and the group's partitions with an offset committed in a
-    /// transaction still open (UNSTABLE_OFFSET_COMMIT for OffsetFetch with `require_stable`).
-    FetchOffsets(Vec<(TopicPartition, Committed)>, Vec<TopicPartition>),
-    DeleteOffsets(Result<OffsetsDeleted>),
-    Committed(Vec<(String, TopicPartition, i64)>),
 }
 
 pub struct GroupService<S: Storage> {
@@ -233,54 +161,6 @@ impl<S: Storage> GroupService<S> {
 
     fn member_count(&self, group: &str) -> usize {
         self.cell(group).map(|cell| cell.group.borrow().members.len()).unwrap_or(0)
-    }
-
-    async fn answer(&self, request: GroupRequest) -> GroupResponse {
-        // A leadership change since the last request: load (or drop) the groups first, so no
-        // request sees a group before its replicated state is replayed.
-        self.follow_leadership().await;
-        match request {
-            GroupRequest::Join(request) => GroupResponse::Join(self.join(request).await),
-            GroupRequest::Sync { group, member_id, instance_id, generation, assignments } => {
-                let sync = self
-                    .sync(&group, &member_id, instance_id.as_deref(), generation, assignments)
-                    .await;
-                GroupResponse::Sync(sync)
-            }
-            GroupRequest::Heartbeat { group, member_id, instance_id, generation } => {
-                GroupResponse::Heartbeat(self.heartbeat(
-                    &group,
-                    &member_id,
-                    instance_id.as_deref(),
-                    generation,
-                ))
-            }
-            GroupRequest::Leave { group, members } => {
-                GroupResponse::Leave(self.leave(&group, &members))
-            }
-            GroupRequest::Describe { group } => GroupResponse::Described(self.describe(&group)),
-            GroupRequest::List => GroupResponse::List(self.list()),
-            GroupRequest::Commit { group, member_id, instance_id, generation, entries } => {
-                let checked =
-                    self.check_commit(&group, &member_id, instance_id.as_deref(), generation);
-                GroupResponse::Commit(match checked {
-                    Err(error) => Err(BrokerError::Group(error)),
-                    Ok(()) => self.commit(&group, entries).await,
-                })
-            }
-            GroupRequest::FetchOffsets { group, wanted } => GroupResponse::FetchOffsets(
-                self.fetch_offsets(&group, wanted),
-                self.unstable_partitions(&group),
-            ),
-            GroupRequest::TxnCommit(commit) => GroupResponse::Commit(self.txn_commit(commit).await),
-            GroupRequest::TxnMarker { partition, marker } => {
-                GroupResponse::Commit(self.txn_marker(&partition, marker).await)
-            }
-            GroupRequest::DeleteOffsets { group, partitions } => {
-                GroupResponse::DeleteOffsets(self.delete_group_offsets(&group, partitions).await)
-            }
-            GroupRequest::Committed => GroupResponse::Committed(self.committed()),
-        }
     }
 
     fn fetch_offsets(
@@ -434,14 +314,8 @@ impl<S: Storage> GroupService<S> {
 }
 
 impl<S: Storage> Service for GroupService<S> {
-    type Request = GroupRequest;
-    type Response = GroupResponse;
     const NAME: &'static str = "groups";
     /// Joins and syncs wait for their generation (up to the rebalance timeout), so this bound
     /// is larger than a group's member limit.
     const IN_PROGRESS_MAX: usize = 16_384;
-
-    fn handle(self: Rc<Self>, request: GroupRequest) -> LocalBoxFuture<'static, GroupResponse> {
-        Box::pin(async move { self.answer(request).await })
-    }
 }

@@ -14,13 +14,12 @@ use crate::controller::protocol::ProposeError;
 use crate::controller::quorum::ControllerHandle;
 use crate::controller::types::{Proposal, Refused};
 use crate::error::{BrokerError, Result};
-use crate::mesh::{Mesh, Service};
-use crate::metadata::decide::{self, MetadataChange};
+use crate::mesh::{answers, Ask, Mesh, Service};
+use crate::metadata::decide::{self, CreateTopic, MetadataChange};
 use crate::metadata::elect;
 use crate::metadata::{apply_all, store, MetadataImage, MetadataRecord, PlacementPolicy};
 use crate::services::partitions::PartitionService;
 use crate::services::replication::ReplicaFetchers;
-use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use shard::runtime::ShardId;
 use std::cell::{Cell, RefCell};
@@ -51,6 +50,22 @@ impl Pending {
         self.records.extend(records);
         Ok(())
     }
+
+    /// Decides each of `items` against the working image the items before it left, and takes
+    /// the decision (`decide_one` gives its records, and whether the client only validates).
+    fn each<T>(
+        &mut self,
+        items: Vec<T>,
+        mut decide_one: impl FnMut(&MetadataImage, T) -> (Result<Vec<MetadataRecord>>, bool),
+    ) -> Vec<Result<()>> {
+        items
+            .into_iter()
+            .map(|item| {
+                let (outcome, validate_only) = decide_one(&self.working, item);
+                self.take(outcome, validate_only)
+            })
+            .collect()
+    }
 }
 
 /// This shard's current metadata image.
@@ -69,19 +84,39 @@ impl MetadataView {
     }
 }
 
-pub enum MetadataRequest {
-    /// Decide, persist and publish (shard 0 only); a result per item of the change.
-    Change(MetadataChange),
-    /// Publication, step 1: close what `image` no longer places on this shard.
-    Release(MetadataImage),
-    /// Publication, step 2: open what `image` places here, and take it as the current image.
-    Adopt(MetadataImage),
+/// Decide, persist and publish (shard 0 only); a result per item of the change.
+impl Ask for MetadataChange {
+    type Answer = Vec<Result<()>>;
 }
 
-pub enum MetadataResponse {
-    Changed(Vec<Result<()>>),
-    Applied(std::result::Result<(), String>),
+answers!(MetadataService, MetadataChange, |service, change| service.change(change).await);
+
+/// Publication, step 1: close what the image no longer places on this shard.
+pub struct Release(pub MetadataImage);
+
+impl Ask for Release {
+    type Answer = std::result::Result<(), String>;
 }
+
+answers!(MetadataService, Release, |service, Release(image)| {
+    service.partitions.release(&image).await
+});
+
+/// Publication, step 2: open what the image places here, and take it as the current image.
+pub struct Adopt(pub MetadataImage);
+
+impl Ask for Adopt {
+    type Answer = std::result::Result<(), String>;
+}
+
+answers!(MetadataService, Adopt, |service, Adopt(image)| {
+    let adopted = service.partitions.adopt(&image).await;
+    if adopted.is_ok() {
+        service.replication.follow(&image);
+        service.view.set(image);
+    }
+    adopted
+});
 
 pub struct MetadataService<S: Storage> {
     shard: ShardId,
@@ -274,125 +309,102 @@ impl<S: Storage> MetadataService<S> {
     fn decide(&self, base: MetadataImage, change: MetadataChange) -> (Vec<Result<()>>, Pending) {
         let mut pending = Pending { working: base, records: Vec::new() };
         let results: Vec<Result<()>> = match change {
-            MetadataChange::CreateTopics(creates) => creates
-                .into_iter()
-                .map(|create| {
-                    let topic_id = *uuid::Uuid::new_v4().as_bytes();
-                    let after = pending.working.partition_count() as u64
-                        + u64::from(create.partitions.max(0).unsigned_abs());
-                    let outcome = fits_open_files(after).and_then(|()| {
-                        decide::create_topic(&pending.working, &create, self.policy, topic_id)
-                    });
-                    pending.take(outcome, create.validate_only)
-                })
-                .collect(),
-            MetadataChange::DeleteTopics(names) => names
-                .into_iter()
-                .map(|name| {
-                    let outcome = decide::delete_topic(&pending.working, &name);
-                    pending.take(outcome, false)
-                })
-                .collect(),
-            MetadataChange::CreatePartitions(changes) => changes
-                .into_iter()
-                .map(|(name, count, validate_only, assignments)| {
-                    let current =
-                        pending.working.topic(&name).map_or(0, |topic| topic.partitions.len());
-                    let after = (pending.working.partition_count() - current) as u64
-                        + u64::from(count.max(0).unsigned_abs());
-                    let outcome = fits_open_files(after).and_then(|()| {
-                        decide::create_partitions(
-                            &pending.working,
-                            &name,
-                            count,
-                            self.policy,
-                            &assignments,
-                        )
-                    });
-                    pending.take(outcome, validate_only)
-                })
-                .collect(),
-            MetadataChange::AlterConfigs(changes) => changes
-                .into_iter()
-                .map(|(name, edit, validate_only)| {
-                    let outcome = decide::alter_configs(&pending.working, &name, &edit);
-                    pending.take(outcome, validate_only)
-                })
-                .collect(),
-            MetadataChange::ElectLeaders(kind, partitions) => partitions
-                .into_iter()
-                .map(|(topic, partition)| {
-                    let outcome = elect::elect(&pending.working, kind, &topic, partition);
-                    pending.take(outcome, false)
-                })
-                .collect(),
-            MetadataChange::AlterIsr(leader, changes) => changes
-                .into_iter()
-                .map(|(topic, partition, epoch, isr)| {
+            MetadataChange::CreateTopics(creates) => pending.each(creates, |working, create| {
+                (self.decide_create_topic(working, &create), create.validate_only)
+            }),
+            MetadataChange::DeleteTopics(names) => {
+                pending.each(names, |working, name| (decide::delete_topic(working, &name), false))
+            }
+            MetadataChange::CreatePartitions(changes) => {
+                pending.each(changes, |working, (name, count, validate_only, assignments)| {
                     let outcome =
-                        elect::alter_isr(&pending.working, leader, &topic, partition, epoch, &isr);
-                    pending.take(outcome, false)
+                        self.decide_create_partitions(working, &name, count, &assignments);
+                    (outcome, validate_only)
                 })
-                .collect(),
-            MetadataChange::Reassign(changes) => changes
-                .into_iter()
-                .map(|(topic, partition, target)| {
+            }
+            MetadataChange::AlterConfigs(changes) => {
+                pending.each(changes, |working, (name, edit, validate_only)| {
+                    (decide::alter_configs(working, &name, &edit), validate_only)
+                })
+            }
+            MetadataChange::ElectLeaders(kind, partitions) => {
+                pending.each(partitions, |working, (topic, partition)| {
+                    (elect::elect(working, kind, &topic, partition), false)
+                })
+            }
+            MetadataChange::AlterIsr(leader, changes) => {
+                pending.each(changes, |working, (topic, partition, epoch, isr)| {
+                    (elect::alter_isr(working, leader, &topic, partition, epoch, &isr), false)
+                })
+            }
+            MetadataChange::Reassign(changes) => {
+                pending.each(changes, |working, (topic, partition, target)| {
                     let outcome = crate::metadata::reassign::reassign(
-                        &pending.working,
+                        working,
                         &topic,
                         partition,
                         target.as_deref(),
                     );
-                    pending.take(outcome, false)
+                    (outcome, false)
                 })
-                .collect(),
-            MetadataChange::AlterBrokerConfigs(node, changes) => changes
-                .into_iter()
-                .map(|(resource, edit, validate_only)| {
+            }
+            MetadataChange::AlterBrokerConfigs(node, changes) => {
+                pending.each(changes, |working, (resource, edit, validate_only)| {
                     let is_static = |key: &str| crate::config::keys::find(key).is_some();
-                    let outcome = decide::alter_broker_configs(
-                        &pending.working,
-                        node,
-                        &resource,
-                        &edit,
-                        &is_static,
-                    );
-                    pending.take(outcome, validate_only)
-                })
-                .collect(),
-            MetadataChange::AlterScram(alterations) => alterations
-                .into_iter()
-                .map(|(user, alterations)| {
                     let outcome =
-                        crate::metadata::scram::alter(&pending.working, &user, &alterations);
-                    pending.take(outcome, false)
+                        decide::alter_broker_configs(working, node, &resource, &edit, &is_static);
+                    (outcome, validate_only)
                 })
-                .collect(),
-            MetadataChange::AlterQuotas(alterations) => alterations
-                .into_iter()
-                .map(|(entity, ops, validate_only)| {
-                    let outcome = crate::metadata::quotas::alter(&entity, &ops);
-                    pending.take(outcome, validate_only)
+            }
+            MetadataChange::AlterScram(alterations) => {
+                pending.each(alterations, |working, (user, alterations)| {
+                    (crate::metadata::scram::alter(working, &user, &alterations), false)
                 })
-                .collect(),
-            MetadataChange::CreateAcls(bindings) => bindings
-                .into_iter()
-                .map(|binding| {
-                    let id = *uuid::Uuid::new_v4().as_bytes();
-                    let records =
-                        crate::metadata::acls::create(&pending.working.acls, &binding, id);
-                    pending.take(Ok(records), false)
+            }
+            MetadataChange::AlterQuotas(alterations) => {
+                pending.each(alterations, |_, (entity, ops, validate_only)| {
+                    (crate::metadata::quotas::alter(&entity, &ops), validate_only)
                 })
-                .collect(),
-            MetadataChange::DeleteAcls(matched) => matched
-                .into_iter()
-                .map(|ids| {
-                    let records = crate::metadata::acls::remove(&pending.working.acls, &ids);
-                    pending.take(Ok(records), false)
-                })
-                .collect(),
+            }
+            MetadataChange::CreateAcls(bindings) => pending.each(bindings, |working, binding| {
+                let id = *uuid::Uuid::new_v4().as_bytes();
+                (Ok(crate::metadata::acls::create(&working.acls, &binding, id)), false)
+            }),
+            MetadataChange::DeleteAcls(matched) => pending.each(matched, |working, ids| {
+                (Ok(crate::metadata::acls::remove(&working.acls, &ids)), false)
+            }),
         };
         (results, pending)
+    }
+
+    /// Decides a new topic, once the partitions after it are known to fit the open-files budget.
+    fn decide_create_topic(
+        &self,
+        working: &MetadataImage,
+        create: &CreateTopic,
+    ) -> Result<Vec<MetadataRecord>> {
+        let topic_id = *uuid::Uuid::new_v4().as_bytes();
+        let after =
+            working.partition_count() as u64 + u64::from(create.partitions.max(0).unsigned_abs());
+        fits_open_files(after)
+            .and_then(|()| decide::create_topic(working, create, self.policy, topic_id))
+    }
+
+    /// Decides `name`'s new partition count, once the partitions after it are known to fit the
+    /// open-files budget.
+    fn decide_create_partitions(
+        &self,
+        working: &MetadataImage,
+        name: &str,
+        count: i32,
+        assignments: &[Vec<i32>],
+    ) -> Result<Vec<MetadataRecord>> {
+        let current = working.topic(name).map_or(0, |topic| topic.partitions.len());
+        let after =
+            (working.partition_count() - current) as u64 + u64::from(count.max(0).unsigned_abs());
+        fits_open_files(after).and_then(|()| {
+            decide::create_partitions(working, name, count, self.policy, assignments)
+        })
     }
 
     /// Makes `image` the cluster's: persisted, and handed to every shard in two steps (release,
@@ -441,40 +453,19 @@ impl<S: Storage> MetadataService<S> {
 
     /// Release, then adopt, `image` on every shard.
     async fn hand_to_shards(&self, image: MetadataImage) -> std::result::Result<(), String> {
-        let steps: [fn(MetadataImage) -> MetadataRequest; 2] =
-            [MetadataRequest::Release, MetadataRequest::Adopt];
-        for step in steps {
-            for target in self.mesh.shards() {
-                match self.mesh.call::<Self>(target, step(image.clone())).await {
-                    Ok(MetadataResponse::Applied(Ok(()))) => {}
-                    Ok(MetadataResponse::Applied(Err(error))) => {
-                        return Err(format!("shard {}: {error}", target.0))
-                    }
-                    Ok(MetadataResponse::Changed(_)) => {
-                        return Err(format!("shard {} answered out of turn", target.0))
-                    }
-                    Err(error) => return Err(error.to_string()),
-                }
-            }
+        for target in self.mesh.shards() {
+            let released = self.mesh.call::<Self, _>(target, Release(image.clone())).await;
+            released
+                .map_err(|error| error.to_string())?
+                .map_err(|error| format!("shard {}: {error}", target.0))?;
+        }
+        for target in self.mesh.shards() {
+            let adopted = self.mesh.call::<Self, _>(target, Adopt(image.clone())).await;
+            adopted
+                .map_err(|error| error.to_string())?
+                .map_err(|error| format!("shard {}: {error}", target.0))?;
         }
         Ok(())
-    }
-
-    async fn answer(&self, request: MetadataRequest) -> MetadataResponse {
-        match request {
-            MetadataRequest::Change(change) => MetadataResponse::Changed(self.change(change).await),
-            MetadataRequest::Release(image) => {
-                MetadataResponse::Applied(self.partitions.release(&image).await)
-            }
-            MetadataRequest::Adopt(image) => {
-                let adopted = self.partitions.adopt(&image).await;
-                if adopted.is_ok() {
-                    self.replication.follow(&image);
-                    self.view.set(image);
-                }
-                MetadataResponse::Applied(adopted)
-            }
-        }
     }
 }
 
@@ -531,17 +522,8 @@ fn fits_open_files(partitions_after: u64) -> Result<()> {
 }
 
 impl<S: Storage> Service for MetadataService<S> {
-    type Request = MetadataRequest;
-    type Response = MetadataResponse;
     const NAME: &'static str = "metadata";
     /// Publication calls back into every shard, so it must never wait behind its own permits:
     /// changes are serialized on shard 0, so at most a few are in progress anywhere.
     const IN_PROGRESS_MAX: usize = 1024;
-
-    fn handle(
-        self: Rc<Self>,
-        request: MetadataRequest,
-    ) -> LocalBoxFuture<'static, MetadataResponse> {
-        Box::pin(async move { self.answer(request).await })
-    }
 }

@@ -286,6 +286,9 @@ impl<S: Storage> PartitionService<S> {
         futures_util::future::join_all(appends).await
     }
 
+    /// One partition's part of a produce: checked (leadership, ISR, every batch) before
+    /// anything is written, appended in the partition's ticket order, then made as durable
+    /// as `acks` asks.
     async fn append(
         &self,
         partition: &TopicPartition,
@@ -294,81 +297,27 @@ impl<S: Storage> PartitionService<S> {
         append: Append<'_>,
     ) -> Result<AppendResult> {
         let Append { records, sync, timeout_ms, transactional_id } = append;
-        // Checked without cloning the role (this runs for every partition of every produce).
-        let replicated = {
-            let role = owned.role.borrow();
-            if role.leader != self.node {
-                return Err(BrokerError::NotLeader(partition.to_string()));
-            }
-            // acks=all with too few in-sync replicas is refused before anything is written.
-            if sync && role.replicated() && role.isr.len() < role.min_insync {
-                return Err(BrokerError::NotEnoughReplicas(format!(
-                    "{partition}: {} in sync, min.insync.replicas is {}",
-                    role.isr.len(),
-                    role.min_insync
-                )));
-            }
-            role.replicated()
-        };
-        let batches = split_batches(records)?;
-        let config = owned.log.config();
+        let replicated = self.check_role(partition, owned, sync)?;
         let now = self.clock.now_ms();
-        // Under LogAppendTime the broker's clock replaces the records' times: they are not
-        // checked (as in Kafka).
-        let rule = if config.log_append_time {
-            TimestampRule::ANY
-        } else {
-            TimestampRule {
-                now_ms: now,
-                before_max_ms: config.timestamp_before_max_ms,
-                after_max_ms: config.timestamp_after_max_ms,
-            }
-        };
-        let log_append_time = config.log_append_time.then_some(now);
-        let checked = validate(partition, &batches, rule, config.cleanup_compact).await?;
-        let batches = match config.compression {
-            Some(target) => recompressed(batches, target, config.compression_level).await?,
-            None => batches,
-        };
-        let mut records: u64 = checked.iter().map(|batch| u64::from(batch.records)).sum();
-        let acks_all = sync;
-        let sync = sync && config.flush == shard::FlushPolicy::Always;
-        let mut base_offset = None;
-        let mut durable_target = None;
-        let mut bytes = 0u64;
+        let prepared = prepare(partition, owned, records, now).await?;
+        let config = owned.log.config();
         ticket.turn().await;
-        self.verify_batches(partition, owned, transactional_id, &batches).await?;
-        // Several batches share the partition's records: the last would become their only slice
-        // and take over all of them for itself; held here, each is copied instead.
-        let _shared = (batches.len() > 1).then(|| batches[0].clone());
-        for (batch, checked) in batches.into_iter().zip(&checked) {
-            let length = batch.len() as u64;
-            let copy = stored_copy(batch, checked, log_append_time)?;
-            let info =
-                owned.log.append_crc_verified(copy, owned.leader_epoch(), now, false).await?;
-            base_offset.get_or_insert(info.base_offset);
-            durable_target = Some(info.last_offset + 1);
-            if info.duplicate {
-                // An idempotent producer's retry: already counted when it was first written.
-                records -= (info.last_offset - info.base_offset + 1).max(0) as u64;
-                self.stats.duplicate_batch();
-            } else {
-                bytes += length;
-            }
-        }
+        self.verify_batches(partition, owned, transactional_id, &prepared.batches).await?;
+        let written = self.write_batches(owned, prepared, now).await?;
         // In the log: the next request's appends may go on while this one waits for its sync
         // (which then covers both: group commit across requests).
         drop(ticket);
-        self.stats.add_traffic(&partition.topic, Traffic::MessagesIn, records);
-        self.stats.add_traffic(&partition.topic, Traffic::BytesIn, bytes);
+        self.stats.add_traffic(&partition.topic, Traffic::MessagesIn, written.records);
+        self.stats.add_traffic(&partition.topic, Traffic::BytesIn, written.bytes);
         owned.notify_appended();
-        if let (true, Some(target)) = (sync, durable_target) {
+        let durable = sync && config.flush == shard::FlushPolicy::Always;
+        if let (true, Some(target)) = (durable, written.durable_target) {
             owned.log.sync_to(target).await?;
         }
         if replicated {
             // Followers fetch it now; the high watermark passes it once the ISR has it durable
             // (the leader's own sync included: acks=1 starts it in the background).
-            match (acks_all, durable_target) {
+            match (sync, written.durable_target) {
                 (true, Some(target)) => {
                     owned.advance_high_watermark(self.node);
                     let timeout = std::time::Duration::from_millis(timeout_ms);
@@ -379,11 +328,118 @@ impl<S: Storage> PartitionService<S> {
             }
         }
         Ok(AppendResult {
-            base_offset: Offset(base_offset.unwrap_or(-1)),
+            base_offset: Offset(written.base_offset.unwrap_or(-1)),
             log_start_offset: Offset(owned.log.log_start_offset()),
-            log_append_time_ms: log_append_time.unwrap_or(-1),
+            log_append_time_ms: written.log_append_time.unwrap_or(-1),
         })
     }
+
+    /// This node leads the partition, and acks=all has enough in-sync replicas; whether the
+    /// partition is replicated. Checked without cloning the role (this runs for every
+    /// partition of every produce).
+    fn check_role(
+        &self,
+        partition: &TopicPartition,
+        owned: &super::Partition<S>,
+        sync: bool,
+    ) -> Result<bool> {
+        let role = owned.role.borrow();
+        if role.leader != self.node {
+            return Err(BrokerError::NotLeader(partition.to_string()));
+        }
+        // acks=all with too few in-sync replicas is refused before anything is written.
+        if sync && role.replicated() && role.isr.len() < role.min_insync {
+            return Err(BrokerError::NotEnoughReplicas(format!(
+                "{partition}: {} in sync, min.insync.replicas is {}",
+                role.isr.len(),
+                role.min_insync
+            )));
+        }
+        Ok(role.replicated())
+    }
+
+    /// Appends the checked batches in order; what they added to the log.
+    async fn write_batches(
+        &self,
+        owned: &super::Partition<S>,
+        prepared: Prepared,
+        now: i64,
+    ) -> Result<Written> {
+        let Prepared { batches, checked, log_append_time } = prepared;
+        let mut written = Written {
+            records: checked.iter().map(|batch| u64::from(batch.records)).sum(),
+            log_append_time,
+            ..Written::default()
+        };
+        // Several batches share the partition's records: the last would become their only slice
+        // and take over all of them for itself; held here, each is copied instead.
+        let _shared = (batches.len() > 1).then(|| batches[0].clone());
+        for (batch, checked) in batches.into_iter().zip(&checked) {
+            let length = batch.len() as u64;
+            let copy = stored_copy(batch, checked, log_append_time)?;
+            let info =
+                owned.log.append_crc_verified(copy, owned.leader_epoch(), now, false).await?;
+            written.base_offset.get_or_insert(info.base_offset);
+            written.durable_target = Some(info.last_offset + 1);
+            if info.duplicate {
+                // An idempotent producer's retry: already counted when it was first written.
+                written.records -= (info.last_offset - info.base_offset + 1).max(0) as u64;
+                self.stats.duplicate_batch();
+            } else {
+                written.bytes += length;
+            }
+        }
+        Ok(written)
+    }
+}
+
+/// A partition's batches, checked and ready to append.
+struct Prepared {
+    batches: Vec<Bytes>,
+    checked: Vec<Checked>,
+    log_append_time: Option<i64>,
+}
+
+/// What a produce added to one partition's log.
+#[derive(Default)]
+struct Written {
+    base_offset: Option<i64>,
+    /// The offset after the last batch appended.
+    durable_target: Option<i64>,
+    records: u64,
+    bytes: u64,
+    /// The broker's time stamped on the batches under LogAppendTime.
+    log_append_time: Option<i64>,
+}
+
+/// Splits and checks a partition's records (`validate`), re-compressed to the topic's
+/// `compression.type` when it names a codec.
+async fn prepare<S: Storage>(
+    partition: &TopicPartition,
+    owned: &super::Partition<S>,
+    records: Bytes,
+    now: i64,
+) -> Result<Prepared> {
+    let batches = split_batches(records)?;
+    let config = owned.log.config();
+    // Under LogAppendTime the broker's clock replaces the records' times: they are not
+    // checked (as in Kafka).
+    let rule = if config.log_append_time {
+        TimestampRule::ANY
+    } else {
+        TimestampRule {
+            now_ms: now,
+            before_max_ms: config.timestamp_before_max_ms,
+            after_max_ms: config.timestamp_after_max_ms,
+        }
+    };
+    let log_append_time = config.log_append_time.then_some(now);
+    let checked = validate(partition, &batches, rule, config.cleanup_compact).await?;
+    let batches = match config.compression {
+        Some(target) => recompressed(batches, target, config.compression_level).await?,
+        None => batches,
+    };
+    Ok(Prepared { batches, checked, log_append_time })
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! batch cache and fsync histogram, opening the partitions a metadata image places here and
 //! closing (and for deleted topics removing) the ones it no longer does, the periodic
 //! maintenance (interval flushes, compaction, retention) and the clean close at shutdown.
-//! Requests (`PartitionRequest`): append (with Produce's batch validation), read, list offsets,
+//! Requests (`requests`, one type each): append (with Produce's batch validation), read, list offsets,
 //! delete records, producer state, sizes and offsets for DescribeLogDirs and `/metrics`.
 //! Invariants: only this shard touches these partitions' files; a partition is open here
 //! exactly while the adopted image places it on this shard (this node, this shard).
@@ -15,6 +15,7 @@ mod lifecycle;
 pub mod order;
 mod read;
 pub mod replica;
+pub mod requests;
 pub mod txn_markers;
 pub mod txn_verify;
 pub mod waits;
@@ -26,8 +27,6 @@ use crate::clock::Clock;
 use crate::error::{BrokerError, Result};
 use crate::mesh::Service;
 use crate::stats::ShardStats;
-use bytes::Bytes;
-use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use shard::runtime::ShardId;
 use shard::{BatchCache, PartitionLog};
@@ -102,85 +101,8 @@ impl<S: Storage> Partition<S> {
     }
 }
 
-pub enum PartitionRequest {
-    /// A produce request's records for the partitions this shard owns (one message per owner
-    /// shard per request); `sync` is acks=all. Answered per partition, in the same order.
-    Append {
-        partitions: Vec<(TopicPartition, Bytes)>,
-        sync: bool,
-        /// The produce request's `timeout_ms`: how long acks=all waits for the ISR.
-        timeout_ms: u64,
-        /// The producer's transactional id: its transactional batches are verified (KIP-890).
-        transactional_id: Option<String>,
-    },
-    Read {
-        partition: TopicPartition,
-        offset: Offset,
-        max_bytes: usize,
-        /// isolation_level 1: stop at the last stable offset and list aborted transactions.
-        read_committed: bool,
-    },
-    /// A follower's fetch (Kafka's replica Fetch): see `replica::PartitionService::replica_read`.
-    ReplicaRead {
-        partition: TopicPartition,
-        replica: NodeId,
-        offset: Offset,
-        last_fetched_epoch: i32,
-        /// What the follower has synced (at most `offset`).
-        durable_end: Offset,
-        max_bytes: usize,
-    },
-    /// ListOffsets: -2 earliest, -1 latest, or the first offset at or after a timestamp.
-    ListOffset {
-        partition: TopicPartition,
-        timestamp: i64,
-        read_committed: bool,
-    },
-    /// OffsetForLeaderEpoch: where `requested` ends, `current` being the partition's leader
-    /// epoch in the metadata.
-    EpochEndOffset {
-        partition: TopicPartition,
-        requested: i32,
-        current: i32,
-    },
-    /// Moves the log start to `offset` (-1: the high watermark).
-    DeleteRecords {
-        partition: TopicPartition,
-        offset: Offset,
-    },
-    Producers {
-        partition: TopicPartition,
-    },
-    /// Writes a transaction marker (for the transaction coordinator) as an acks=all append.
-    WriteMarker {
-        partition: TopicPartition,
-        marker: txn_markers::MarkerSpec,
-    },
-    /// (partition, bytes on disk) of every partition this shard owns.
-    Sizes,
-    /// (partition, log start, log end) of every partition this shard owns.
-    Offsets,
-}
-
 /// (producer id, epoch, last sequence, last timestamp) of one idempotent producer.
 pub type ProducerSummary = (i64, i16, i32, i64);
-
-pub enum PartitionResponse {
-    Append(Vec<Result<AppendResult>>),
-    Read(Result<ReadResult>),
-    ReplicaRead(Result<ReadResult>),
-    /// (offset, timestamp, leader epoch), or `None` when no record is at or after the
-    /// timestamp.
-    ListOffset(Result<Option<(Offset, i64, i32)>>),
-    /// (epoch, end offset); (-1, -1) for an undefined epoch.
-    EpochEndOffset(Result<(i32, i64)>),
-    /// The new log start.
-    DeleteRecords(Result<Offset>),
-    Producers(Result<Vec<ProducerSummary>>),
-    WriteMarker(Result<()>),
-    Sizes(Vec<(TopicPartition, u64)>),
-    Offsets(Vec<(TopicPartition, i64, i64)>),
-}
 
 /// What the service is built from.
 pub struct PartitionServiceParts<S: Storage> {
@@ -291,68 +213,21 @@ impl<S: Storage> PartitionService<S> {
             .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))
     }
 
-    async fn answer(&self, request: PartitionRequest) -> PartitionResponse {
-        match request {
-            PartitionRequest::WriteMarker { partition, marker } => {
-                PartitionResponse::WriteMarker(self.write_marker(&partition, marker).await)
-            }
-            PartitionRequest::Append { partitions, sync, timeout_ms, transactional_id } => {
-                let appended =
-                    self.append_all(partitions, sync, timeout_ms, transactional_id.as_deref());
-                PartitionResponse::Append(appended.await)
-            }
-            PartitionRequest::ReplicaRead {
-                partition,
-                replica,
-                offset,
-                last_fetched_epoch,
-                durable_end,
-                max_bytes,
-            } => {
-                let fetch =
-                    replica::ReplicaFetch { replica, offset, last_fetched_epoch, durable_end };
-                PartitionResponse::ReplicaRead(
-                    self.replica_read(&partition, fetch, max_bytes).await,
-                )
-            }
-            PartitionRequest::Read { partition, offset, max_bytes, read_committed } => {
-                PartitionResponse::Read(
-                    self.read(&partition, offset, max_bytes, read_committed).await,
-                )
-            }
-            PartitionRequest::ListOffset { partition, timestamp, read_committed } => {
-                PartitionResponse::ListOffset(
-                    self.list_offset(&partition, timestamp, read_committed).await,
-                )
-            }
-            PartitionRequest::EpochEndOffset { partition, requested, current } => {
-                PartitionResponse::EpochEndOffset(self.owned(&partition).map(|owned| {
-                    owned.log.end_offset_for_epoch(requested, Some(current).filter(|c| *c >= 0))
-                }))
-            }
-            PartitionRequest::DeleteRecords { partition, offset } => {
-                PartitionResponse::DeleteRecords(self.delete_records(&partition, offset).await)
-            }
-            PartitionRequest::Producers { partition } => PartitionResponse::Producers(
-                self.owned(&partition).map(|owned| owned.log.active_producers()),
-            ),
-            PartitionRequest::Sizes => PartitionResponse::Sizes(
-                self.partitions
-                    .borrow()
-                    .iter()
-                    .map(|(key, owned)| (key.clone(), owned.log.size_bytes()))
-                    .collect(),
-            ),
-            PartitionRequest::Offsets => PartitionResponse::Offsets(
-                self.partitions
-                    .borrow()
-                    .iter()
-                    .map(|(key, owned)| {
-                        (key.clone(), owned.log.log_start_offset(), owned.log.log_end_offset())
-                    })
-                    .collect(),
-            ),
-        }
+    /// (partition, bytes on disk) of every partition this shard owns.
+    fn sizes(&self) -> Vec<(TopicPartition, u64)> {
+        let partitions = self.partitions.borrow();
+        partitions.iter().map(|(key, owned)| (key.clone(), owned.log.size_bytes())).collect()
+    }
+
+    /// (partition, log start, log end) of every partition this shard owns.
+    pub fn offsets(&self) -> Vec<(TopicPartition, i64, i64)> {
+        let partitions = self.partitions.borrow();
+        partitions
+            .iter()
+            .map(|(key, owned)| {
+                (key.clone(), owned.log.log_start_offset(), owned.log.log_end_offset())
+            })
+            .collect()
     }
 
     async fn delete_records(&self, partition: &TopicPartition, offset: Offset) -> Result<Offset> {
@@ -363,17 +238,8 @@ impl<S: Storage> PartitionService<S> {
 }
 
 impl<S: Storage> Service for PartitionService<S> {
-    type Request = PartitionRequest;
-    type Response = PartitionResponse;
     const NAME: &'static str = "partitions";
     /// Appends and reads in progress for other shards; each holds at most one request's data,
     /// which `queued.max.request.bytes` already bounds.
     const IN_PROGRESS_MAX: usize = 4096;
-
-    fn handle(
-        self: Rc<Self>,
-        request: PartitionRequest,
-    ) -> LocalBoxFuture<'static, PartitionResponse> {
-        Box::pin(async move { self.answer(request).await })
-    }
 }

@@ -220,10 +220,20 @@ impl<S: Storage> Partition<S> {
             return;
         }
         let candidate = own.min(lowest_follower).min(self.log.log_end_offset());
-        if candidate > self.log.high_watermark() {
+        let before = self.log.high_watermark();
+        if candidate > before {
             self.log.set_high_watermark(candidate);
             self.notify_appended();
         }
+        // Invariants: the high watermark never moves back under a leader, and is at most
+        // every in-sync replica's durable end (this one's as `own_end` counts it).
+        let after = self.log.high_watermark();
+        assert!(after >= before, "high watermark moved back from {before} to {after}");
+        assert!(
+            after <= own.max(before) && after <= lowest_follower.max(before),
+            "high watermark {after} past an in-sync replica's durable end (own {own}, \
+             followers {lowest_follower})"
+        );
     }
 
     /// Syncs the log in the background (one such sync at a time), then advances the high
@@ -250,8 +260,15 @@ impl<S: Storage> Partition<S> {
     }
 
     /// A follower fetched, durable up to `durable_end` (`Follower::record`).
+    /// Invariant: a follower's recorded end is at most the leader's log end (`replica_read`
+    /// answers a fetch from past it OFFSET_OUT_OF_RANGE before recording it).
     fn record_fetch(&self, follower: NodeId, durable_end: i64, now_ms: i64) {
         let leader_end = self.log.log_end_offset();
+        assert!(
+            durable_end <= leader_end,
+            "follower {} recorded at {durable_end}, past the leader's log end {leader_end}",
+            follower.0
+        );
         if let Some(state) = self.followers.borrow_mut().get_mut(&follower) {
             state.record(durable_end, leader_end, now_ms);
         }
@@ -392,6 +409,17 @@ impl<S: Storage> PartitionService<S> {
                     diverging: Some((epoch, end)),
                 });
             }
+        }
+        let log_end = owned.log.log_end_offset();
+        if offset.0 > log_end {
+            // Kafka answers a follower ahead of the leader OFFSET_OUT_OF_RANGE; it is not
+            // counted as caught up.
+            return Err(shard::StorageError::OffsetOutOfRange {
+                offset: offset.0,
+                log_start_offset: owned.log.log_start_offset(),
+                log_end_offset: log_end,
+            }
+            .into());
         }
         owned.record_fetch(replica, durable_end.0.min(offset.0), self.clock.now_ms());
         owned.advance_high_watermark(self.node);

@@ -6,7 +6,6 @@
 
 use super::PartitionService;
 use crate::mesh::Service;
-use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use std::rc::Rc;
 use std::time::Duration;
@@ -61,12 +60,12 @@ impl<S: Storage> PartitionWaits<S> {
 }
 
 impl<S: Storage> Service for PartitionWaits<S> {
-    type Request = WaitForAppend;
-    type Response = ();
     const NAME: &'static str = "partition_waits";
     const IN_PROGRESS_MAX: usize = 65_536;
-
-    fn handle(self: Rc<Self>, request: WaitForAppend) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async move { self.wait(request).await })
-    }
 }
+
+impl crate::mesh::Ask for WaitForAppend {
+    type Answer = ();
+}
+
+crate::mesh::answers!(PartitionWaits, WaitForAppend, |waits, request| waits.wait(request).await);

@@ -27,11 +27,9 @@ use crate::controller::types::Proposal;
 use crate::error::{BrokerError, GroupError, Result};
 use crate::mesh::Service;
 use crate::metadata::MetadataRecord;
-use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use std::cell::Cell;
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::sync::Arc;
 
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
@@ -175,12 +173,13 @@ impl<S: Storage> ProducerIdService<S> {
 }
 
 impl<S: Storage> Service for ProducerIdService<S> {
-    type Request = InitProducerId;
-    type Response = Result<(i64, i16)>;
     const NAME: &'static str = "producer_ids";
     const IN_PROGRESS_MAX: usize = 1024;
-
-    fn handle(self: Rc<Self>, request: InitProducerId) -> LocalBoxFuture<'static, Self::Response> {
-        Box::pin(async move { self.init(request).await })
-    }
 }
+
+impl crate::mesh::Ask for InitProducerId {
+    /// The producer id and epoch.
+    type Answer = Result<(i64, i16)>;
+}
+
+crate::mesh::answers!(ProducerIdService, InitProducerId, |service, init| service.init(init).await);

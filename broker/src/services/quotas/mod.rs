@@ -189,7 +189,7 @@ impl QuotaService {
             let me = self.mesh.id();
             for target in self.mesh.shards().filter(|shard| *shard != me) {
                 let request = QuotaRequest::Demand(me, demands.clone());
-                if let Err(error) = self.mesh.call::<Self>(target, request).await {
+                if let Err(error) = self.mesh.call::<Self, _>(target, request).await {
                     tracing::debug!(%error, "telling a shard this shard's quota demand");
                 }
             }
@@ -210,12 +210,16 @@ impl QuotaService {
 }
 
 impl Service for QuotaService {
-    type Request = QuotaRequest;
-    type Response = ();
     const NAME: &'static str = "quotas";
     const IN_PROGRESS_MAX: usize = 64;
+}
 
-    fn handle(self: Rc<Self>, request: QuotaRequest) -> LocalBoxFuture<'static, ()> {
+impl crate::mesh::Ask for QuotaRequest {
+    type Answer = ();
+}
+
+impl crate::mesh::Answers<QuotaRequest> for QuotaService {
+    fn answer(self: Rc<Self>, request: QuotaRequest) -> LocalBoxFuture<'static, ()> {
         Box::pin(async move {
             match request {
                 QuotaRequest::Demand(from, demands) => self.heard(from, demands),

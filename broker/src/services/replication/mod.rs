@@ -21,6 +21,7 @@
 //! of it on this shard, and its batches are appended only while it still is.
 //! Runs on: every shard, for the partitions it follows.
 
+use crate::error::answered;
 use crate::metadata::MetadataImage;
 use crate::peer::PeerStream;
 use crate::services::fetch_sessions::INITIAL_EPOCH;
@@ -28,7 +29,7 @@ use crate::services::partitions::{Partition, PartitionService};
 use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
-use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, RequestHeader, RequestKind, ResponseKind, TopicName,
 };
@@ -41,12 +42,6 @@ use std::rc::Rc;
 use std::time::Duration;
 use wire::ids::{NodeId, TopicPartition};
 use wire::protocol::{self, FRAME_PREFIX_BYTES};
-
-/// Kafka's OFFSET_OUT_OF_RANGE.
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-/// Kafka's FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH and
-/// FETCH_SESSION_TOPIC_ID_ERROR: the session is gone; the next fetch is a full one.
-const SESSION_ERRORS: [i16; 3] = [70, 71, 106];
 
 /// The Fetch version followers send (replica id, current leader epoch, last fetched epoch and
 /// diverging epoch are all in v12).
@@ -103,6 +98,30 @@ struct Session {
     epoch: i32,
     /// The fetch state the leader's session holds, per partition.
     sent: BTreeMap<TopicPartition, FetchState>,
+}
+
+impl Session {
+    /// Takes in what the leader's session holds once it answered a fetch with `session_id`:
+    /// nothing (no session), or what was sent (over what it held, or as a new session's first).
+    fn sent_and_answered(
+        &mut self,
+        session_id: i32,
+        incremental: bool,
+        forgotten: &[TopicPartition],
+        states: BTreeMap<TopicPartition, FetchState>,
+    ) {
+        if session_id == 0 {
+            *self = Session::default();
+        } else if incremental {
+            self.epoch = if self.epoch == i32::MAX { 1 } else { self.epoch + 1 };
+            for key in forgotten {
+                self.sent.remove(key);
+            }
+            self.sent.extend(states);
+        } else {
+            *self = Session { id: session_id, epoch: 1, sent: states };
+        }
+    }
 }
 
 pub struct ReplicaFetchers<S: Storage> {
@@ -247,6 +266,45 @@ impl<S: Storage> ReplicaFetchers<S> {
         session: &mut Session,
         correlation_id: &mut i32,
     ) -> Result<bool, String> {
+        let states = self.fetch_states(stream);
+        if states.is_empty() {
+            return Ok(false);
+        }
+        let incremental = session.id != 0;
+        let (request, forgotten) = self.fetch_request(stream, session, &states);
+        let response = self.round_trip(stream, connection, correlation_id, request).await?;
+        if answered::ends_fetch_session(response.error_code) {
+            tracing::debug!(
+                leader = stream.leader.0,
+                session = session.id,
+                error = response.error_code,
+                "fetch session refused; fetching in full"
+            );
+            *session = Session::default();
+            return Ok(true);
+        }
+        if response.error_code != 0 {
+            return Err(format!("the leader answered error {}", response.error_code));
+        }
+        // The leader's session now holds what was sent.
+        session.sent_and_answered(response.session_id, incremental, &forgotten, states);
+        // An incremental answer lists only partitions with news: none means the leader
+        // waited and nothing changed, which is not a failure.
+        let nothing_new = response.responses.is_empty();
+        let (applied, appended_bytes) = self.apply_answer(stream, response.responses).await;
+        if appended_bytes < OVERLAPPED_FETCH_BYTES_MIN {
+            // Little or nothing new: before asking again, let the running syncs end, so the
+            // next fetch carries their durable ends and is parked at the leader until there is
+            // more (bounded: a sync that never ends fails the peer timeout, and the next fetch
+            // tells what is durable then). Only answers this large are worth a fetch that
+            // overlaps the sync: under a light load, fetching on would only spin.
+            wait_for_syncs(stream).await;
+        }
+        Ok(nothing_new || applied)
+    }
+
+    /// What each followed partition that is open and online here tells the leader.
+    fn fetch_states(&self, stream: &Stream) -> BTreeMap<TopicPartition, FetchState> {
         let followed: Vec<(TopicPartition, i32)> =
             stream.partitions.borrow().iter().map(|(key, epoch)| (key.clone(), *epoch)).collect();
         let mut states: BTreeMap<TopicPartition, FetchState> = BTreeMap::new();
@@ -264,9 +322,18 @@ impl<S: Storage> ReplicaFetchers<S> {
             };
             states.insert(key, state);
         }
-        if states.is_empty() {
-            return Ok(false);
-        }
+        states
+    }
+
+    /// The fetch for `states`: every partition in a full fetch; in an incremental one, those
+    /// whose state the leader's session does not hold yet, and the session's partitions no
+    /// longer followed as forgotten (returned too).
+    fn fetch_request(
+        &self,
+        stream: &Stream,
+        session: &Session,
+        states: &BTreeMap<TopicPartition, FetchState>,
+    ) -> (FetchRequest, Vec<TopicPartition>) {
         let incremental = session.id != 0;
         let mut request = FetchRequest::default();
         request.replica_id = BrokerId(self.node.0);
@@ -279,31 +346,11 @@ impl<S: Storage> ReplicaFetchers<S> {
         request.isolation_level = 0;
         request.session_id = session.id;
         request.session_epoch = if incremental { session.epoch } else { INITIAL_EPOCH };
-        for (key, state) in &states {
+        for (key, state) in states {
             if incremental && session.sent.get(key) == Some(state) {
                 continue;
             }
-            let mut partition = FetchPartition::default();
-            partition.partition = key.partition.0;
-            partition.current_leader_epoch = state.leader_epoch;
-            partition.fetch_offset = state.fetch_offset;
-            partition.last_fetched_epoch = state.last_fetched_epoch;
-            partition.log_start_offset = state.log_start_offset;
-            partition.partition_max_bytes = REPLICA_FETCH_PARTITION_BYTES;
-            partition.unknown_tagged_fields.insert(
-                wire::strata_tags::DURABLE_END_TAG,
-                wire::strata_tags::encode_i64(state.durable_end),
-            );
-            let name = key.topic.as_str();
-            match request.topics.iter_mut().find(|topic| topic.topic.0.as_str() == name) {
-                Some(topic) => topic.partitions.push(partition),
-                None => {
-                    let mut topic = FetchTopic::default();
-                    topic.topic = TopicName(StrBytes::from_string(name.to_string()));
-                    topic.partitions.push(partition);
-                    request.topics.push(topic);
-                }
-            }
+            add_fetch_partition(&mut request, key, state);
         }
         let forgotten: Vec<TopicPartition> = if incremental {
             session.sent.keys().filter(|key| !states.contains_key(*key)).cloned().collect()
@@ -311,17 +358,20 @@ impl<S: Storage> ReplicaFetchers<S> {
             Vec::new()
         };
         for key in &forgotten {
-            let name = key.topic.as_str();
-            match request.forgotten_topics_data.iter_mut().find(|t| t.topic.0.as_str() == name) {
-                Some(topic) => topic.partitions.push(key.partition.0),
-                None => {
-                    let mut topic = ForgottenTopic::default();
-                    topic.topic = TopicName(StrBytes::from_string(name.to_string()));
-                    topic.partitions.push(key.partition.0);
-                    request.forgotten_topics_data.push(topic);
-                }
-            }
+            add_forgotten_partition(&mut request, key);
         }
+        (request, forgotten)
+    }
+
+    /// Sends `request` on the stream's connection (made first if there is none) and reads its
+    /// answer, recording the round trip.
+    async fn round_trip(
+        &self,
+        stream: &Stream,
+        connection: &mut Option<PeerStream>,
+        correlation_id: &mut i32,
+        request: FetchRequest,
+    ) -> Result<kafka_protocol::messages::FetchResponse, String> {
         if connection.is_none() {
             let (host, port) = stream.endpoint.borrow().clone();
             *connection = Some(connect(&host, port).await?);
@@ -333,38 +383,20 @@ impl<S: Storage> ReplicaFetchers<S> {
         self.round_trip_us
             .borrow_mut()
             .saturating_record(started.elapsed().as_micros().max(1) as u64);
-        if SESSION_ERRORS.contains(&response.error_code) {
-            tracing::debug!(
-                leader = stream.leader.0,
-                session = session.id,
-                error = response.error_code,
-                "fetch session refused; fetching in full"
-            );
-            *session = Session::default();
-            return Ok(true);
-        }
-        if response.error_code != 0 {
-            return Err(format!("the leader answered error {}", response.error_code));
-        }
-        // The leader's session now holds what was sent.
-        if response.session_id == 0 {
-            *session = Session::default();
-        } else if incremental {
-            session.epoch = if session.epoch == i32::MAX { 1 } else { session.epoch + 1 };
-            for key in &forgotten {
-                session.sent.remove(key);
-            }
-            session.sent.extend(states);
-        } else {
-            *session = Session { id: response.session_id, epoch: 1, sent: states };
-        }
-        // An incremental answer lists only partitions with news: none means the leader
-        // waited and nothing changed, which is not a failure.
-        let mut progressed = response.responses.is_empty();
-        // Append every partition's batches; their syncs run in the background while the next
-        // fetch goes out, and each fetch tells the leader what is durable by then.
+        Ok(response)
+    }
+
+    /// Appends every partition's batches; their syncs run in the background while the next
+    /// fetch goes out, and each fetch tells the leader what is durable by then. Returns whether
+    /// any partition's answer was applied, and the bytes appended.
+    async fn apply_answer(
+        &self,
+        stream: &Rc<Stream>,
+        responses: Vec<FetchableTopicResponse>,
+    ) -> (bool, usize) {
+        let mut applied_any = false;
         let mut appended_bytes = 0usize;
-        for topic in response.responses {
+        for topic in responses {
             let name = topic.topic.0.to_string();
             for partition in topic.partitions {
                 let key = TopicPartition::new(name.clone(), partition.partition_index);
@@ -384,31 +416,14 @@ impl<S: Storage> ReplicaFetchers<S> {
                     Err(error) => Err(error),
                 };
                 match applied {
-                    Ok(()) => progressed = true,
+                    Ok(()) => applied_any = true,
                     Err(error) => {
                         tracing::debug!(partition = %key, leader = stream.leader.0, %error, "follower fetch not applied")
                     }
                 }
             }
         }
-        if appended_bytes < OVERLAPPED_FETCH_BYTES_MIN {
-            // Little or nothing new: before asking again, let the running syncs end, so the
-            // next fetch carries their durable ends and is parked at the leader until there is
-            // more (bounded: a sync that never ends fails the peer timeout, and the next fetch
-            // tells what is durable then). Only answers this large are worth a fetch that
-            // overlaps the sync: under a light load, fetching on would only spin.
-            let all_synced = async {
-                loop {
-                    let listener = stream.synced.listen();
-                    if stream.syncing.borrow().is_empty() {
-                        return;
-                    }
-                    listener.await;
-                }
-            };
-            futures_lite::future::or(all_synced, shard::runtime::sleep(PEER_TIMEOUT)).await;
-        }
-        Ok(progressed)
+        (applied_any, appended_bytes)
     }
 
     /// Applies one partition's part of a fetch answer up to its sync: a truncation or a
@@ -424,7 +439,7 @@ impl<S: Storage> ReplicaFetchers<S> {
         if local.role().leader != leader {
             return Err("no longer follows that leader".into());
         }
-        if data.error_code == OFFSET_OUT_OF_RANGE
+        if answered::is_offset_out_of_range(data.error_code)
             && data.log_start_offset > local.log.log_end_offset()
         {
             // The leader's log starts past this replica's end (retention or DeleteRecords moved
@@ -545,6 +560,59 @@ fn sync_in_background<S: Storage>(
         stream.synced.notify(usize::MAX);
     })
     .detach();
+}
+
+/// Adds one partition's fetch state to `request`, under its topic.
+fn add_fetch_partition(request: &mut FetchRequest, key: &TopicPartition, state: &FetchState) {
+    let mut partition = FetchPartition::default();
+    partition.partition = key.partition.0;
+    partition.current_leader_epoch = state.leader_epoch;
+    partition.fetch_offset = state.fetch_offset;
+    partition.last_fetched_epoch = state.last_fetched_epoch;
+    partition.log_start_offset = state.log_start_offset;
+    partition.partition_max_bytes = REPLICA_FETCH_PARTITION_BYTES;
+    partition.unknown_tagged_fields.insert(
+        wire::strata_tags::DURABLE_END_TAG,
+        wire::strata_tags::encode_i64(state.durable_end),
+    );
+    let name = key.topic.as_str();
+    match request.topics.iter_mut().find(|topic| topic.topic.0.as_str() == name) {
+        Some(topic) => topic.partitions.push(partition),
+        None => {
+            let mut topic = FetchTopic::default();
+            topic.topic = TopicName(StrBytes::from_string(name.to_string()));
+            topic.partitions.push(partition);
+            request.topics.push(topic);
+        }
+    }
+}
+
+/// Adds a partition the leader's session is to forget to `request`, under its topic.
+fn add_forgotten_partition(request: &mut FetchRequest, key: &TopicPartition) {
+    let name = key.topic.as_str();
+    match request.forgotten_topics_data.iter_mut().find(|t| t.topic.0.as_str() == name) {
+        Some(topic) => topic.partitions.push(key.partition.0),
+        None => {
+            let mut topic = ForgottenTopic::default();
+            topic.topic = TopicName(StrBytes::from_string(name.to_string()));
+            topic.partitions.push(key.partition.0);
+            request.forgotten_topics_data.push(topic);
+        }
+    }
+}
+
+/// Waits until the stream's running syncs have ended, at most `PEER_TIMEOUT`.
+async fn wait_for_syncs(stream: &Stream) {
+    let all_synced = async {
+        loop {
+            let listener = stream.synced.listen();
+            if stream.syncing.borrow().is_empty() {
+                return;
+            }
+            listener.await;
+        }
+    };
+    futures_lite::future::or(all_synced, shard::runtime::sleep(PEER_TIMEOUT)).await;
 }
 
 /// The record batches of a fetched partition with their base offsets (whole batches only: a

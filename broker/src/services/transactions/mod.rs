@@ -13,6 +13,7 @@
 //! Runs on: every shard, for the transactional ids it coordinates.
 
 pub mod remote;
+pub mod requests;
 pub mod state_machine;
 pub mod stored;
 
@@ -81,41 +82,6 @@ pub struct TxnConfig {
     pub expiry_interval_ms: i64,
 }
 
-pub enum TxnRequest {
-    InitProducerId {
-        transactional_id: String,
-        timeout_ms: i32,
-        /// KIP-360: the producer's current (id, epoch), when it sends them.
-        expected: Option<(i64, i16)>,
-    },
-    AddPartitions {
-        transactional_id: String,
-        producer_id: i64,
-        producer_epoch: i16,
-        partitions: Vec<TopicPartition>,
-    },
-    EndTxn {
-        transactional_id: String,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
-    },
-    /// Partition verification (KIP-890 part 1): whether each partition is in the producer's
-    /// ongoing transaction, asked by a partition leader before it takes the first
-    /// transactional batch of a transaction. Answered `Verified`, nothing written.
-    Verify {
-        transactional_id: String,
-        producer_id: i64,
-        producer_epoch: i16,
-        partitions: Vec<TopicPartition>,
-    },
-    /// Every transactional id this shard coordinates (ListTransactions, `strata txn list`).
-    List,
-    Describe {
-        transactional_id: String,
-    },
-}
-
 /// A transactional id as DescribeTransactions and ListTransactions show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribedTxn {
@@ -126,15 +92,6 @@ pub struct DescribedTxn {
     pub timeout_ms: i32,
     pub start_ms: i64,
     pub partitions: Vec<TopicPartition>,
-}
-
-pub enum TxnResponse {
-    ProducerId(Result<(i64, i16)>),
-    Done(Result<()>),
-    /// Per partition of a `Verify`, in its order: in the ongoing transaction or not.
-    Verified(Result<Vec<bool>>),
-    Listed(Vec<DescribedTxn>),
-    Described(Result<DescribedTxn>),
 }
 
 /// Who clears an id's pending flag after a request.
@@ -235,59 +192,6 @@ impl<S: Storage> TransactionService<S> {
             .count()
     }
 
-    async fn answer(self: Rc<Self>, request: TxnRequest) -> TxnResponse {
-        self.follow_leadership().await;
-        match request {
-            TxnRequest::InitProducerId { transactional_id, timeout_ms, expected } => {
-                TxnResponse::ProducerId(
-                    self.init_producer_id(&transactional_id, timeout_ms, expected).await,
-                )
-            }
-            TxnRequest::AddPartitions {
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                partitions,
-            } => TxnResponse::Done(
-                self.add_partitions(&transactional_id, producer_id, producer_epoch, &partitions)
-                    .await,
-            ),
-            TxnRequest::EndTxn { transactional_id, producer_id, producer_epoch, commit } => {
-                TxnResponse::Done(
-                    self.end_txn(&transactional_id, producer_id, producer_epoch, commit).await,
-                )
-            }
-            TxnRequest::Verify { transactional_id, producer_id, producer_epoch, partitions } => {
-                TxnResponse::Verified(self.verify(
-                    &transactional_id,
-                    producer_id,
-                    producer_epoch,
-                    &partitions,
-                ))
-            }
-            TxnRequest::List => {
-                let mut listed: Vec<DescribedTxn> = self
-                    .txns
-                    .borrow()
-                    .iter()
-                    .map(|(id, cell)| describe(id, &cell.metadata))
-                    .collect();
-                listed.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
-                TxnResponse::Listed(listed)
-            }
-            TxnRequest::Describe { transactional_id } => {
-                TxnResponse::Described(self.check_coordinator(&transactional_id).and_then(|()| {
-                    self.txns
-                        .borrow()
-                        .get(&transactional_id)
-                        .filter(|cell| cell.metadata.state != TxnState::Dead)
-                        .map(|cell| describe(&transactional_id, &cell.metadata))
-                        .ok_or(BrokerError::Txn(TxnError::TransactionalIdNotFound))
-                }))
-            }
-        }
-    }
-
     /// This shard leads the id's `__transaction_state` partition and has loaded it.
     fn check_coordinator(&self, transactional_id: &str) -> Result<()> {
         let partition = state_partition(transactional_id);
@@ -350,7 +254,15 @@ impl<S: Storage> TransactionService<S> {
     }
 
     /// Appends `metadata` as the id's record (durably), then applies it (still pending).
+    /// Invariant: the id moves only along the state machine's legal transitions (a new id
+    /// starts Empty); asserted before anything is written.
     async fn write(&self, transactional_id: &str, metadata: &TxnMetadata) -> Result<()> {
+        let previous = self.txns.borrow().get(transactional_id).map(|cell| cell.metadata.state);
+        let next = metadata.state;
+        assert!(
+            previous.map_or(next == TxnState::Empty, |state| state.may_become(next)),
+            "transaction {transactional_id}: illegal transition {previous:?} -> {next:?}"
+        );
         self.append_record(transactional_id, Some(metadata)).await?;
         let mut txns = self.txns.borrow_mut();
         match txns.get_mut(transactional_id) {
@@ -406,7 +318,7 @@ impl<S: Storage> TransactionService<S> {
     async fn new_producer_id(&self) -> Result<i64> {
         let request = InitProducerId { producer_id: -1, epoch: -1 };
         let (producer_id, _) =
-            self.mesh.call::<ProducerIdService<S>>(METADATA_SHARD, request).await??;
+            self.mesh.call::<ProducerIdService<S>, _>(METADATA_SHARD, request).await??;
         Ok(producer_id)
     }
 
@@ -860,13 +772,7 @@ impl<S: Storage> TransactionService<S> {
 }
 
 impl<S: Storage> Service for TransactionService<S> {
-    type Request = TxnRequest;
-    type Response = TxnResponse;
     const NAME: &'static str = "transactions";
     /// EndTxn waits for its markers (up to `MARKERS_INLINE_WAIT`).
     const IN_PROGRESS_MAX: usize = 16_384;
-
-    fn handle(self: Rc<Self>, request: TxnRequest) -> LocalBoxFuture<'static, TxnResponse> {
-        Box::pin(async move { self.answer(request).await })
-    }
 }

@@ -31,11 +31,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(35);
 /// The largest answer read.
 const ANSWER_BYTES_MAX: usize = 1 << 20;
 
-/// Error codes after which the marker is not sent again (Kafka's
-/// `TransactionMarkerRequestCompletionHandler`): the producer or the coordinator was fenced,
-/// or the partition is gone.
-const GIVE_UP_CODES: [i16; 3] = [47, 52, 3];
-
 /// Writes `marker` to `partition` on the broker at `host:port`.
 pub async fn write_marker(
     host: &str,
@@ -71,7 +66,7 @@ pub async fn write_marker(
         .ok_or_else(|| MarkerFailure::Retry("an answer without the partition".into()))?;
     match code {
         0 => Ok(()),
-        code if GIVE_UP_CODES.contains(&code) => {
+        code if crate::error::answered::marker_gives_up(code) => {
             Err(MarkerFailure::GiveUp(format!("{partition}: error code {code}")))
         }
         code => Err(MarkerFailure::Retry(format!("{partition}: error code {code}"))),

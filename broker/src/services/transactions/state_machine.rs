@@ -55,6 +55,22 @@ impl TxnState {
         }
     }
 
+    /// Whether a transactional id in this state may move to `next` (Kafka's
+    /// `TransactionState.validPreviousStates`, read the other way).
+    pub fn may_become(self, next: TxnState) -> bool {
+        use TxnState::*;
+        match next {
+            Empty => matches!(self, Empty | CompleteCommit | CompleteAbort),
+            Ongoing => matches!(self, Ongoing | Empty | CompleteCommit | CompleteAbort),
+            PrepareCommit => self == Ongoing,
+            PrepareAbort => matches!(self, Ongoing | PrepareEpochFence),
+            CompleteCommit => self == PrepareCommit,
+            CompleteAbort => self == PrepareAbort,
+            Dead => matches!(self, Empty | CompleteCommit | CompleteAbort),
+            PrepareEpochFence => self == Ongoing,
+        }
+    }
+
     fn is_complete_or_empty(self) -> bool {
         matches!(self, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
     }
@@ -330,6 +346,32 @@ mod tests {
         // The next transaction starts from CompleteCommit.
         let next = add_partitions(&done, 7, 0, &[tp(5)], 20).unwrap().unwrap();
         assert_eq!((next.state, next.start_ms, next.partitions.len()), (TxnState::Ongoing, 20, 1));
+    }
+
+    #[test]
+    fn every_step_is_a_legal_transition() {
+        use TxnState::*;
+        // Kafka's table, read as "from -> to".
+        assert!(Empty.may_become(Ongoing) && CompleteAbort.may_become(Ongoing));
+        assert!(Ongoing.may_become(PrepareCommit) && Ongoing.may_become(PrepareAbort));
+        assert!(PrepareCommit.may_become(CompleteCommit) && PrepareAbort.may_become(CompleteAbort));
+        assert!(!Empty.may_become(PrepareCommit) && !PrepareCommit.may_become(Ongoing));
+        assert!(!PrepareAbort.may_become(CompleteCommit) && !Dead.may_become(Empty));
+        // The steps this module decides, from every state they start from.
+        let empty = TxnMetadata::new(7, 0, 60_000, 0);
+        let ongoing = add_partitions(&empty, 7, 0, &[tp(0)], 1).unwrap().unwrap();
+        assert!(empty.state.may_become(ongoing.state));
+        for commit in [true, false] {
+            let EndStep::Prepare(prepare) = end_transaction(&ongoing, 7, 0, commit, 2).unwrap()
+            else {
+                panic!("prepare")
+            };
+            assert!(ongoing.state.may_become(prepare.state));
+            let done = complete(&prepare, 3);
+            assert!(prepare.state.may_become(done.state));
+            let again = add_partitions(&done, 7, 0, &[tp(1)], 4).unwrap().unwrap();
+            assert!(done.state.may_become(again.state));
+        }
     }
 
     #[test]

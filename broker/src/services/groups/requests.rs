@@ -1,0 +1,203 @@
+//! The group coordinator's requests, each with the type of its answer (`mesh::Ask`), and how
+//! the service answers them (`mesh::Answers`). Every answer first follows a leadership change
+//! since the last request (`follow_leadership`): no request sees a group before its
+//! replicated state is replayed.
+
+use super::{
+    Assignment, Committed, Described, GroupService, JoinOutcome, JoinRequest, ListedGroup,
+    OffsetsDeleted, TxnCommit,
+};
+use crate::error::{BrokerError, GroupError, Result};
+use crate::mesh::{answers, Ask};
+use crate::services::partitions::txn_markers::MarkerSpec;
+use bytes::Bytes;
+use wire::ids::TopicPartition;
+
+impl Ask for JoinRequest {
+    type Answer = JoinOutcome;
+}
+
+answers!(GroupService, JoinRequest, |service, join| {
+    service.follow_leadership().await;
+    service.join(join).await
+});
+
+/// SyncGroup.
+pub struct Sync {
+    pub group: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub generation: i32,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+impl Ask for Sync {
+    type Answer = std::result::Result<Assignment, GroupError>;
+}
+
+answers!(GroupService, Sync, |service, sync| {
+    service.follow_leadership().await;
+    let instance_id = sync.instance_id.as_deref();
+    service.sync(&sync.group, &sync.member_id, instance_id, sync.generation, sync.assignments).await
+});
+
+/// Heartbeat.
+pub struct Heartbeat {
+    pub group: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub generation: i32,
+}
+
+impl Ask for Heartbeat {
+    type Answer = std::result::Result<(), GroupError>;
+}
+
+answers!(GroupService, Heartbeat, |service, beat| {
+    service.follow_leadership().await;
+    service.heartbeat(&beat.group, &beat.member_id, beat.instance_id.as_deref(), beat.generation)
+});
+
+/// LeaveGroup: members named by (member id, group instance id).
+pub struct Leave {
+    pub group: String,
+    pub members: Vec<(String, Option<String>)>,
+}
+
+impl Ask for Leave {
+    /// One result per member, in order.
+    type Answer = Vec<std::result::Result<(), GroupError>>;
+}
+
+answers!(GroupService, Leave, |service, leave| {
+    service.follow_leadership().await;
+    service.leave(&leave.group, &leave.members)
+});
+
+/// DescribeGroups, for one group.
+pub struct Describe {
+    pub group: String,
+}
+
+impl Ask for Describe {
+    type Answer = Described;
+}
+
+answers!(GroupService, Describe, |service, describe| {
+    service.follow_leadership().await;
+    service.describe(&describe.group)
+});
+
+/// Every group this shard coordinates; a group with only committed offsets is Empty with no
+/// protocol type.
+pub struct List;
+
+impl Ask for List {
+    type Answer = Vec<ListedGroup>;
+}
+
+answers!(GroupService, List, |service, _list| {
+    service.follow_leadership().await;
+    service.list()
+});
+
+/// OffsetCommit.
+pub struct Commit {
+    pub group: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub generation: i32,
+    pub entries: Vec<(TopicPartition, Committed)>,
+}
+
+impl Ask for Commit {
+    type Answer = Result<()>;
+}
+
+answers!(GroupService, Commit, |service, commit| {
+    service.follow_leadership().await;
+    let instance_id = commit.instance_id.as_deref();
+    match service.check_commit(&commit.group, &commit.member_id, instance_id, commit.generation) {
+        Err(error) => Err(BrokerError::Group(error)),
+        Ok(()) => service.commit(&commit.group, commit.entries).await,
+    }
+});
+
+/// OffsetFetch: `wanted` None means every committed partition of the group.
+pub struct FetchOffsets {
+    pub group: String,
+    pub wanted: Option<Vec<TopicPartition>>,
+}
+
+/// The committed offsets, and the group's partitions with an offset committed in a
+/// transaction still open (UNSTABLE_OFFSET_COMMIT for OffsetFetch with `require_stable`).
+pub struct FetchedOffsets {
+    pub committed: Vec<(TopicPartition, Committed)>,
+    pub unstable: Vec<TopicPartition>,
+}
+
+impl Ask for FetchOffsets {
+    type Answer = FetchedOffsets;
+}
+
+answers!(GroupService, FetchOffsets, |service, fetch| {
+    service.follow_leadership().await;
+    FetchedOffsets {
+        committed: service.fetch_offsets(&fetch.group, fetch.wanted),
+        unstable: service.unstable_partitions(&fetch.group),
+    }
+});
+
+/// TxnOffsetCommit: offsets held until the transaction's marker (`txn_offsets`).
+impl Ask for TxnCommit {
+    type Answer = Result<()>;
+}
+
+answers!(GroupService, TxnCommit, |service, commit| {
+    service.follow_leadership().await;
+    service.txn_commit(commit).await
+});
+
+/// A transaction marker for an `__consumer_offsets` partition this shard leads.
+pub struct TxnMarker {
+    pub partition: TopicPartition,
+    pub marker: MarkerSpec,
+}
+
+impl Ask for TxnMarker {
+    type Answer = Result<()>;
+}
+
+answers!(GroupService, TxnMarker, |service, marker| {
+    service.follow_leadership().await;
+    service.txn_marker(&marker.partition, marker.marker).await
+});
+
+/// Deletes the group's offsets: all of them with the group (refused while it has members), or
+/// some partitions (while it has members, only of topics no member is subscribed to, and only
+/// for a `consumer` group, as Kafka).
+pub struct DeleteOffsets {
+    pub group: String,
+    pub partitions: Option<Vec<TopicPartition>>,
+}
+
+impl Ask for DeleteOffsets {
+    type Answer = Result<OffsetsDeleted>;
+}
+
+answers!(GroupService, DeleteOffsets, |service, delete| {
+    service.follow_leadership().await;
+    service.delete_group_offsets(&delete.group, delete.partitions).await
+});
+
+/// (group, partition, committed offset) of every group here, for the lag metric.
+pub struct CommittedOffsets;
+
+impl Ask for CommittedOffsets {
+    type Answer = Vec<(String, TopicPartition, i64)>;
+}
+
+answers!(GroupService, CommittedOffsets, |service, _committed| {
+    service.follow_leadership().await;
+    service.committed()
+});

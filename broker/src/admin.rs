@@ -76,10 +76,9 @@ pub fn escape_label(value: &str) -> String {
     out
 }
 
+/// The API's name from the API table (`api::name`); a key strata does not serve by number.
 fn api_name(key: i16) -> String {
-    kafka_protocol::messages::ApiKey::try_from(key)
-        .map(|api| format!("{api:?}"))
-        .unwrap_or_else(|_| key.to_string())
+    crate::api::name(key).map_or_else(|| key.to_string(), str::to_string)
 }
 
 /// Writes one Prometheus histogram series (buckets, sum, count) from an HDR histogram of

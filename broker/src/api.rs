@@ -141,3 +141,32 @@ api_registry! {
 pub fn supports(api_key: ApiKey, version: i16) -> bool {
     SUPPORTED.iter().any(|&(key, min, max)| key == api_key && (min..=max).contains(&version))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_names_and_keys_every_api_it_serves() {
+        for &(key, min, max) in SUPPORTED {
+            assert_eq!(name(key as i16), Some(format!("{key:?}").as_str()));
+            assert!(min <= max && supports(key, min) && supports(key, max));
+        }
+        assert_eq!(name(ApiKey::DescribeAcls as i16), Some("DescribeAcls"));
+        // Kafka APIs strata does not serve have no name and no key here.
+        assert_eq!(name(ApiKey::BrokerHeartbeat as i16), None);
+        let request = RequestKind::SaslHandshake(Default::default());
+        assert_eq!(key_of(&request), Some(ApiKey::SaslHandshake));
+        let unserved = RequestKind::BrokerHeartbeat(Default::default());
+        assert_eq!(key_of(&unserved), None);
+    }
+
+    #[test]
+    fn throttles_are_raised_only_where_the_response_has_the_field() {
+        let mut fetch = ResponseKind::Fetch(Default::default());
+        raise_throttle(&mut fetch, 250);
+        assert!(matches!(fetch, ResponseKind::Fetch(response) if response.throttle_time_ms == 250));
+        let mut handshake = ResponseKind::SaslHandshake(Default::default());
+        raise_throttle(&mut handshake, 250);
+    }
+}

@@ -68,26 +68,6 @@ cargo test --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee "$log"
 cargo_status=${PIPESTATUS[0]}
 set -e
 
-step "interop suite (confluent-kafka, kafka-python, kcat against the real binary)"
-cargo build -p broker -p bench
-set +e
-STRATA_BIN=target/debug/strata scripts/interop.sh 2>&1 | tee -a "$log"
-interop_status=${PIPESTATUS[0]}
-set -e
-
-step "the interop suite's client tests against a 3-node cluster, every topic RF=3 (STRATA_INTEROP_CLUSTER=3)"
-set +e
-STRATA_INTEROP_CLUSTER=3 STRATA_BIN=target/debug/strata scripts/interop.sh \
-    tests/interop/test_produce_consume.py tests/interop/test_groups.py \
-    tests/interop/test_offsets.py tests/interop/test_compression.py \
-    tests/interop/test_fetch_semantics.py tests/interop/test_list_offsets.py \
-    tests/interop/test_idempotence.py tests/interop/test_admin.py \
-    tests/interop/test_kafkajs.py tests/interop/test_aiokafka.py \
-    tests/interop/test_transactions.py tests/interop/test_exactly_once.py \
-    tests/interop/test_txn_verification.py 2>&1 | tee -a "$log"
-cluster_status=${PIPESTATUS[0]}
-set -e
-
 # The fresh-clone check builds the release binary the librdkafka stages run against: one
 # release build instead of two (the clone's is the one the README's run command makes). It
 # checks committed work only, so with uncommitted changes the release binary is built here too.
@@ -100,36 +80,81 @@ fresh_status=${PIPESTATUS[0]}
 set -e
 if [ "$fresh_status" -eq 0 ]; then echo "fresh clone check: 1 passed" >>"$log"; else echo "fresh clone check: 1 failed" >>"$log"; fi
 
-step "release broker for librdkafka's tests"
+step "builds for the remaining stages: the debug broker and bench, the release broker"
+cargo build -p broker -p bench
 if [ -x "$fresh_binaries/strata" ] && [ -z "$(git status --porcelain -- . ':!BENCHMARKS.md')" ]; then
     release_bin="$fresh_binaries/strata"
-    echo "the fresh clone's release build of $(git rev-parse --short HEAD) (no uncommitted changes)"
+    echo "release broker: the fresh clone's build of $(git rev-parse --short HEAD) (no uncommitted changes)"
 else
     cargo build --release -p broker
     release_bin=target/release/strata
 fi
 
-step "librdkafka's own integration tests, core list, against a release broker (scripts/librdkafka-suite.sh)"
-set +e
-STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 2>&1 | tee -a "$log"
-librdkafka_status=${PIPESTATUS[0]}
-set -e
+# The client suites below build nothing and spend most of their time waiting on clients,
+# timeouts and sessions, not on the CPU: the interop suites (debug brokers) and librdkafka's
+# tests (a release broker) run side by side, each branch's stages one after another. Each
+# branch's output is printed whole when both are done; its stages' times are listed below.
+branch_dir=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$branch_dir"' EXIT
+# Runs one stage inside a branch: its output to the branch's log, its time and status to files.
+branch_stage() {
+    local branch=$1 key=$2 name=$3
+    shift 3
+    local started
+    started=$(date +%s)
+    printf '\n==> %s\n' "$name"
+    set +e
+    "$@"
+    local status=$?
+    set -e
+    echo "$status" >"$branch_dir/$key.status"
+    printf '%5d s  %s\n' "$(($(date +%s) - started))" "$name" >>"$branch_dir/$branch.times"
+    printf '==> %s: %d s\n' "$name" "$(($(date +%s) - started))"
+}
+interop_branch() {
+    branch_stage interop interop "interop suite (confluent-kafka, kafka-python, kcat against the real binary)" \
+        env STRATA_BIN=target/debug/strata scripts/interop.sh
+    branch_stage interop cluster "the interop suite's client tests against a 3-node cluster, every topic RF=3 (STRATA_INTEROP_CLUSTER=3)" \
+        env STRATA_INTEROP_CLUSTER=3 STRATA_BIN=target/debug/strata scripts/interop.sh \
+        tests/interop/test_produce_consume.py tests/interop/test_groups.py \
+        tests/interop/test_offsets.py tests/interop/test_compression.py \
+        tests/interop/test_fetch_semantics.py tests/interop/test_list_offsets.py \
+        tests/interop/test_idempotence.py tests/interop/test_admin.py \
+        tests/interop/test_kafkajs.py tests/interop/test_aiokafka.py \
+        tests/interop/test_transactions.py tests/interop/test_exactly_once.py \
+        tests/interop/test_txn_verification.py
+}
+librdkafka_branch() {
+    branch_stage librdkafka librdkafka "librdkafka's own integration tests, core list, against a release broker (scripts/librdkafka-suite.sh)" \
+        env STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh
+    branch_stage librdkafka librdkafka_cluster "librdkafka's transactions test 0103 against a 3-node cluster (its topics have RF 3)" \
+        env SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0103
+    branch_stage librdkafka librdkafka_long "librdkafka's transactional batch-consume test 0137 (in LONG_TESTS, so not in the core run)" \
+        env STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0137
+}
 
-step "librdkafka's transactions test 0103 against a 3-node cluster (its topics have RF 3)"
-set +e
-SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0103 2>&1 | tee -a "$log"
-librdkafka_cluster_status=${PIPESTATUS[0]}
-set -e
-
-step "librdkafka's transactional batch-consume test 0137 (in LONG_TESTS, so not in the core run: 61 s)"
-set +e
-STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0137 2>&1 | tee -a "$log"
-librdkafka_long_status=${PIPESTATUS[0]}
-set -e
+step "in parallel: the interop suites (debug brokers) beside librdkafka's tests (a release broker)"
+interop_branch >"$branch_dir/interop.out" 2>&1 &
+interop_pid=$!
+librdkafka_branch >"$branch_dir/librdkafka.out" 2>&1 &
+librdkafka_pid=$!
+wait "$interop_pid" || true
+wait "$librdkafka_pid" || true
+cat "$branch_dir/interop.out" "$branch_dir/librdkafka.out" | tee -a "$log"
+status_of() { cat "$branch_dir/$1.status" 2>/dev/null || echo 1; }
+interop_status=$(status_of interop)
+cluster_status=$(status_of cluster)
+librdkafka_status=$(status_of librdkafka)
+librdkafka_cluster_status=$(status_of librdkafka_cluster)
+librdkafka_long_status=$(status_of librdkafka_long)
 
 stage_done
 printf '\n==> stage times (total %d s)\n' "$(($(date +%s) - suite_started))"
 printf '%s\n' "${timings[@]}"
+for branch in interop librdkafka; do
+    printf '  in the %s branch:\n' "$branch"
+    sed 's/^/  /' "$branch_dir/$branch.times" 2>/dev/null || true
+done
 
 # One closing line for the whole suite: cargo's per-binary results plus pytest's summary.
 awk '

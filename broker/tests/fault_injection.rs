@@ -10,10 +10,11 @@
 //! - once the faults stop, every partition comes back online (the repair loop reopens it) and
 //!   takes writes again.
 //!
-//! Every seed is printed; `SEED=<n> cargo test -p broker --test fault_injection` replays one run
-//! exactly, `SEEDS=<count>` runs more.
+//! Every run takes the fixed seeds `0..SEEDS` (6) and one random seed (`seeds`), printed;
+//! `SEED=<n> cargo test -p broker --test fault_injection` replays one run exactly.
 
 mod requests;
+mod seeds;
 
 use broker::in_process::{test_config, InProcess};
 use bytes::Bytes;
@@ -148,6 +149,31 @@ struct Model {
 }
 
 impl Model {
+    /// No online partition's log ends before its last acknowledged record (ListOffsets latest):
+    /// a loss is caught at the step after it, not only at the end.
+    async fn check_log_ends(&self, broker: &InProcess, seed: u64, step: usize) {
+        for partition in 0..PARTITIONS {
+            let acked = self.acked.get(&partition).map_or(0, |acked| acked.len() as i64);
+            let mut wanted = list_offsets_request::ListOffsetsPartition::default();
+            wanted.partition_index = partition;
+            wanted.timestamp = -1;
+            let mut topic = list_offsets_request::ListOffsetsTopic::default();
+            topic.name = topic_name(TOPIC);
+            topic.partitions = vec![wanted];
+            let mut request = ListOffsetsRequest::default();
+            request.replica_id = BrokerId(-1);
+            request.topics = vec![topic];
+            let response = call!(broker, 1, request, ListOffsets);
+            let answer = &response.topics[0].partitions[0];
+            assert!(
+                answer.error_code != 0 || answer.offset >= acked,
+                "seed {seed} before step {step}: {TOPIC}-{partition} ends at {} with {acked} \
+                 acknowledged",
+                answer.offset
+            );
+        }
+    }
+
     /// Every served record was acknowledged at that offset.
     fn check_served(&self, seed: u64, partition: i32, served: &[(i64, String)]) {
         let acked = self.acked.get(&partition);
@@ -165,12 +191,15 @@ impl Model {
 async fn restart(broker: InProcess, storage: &SimStorage, crash: bool) -> InProcess {
     storage.set_faults(FaultConfig::NONE);
     if crash {
+        // The node's tasks stay on this executor, but its storage handle dies with the crash
+        // (`SimStorage::process`), so they can never touch the disk again: as after a real
+        // crash, only the new node does.
         drop(broker);
         storage.crash();
     } else {
         broker.close().await;
     }
-    InProcess::start_on(test_config(), storage.clone(), broker_clock()).await
+    InProcess::start_on(test_config(), storage.process(), broker_clock()).await
 }
 
 fn broker_clock() -> broker::clock::Clock {
@@ -179,7 +208,7 @@ fn broker_clock() -> broker::clock::Clock {
 
 async fn run_seed(seed: u64) {
     let storage = SimStorage::new(seed, FaultConfig::NONE);
-    let mut broker = InProcess::start_on(test_config(), storage.clone(), broker_clock()).await;
+    let mut broker = InProcess::start_on(test_config(), storage.process(), broker_clock()).await;
     create_topic(&broker).await;
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let mut model = Model::default();
@@ -188,6 +217,7 @@ async fn run_seed(seed: u64) {
     let mut created: Vec<String> = vec![TOPIC.to_string()];
     storage.set_faults(FAULTS);
     for step in 0..OPERATIONS_PER_SEED {
+        model.check_log_ends(&broker, seed, step).await;
         let partition = rng.gen_range(0..PARTITIONS);
         match rng.gen_range(0..100) {
             0..=59 => {
@@ -290,20 +320,7 @@ async fn run_seed(seed: u64) {
 
 #[test]
 fn faults_on_append_roll_sync_read_and_metadata_lose_nothing_acked_and_serve_nothing_else() {
-    let seeds: Vec<u64> = match std::env::var("SEED").ok().and_then(|seed| seed.parse().ok()) {
-        Some(seed) => vec![seed],
-        None => {
-            let count = std::env::var("SEEDS")
-                .ok()
-                .and_then(|count| count.parse().ok())
-                .unwrap_or(SEEDS_DEFAULT);
-            let base = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |elapsed| elapsed.as_secs());
-            (0..count).map(|index| base.wrapping_mul(31).wrapping_add(index)).collect()
-        }
-    };
-    for seed in seeds {
+    for seed in seeds::seeds("fault_injection", SEEDS_DEFAULT) {
         println!("fault injection seed {seed} (replay: SEED={seed})");
         InProcess::run(|| run_seed(seed));
     }

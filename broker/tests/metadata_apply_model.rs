@@ -46,6 +46,8 @@
 //! `version`; a `PartitionChange` may name any leader of the ISR, including a fenced or
 //! unregistered broker (liveness is `decide`'s concern, not `apply`'s).
 
+mod seeds;
+
 use broker::metadata::acl::{AclBinding, AclId};
 use broker::metadata::decide::{fence_broker, unfence_broker, NO_LEADER};
 use broker::metadata::image::{BrokerRegistration, TopicId};
@@ -1509,16 +1511,7 @@ fn run_seed(seed: u64, step: &Cell<usize>) -> BTreeMap<&'static str, u64> {
 }
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("SEED") {
-        Ok(seed) => vec![seed.parse().expect("SEED must be an integer")],
-        Err(_) => {
-            let count = std::env::var("SEEDS")
-                .ok()
-                .and_then(|count| count.parse().ok())
-                .unwrap_or(SEEDS_DEFAULT);
-            (0..count).collect()
-        }
-    }
+    seeds::seeds("metadata_apply_model", SEEDS_DEFAULT)
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {

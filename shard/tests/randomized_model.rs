@@ -2,8 +2,9 @@
 //! clean close / crash + recover, against a plain in-memory model, on the simulated disk that
 //! tears unsynced writes at a crash and injects read errors.
 //!
-//! Every run prints its seeds; a failure names the seed, and `SEED=<n> cargo test -p shard
-//! --test randomized_model` replays exactly that run. `SEEDS=<count>` runs more seeds.
+//! Every run takes the fixed seeds `0..SEEDS` (40) and one random seed, and prints them; a
+//! failure names the seed, and `SEED=<n> cargo test -p shard --test randomized_model` replays
+//! exactly that run.
 
 mod common;
 
@@ -294,15 +295,20 @@ async fn run_seed(seed: u64) {
 
 #[test]
 fn randomized_operations_match_the_model_across_crashes() {
+    // Fixed seeds 0..SEEDS (40) every run, and one random seed, new each run (printed).
     let seeds: Vec<u64> = match std::env::var("SEED") {
         Ok(seed) => vec![seed.parse().expect("SEED must be an integer")],
         Err(_) => {
             let count: u64 = std::env::var("SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
-            let first: u64 = rand::random::<u32>().into();
-            (first..first + count).collect()
+            let random = count + u64::from(rand::random::<u32>());
+            (0..count).chain([random]).collect()
         }
     };
-    eprintln!("randomized_model seeds {}..={}", seeds[0], seeds[seeds.len() - 1]);
+    eprintln!(
+        "randomized_model: seeds 0..{} and the random seed {} (replay one: SEED=<seed>)",
+        seeds.len() - 1,
+        seeds[seeds.len() - 1]
+    );
     for seed in seeds {
         let outcome = std::panic::catch_unwind(|| block_on(run_seed(seed)));
         if let Err(panic) = outcome {

@@ -97,6 +97,11 @@ impl SimDisk {
 #[derive(Clone)]
 pub struct SimStorage {
     disk: Rc<RefCell<SimDisk>>,
+    /// A process's handle (`SimStorage::process`): the disk generation it started in. It dies
+    /// at the next `crash`, as a crashed process's view of its disk does, so the tasks of a
+    /// node "crashed" in a test can never touch the disk again. `None`: a test's own handle,
+    /// which outlives crashes.
+    process: Option<u64>,
 }
 
 /// A plain heap buffer standing in for a DMA buffer.
@@ -251,7 +256,24 @@ impl SimStorage {
             bytes_written: 0,
             writes: 0,
         };
-        Self { disk: Rc::new(RefCell::new(disk)) }
+        Self { disk: Rc::new(RefCell::new(disk)), process: None }
+    }
+
+    /// A handle for one process (a node started on this disk): every operation through it,
+    /// and through the files it opens, fails once the disk has crashed since (`crash`).
+    pub fn process(&self) -> SimStorage {
+        let generation = self.disk.borrow().generation;
+        SimStorage { disk: self.disk.clone(), process: Some(generation) }
+    }
+
+    /// Err when this is a process's handle and that process crashed.
+    fn alive(&self) -> io::Result<()> {
+        match self.process {
+            Some(generation) if generation != self.disk.borrow().generation => {
+                Err(io::Error::other("the process holding this handle crashed"))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Sets the fault rates (recovery in tests may run with errors off, then on).
@@ -331,6 +353,7 @@ impl Storage for SimStorage {
     type File = SimFileHandle;
 
     async fn open(&self, path: &Path, create: bool) -> io::Result<SimFileHandle> {
+        self.alive()?;
         let mut disk = self.disk.borrow_mut();
         let probability = disk.faults.open_error_probability;
         if let Some(error) = disk.inject(probability, libc::EMFILE) {
@@ -358,6 +381,7 @@ impl Storage for SimStorage {
     }
 
     async fn remove(&self, path: &Path) -> io::Result<()> {
+        self.alive()?;
         self.disk.borrow_mut().files.remove(path).map(|_| ()).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
         })
@@ -368,6 +392,7 @@ impl Storage for SimStorage {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.alive()?;
         let mut disk = self.disk.borrow_mut();
         let file = disk.files.remove(from).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, format!("{} not found", from.display()))
@@ -377,11 +402,13 @@ impl Storage for SimStorage {
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.alive()?;
         self.disk.borrow_mut().directories.insert(path.to_path_buf());
         Ok(())
     }
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        self.alive()?;
         let disk = self.disk.borrow();
         Ok(disk
             .files
@@ -392,7 +419,7 @@ impl Storage for SimStorage {
     }
 
     async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
-        Ok(())
+        self.alive()
     }
 
     async fn submit_queued_io(&self) {
@@ -400,6 +427,7 @@ impl Storage for SimStorage {
     }
 
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.alive()?;
         let mut disk = self.disk.borrow_mut();
         disk.files.retain(|file, _| !file.starts_with(path));
         disk.directories.retain(|directory| !directory.starts_with(path));
@@ -412,6 +440,7 @@ impl Storage for SimStorage {
     }
 
     async fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.alive()?;
         let disk = self.disk.borrow();
         Ok(disk.files.contains_key(path) || disk.directories.contains(path))
     }

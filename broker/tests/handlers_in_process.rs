@@ -948,6 +948,33 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
     response
 }
 
+/// A produce parses each batch's header once, from the handler to the log: the handler checks
+/// it (`wire::CheckedBatch`: framing and CRC) and everything after reads the checked header.
+#[test]
+fn a_produce_parses_each_batch_header_once() {
+    InProcess::run(|| async {
+        let broker = InProcess::start(test_config(), 1).await;
+        create_topic(&broker, "once", 3).await;
+        let mut two = batch(BASE_TIMESTAMP_MS, &[("a", 0)]);
+        two.extend(batch(BASE_TIMESTAMP_MS, &[("b", 0), ("c", 1)]));
+        let one = |value| batch(BASE_TIMESTAMP_MS, &[(value, 0)]);
+        for acks in [-1, 1] {
+            let data = vec![("once", 0, two.clone()), ("once", 1, one("d")), ("once", 2, one("e"))];
+            let request = produce_request(acks, data);
+            let before = wire::record_batch::header_parses();
+            let response = call!(broker, 9, request, Produce);
+            let parses = wire::record_batch::header_parses() - before;
+            let codes: Vec<i16> = response.responses[0]
+                .partition_responses
+                .iter()
+                .map(|partition| partition.error_code)
+                .collect();
+            assert_eq!(codes, [0, 0, 0], "acks={acks}");
+            assert_eq!(parses, 4, "acks={acks}: four batches, each header parsed once");
+        }
+    });
+}
+
 #[test]
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {

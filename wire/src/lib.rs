@@ -15,6 +15,7 @@
 #![cfg_attr(test, allow(clippy::indexing_slicing, clippy::unwrap_used))]
 
 pub mod batch_builder;
+pub mod checked_batch;
 pub mod compaction;
 pub mod compression;
 pub mod error;
@@ -29,6 +30,7 @@ pub mod validate;
 pub mod varint;
 
 pub use batch_builder::{BatchRecord, RecordBatchBuilder};
+pub use checked_batch::{CheckedBatch, CheckedBatchMut};
 pub use record_batch::{
     Compression, DecodeError, RecordBatchHeader, TimestampType, BATCH_HEADER_BYTES,
     BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES,

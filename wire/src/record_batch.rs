@@ -155,10 +155,21 @@ pub struct RecordBatchHeader<'a> {
     bytes: &'a [u8],
 }
 
+thread_local! {
+    static HEADER_PARSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many batch headers this thread has parsed (`RecordBatchHeader::parse`): a test checks
+/// that a produce parses each batch once (a thread-local add per parse costs next to nothing).
+pub fn header_parses() -> u64 {
+    HEADER_PARSES.with(|parses| parses.get())
+}
+
 impl<'a> RecordBatchHeader<'a> {
     /// Parses the batch at the front of `input` (which may hold more after it) and returns the
     /// view of exactly that batch.
     pub fn parse(input: &'a [u8], batch_bytes_max: usize) -> Result<Self, DecodeError> {
+        HEADER_PARSES.with(|parses| parses.set(parses.get() + 1));
         let size = batch_size_from_prefix(input, batch_bytes_max)?;
         let bytes = input
             .get(..size)
@@ -172,6 +183,11 @@ impl<'a> RecordBatchHeader<'a> {
             return Err(DecodeError::BadLastOffsetDelta(header.last_offset_delta()));
         }
         Ok(header)
+    }
+
+    /// The view of a batch `checked_batch::CheckedBatch` checked already (no parse).
+    pub(crate) fn checked(bytes: &'a [u8]) -> Self {
+        Self { bytes }
     }
 
     /// The whole batch, header included.
@@ -409,6 +425,11 @@ impl<'a> RecordBatchMut<'a> {
             });
         }
         Ok(Self { bytes: input })
+    }
+
+    /// The view of a batch `checked_batch::CheckedBatch` checked already (no parse).
+    pub(crate) fn checked(bytes: &'a mut [u8]) -> Self {
+        Self { bytes }
     }
 
     pub fn header(&self) -> RecordBatchHeader<'_> {

@@ -14,7 +14,8 @@ use crate::metadata::internal::is_internal;
 use crate::metadata::quotas::PRODUCER_BYTE_RATE;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::partitions::{requests, AppendResult};
+
+use crate::services::partitions::{requests, split_batches, AppendResult, Batches};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
@@ -41,25 +42,22 @@ fn refusal(
     partition: &TopicPartition,
     acks: i16,
     version: i16,
-    records: Option<&Bytes>,
+    batches: &Batches,
     transactional_id: bool,
 ) -> Option<BrokerError> {
     if !(-1..=1).contains(&acks) {
         return Some(BrokerError::InvalidRequiredAcks(acks));
     }
-    // As Kafka's ProduceRequest.validateRecords: zstd needs Produce v7 (UNSUPPORTED_COMPRESSION_TYPE).
-    let zstd = |records: &Bytes| {
-        wire::RecordBatchHeader::parse(records, shard::config::BATCH_BYTES_MAX)
-            .is_ok_and(|header| header.compression() == wire::Compression::Zstd)
-    };
-    let transactional = |records: &Bytes| {
-        wire::RecordBatchHeader::parse(records, shard::config::BATCH_BYTES_MAX)
-            .is_ok_and(|header| header.is_transactional())
-    };
-    if !transactional_id && records.is_some_and(transactional) {
+    // As Kafka's ProduceRequest.validateRecords, on the (first) batch: zstd needs Produce v7
+    // (UNSUPPORTED_COMPRESSION_TYPE). Records that are not batches are answered after the
+    // partition's leadership is checked.
+    let first = batches.as_ref().ok().and_then(|batches| batches.first()).map(|b| b.header());
+    let zstd = first.as_ref().is_some_and(|header| header.compression() == wire::Compression::Zstd);
+    let transactional = first.as_ref().is_some_and(|header| header.is_transactional());
+    if !transactional_id && transactional {
         return Some(BrokerError::TransactionalBatchWithoutId);
     }
-    if version < ZSTD_PRODUCE_VERSION_MIN && records.is_some_and(zstd) {
+    if version < ZSTD_PRODUCE_VERSION_MIN && zstd {
         return Some(BrokerError::UnsupportedCompression(format!(
             "Produce requests with version {version} are not allowed to use ZStandard compression"
         )));
@@ -80,7 +78,7 @@ pub const PRODUCE_TIMEOUT_MS_MAX: u64 = 300_000;
 
 /// One owner shard's part of a request: its partitions' records and their places in the
 /// answer.
-type Route = (ShardId, Vec<(TopicPartition, Bytes)>, Vec<usize>);
+type Route = (ShardId, Vec<(TopicPartition, Batches)>, Vec<usize>);
 
 /// The request's partitions sorted into one message per owner shard.
 struct Routed {
@@ -163,7 +161,12 @@ fn route<S: Storage>(
             && !node.allowed(context, AclOperation::Write, Resource::Topic(&topic.name.0));
         for data in &mut topic.partition_data {
             let partition = TopicPartition::new(topic.name.0.to_string(), data.index);
-            let records = data.records.as_ref();
+            // Taken, not cloned: see `detach_from_frame`. Split and checked here, once.
+            let records = data.records.take().unwrap_or_default();
+            if shared_frame {
+                routed.frame_guard.push(records.clone());
+            }
+            let batches = split_batches(records);
             let refused = if id_refused {
                 let id = transactional_id.clone();
                 Some(BrokerError::TransactionalIdAuthorizationFailed(id.unwrap_or_default()))
@@ -171,7 +174,7 @@ fn route<S: Storage>(
                 Some(BrokerError::TopicAuthorizationFailed(partition.topic.clone()))
             } else {
                 let transactional = transactional_id.is_some();
-                refusal(&partition, acks, context.api_version, records, transactional)
+                refusal(&partition, acks, context.api_version, &batches, transactional)
             };
             let owner = match refused {
                 Some(error) => Err(error),
@@ -179,11 +182,7 @@ fn route<S: Storage>(
             };
             match owner {
                 Err(error) => routed.outcomes.push(Some(Err(error))),
-                // Taken, not cloned: see `detach_from_frame`.
-                Ok(owner) => {
-                    let records = data.records.take().unwrap_or_default();
-                    routed.add(owner, partition, records, shared_frame);
-                }
+                Ok(owner) => routed.add(owner, partition, batches),
             }
         }
     }
@@ -191,8 +190,8 @@ fn route<S: Storage>(
 }
 
 impl Routed {
-    /// Adds one partition's records to its owner shard's message.
-    fn add(&mut self, owner: ShardId, partition: TopicPartition, records: Bytes, shared: bool) {
+    /// Adds one partition's batches to its owner shard's message.
+    fn add(&mut self, owner: ShardId, partition: TopicPartition, batches: Batches) {
         let place = self.outcomes.len();
         let index = match self.routes.iter().position(|route| route.0 == owner) {
             Some(index) => index,
@@ -201,11 +200,8 @@ impl Routed {
                 self.routes.len() - 1
             }
         };
-        if shared {
-            self.frame_guard.push(records.clone());
-        }
         if let Some(route) = self.routes.get_mut(index) {
-            route.1.push((partition, records));
+            route.1.push((partition, batches));
             route.2.push(place);
         }
         self.outcomes.push(None);
@@ -215,7 +211,7 @@ impl Routed {
 /// Leaves the request holding no slice of its frame but the records: names are copied out and
 /// unknown tagged fields dropped. When the request carries one partition's records, made of
 /// one batch, that batch is then the frame's only slice, and the log takes it over and patches
-/// it in place instead of copying it (`Bytes::try_into_mut` in `services::partitions::append`):
+/// it in place instead of copying it (`CheckedBatch::into_mut`, in `services::partitions::append`):
 /// one copy of every byte fewer for such requests, which librdkafka's sticky partitioner
 /// sends. Requests with more records keep them shared (`append_all`), so they are copied.
 fn detach_from_frame(request: &mut ProduceRequest) {

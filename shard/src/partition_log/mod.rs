@@ -45,7 +45,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use wire::{Compression, RecordBatchHeader};
+use wire::{CheckedBatch, CheckedBatchMut, Compression, RecordBatchHeader};
 
 mod producer_snapshots;
 mod read;

@@ -25,6 +25,9 @@ impl From<i32> for Stamp {
 pub(crate) enum Incoming {
     Owned(BytesMut),
     Shared(Bytes),
+    /// A client's batch the broker checked once (`wire::CheckedBatch`: framing and CRC): its
+    /// header is read here, never parsed again.
+    Checked(CheckedBatchMut),
 }
 
 impl std::ops::Deref for Incoming {
@@ -34,6 +37,41 @@ impl std::ops::Deref for Incoming {
         match self {
             Incoming::Owned(batch) => batch,
             Incoming::Shared(batch) => batch,
+            Incoming::Checked(batch) => batch.as_slice(),
+        }
+    }
+}
+
+impl Incoming {
+    /// The batch's header: read from a checked batch, parsed from any other.
+    fn header(&self) -> Result<RecordBatchHeader<'_>> {
+        match self {
+            Incoming::Checked(batch) => Ok(batch.header()),
+            other => Ok(RecordBatchHeader::parse(other, crate::config::BATCH_BYTES_MAX)?),
+        }
+    }
+}
+
+/// A batch as the log stores it, stamped.
+enum Stored {
+    Checked(CheckedBatch),
+    Raw(Bytes),
+}
+
+impl Stored {
+    fn bytes(&self) -> &Bytes {
+        match self {
+            Stored::Checked(batch) => batch.bytes(),
+            Stored::Raw(bytes) => bytes,
+        }
+    }
+
+    fn header(&self) -> Result<RecordBatchHeader<'_>> {
+        match self {
+            Stored::Checked(batch) => Ok(batch.header()),
+            Stored::Raw(bytes) => {
+                Ok(RecordBatchHeader::parse(bytes, crate::config::BATCH_BYTES_MAX)?)
+            }
         }
     }
 }
@@ -63,17 +101,17 @@ impl<S: Storage> PartitionLog<S> {
         self.append_inner(Incoming::Owned(batch), leader_epoch, now_ms, sync, true).await
     }
 
-    /// `append_with` for a batch whose CRC32C the caller has just verified (the broker checks
-    /// every batch of a request before appending any), so the CRC is not computed twice on the
-    /// produce path. Framing, size and codec are still checked here.
-    pub async fn append_crc_verified(
+    /// `append_with` for a batch the broker checked once (`wire::CheckedBatch`: framing and
+    /// CRC32C, on the produce path): its header is read, not parsed, and its CRC not computed
+    /// again. Its size and codec are checked here.
+    pub async fn append_checked(
         &self,
-        batch: BytesMut,
+        batch: CheckedBatchMut,
         leader_epoch: i32,
         now_ms: i64,
         sync: bool,
     ) -> Result<AppendInfo> {
-        self.append_inner(Incoming::Owned(batch), leader_epoch, now_ms, sync, false).await
+        self.append_inner(Incoming::Checked(batch), leader_epoch, now_ms, sync, false).await
     }
 
     /// Appends a batch copied from the partition's leader (replication): its base offset and
@@ -138,10 +176,12 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// A batch's framing, size, codec and (with `verify_crc`) CRC; its producer fields.
-    fn check_incoming(&self, batch: &[u8], verify_crc: bool) -> Result<Option<ProducerBatch>> {
+    fn check_incoming(&self, batch: &Incoming, verify_crc: bool) -> Result<Option<ProducerBatch>> {
         let max_message_bytes = self.config.borrow().max_message_bytes;
-        let header = RecordBatchHeader::parse(batch, crate::config::BATCH_BYTES_MAX)?;
+        let header = batch.header()?;
         if header.size_bytes() != batch.len() {
+            // A checked batch is exactly one batch (`wire::CheckedBatch`'s invariant).
+            assert!(!matches!(batch, Incoming::Checked(_)), "a checked batch is not one batch");
             return Err(StorageError::InvalidBatch(wire::DecodeError::BadBatchLength {
                 batch_length: batch.len() as i64 - 12,
                 batch_bytes_max: crate::config::BATCH_BYTES_MAX,
@@ -203,8 +243,9 @@ impl<S: Storage> PartitionLog<S> {
             active.file.clone().expect("the active segment's file is open")
         };
         self.preallocate_ahead_locked(&active_file, batch.len() as u64).await?;
-        let bytes = stamped(batch, stamp, base_offset)?;
-        let header = RecordBatchHeader::parse(&bytes, crate::config::BATCH_BYTES_MAX)?;
+        let stored = stamped(batch, stamp, base_offset)?;
+        let bytes = stored.bytes().clone();
+        let header = stored.header()?;
         let last_offset = header.last_offset();
         let (file, full_chunks) = {
             let mut state = self.state.borrow_mut();
@@ -426,8 +467,12 @@ impl<S: Storage> PartitionLog<S> {
 
 /// The batch as the log stores it: a leader's stamped with its offset and leader epoch in
 /// place; a replica's as the leader wrote it.
-fn stamped(batch: Incoming, stamp: Stamp, base_offset: i64) -> Result<Bytes> {
+fn stamped(batch: Incoming, stamp: Stamp, base_offset: i64) -> Result<Stored> {
     Ok(match (batch, stamp) {
+        (Incoming::Checked(mut batch), Stamp::Leader(epoch)) => {
+            batch.stamp(base_offset, epoch);
+            Stored::Checked(batch.freeze())
+        }
         (Incoming::Owned(mut batch), Stamp::Leader(epoch)) => {
             let mut view = wire::record_batch::RecordBatchMut::new(
                 &mut batch,
@@ -435,10 +480,11 @@ fn stamped(batch: Incoming, stamp: Stamp, base_offset: i64) -> Result<Bytes> {
             )?;
             view.set_base_offset(base_offset);
             view.set_partition_leader_epoch(epoch);
-            batch.freeze()
+            Stored::Raw(batch.freeze())
         }
-        (Incoming::Owned(batch), Stamp::Replica) => batch.freeze(),
-        (Incoming::Shared(batch), Stamp::Replica) => batch,
+        (Incoming::Owned(batch), Stamp::Replica) => Stored::Raw(batch.freeze()),
+        (Incoming::Checked(batch), Stamp::Replica) => Stored::Checked(batch.freeze()),
+        (Incoming::Shared(batch), Stamp::Replica) => Stored::Raw(batch),
         (Incoming::Shared(_), Stamp::Leader(_)) => {
             unreachable!("a leader's append owns its batch, to stamp it")
         }

@@ -1,7 +1,8 @@
 //! Append on the owner shard: a produce request's records for the partitions one shard owns
-//! arrive as one message. Each partition takes its place in its append order on arrival
-//! (`order`), its records are split into batches and every batch is checked (framing, CRC32C,
-//! no control or transactional batch, then Kafka's log validator over its records,
+//! arrive as one message, split into batches the produce handler checked once
+//! (`wire::CheckedBatch`: framing and CRC32C; their headers are read, never parsed again). Each
+//! partition takes its place in its append order on arrival (`order`), and every batch is
+//! checked (no control batch, a producer's sequence, then Kafka's log validator over its records,
 //! `wire::validate`, and keys on compacted topics) before any is appended, so a request is
 //! all-or-nothing, then appended in order once its turn comes. Compressed batches that inflate
 //! past `INLINE_INFLATE_BYTES_MAX` are checked off the shard's latency path, on the offload
@@ -16,12 +17,12 @@
 use super::PartitionService;
 use crate::error::{BrokerError, Result};
 use crate::stats::Traffic;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use shard::io::Storage;
 use shard::StorageError;
 use wire::ids::{Offset, TopicPartition};
-use wire::record_batch::peek_batch;
 use wire::validate::{check_batch, Checked, Fault, TimestampRule};
+use wire::{CheckedBatch, CheckedBatchMut};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
@@ -35,27 +36,13 @@ fn invalid(error: wire::DecodeError) -> BrokerError {
     BrokerError::Storage(StorageError::InvalidBatch(error))
 }
 
-/// The request's records as whole batches (none may be cut short).
-fn split_batches(records: Bytes) -> Result<Vec<Bytes>> {
-    let mut batches = Vec::new();
-    let mut rest = records;
-    while !rest.is_empty() {
-        let peek = peek_batch(&rest, shard::config::BATCH_BYTES_MAX).map_err(invalid)?;
-        if peek.size_bytes > rest.len() {
-            return Err(invalid(wire::DecodeError::Truncated {
-                needed: peek.size_bytes,
-                available: rest.len(),
-            }));
-        }
-        batches.push(rest.split_to(peek.size_bytes));
-    }
-    if batches.is_empty() {
-        return Err(invalid(wire::DecodeError::Truncated {
-            needed: wire::BATCH_HEADER_BYTES,
-            available: 0,
-        }));
-    }
-    Ok(batches)
+/// A partition's records as the produce handler checked them (`CheckedBatch::split`), or why
+/// they are not batches: that answer comes after the partition's leadership is checked.
+pub type Batches = Result<Vec<CheckedBatch>>;
+
+/// Splits and checks a partition's records, once (the produce handler does, before routing).
+pub fn split_batches(records: Bytes) -> Batches {
+    CheckedBatch::split(records, shard::config::BATCH_BYTES_MAX).map_err(invalid)
 }
 
 /// Inflation a compressed batch may cost on the shard itself: batches inflating further are
@@ -78,11 +65,10 @@ fn refused(fault: Fault) -> BrokerError {
     }
 }
 
-/// Checks a batch's framing, CRC and attributes (what needs no records); returns its header.
-fn check_framing(batch: &[u8]) -> Result<wire::RecordBatchHeader<'_>> {
-    let header = wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
-        .map_err(StorageError::from)?;
-    header.verify_crc().map_err(StorageError::from)?;
+/// Checks a batch's attributes (what needs no records; its framing and CRC were checked when
+/// it was split); returns its header.
+fn check_attributes(batch: &CheckedBatch) -> Result<wire::RecordBatchHeader<'_>> {
+    let header = batch.header();
     if header.is_control() {
         return Err(BrokerError::ControlBatchFromClient);
     }
@@ -99,10 +85,12 @@ fn check_framing(batch: &[u8]) -> Result<wire::RecordBatchHeader<'_>> {
 }
 
 /// Kafka's log validator on one batch (`wire::validate`), within `budget` of inflation.
-fn check_records(batch: &[u8], rule: TimestampRule, budget: usize) -> Result<Checked, Fault> {
-    let header = wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
-        .map_err(Fault::Corrupt)?;
-    check_batch(&header, rule, budget)
+fn check_records(
+    batch: &CheckedBatch,
+    rule: TimestampRule,
+    budget: usize,
+) -> Result<Checked, Fault> {
+    check_batch(&batch.header(), rule, budget)
 }
 
 /// Checks every batch before any is appended (so a request is all-or-nothing): framing and CRC,
@@ -110,7 +98,7 @@ fn check_records(batch: &[u8], rule: TimestampRule, budget: usize) -> Result<Che
 /// within `INLINE_INFLATE_BYTES_MAX` are checked here; the rest together on an offload thread.
 async fn validate(
     partition: &TopicPartition,
-    batches: &[Bytes],
+    batches: &[CheckedBatch],
     rule: TimestampRule,
     compacted: bool,
 ) -> Result<Vec<Checked>> {
@@ -139,30 +127,25 @@ async fn validate(
 /// codec is re-compressed into it, on an offload thread (it is a pass over every byte). A batch
 /// already in the codec is kept as it is, whatever its level, as in Kafka.
 async fn recompressed(
-    batches: Vec<Bytes>,
+    batches: Vec<CheckedBatch>,
     target: wire::Compression,
     level: Option<i32>,
-) -> Result<Vec<Bytes>> {
-    let codec = |batch: &Bytes| {
-        wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
-            .map(|header| header.compression())
-            .ok()
-    };
-    if batches.iter().all(|batch| codec(batch) == Some(target)) {
+) -> Result<Vec<CheckedBatch>> {
+    if batches.iter().all(|batch| batch.header().compression() == target) {
         return Ok(batches);
     }
     shard::runtime::offload(move || {
         batches
             .into_iter()
             .map(|batch| {
-                let header = wire::RecordBatchHeader::parse(&batch, shard::config::BATCH_BYTES_MAX)
-                    .map_err(invalid)?;
+                let header = batch.header();
                 if header.compression() == target {
                     return Ok(batch);
                 }
-                wire::compression::recompress(&header, target, level)
-                    .map(Bytes::from)
-                    .map_err(invalid)
+                // A new batch: checked as any other (it is parsed once more, here).
+                let recompressed = wire::compression::recompress(&header, target, level);
+                let bytes = Bytes::from(recompressed.map_err(invalid)?);
+                CheckedBatch::check(bytes, shard::config::BATCH_BYTES_MAX).map_err(invalid)
             })
             .collect::<Result<Vec<_>>>()
     })
@@ -173,16 +156,13 @@ async fn recompressed(
 /// The indices, among all records of `batches` in order, of those `refused` picks (an error
 /// path only: it decodes the records again).
 fn record_indices(
-    batches: &[Bytes],
+    batches: &[CheckedBatch],
     refused: impl Fn(&wire::RecordBatchHeader<'_>, &wire::compression::OwnedRecord) -> bool,
 ) -> Vec<i32> {
     let mut indices = Vec::new();
     let mut index = 0i32;
     for batch in batches {
-        let Ok(header) = wire::RecordBatchHeader::parse(batch, shard::config::BATCH_BYTES_MAX)
-        else {
-            continue;
-        };
+        let header = batch.header();
         for record in wire::compression::records_of(&header).unwrap_or_default() {
             if refused(&header, &record) {
                 indices.push(index);
@@ -193,11 +173,11 @@ fn record_indices(
     indices
 }
 
-async fn validate_batches(batches: &[Bytes], rule: TimestampRule) -> Result<Vec<Checked>> {
+async fn validate_batches(batches: &[CheckedBatch], rule: TimestampRule) -> Result<Vec<Checked>> {
     let mut checked = Vec::with_capacity(batches.len());
     let mut deferred = Vec::new();
     for (index, batch) in batches.iter().enumerate() {
-        let header = check_framing(batch)?;
+        let header = check_attributes(batch)?;
         match check_batch(&header, rule, INLINE_INFLATE_BYTES_MAX) {
             Ok(result) => checked.push(Some(result)),
             Err(Fault::OverBudget { .. }) => {
@@ -236,22 +216,23 @@ async fn validate_batches(batches: &[Bytes], rule: TimestampRule) -> Result<Vec<
 /// A header whose max timestamp disagrees with its records is corrected (and its CRC
 /// rewritten), as Kafka's validator does, so the time index and retention see the records'
 /// real times.
-fn stored_copy(batch: Bytes, checked: &Checked, log_append_time: Option<i64>) -> Result<BytesMut> {
-    let mut copy = batch.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-    let mut view =
-        wire::record_batch::RecordBatchMut::new(&mut copy, shard::config::BATCH_BYTES_MAX)
-            .map_err(invalid)?;
+fn stored_copy(
+    batch: CheckedBatch,
+    checked: &Checked,
+    log_append_time: Option<i64>,
+) -> CheckedBatchMut {
+    let mut copy = batch.into_mut();
     if let Some(now) = log_append_time {
-        view.set_log_append_time_and_crc(now);
-    } else if view.header().max_timestamp() != checked.max_timestamp {
-        view.set_max_timestamp_and_crc(checked.max_timestamp);
+        copy.set_log_append_time_and_crc(now);
+    } else if copy.header().max_timestamp() != checked.max_timestamp {
+        copy.set_max_timestamp_and_crc(checked.max_timestamp);
     }
-    Ok(copy)
+    copy
 }
 
 /// One partition's part of a produce request.
 struct Append<'a> {
-    records: Bytes,
+    records: Batches,
     /// acks=all.
     sync: bool,
     timeout_ms: u64,
@@ -264,7 +245,7 @@ impl<S: Storage> PartitionService<S> {
     /// this must be the handler's first step on the owner shard.
     pub(super) async fn append_all(
         &self,
-        partitions: Vec<(TopicPartition, Bytes)>,
+        partitions: Vec<(TopicPartition, Batches)>,
         sync: bool,
         timeout_ms: u64,
         transactional_id: Option<&str>,
@@ -376,9 +357,8 @@ impl<S: Storage> PartitionService<S> {
         let _shared = (batches.len() > 1).then(|| batches[0].clone());
         for (batch, checked) in batches.into_iter().zip(&checked) {
             let length = batch.len() as u64;
-            let copy = stored_copy(batch, checked, log_append_time)?;
-            let info =
-                owned.log.append_crc_verified(copy, owned.leader_epoch(), now, false).await?;
+            let copy = stored_copy(batch, checked, log_append_time);
+            let info = owned.log.append_checked(copy, owned.leader_epoch(), now, false).await?;
             written.base_offset.get_or_insert(info.base_offset);
             written.durable_target = Some(info.last_offset + 1);
             if info.duplicate {
@@ -395,7 +375,7 @@ impl<S: Storage> PartitionService<S> {
 
 /// A partition's batches, checked and ready to append.
 struct Prepared {
-    batches: Vec<Bytes>,
+    batches: Vec<CheckedBatch>,
     checked: Vec<Checked>,
     log_append_time: Option<i64>,
 }
@@ -417,10 +397,10 @@ struct Written {
 async fn prepare<S: Storage>(
     partition: &TopicPartition,
     owned: &super::Partition<S>,
-    records: Bytes,
+    records: Batches,
     now: i64,
 ) -> Result<Prepared> {
-    let batches = split_batches(records)?;
+    let batches = records?;
     let config = owned.log.config();
     // Under LogAppendTime the broker's clock replaces the records' times: they are not
     // checked (as in Kafka).
@@ -457,22 +437,27 @@ mod tests {
         (Bytes::from(frame), 40..40 + batch.len())
     }
 
-    fn checked(batch: &[u8]) -> Checked {
-        let header = check_framing(batch).expect("framed");
+    fn checked(batch: &CheckedBatch) -> Checked {
+        let header = check_attributes(batch).expect("framed");
         check_batch(&header, TimestampRule::ANY, usize::MAX).expect("valid")
+    }
+
+    fn check(batch: Bytes) -> CheckedBatch {
+        CheckedBatch::check(batch, shard::config::BATCH_BYTES_MAX).expect("a batch")
     }
 
     #[test]
     fn a_batch_that_is_its_frames_only_slice_is_taken_over_not_copied() {
         let (frame, range) = frame_with_batch();
-        let batch = frame.slice(range.clone());
+        let batch = check(frame.slice(range.clone()));
         drop(frame);
         let checked = checked(&batch);
-        let address = batch.as_ptr();
-        let stored = stored_copy(batch, &checked, Some(5_000)).expect("stored");
-        assert_eq!(stored.as_ptr(), address, "the frame's memory itself");
-        let header = wire::RecordBatchHeader::parse(&stored, shard::config::BATCH_BYTES_MAX)
-            .expect("parses");
+        let address = batch.bytes().as_ptr();
+        let stored = stored_copy(batch, &checked, Some(5_000));
+        assert_eq!(stored.as_slice().as_ptr(), address, "the frame's memory itself");
+        let header =
+            wire::RecordBatchHeader::parse(stored.as_slice(), shard::config::BATCH_BYTES_MAX)
+                .expect("parses");
         assert_eq!(header.max_timestamp(), 5_000, "patched in place");
         assert!(header.verify_crc().is_ok(), "and its CRC rewritten");
     }
@@ -480,10 +465,10 @@ mod tests {
     #[test]
     fn a_batch_sharing_its_frame_is_copied_and_the_frame_left_alone() {
         let (frame, range) = frame_with_batch();
-        let batch = frame.slice(range.clone());
+        let batch = check(frame.slice(range.clone()));
         let checked = checked(&batch);
-        let stored = stored_copy(batch, &checked, Some(5_000)).expect("stored");
-        assert_ne!(stored.as_ptr(), frame[range.clone()].as_ptr());
+        let stored = stored_copy(batch, &checked, Some(5_000));
+        assert_ne!(stored.as_slice().as_ptr(), frame[range.clone()].as_ptr());
         let original =
             wire::RecordBatchHeader::parse(&frame[range], shard::config::BATCH_BYTES_MAX)
                 .expect("parses");

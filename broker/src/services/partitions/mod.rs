@@ -20,7 +20,7 @@ pub mod txn_markers;
 pub mod txn_verify;
 pub mod waits;
 
-pub use append::AppendResult;
+pub use append::{split_batches, AppendResult, Batches};
 pub use read::ReadResult;
 
 use crate::clock::Clock;

@@ -2,16 +2,16 @@
 //! the service answers them (`mesh::Answers`).
 
 use super::txn_markers::MarkerSpec;
-use super::{replica, AppendResult, PartitionService, ProducerSummary, ReadResult};
+use super::{replica, AppendResult, Batches, PartitionService, ProducerSummary, ReadResult};
 use crate::error::Result;
 use crate::mesh::{answers, Ask};
-use bytes::Bytes;
 use wire::ids::{NodeId, Offset, TopicPartition};
 
 /// A produce request's records for the partitions this shard owns (one message per owner
-/// shard per request); `sync` is acks=all. Answered per partition, in the same order.
+/// shard per request), split into batches checked once by the produce handler; `sync` is
+/// acks=all. Answered per partition, in the same order.
 pub struct Append {
-    pub partitions: Vec<(TopicPartition, Bytes)>,
+    pub partitions: Vec<(TopicPartition, Batches)>,
     pub sync: bool,
     /// The produce request's `timeout_ms`: how long acks=all waits for the ISR.
     pub timeout_ms: u64,

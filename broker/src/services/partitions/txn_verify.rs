@@ -19,7 +19,6 @@
 
 use super::{Partition, PartitionService};
 use crate::error::{BrokerError, Result, VerifyError};
-use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use std::time::Duration;
@@ -55,15 +54,12 @@ impl<S: Storage> PartitionService<S> {
         partition: &TopicPartition,
         owned: &Partition<S>,
         transactional_id: Option<&str>,
-        batches: &[Bytes],
+        batches: &[wire::CheckedBatch],
     ) -> Result<()> {
         let (Some(transactional_id), Some(first)) = (transactional_id, batches.first()) else {
             return Ok(());
         };
-        let Ok(header) = wire::RecordBatchHeader::parse(first, shard::config::BATCH_BYTES_MAX)
-        else {
-            return Ok(());
-        };
+        let header = first.header();
         if !header.is_transactional() {
             return Ok(());
         }

@@ -948,8 +948,9 @@ fn api_versions_response(supported: &[(ApiKey, i16, i16)]) -> ApiVersionsRespons
     response
 }
 
-/// A produce parses each batch's header once, from the handler to the log: the handler checks
-/// it (`wire::CheckedBatch`: framing and CRC) and everything after reads the checked header.
+/// A produce parses each batch's header once, from the handler to the log: the handler frames
+/// it (`wire::FramedBatch`), the owner shard verifies its CRC (`CheckedBatch`), and everything
+/// after reads the checked header.
 #[test]
 fn a_produce_parses_each_batch_header_once() {
     InProcess::run(|| async {

@@ -1,29 +1,34 @@
-//! `CheckedBatch`: one record batch whose framing and CRC32C were checked once, when it was
-//! made. The produce handler makes them from a request's records; the partition service and
-//! the log take only this type, read its header through `header()` without parsing it again,
-//! and patch it in place through `CheckedBatchMut` (the base offset and leader epoch, outside
-//! the CRC; timestamps with the CRC rewritten).
+//! A produce batch checked once, in two steps, its header parsed once:
+//! - `FramedBatch`: the produce handler splits a partition's records into batches and parses
+//!   each header (length, magic, last offset delta), on the connection's shard;
+//! - `CheckedBatch`: the partition service verifies its CRC32C (`FramedBatch::verify`), on the
+//!   owner shard, so a request's CRC work is spread over the shards owning its partitions, as
+//!   before the batch had a type.
+//!
+//! The log takes only `CheckedBatch`, reads its header through `header()` without parsing it
+//! again, and patches it in place through `CheckedBatchMut` (the base offset and leader epoch,
+//! outside the CRC; timestamps with the CRC rewritten).
 //!
 //! Invariants (what a holder may rely on, and the log asserts):
 //! 1. the bytes are exactly one v2 batch: its length field matches them, its magic is 2, and
-//!    its last offset delta is not negative;
-//! 2. its CRC32C matched when it was checked, and every change since (`CheckedBatchMut`) kept
-//!    it matching.
+//!    its last offset delta is not negative (both types);
+//! 2. a `CheckedBatch`'s CRC32C matched when it was checked, and every change since
+//!    (`CheckedBatchMut`) kept it matching.
 
 use crate::record_batch::{
     batch_size_from_prefix, DecodeError, RecordBatchHeader, RecordBatchMut, BATCH_HEADER_BYTES,
 };
 use bytes::{Bytes, BytesMut};
 
-/// One batch, checked (framing and CRC32C).
+/// One batch whose framing was checked (its header parsed); its CRC not yet verified.
 #[derive(Debug, Clone)]
-pub struct CheckedBatch {
+pub struct FramedBatch {
     bytes: Bytes,
 }
 
-impl CheckedBatch {
-    /// Checks that `bytes` is exactly one batch with a matching CRC32C.
-    pub fn check(bytes: Bytes, batch_bytes_max: usize) -> Result<Self, DecodeError> {
+impl FramedBatch {
+    /// Checks that `bytes` is exactly one batch (its header parsed, once).
+    pub fn frame(bytes: Bytes, batch_bytes_max: usize) -> Result<Self, DecodeError> {
         let header = RecordBatchHeader::parse(&bytes, batch_bytes_max)?;
         if header.size_bytes() != bytes.len() {
             return Err(DecodeError::BadBatchLength {
@@ -31,11 +36,10 @@ impl CheckedBatch {
                 batch_bytes_max,
             });
         }
-        header.verify_crc()?;
-        Ok(CheckedBatch { bytes })
+        Ok(FramedBatch { bytes })
     }
 
-    /// Splits a partition's records into their batches, each checked; at least one.
+    /// Splits a partition's records into their batches, each framed; at least one.
     /// The batches are slices of `records` (no copy).
     pub fn split(mut records: Bytes, batch_bytes_max: usize) -> Result<Vec<Self>, DecodeError> {
         if records.is_empty() {
@@ -47,9 +51,33 @@ impl CheckedBatch {
             if size > records.len() {
                 return Err(DecodeError::Truncated { needed: size, available: records.len() });
             }
-            batches.push(Self::check(records.split_to(size), batch_bytes_max)?);
+            batches.push(Self::frame(records.split_to(size), batch_bytes_max)?);
         }
         Ok(batches)
+    }
+
+    /// The batch's header, read without parsing it again.
+    pub fn header(&self) -> RecordBatchHeader<'_> {
+        RecordBatchHeader::checked(&self.bytes)
+    }
+
+    /// Verifies its CRC32C (its header is not parsed again).
+    pub fn verify(self) -> Result<CheckedBatch, DecodeError> {
+        self.header().verify_crc()?;
+        Ok(CheckedBatch { bytes: self.bytes })
+    }
+}
+
+/// One batch, checked (framing and CRC32C).
+#[derive(Debug, Clone)]
+pub struct CheckedBatch {
+    bytes: Bytes,
+}
+
+impl CheckedBatch {
+    /// Checks that `bytes` is exactly one batch with a matching CRC32C.
+    pub fn check(bytes: Bytes, batch_bytes_max: usize) -> Result<Self, DecodeError> {
+        FramedBatch::frame(bytes, batch_bytes_max)?.verify()
     }
 
     /// The batch's header, read without parsing it again.
@@ -141,16 +169,18 @@ mod tests {
     fn records_split_into_checked_batches_and_bad_ones_are_refused() {
         let mut records = batch(b"one");
         records.extend_from_slice(&batch(b"two"));
-        let batches = CheckedBatch::split(Bytes::from(records.clone()), 1 << 20).unwrap();
+        let batches = FramedBatch::split(Bytes::from(records.clone()), 1 << 20).unwrap();
         assert_eq!(batches.len(), 2);
         assert_eq!(batches[0].header().base_timestamp(), 1_000);
-        assert!(CheckedBatch::split(Bytes::new(), 1 << 20).is_err());
+        assert!(batches.into_iter().all(|batch| batch.verify().is_ok()));
+        assert!(FramedBatch::split(Bytes::new(), 1 << 20).is_err());
         let cut = Bytes::from(records[..records.len() - 1].to_vec());
-        assert!(matches!(CheckedBatch::split(cut, 1 << 20), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(FramedBatch::split(cut, 1 << 20), Err(DecodeError::Truncated { .. })));
         let mut flipped = records.clone();
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
-        let refused = CheckedBatch::split(Bytes::from(flipped), 1 << 20);
+        let framed = FramedBatch::split(Bytes::from(flipped), 1 << 20).unwrap();
+        let refused = framed.into_iter().last().unwrap().verify();
         assert!(matches!(refused, Err(DecodeError::CrcMismatch { .. })));
     }
 

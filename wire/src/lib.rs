@@ -30,7 +30,7 @@ pub mod validate;
 pub mod varint;
 
 pub use batch_builder::{BatchRecord, RecordBatchBuilder};
-pub use checked_batch::{CheckedBatch, CheckedBatchMut};
+pub use checked_batch::{CheckedBatch, CheckedBatchMut, FramedBatch};
 pub use record_batch::{
     Compression, DecodeError, RecordBatchHeader, TimestampType, BATCH_HEADER_BYTES,
     BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES,

@@ -1,6 +1,7 @@
 //! Append on the owner shard: a produce request's records for the partitions one shard owns
-//! arrive as one message, split into batches the produce handler checked once
-//! (`wire::CheckedBatch`: framing and CRC32C; their headers are read, never parsed again). Each
+//! arrive as one message, split into batches the produce handler framed (`wire::FramedBatch`:
+//! each header parsed once), whose CRC32Cs are verified here (`wire::CheckedBatch`; their
+//! headers are read, never parsed again). Each
 //! partition takes its place in its append order on arrival (`order`), and every batch is
 //! checked (no control batch, a producer's sequence, then Kafka's log validator over its records,
 //! `wire::validate`, and keys on compacted topics) before any is appended, so a request is
@@ -22,7 +23,7 @@ use shard::io::Storage;
 use shard::StorageError;
 use wire::ids::{Offset, TopicPartition};
 use wire::validate::{check_batch, Checked, Fault, TimestampRule};
-use wire::{CheckedBatch, CheckedBatchMut};
+use wire::{CheckedBatch, CheckedBatchMut, FramedBatch};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
@@ -36,13 +37,14 @@ fn invalid(error: wire::DecodeError) -> BrokerError {
     BrokerError::Storage(StorageError::InvalidBatch(error))
 }
 
-/// A partition's records as the produce handler checked them (`CheckedBatch::split`), or why
+/// A partition's records as the produce handler framed them (`FramedBatch::split`), or why
 /// they are not batches: that answer comes after the partition's leadership is checked.
-pub type Batches = Result<Vec<CheckedBatch>>;
+pub type Batches = Result<Vec<FramedBatch>>;
 
-/// Splits and checks a partition's records, once (the produce handler does, before routing).
+/// Splits a partition's records into batches and parses each header, once (the produce
+/// handler does, before routing).
 pub fn split_batches(records: Bytes) -> Batches {
-    CheckedBatch::split(records, shard::config::BATCH_BYTES_MAX).map_err(invalid)
+    FramedBatch::split(records, shard::config::BATCH_BYTES_MAX).map_err(invalid)
 }
 
 /// Inflation a compressed batch may cost on the shard itself: batches inflating further are
@@ -400,7 +402,11 @@ async fn prepare<S: Storage>(
     records: Batches,
     now: i64,
 ) -> Result<Prepared> {
-    let batches = records?;
+    // The CRCs are verified here, on the owner shard (their headers are not parsed again).
+    let batches = records?
+        .into_iter()
+        .map(|batch| batch.verify().map_err(invalid))
+        .collect::<Result<Vec<CheckedBatch>>>()?;
     let config = owned.log.config();
     // Under LogAppendTime the broker's clock replaces the records' times: they are not
     // checked (as in Kafka).

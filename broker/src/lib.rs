@@ -34,6 +34,7 @@ pub mod net;
 pub mod node;
 pub mod peer;
 pub mod request_context;
+pub mod routers;
 pub mod sasl;
 pub mod server;
 pub mod services;

@@ -1,10 +1,10 @@
 //! `Node`: this broker as one shard sees it, the context every handler receives.
 //!
 //! Owns: the shard's services (built and registered on the mesh at startup), its metadata view,
-//! its counters and clock, and routing: a partition's owner comes from its placement in the
-//! metadata image, a group's coordinator from the placement of its `__consumer_offsets`
-//! partition, producer ids and metadata changes from shard 0. Handlers reach services only
-//! through the typed calls here, never through a service's state.
+//! its counters and clock, and the routers handlers reach the services through
+//! (`crate::routers`: `partitions`, `groups`, `transactions`, `metadata_router`), never through
+//! a service's state. What is the node's own: authorization, the brokers clients are told of,
+//! leader hints, the controller's id, and the shard's maintenance.
 //! Generic over the storage, so the same node runs on real files (`DmaStorage`) in the binary
 //! and on the simulated disk (`SimStorage`) in in-process tests (`crate::in_process`).
 //! Runs on: one shard (`Rc`).
@@ -13,30 +13,23 @@ use crate::authorization::{AclOperation, Resource};
 use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::controller::quorum::ControllerHandle;
-use crate::error::{error_code, TxnError, VerifyError};
-use crate::error::{BrokerError, GroupError, Result};
-use crate::mesh::{Answers, Ask, Mesh, MeshReceivers};
+use crate::error::{BrokerError, Result};
+use crate::mesh::{Mesh, MeshReceivers};
 use crate::metadata::decide::MetadataChange;
-use crate::metadata::internal::{
-    partition_for_group, partition_for_transactional_id, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
-};
 use crate::metadata::{MetadataImage, PlacementPolicy};
 use crate::request_context::RequestContext;
+use crate::routers::{GroupRouter, MetadataRouter, PartitionRouter, Placements, TxnRouter};
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
 };
-use crate::services::groups::{requests::TxnMarker, GroupConfig, GroupService};
+use crate::services::groups::{GroupConfig, GroupService};
 use crate::services::metadata::{MetadataService, MetadataView, METADATA_SHARD};
-use crate::services::partitions::txn_markers::MarkerSpec;
-use crate::services::partitions::txn_verify::TxnVerifier;
-use crate::services::partitions::waits::{PartitionWaits, WaitForAppend};
-use crate::services::partitions::{requests, PartitionService, PartitionServiceParts};
-use crate::services::producer_ids::{InitProducerId, ProducerIdService};
+use crate::services::partitions::waits::PartitionWaits;
+use crate::services::partitions::{PartitionService, PartitionServiceParts};
+use crate::services::producer_ids::ProducerIdService;
 use crate::services::replication::ReplicaFetchers;
 use crate::services::stats::{Report, StatsReport, StatsService};
-use crate::services::transactions::{
-    requests::Verify, MarkerFailure, MarkerWriter, TransactionService, TxnConfig,
-};
+use crate::services::transactions::{TransactionService, TxnConfig};
 use crate::stats::ShardStats;
 use shard::io::Storage;
 use shard::runtime::ShardId;
@@ -44,7 +37,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use wire::ids::{NodeId, Offset, TopicPartition};
+use wire::ids::{NodeId, TopicPartition};
 
 /// How often the maintenance task runs interval flushes (retention runs on its own interval).
 pub const MAINTENANCE_INTERVAL_MS: u64 = 1000;
@@ -76,10 +69,18 @@ pub struct Node<S: Storage> {
     /// The controller quorum, in a cluster.
     pub cluster: Option<Arc<ControllerHandle>>,
     view: Rc<MetadataView>,
-    partitions: Rc<PartitionService<S>>,
-    groups: Rc<GroupService<S>>,
-    transactions: Rc<TransactionService<S>>,
-    metadata: Rc<MetadataService<S>>,
+    /// Routes to the shards that own partitions (and to partition leaders, for markers).
+    pub partitions: Rc<PartitionRouter<S>>,
+    /// Routes to group coordinators.
+    pub groups: GroupRouter<S>,
+    /// Routes to transaction coordinators (and the partitions' verification questions).
+    pub transactions: Rc<TxnRouter<S>>,
+    /// Routes metadata changes and producer-id requests to shard 0.
+    pub metadata_router: MetadataRouter<S>,
+    partition_service: Rc<PartitionService<S>>,
+    group_service: Rc<GroupService<S>>,
+    txn_service: Rc<TransactionService<S>>,
+    metadata_service: Rc<MetadataService<S>>,
     replication: Rc<ReplicaFetchers<S>>,
     /// This shard's side of the client quotas.
     pub quotas: Rc<crate::services::quotas::QuotaService>,
@@ -128,28 +129,34 @@ impl<S: Storage> Node<S> {
             quotas,
             fetch_sessions,
         } = services;
-        let node = Rc::new(Node {
+        let placements = Placements::new(NodeId(config.node_id), view.clone(), mesh.clone());
+        let partition_router = Rc::new(PartitionRouter::new(placements.clone()));
+        let txn_router = Rc::new(TxnRouter::new(placements.clone()));
+        // The services that ask another domain hold its router (never the node).
+        transactions.set_marker_writer(Rc::new(partition_router.clone()));
+        if config.transaction_partition_verification {
+            partitions.set_txn_verifier(Some(Rc::new(txn_router.clone())));
+        }
+        Ok(Rc::new(Node {
             config,
             clock,
             stats,
+            metadata_router: MetadataRouter::new(mesh.clone()),
             mesh,
             cluster,
             view,
-            partitions,
-            groups,
-            transactions,
-            metadata,
+            partitions: partition_router,
+            groups: GroupRouter::new(placements),
+            transactions: txn_router,
+            partition_service: partitions,
+            group_service: groups,
+            txn_service: transactions,
+            metadata_service: metadata,
             fetch_sessions,
             replication,
             quotas,
             requests_in_progress: Cell::new(0),
-        });
-        node.transactions.set_marker_writer(Rc::new(NodeMarkers { node: Rc::downgrade(&node) }));
-        if node.config.transaction_partition_verification {
-            let verifier = NodeVerifier { node: Rc::downgrade(&node) };
-            node.partitions.set_txn_verifier(Some(Rc::new(verifier)));
-        }
-        Ok(node)
+        }))
     }
 
     /// Builds this shard's services, each on the ones it calls.
@@ -267,16 +274,19 @@ impl<S: Storage> Node<S> {
     ) -> Result<(), String> {
         let shard = self.mesh.id().0;
         if persist && self.mesh.id() == METADATA_SHARD {
-            self.metadata.persist(&image).await?;
+            self.metadata_service.persist(&image).await?;
         }
-        self.metadata.adopt_local(image).await.map_err(|e| format!("shard {shard}: {e}"))?;
+        self.metadata_service
+            .adopt_local(image)
+            .await
+            .map_err(|e| format!("shard {shard}: {e}"))?;
         if self.mesh.id() == METADATA_SHARD && self.cluster.is_some() {
             // The startup image was the controller's newest when the shards started; the
             // follower publishes whatever was applied since, and every image after.
-            shard::runtime::spawn(self.metadata.clone().follow(None)).detach();
+            shard::runtime::spawn(self.metadata_service.clone().follow(None)).detach();
         }
         let replayed = self
-            .groups
+            .group_service
             .replay()
             .await
             .map_err(|e| format!("shard {shard}: replaying offsets: {e}"))?;
@@ -287,13 +297,13 @@ impl<S: Storage> Node<S> {
             self.mesh.start(receivers);
         }
         if self.mesh.id() == METADATA_SHARD {
-            self.partitions.remove_deleted_dirs().await;
+            self.partition_service.remove_deleted_dirs().await;
         }
         shard::runtime::spawn(self.clone().maintenance()).detach();
-        shard::runtime::spawn(self.groups.clone().tick()).detach();
+        shard::runtime::spawn(self.group_service.clone().tick()).detach();
         shard::runtime::spawn(self.quotas.clone().gossip()).detach();
-        self.transactions.follow_leadership().await;
-        shard::runtime::spawn(self.transactions.clone().tick()).detach();
+        self.txn_service.follow_leadership().await;
+        shard::runtime::spawn(self.txn_service.clone().tick()).detach();
         Ok(())
     }
 
@@ -306,7 +316,7 @@ impl<S: Storage> Node<S> {
             shard::runtime::sleep(Duration::from_millis(interval)).await;
             let now = self.clock.now_ms();
             let retention_due = now - last_retention >= self.config.retention_check_interval_ms;
-            self.partitions.maintain(retention_due).await;
+            self.partition_service.maintain(retention_due).await;
             if retention_due {
                 last_retention = now;
             }
@@ -324,7 +334,7 @@ impl<S: Storage> Node<S> {
         let lag_max = i64::try_from(self.config.replica_lag_time_max_ms).unwrap_or(i64::MAX);
         let image = self.metadata();
         let unfenced = |node: NodeId| image.brokers.get(&node).is_some_and(|b| !b.fenced);
-        let changes = self.partitions.wanted_isr_changes(lag_max, &unfenced);
+        let changes = self.partition_service.wanted_isr_changes(lag_max, &unfenced);
         if changes.is_empty() {
             return;
         }
@@ -332,7 +342,8 @@ impl<S: Storage> Node<S> {
             .iter()
             .map(|(key, epoch, isr)| (key.topic.clone(), key.partition.0, *epoch, isr.clone()))
             .collect();
-        let results = self.change_metadata(MetadataChange::AlterIsr(self.node_id(), items)).await;
+        let results =
+            self.metadata_router.change(MetadataChange::AlterIsr(self.node_id(), items)).await;
         for ((key, epoch, isr), result) in changes.iter().zip(results) {
             // A change made is logged and counted where the image applies it
             // (`Partitions::adopt`), once, as committed.
@@ -340,21 +351,21 @@ impl<S: Storage> Node<S> {
                 let isr: Vec<i32> = isr.iter().map(|node| node.0).collect();
                 tracing::info!(partition = %key, epoch, ?isr, %error, "ISR change not made");
             }
-            self.partitions.isr_change_done(key);
+            self.partition_service.isr_change_done(key);
         }
     }
 
     /// Tries to reopen this shard's offline partitions now (the maintenance loop does it every
     /// run, with back-off); returns those still offline. For tests on the simulated disk.
     pub async fn repair_offline(&self) -> Vec<wire::ids::TopicPartition> {
-        self.partitions.repair_offline().await;
-        self.partitions.offline_partitions()
+        self.partition_service.repair_offline().await;
+        self.partition_service.offline_partitions()
     }
 
     /// Clean close of this shard's partitions (shutdown).
     pub async fn close(&self) {
         self.replication.stop_all();
-        self.partitions.close_all().await;
+        self.partition_service.close_all().await;
     }
 
     pub fn shard(&self) -> ShardId {
@@ -433,7 +444,7 @@ impl<S: Storage> Node<S> {
 
     /// (usable, total) bytes of the data directory's file system.
     pub fn disk_space(&self) -> std::io::Result<(u64, u64)> {
-        self.partitions.storage().space(&self.config.data_dir)
+        self.partition_service.storage().space(&self.config.data_dir)
     }
 
     pub fn requests_in_progress(&self) -> usize {
@@ -444,27 +455,6 @@ impl<S: Storage> Node<S> {
     pub fn request_started(&self) -> InProgress<'_, S> {
         self.requests_in_progress.set(self.requests_in_progress.get() + 1);
         InProgress(self)
-    }
-
-    /// The shard that owns `partition`, from its placement.
-    pub fn partition_owner(&self, partition: &TopicPartition) -> Result<ShardId> {
-        let image = self.metadata();
-        let placement = image
-            .placement(partition)
-            .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))?;
-        if placement.leader != self.node_id() {
-            return Err(BrokerError::NotLeader(partition.to_string()));
-        }
-        Ok(placement.shard)
-    }
-
-    /// The shard coordinating `group` (the owner of its `__consumer_offsets` partition).
-    pub fn group_coordinator(&self, group: &str) -> Result<ShardId> {
-        let partition = TopicPartition::new(OFFSETS_TOPIC, partition_for_group(group));
-        self.partition_owner(&partition).map_err(|error| match error {
-            BrokerError::NotLeader(_) => BrokerError::Group(GroupError::NotCoordinator),
-            _ => BrokerError::Group(GroupError::CoordinatorNotAvailable),
-        })
     }
 
     /// Checks the leader epoch a client sent with a request for `partition` (Fetch v9+,
@@ -597,218 +587,6 @@ impl<S: Storage> Node<S> {
         }
     }
 
-    /// A request for `partition`'s owner.
-    pub async fn partition_call<R: Ask>(
-        &self,
-        partition: &TopicPartition,
-        request: R,
-    ) -> Result<R::Answer>
-    where
-        PartitionService<S>: Answers<R>,
-    {
-        let owner = self.partition_owner(partition)?;
-        Ok(self.mesh.call::<PartitionService<S>, R>(owner, request).await?)
-    }
-
-    /// Starts `request` on shard `owner`'s partition service (`Mesh::start_call`): returns once it is
-    /// queued there, with the answer to await.
-    pub async fn partition_start<R: Ask>(
-        &self,
-        owner: ShardId,
-        request: R,
-    ) -> std::result::Result<crate::mesh::Call<R::Answer>, crate::error::MeshError>
-    where
-        PartitionService<S>: Answers<R>,
-    {
-        self.mesh.start_call::<PartitionService<S>, R>(owner, request).await
-    }
-
-    /// The same request to every shard's partition service.
-    pub async fn partition_call_all<R: Ask>(
-        &self,
-        request: impl Fn() -> R,
-    ) -> Vec<Result<R::Answer>>
-    where
-        PartitionService<S>: Answers<R>,
-    {
-        let answers = self.mesh.call_all::<PartitionService<S>, R>(request).await;
-        answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
-    }
-
-    /// Waits (at most `wait_ms`) on `partition`'s owner for an append past `offset`.
-    /// With `log_end` (a follower's fetch) it waits for the log end, else the high watermark.
-    pub async fn wait_for_append(
-        &self,
-        partition: &TopicPartition,
-        offset: Offset,
-        wait_ms: u64,
-        log_end: bool,
-    ) {
-        let Ok(owner) = self.partition_owner(partition) else { return };
-        let request = WaitForAppend { partition: partition.clone(), offset, wait_ms, log_end };
-        let _ = self.mesh.call::<PartitionWaits<S>, _>(owner, request).await;
-    }
-
-    /// The shard coordinating `transactional_id` (the owner of its `__transaction_state`
-    /// partition).
-    pub fn txn_coordinator(&self, transactional_id: &str) -> Result<ShardId> {
-        let partition = TopicPartition::new(
-            TRANSACTION_STATE_TOPIC,
-            partition_for_transactional_id(transactional_id),
-        );
-        self.partition_owner(&partition).map_err(|error| match error {
-            BrokerError::NotLeader(_) => BrokerError::Txn(TxnError::NotCoordinator),
-            _ => BrokerError::Txn(TxnError::CoordinatorNotAvailable),
-        })
-    }
-
-    /// A request for `transactional_id`'s coordinator.
-    pub async fn txn_call<R: Ask>(&self, transactional_id: &str, request: R) -> Result<R::Answer>
-    where
-        TransactionService<S>: Answers<R>,
-    {
-        let coordinator = self.txn_coordinator(transactional_id)?;
-        Ok(self.mesh.call::<TransactionService<S>, R>(coordinator, request).await?)
-    }
-
-    /// The same request to every shard's transaction coordinator.
-    pub async fn txn_call_all<R: Ask>(&self, request: impl Fn() -> R) -> Vec<Result<R::Answer>>
-    where
-        TransactionService<S>: Answers<R>,
-    {
-        let answers = self.mesh.call_all::<TransactionService<S>, R>(request).await;
-        answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
-    }
-
-    /// Writes a transaction marker on the leader of `partition`: a shard of this node, or
-    /// another broker (WriteTxnMarkers).
-    pub async fn write_marker(
-        &self,
-        partition: &TopicPartition,
-        marker: MarkerSpec,
-    ) -> std::result::Result<(), MarkerFailure> {
-        let image = self.metadata();
-        let Some(placement) = image.placement(partition) else {
-            return Err(MarkerFailure::GiveUp(format!("{partition} no longer exists")));
-        };
-        if placement.leader != self.node_id() {
-            let Some(endpoint) = self.broker(placement.leader) else {
-                return Err(MarkerFailure::Retry(format!("{partition}: its leader is not known")));
-            };
-            let port = u16::try_from(endpoint.port).unwrap_or(0);
-            return crate::services::transactions::remote::write_marker(
-                &endpoint.host,
-                port,
-                partition,
-                marker,
-            )
-            .await;
-        }
-        self.write_marker_here(partition, marker)
-            .await
-            .map_err(|error| classify_marker_error(partition, &error))
-    }
-
-    /// Partition verification (KIP-890 part 1): asks the coordinator of `transactional_id`
-    /// (a shard of this node, or another broker with AddPartitionsToTxn v4 `verify_only`)
-    /// whether `partition` is in the producer's ongoing transaction.
-    pub async fn verify_in_transaction(
-        &self,
-        transactional_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        partition: &TopicPartition,
-    ) -> std::result::Result<(), VerifyError> {
-        let state = TopicPartition::new(
-            TRANSACTION_STATE_TOPIC,
-            partition_for_transactional_id(transactional_id),
-        );
-        let image = self.metadata();
-        // Kafka: no __transaction_state (or no leader for it) is COORDINATOR_NOT_AVAILABLE.
-        let unavailable =
-            || VerifyError::Unavailable(format!("{state} has no leader for {transactional_id}"));
-        let placement = image.placement(&state).ok_or_else(unavailable)?;
-        if placement.leader == self.node_id() {
-            let request = Verify {
-                transactional_id: transactional_id.to_string(),
-                producer_id,
-                producer_epoch,
-                partitions: vec![partition.clone()],
-            };
-            let verified = self.txn_call(transactional_id, request).await;
-            let refusal = match verified.and_then(|verified| verified) {
-                Ok(verified) if verified == [true] => None,
-                Ok(_) => Some(VerifyError::NotInTransaction),
-                Err(error) => VerifyError::from_coordinator_code(error_code(&error)),
-            };
-            return refusal.map_or(Ok(()), Err);
-        }
-        let code = {
-            let endpoint = self.broker(placement.leader).ok_or_else(unavailable)?;
-            let port = u16::try_from(endpoint.port).unwrap_or(0);
-            crate::services::transactions::remote::verify_partition(
-                &endpoint.host,
-                port,
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                partition,
-            )
-            .await
-            .map_err(VerifyError::Unavailable)?
-        };
-        VerifyError::from_coordinator_code(code).map_or(Ok(()), Err)
-    }
-
-    /// Writes a transaction marker on `partition`, led by this node: through the group
-    /// coordinator for an `__consumer_offsets` partition (its transactional offsets become
-    /// visible or go), else on the partition's owner shard.
-    pub async fn write_marker_here(
-        &self,
-        partition: &TopicPartition,
-        marker: MarkerSpec,
-    ) -> Result<()> {
-        let owner = self.partition_owner(partition)?;
-        if partition.topic == OFFSETS_TOPIC {
-            let request = TxnMarker { partition: partition.clone(), marker };
-            return self.mesh.call::<GroupService<S>, _>(owner, request).await?;
-        }
-        let request = requests::WriteMarker { partition: partition.clone(), marker };
-        self.mesh.call::<PartitionService<S>, _>(owner, request).await?
-    }
-
-    /// A request for `group`'s coordinator.
-    pub async fn group_call<R: Ask>(&self, group: &str, request: R) -> Result<R::Answer>
-    where
-        GroupService<S>: Answers<R>,
-    {
-        let coordinator = self.group_coordinator(group)?;
-        Ok(self.mesh.call::<GroupService<S>, R>(coordinator, request).await?)
-    }
-
-    /// The same request to every shard's group coordinator.
-    pub async fn group_call_all<R: Ask>(&self, request: impl Fn() -> R) -> Vec<Result<R::Answer>>
-    where
-        GroupService<S>: Answers<R>,
-    {
-        let answers = self.mesh.call_all::<GroupService<S>, R>(request).await;
-        answers.into_iter().map(|answer| answer.map_err(BrokerError::from)).collect()
-    }
-
-    /// Decides, persists and publishes a metadata change on shard 0; a result per item.
-    pub async fn change_metadata(&self, change: MetadataChange) -> Vec<Result<()>> {
-        match self.mesh.call::<MetadataService<S>, _>(METADATA_SHARD, change).await {
-            Ok(results) => results,
-            Err(error) => vec![Err(BrokerError::from(error))],
-        }
-    }
-
-    /// A producer id and epoch from shard 0's allocator.
-    pub async fn init_producer_id(&self, producer_id: i64, epoch: i16) -> Result<(i64, i16)> {
-        let request = InitProducerId { producer_id, epoch };
-        self.mesh.call::<ProducerIdService<S>, _>(METADATA_SHARD, request).await?
-    }
-
     /// Every shard's counters (shards that do not answer are left out).
     pub async fn stats_all(&self) -> Vec<(ShardId, Box<StatsReport>)> {
         let answers = self.mesh.call_all::<StatsService<S>, _>(|| Report).await;
@@ -817,71 +595,6 @@ impl<S: Storage> Node<S> {
             .zip(answers)
             .filter_map(|(shard, answer)| answer.ok().map(|report| (shard, report)))
             .collect()
-    }
-}
-
-/// Whether a marker that failed with `error` is sent again (Kafka's
-/// `TransactionMarkerRequestCompletionHandler`): not when the producer or the coordinator was
-/// fenced, or the partition is gone.
-fn classify_marker_error(partition: &TopicPartition, error: &BrokerError) -> MarkerFailure {
-    let why = format!("{partition}: {error}");
-    match error {
-        BrokerError::Storage(shard::StorageError::InvalidProducerEpoch { .. })
-        | BrokerError::Storage(shard::StorageError::TransactionCoordinatorFenced { .. })
-        | BrokerError::UnknownTopicOrPartition(_) => MarkerFailure::GiveUp(why),
-        _ => MarkerFailure::Retry(why),
-    }
-}
-
-/// The node as the transaction coordinator's marker writer.
-struct NodeMarkers<S: Storage> {
-    node: std::rc::Weak<Node<S>>,
-}
-
-impl<S: Storage> MarkerWriter for NodeMarkers<S> {
-    fn write_marker(
-        &self,
-        partition: TopicPartition,
-        marker: MarkerSpec,
-    ) -> futures_util::future::LocalBoxFuture<'static, std::result::Result<(), MarkerFailure>> {
-        let node = self.node.upgrade();
-        Box::pin(async move {
-            match node {
-                Some(node) => node.write_marker(&partition, marker).await,
-                None => Err(MarkerFailure::Retry("the node is shutting down".into())),
-            }
-        })
-    }
-}
-
-/// The node as the partitions' transaction verifier (KIP-890 part 1).
-struct NodeVerifier<S: Storage> {
-    node: std::rc::Weak<Node<S>>,
-}
-
-impl<S: Storage> TxnVerifier for NodeVerifier<S> {
-    fn verify(
-        &self,
-        transactional_id: String,
-        producer_id: i64,
-        producer_epoch: i16,
-        partition: TopicPartition,
-    ) -> futures_util::future::LocalBoxFuture<'static, std::result::Result<(), VerifyError>> {
-        let node = self.node.upgrade();
-        Box::pin(async move {
-            match node {
-                Some(node) => {
-                    node.verify_in_transaction(
-                        &transactional_id,
-                        producer_id,
-                        producer_epoch,
-                        &partition,
-                    )
-                    .await
-                }
-                None => Err(VerifyError::Unavailable("the node is shutting down".into())),
-            }
-        })
     }
 }
 

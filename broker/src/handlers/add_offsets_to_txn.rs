@@ -44,7 +44,7 @@ pub async fn handle<S: Storage>(
             producer_epoch: request.producer_epoch,
             partitions: vec![TopicPartition::new(OFFSETS_TOPIC, partition_for_group(&group))],
         };
-        node.txn_call(&transactional_id, call).await.and_then(|added| added)
+        node.transactions.call(&transactional_id, call).await.and_then(|added| added)
     };
     response.error_code = match result {
         Ok(()) => NONE,

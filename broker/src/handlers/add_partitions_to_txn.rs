@@ -120,7 +120,7 @@ async fn verify<S: Storage>(
         producer_epoch: transaction.producer_epoch,
         partitions: wanted.clone(),
     };
-    let answer = node.txn_call(transactional_id, call).await.and_then(|verified| verified);
+    let answer = node.transactions.call(transactional_id, call).await.and_then(|verified| verified);
     let outside = error_code(&BrokerError::Verify(VerifyError::NotInTransaction));
     // One answer per partition asked, in order (`TransactionService::verify`).
     let codes: Vec<i16> = match answer {
@@ -189,7 +189,7 @@ async fn add<S: Storage>(
             producer_epoch: transaction.producer_epoch,
             partitions: wanted.clone(),
         };
-        Some(match node.txn_call(transactional_id, call).await.and_then(|added| added) {
+        Some(match node.transactions.call(transactional_id, call).await.and_then(|added| added) {
             Ok(()) => NONE,
             Err(error) => {
                 tracing::debug!(%error, "AddPartitionsToTxn refused");

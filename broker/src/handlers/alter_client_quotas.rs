@@ -53,7 +53,7 @@ pub async fn handle<S: Storage>(
     let results = if valid.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::AlterQuotas(valid)).await
+        node.metadata_router.change(MetadataChange::AlterQuotas(valid)).await
     };
     let mut response = AlterClientQuotasResponse::default();
     let mut next_result = 0;

@@ -84,5 +84,5 @@ pub(super) async fn alter_topic<S: Storage>(
             )))
         }
     };
-    nth_result(&node.change_metadata(change).await, 0)
+    nth_result(&node.metadata_router.change(change).await, 0)
 }

@@ -44,7 +44,7 @@ pub async fn handle<S: Storage>(
     let results = if changes.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::Reassign(changes)).await
+        node.metadata_router.change(MetadataChange::Reassign(changes)).await
     };
     let mut response = AlterPartitionReassignmentsResponse::default();
     response.error_code = NONE;

@@ -50,7 +50,7 @@ pub async fn handle<S: Storage>(
     let results = if valid.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::AlterScram(valid)).await
+        node.metadata_router.change(MetadataChange::AlterScram(valid)).await
     };
     let mut response = AlterUserScramCredentialsResponse::default();
     let mut next_result = 0;

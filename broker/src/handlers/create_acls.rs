@@ -56,7 +56,7 @@ pub async fn handle<S: Storage>(
     let results = if valid.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::CreateAcls(valid)).await
+        node.metadata_router.change(MetadataChange::CreateAcls(valid)).await
     };
     let mut next_result = 0;
     for outcome in checked {

@@ -69,7 +69,7 @@ pub async fn handle<S: Storage>(
     let results = if changes.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::CreatePartitions(changes)).await
+        node.metadata_router.change(MetadataChange::CreatePartitions(changes)).await
     };
     let mut response = CreatePartitionsResponse::default();
     let mut next = 0;

@@ -125,7 +125,7 @@ pub async fn handle<S: Storage>(
     let results = if creates.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::CreateTopics(creates)).await
+        node.metadata_router.change(MetadataChange::CreateTopics(creates)).await
     };
     let image = node.metadata();
     let mut response = CreateTopicsResponse::default();

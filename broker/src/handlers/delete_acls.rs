@@ -63,7 +63,7 @@ pub async fn handle<S: Storage>(
     let results = if ids.iter().all(Vec::is_empty) {
         ids.iter().map(|_| Ok(())).collect()
     } else {
-        node.change_metadata(MetadataChange::DeleteAcls(ids)).await
+        node.metadata_router.change(MetadataChange::DeleteAcls(ids)).await
     };
     let mut next_result = 0;
     for outcome in matched {

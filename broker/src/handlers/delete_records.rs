@@ -21,7 +21,7 @@ async fn delete<S: Storage>(
     partition: TopicPartition,
     offset: Offset,
 ) -> Result<Offset> {
-    node.partition_call(&partition, DeleteRecords { partition: partition.clone(), offset }).await?
+    node.partitions.call(&partition, DeleteRecords { partition: partition.clone(), offset }).await?
 }
 
 pub async fn handle<S: Storage>(

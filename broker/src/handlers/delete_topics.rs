@@ -68,7 +68,7 @@ pub async fn handle<S: Storage>(
     let results = if names.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::DeleteTopics(names)).await
+        node.metadata_router.change(MetadataChange::DeleteTopics(names)).await
     };
     let mut response = DeleteTopicsResponse::default();
     let mut next_result = 0;

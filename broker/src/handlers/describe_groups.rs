@@ -13,7 +13,7 @@ use shard::io::Storage;
 pub const VERSIONS: (i16, i16) = (0, 5);
 
 async fn describe<S: Storage>(node: &Node<S>, group: &str) -> Result<Described, BrokerError> {
-    node.group_call(group, Describe { group: group.to_string() }).await
+    node.groups.call(group, Describe { group: group.to_string() }).await
 }
 
 pub async fn handle<S: Storage>(

@@ -42,7 +42,7 @@ pub async fn handle<S: Storage>(
     });
     let mut sizes: BTreeMap<String, Vec<(i32, u64)>> = BTreeMap::new();
     let mut result_code = NONE;
-    for answer in node.partition_call_all(|| Sizes).await {
+    for answer in node.partitions.call_all(|| Sizes).await {
         match answer {
             Ok(list) => {
                 for (partition, size) in list {

@@ -21,7 +21,7 @@ async fn producers<S: Storage>(
     node: &Node<S>,
     partition: TopicPartition,
 ) -> Result<Vec<ProducerSummary>> {
-    node.partition_call(&partition, Producers { partition: partition.clone() }).await?
+    node.partitions.call(&partition, Producers { partition: partition.clone() }).await?
 }
 
 pub async fn handle<S: Storage>(

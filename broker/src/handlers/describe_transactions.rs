@@ -38,7 +38,11 @@ pub async fn handle<S: Storage>(
             false => Err(crate::error::BrokerError::TransactionalIdAuthorizationFailed(
                 transactional_id.clone(),
             )),
-            true => node.txn_call(&transactional_id, call).await.and_then(|described| described),
+            true => node
+                .transactions
+                .call(&transactional_id, call)
+                .await
+                .and_then(|described| described),
         };
         match described {
             Ok(txn) => {

@@ -68,7 +68,7 @@ pub async fn handle<S: Storage>(
     let results = if partitions.is_empty() {
         Vec::new()
     } else {
-        node.change_metadata(MetadataChange::ElectLeaders(kind, partitions.clone())).await
+        node.metadata_router.change(MetadataChange::ElectLeaders(kind, partitions.clone())).await
     };
     let not_needed = error_code(&BrokerError::ElectionNotNeeded(String::new()));
     let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();

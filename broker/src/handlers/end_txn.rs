@@ -35,7 +35,7 @@ pub async fn handle<S: Storage>(
     let result =
         if node.allowed(context, AclOperation::Write, Resource::TransactionalId(&transactional_id))
         {
-            node.txn_call(&transactional_id, call).await.and_then(|ended| ended)
+            node.transactions.call(&transactional_id, call).await.and_then(|ended| ended)
         } else {
             Err(crate::error::BrokerError::TransactionalIdAuthorizationFailed(transactional_id))
         };

@@ -172,7 +172,7 @@ async fn read_one<S: Storage>(
     match fetcher {
         Fetcher::Consumer => {
             let read = Read { partition, offset, max_bytes, read_committed };
-            node.partition_call(&wanted.partition, read).await?
+            node.partitions.call(&wanted.partition, read).await?
         }
         Fetcher::Follower(replica) => {
             let durable_end = wanted.fetch.durable_end.map_or(offset.0, |end| end.min(offset.0));
@@ -184,7 +184,7 @@ async fn read_one<S: Storage>(
                 durable_end: Offset(durable_end),
                 max_bytes,
             };
-            node.partition_call(&wanted.partition, read).await?
+            node.partitions.call(&wanted.partition, read).await?
         }
     }
 }
@@ -380,7 +380,7 @@ async fn wait_for_appends<S: Storage>(
                 _ => Offset(item.fetch.offset),
             };
             let log_end = fetcher != Fetcher::Consumer;
-            Box::pin(node.wait_for_append(&item.partition, seen, remaining_ms, log_end))
+            Box::pin(node.partitions.wait_for_append(&item.partition, seen, remaining_ms, log_end))
         })
         .collect();
     if !waits.is_empty() {

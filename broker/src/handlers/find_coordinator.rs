@@ -133,7 +133,7 @@ async fn create_internal_topic<S: Storage>(node: &Node<S>, internal: &str) {
         topic
     };
     let create = MetadataChange::CreateTopics(vec![topic]);
-    for result in node.change_metadata(create).await {
+    for result in node.metadata_router.change(create).await {
         match result {
             Ok(()) | Err(BrokerError::TopicAlreadyExists(_)) => {}
             Err(BrokerError::InvalidReplicationFactor(why)) => {

@@ -28,7 +28,7 @@ pub async fn handle<S: Storage>(
         instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         generation: request.generation_id,
     };
-    let outcome = match node.group_call(&group, call).await {
+    let outcome = match node.groups.call(&group, call).await {
         Ok(result) => result,
         Err(BrokerError::Group(error)) => Err(error),
         Err(_) => Err(GroupError::CoordinatorNotAvailable),

@@ -62,9 +62,9 @@ pub async fn handle<S: Storage>(
                 timeout_ms: request.transaction_timeout_ms,
                 expected,
             };
-            node.txn_call(&transactional_id, call).await.and_then(|answer| answer)
+            node.transactions.call(&transactional_id, call).await.and_then(|answer| answer)
         }
-        None => node.init_producer_id(producer_id, epoch).await,
+        None => node.metadata_router.init_producer_id(producer_id, epoch).await,
     };
     match result {
         Ok((producer_id, epoch)) => {

@@ -16,7 +16,7 @@ pub const VERSIONS: (i16, i16) = (0, 7);
 async fn join<S: Storage>(node: &Node<S>, request: JoinRequest) -> JoinOutcome {
     let member_id = request.member_id.clone();
     let group = request.group.clone();
-    match node.group_call(&group, request).await {
+    match node.groups.call(&group, request).await {
         Ok(outcome) => outcome,
         Err(BrokerError::Group(error)) => JoinOutcome { member_id, result: Err(error) },
         Err(_) => JoinOutcome { member_id, result: Err(GroupError::CoordinatorNotAvailable) },

@@ -42,7 +42,7 @@ pub async fn handle<S: Storage>(
         vec![(request.member_id.to_string(), None)]
     };
     let call = Leave { group: group.clone(), members: members.clone() };
-    let answers: Vec<Result<(), GroupError>> = match node.group_call(&group, call).await {
+    let answers: Vec<Result<(), GroupError>> = match node.groups.call(&group, call).await {
         Ok(answers) => answers,
         Err(_) => members.iter().map(|_| Err(GroupError::CoordinatorNotAvailable)).collect(),
     };

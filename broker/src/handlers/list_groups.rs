@@ -26,7 +26,7 @@ pub async fn handle<S: Storage>(
     let mut response = ListGroupsResponse::default();
     response.error_code = NONE;
     let mut groups: BTreeMap<String, Listed> = BTreeMap::new();
-    for answer in node.group_call_all(|| List).await {
+    for answer in node.groups.call_all(|| List).await {
         match answer {
             Ok(found) => {
                 groups.extend(found.into_iter().map(|listed| (listed.group.clone(), listed)))

@@ -26,7 +26,7 @@ async fn list_offset<S: Storage>(
     read_committed: bool,
 ) -> Result<Option<(Offset, i64, i32)>> {
     let request = ListOffset { partition: partition.clone(), timestamp, read_committed };
-    node.partition_call(&partition, request).await?
+    node.partitions.call(&partition, request).await?
 }
 
 pub async fn handle<S: Storage>(

@@ -30,7 +30,7 @@ pub async fn handle<S: Storage>(
     let producers: Vec<i64> = request.producer_id_filters.iter().map(|p| p.0).collect();
     let duration = if context.api_version >= 1 { request.duration_filter } else { -1 };
     let now = node.clock.now_ms();
-    for answer in node.txn_call_all(|| List).await {
+    for answer in node.transactions.call_all(|| List).await {
         let Ok(listed) = answer else { continue };
         for txn in listed {
             let state_ok = states.is_empty() || states.iter().any(|s| s == txn.state);

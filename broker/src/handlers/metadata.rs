@@ -68,7 +68,7 @@ async fn auto_create<S: Storage>(
             ..Default::default()
         })
         .collect();
-    let results = node.change_metadata(MetadataChange::CreateTopics(creates)).await;
+    let results = node.metadata_router.change(MetadataChange::CreateTopics(creates)).await;
     for (name, result) in missing.iter().zip(results) {
         if let Err(error) = result {
             if !matches!(error, BrokerError::TopicAlreadyExists(_)) {

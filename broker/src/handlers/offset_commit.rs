@@ -38,7 +38,7 @@ fn check_partition<S: Storage>(
 }
 
 async fn commit<S: Storage>(node: &Node<S>, group: &str, request: Commit) -> Result<()> {
-    node.group_call(group, request).await?
+    node.groups.call(group, request).await?
 }
 
 pub async fn handle<S: Storage>(

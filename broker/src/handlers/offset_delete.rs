@@ -25,7 +25,7 @@ pub(super) async fn delete_offsets<S: Storage>(
     group: &str,
     partitions: Option<Vec<TopicPartition>>,
 ) -> Result<OffsetsDeleted> {
-    node.group_call(group, DeleteOffsets { group: group.to_string(), partitions }).await?
+    node.groups.call(group, DeleteOffsets { group: group.to_string(), partitions }).await?
 }
 
 pub async fn handle<S: Storage>(

@@ -49,7 +49,7 @@ async fn fetch<S: Storage>(
         .into_iter()
         .map(|key| (key.topic, key.partition.0, -1, -1, String::new(), refused_code));
     let request = FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
-    let (found, unstable) = match node.group_call(group, request).await {
+    let (found, unstable) = match node.groups.call(group, request).await {
         Ok(FetchedOffsets { committed, unstable }) => (committed, unstable),
         Err(_) => (Vec::new(), Vec::new()),
     };

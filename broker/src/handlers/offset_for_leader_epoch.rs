@@ -35,7 +35,7 @@ async fn end_offset<S: Storage>(
         .map(|placement| placement.leader_epoch.0)
         .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))?;
     let request = requests::EpochEndOffset { partition: partition.clone(), requested, current };
-    node.partition_call(&partition, request).await?
+    node.partitions.call(&partition, request).await?
 }
 
 pub async fn handle<S: Storage>(

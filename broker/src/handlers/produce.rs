@@ -108,7 +108,7 @@ async fn append_all<S: Storage>(
         let sync = request.acks == -1;
         let transactional_id = transactional_id.clone();
         let request = requests::Append { partitions, sync, timeout_ms, transactional_id };
-        calls.push((node.partition_start(owner, request).await, places));
+        calls.push((node.partitions.start(owner, request).await, places));
     }
     context.admission.admit();
     let answers = futures_util::future::join_all(calls.into_iter().map(|(call, places)| async {
@@ -178,7 +178,7 @@ fn route<S: Storage>(
             };
             let owner = match refused {
                 Some(error) => Err(error),
-                None => node.partition_owner(&partition),
+                None => node.partitions.owner(&partition),
             };
             match owner {
                 Err(error) => routed.outcomes.push(Some(Err(error))),

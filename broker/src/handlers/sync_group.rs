@@ -16,7 +16,7 @@ async fn sync<S: Storage>(
     group: &str,
     request: Sync,
 ) -> Result<Assignment, GroupError> {
-    match node.group_call(group, request).await {
+    match node.groups.call(group, request).await {
         Ok(result) => result,
         Err(BrokerError::Group(error)) => Err(error),
         Err(_) => Err(GroupError::CoordinatorNotAvailable),

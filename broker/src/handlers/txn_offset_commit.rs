@@ -123,7 +123,7 @@ async fn commit_offsets<S: Storage>(
         generation: if context.api_version >= 3 { request.generation_id } else { -1 },
         entries,
     };
-    match node.group_call(group, commit).await {
+    match node.groups.call(group, commit).await {
         Ok(result) => result,
         Err(error) => Err(error),
     }

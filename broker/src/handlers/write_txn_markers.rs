@@ -43,7 +43,7 @@ pub async fn handle<S: Storage>(
                 let outcome = if refused {
                     Err(crate::error::BrokerError::ClusterAuthorizationFailed)
                 } else {
-                    node.write_marker_here(&partition, spec).await
+                    node.partitions.write_marker_here(&partition, spec).await
                 };
                 let mut partition_result = WritableTxnMarkerPartitionResult::default();
                 partition_result.partition_index = index;

@@ -175,6 +175,20 @@ pub(crate) struct LogState<F: StorageFile> {
 }
 
 impl<F: StorageFile> LogState<F> {
+    /// The active segment: the last one (a log always has one).
+    pub(crate) fn active(&self) -> &Segment<F> {
+        self.segments.values().next_back().expect("a log always has an active segment")
+    }
+
+    pub(crate) fn active_mut(&mut self) -> &mut Segment<F> {
+        self.segments.values_mut().next_back().expect("a log always has an active segment")
+    }
+
+    /// The active segment's file, which stays open while it is active.
+    pub(crate) fn active_file(&self) -> Rc<F> {
+        self.active().file.clone().expect("the active segment's file is open")
+    }
+
     pub(crate) fn high_watermark(&self) -> i64 {
         self.high_watermark
             .unwrap_or(self.log_end_offset)

@@ -16,7 +16,7 @@ impl<S: Storage> PartitionLog<S> {
         self.mutations.set(self.mutations.get() + 1);
         let is_empty = {
             let state = self.state.borrow();
-            let active = state.segments.values().next_back().expect("active segment");
+            let active = state.active();
             active.size_bytes == 0
         };
         if is_empty {
@@ -48,7 +48,7 @@ impl<S: Storage> PartitionLog<S> {
         self.write_out_locked().await?;
         let (file, size, base_offset, index, time_index) = {
             let mut state = self.state.borrow_mut();
-            let active = state.segments.values_mut().next_back().expect("active segment");
+            let active = state.active_mut();
             active.seal_time_index();
             (
                 active.file.clone().expect("the active segment's file is open"),

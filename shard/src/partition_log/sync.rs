@@ -34,8 +34,8 @@ impl<S: Storage> PartitionLog<S> {
                     return Err(error);
                 }
                 let state = self.state.borrow();
-                let active = state.segments.values().next_back().expect("active segment");
-                let file = active.file.clone().expect("the active segment's file is open");
+                let active = state.active();
+                let file = state.active_file();
                 (file, state.log_end_offset, (active.base_offset, active.size_bytes))
             };
             let truncations = self.truncations.get();

@@ -233,8 +233,8 @@ impl<S: Storage> PartitionLog<S> {
     pub(crate) async fn reload_tail_locked(&self) -> Result<()> {
         let (file, size) = {
             let state = self.state.borrow();
-            let active = state.segments.values().next_back().expect("active segment");
-            (active.file.clone().expect("the active segment's file is open"), active.size_bytes)
+            let active = state.active();
+            (state.active_file(), active.size_bytes)
         };
         let chunk_bytes = self.config.borrow().write_chunk_bytes;
         let tail = load_tail(&*file, size, &self.dir, chunk_bytes).await?;

@@ -239,8 +239,7 @@ impl<S: Storage> PartitionLog<S> {
         // disk (ENOSPC) fails the append here, before any reader could see the batch.
         let active_file = {
             let state = self.state.borrow();
-            let active = state.segments.values().next_back().expect("active segment");
-            active.file.clone().expect("the active segment's file is open")
+            state.active_file()
         };
         self.preallocate_ahead_locked(&active_file, batch.len() as u64).await?;
         let stored = stamped(batch, stamp, base_offset)?;
@@ -281,7 +280,7 @@ impl<S: Storage> PartitionLog<S> {
         let (needs_roll, base_offset) = {
             let state = self.state.borrow();
             let config = self.config.borrow();
-            let active = state.segments.values().next_back().expect("a log has an active segment");
+            let active = state.active();
             let too_big = active.size_bytes + batch_bytes > config.segment_bytes;
             let too_old = now_ms - active.created_ms >= config.segment_ms as i64;
             let too_many_offsets = state.log_end_offset - active.base_offset > i64::from(i32::MAX);
@@ -329,7 +328,7 @@ impl<S: Storage> PartitionLog<S> {
         let (target, current) = {
             let state = self.state.borrow();
             let config = self.config.borrow();
-            let active = state.segments.values().next_back().expect("active segment");
+            let active = state.active();
             let wanted_end = active.size_bytes + (config.write_chunk_bytes as u64).max(upcoming);
             if wanted_end <= active.preallocated_end
                 || active.preallocated_end >= config.segment_bytes
@@ -345,9 +344,7 @@ impl<S: Storage> PartitionLog<S> {
         };
         if target > current {
             file.preallocate(target).await?;
-            let mut state = self.state.borrow_mut();
-            let active = state.segments.values_mut().next_back().expect("active segment");
-            active.preallocated_end = target;
+            self.state.borrow_mut().active_mut().preallocated_end = target;
         }
         Ok(())
     }
@@ -443,8 +440,7 @@ impl<S: Storage> PartitionLog<S> {
             let Some(source) = tail.buffer.as_ref() else { return Ok(()) };
             let from = align_down(tail.written_end.max(tail.start));
             let to = align_up(end);
-            let active = state.segments.values().next_back().expect("active segment");
-            let file = active.file.clone().expect("the active segment's file is open");
+            let file = state.active_file();
             let mut buffer = file.alloc_buffer((to - from) as usize);
             let data_from = (from - tail.start) as usize;
             let data_len = (end - from) as usize;

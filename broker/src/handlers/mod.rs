@@ -2,8 +2,8 @@
 //! (`VERSIONS`) and its `handle(node, context, request)`. The registry (`crate::api`) lists
 //! them; ApiVersions and dispatch are built from it.
 //!
-//! Handlers decode what they need from the request, call services through `Node` (routing by
-//! placement), and build the whole response. Error codes come only from `error::error_code`
+//! Handlers decode what they need from the request, call services through the node's routers
+//! (`crate::routers`: typed calls to the owning shard), and build the whole response. Error codes come only from `error::error_code`
 //! (typed errors from the services), never typed by hand here.
 //! References: Kafka protocol guide, one section per API.
 

@@ -118,7 +118,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 31] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 40] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -286,6 +286,61 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 31] = [
         "The most request bytes held at once since start.",
         |r| r.counters.queued_request_bytes_peak,
     ),
+    (
+        "strata_write_buffer_bytes",
+        "gauge",
+        "Bytes of write-behind buffers (partition tails and chunk writes in flight) held against \
+         the shard's budget.",
+        |r| r.budgets.write.bytes_held,
+    ),
+    (
+        "strata_write_buffer_bytes_max",
+        "gauge",
+        "The shard's write-buffer budget (log.write.buffer.bytes).",
+        |r| r.budgets.write.bytes_max,
+    ),
+    (
+        "strata_write_buffer_partitions",
+        "gauge",
+        "Partitions holding a write buffer (an idle one gives it back).",
+        |r| r.budgets.write.tails,
+    ),
+    (
+        "strata_write_buffer_waits_total",
+        "counter",
+        "Appends that waited for the write-buffer budget (back-pressure).",
+        |r| r.budgets.write.waits,
+    ),
+    (
+        "strata_segment_files_open",
+        "gauge",
+        "Segment files the shard holds open (its descriptor cache).",
+        |r| r.budgets.files.open,
+    ),
+    (
+        "strata_segment_files_open_max",
+        "gauge",
+        "The shard's descriptor cache limit (from the open-files limit at start).",
+        |r| r.budgets.files.limit,
+    ),
+    (
+        "strata_segment_files_closed_total",
+        "counter",
+        "Segment files closed to stay under the descriptor cache's limit.",
+        |r| r.budgets.files.closed_total,
+    ),
+    (
+        "strata_segment_files_reopened_total",
+        "counter",
+        "Segment files the descriptor cache closed that were opened again on demand.",
+        |r| r.budgets.files.reopened_total,
+    ),
+    (
+        "strata_preallocated_bytes",
+        "gauge",
+        "Disk reserved ahead of the active segments' ends (grows with each partition's write rate).",
+        |r| r.budgets.preallocated_bytes,
+    ),
 ];
 
 /// `/health`: 200 `ok` when every partition is online, else 503 naming the offline ones.
@@ -421,6 +476,16 @@ async fn metrics<S: Storage>(node: &Rc<Node<S>>) -> String {
             out.push_str(&format!("{name}{{shard=\"{}\"}} {}\n", shard.0, value(report)));
         }
     }
+    family(
+        &mut out,
+        "strata_log_lines_dropped_total",
+        "counter",
+        "Log lines the broker could not write (its log output failed: a full disk, a closed pipe).",
+    );
+    out.push_str(&format!(
+        "strata_log_lines_dropped_total {}\n",
+        crate::log_output::dropped_lines()
+    ));
     write_connection_counters(&mut out, &reports);
     write_cluster(&mut out, node, &image);
     write_requests(&mut out, &reports);

@@ -28,6 +28,7 @@ pub mod durable_file;
 pub mod error;
 pub mod handlers;
 pub mod in_process;
+pub mod log_output;
 pub mod mesh;
 pub mod metadata;
 pub mod net;

@@ -159,7 +159,8 @@ fn init_logging(level: &str) {
     };
     let level = filter.as_str();
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(broker::log_output::LossyStderr)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

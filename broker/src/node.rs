@@ -175,6 +175,8 @@ impl<S: Storage> Node<S> {
             storage: storage.clone(),
             data_dir: config.data_dir.clone(),
             cache_bytes: config.cache_bytes,
+            write_buffer_bytes: config.write_buffer_bytes,
+            segment_files_open_max: config.segment_files_per_shard,
             stats: stats.clone(),
             clock: clock.clone(),
         }));
@@ -300,6 +302,7 @@ impl<S: Storage> Node<S> {
             self.partition_service.remove_deleted_dirs().await;
         }
         shard::runtime::spawn(self.clone().maintenance()).detach();
+        shard::runtime::spawn(self.partition_service.clone().release_idle_forever()).detach();
         shard::runtime::spawn(self.group_service.clone().tick()).detach();
         shard::runtime::spawn(self.quotas.clone().gossip()).detach();
         self.txn_service.follow_leadership().await;

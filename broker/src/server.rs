@@ -223,7 +223,7 @@ pub fn serve(config: BrokerConfig) -> Result<(), String> {
 /// Loads (or joins the cluster for) the metadata image, then runs the broker's shards until
 /// they stop.
 fn serve_broker(
-    config: BrokerConfig,
+    mut config: BrokerConfig,
     runtime_config: RuntimeConfig,
     tls: Option<Arc<crate::net::tls::TlsServer>>,
 ) -> Result<(), String> {
@@ -237,8 +237,11 @@ fn serve_broker(
         (image, false, Some(handle))
     };
     let (files_limit, files_hard) = crate::metadata::file_budget::raise_open_files_limit();
-    crate::metadata::file_budget::check_start(image.partition_count() as u64, files_limit)?;
-    tracing::info!(files_limit, files_hard, "open-files budget");
+    crate::metadata::file_budget::check_start(files_limit, runtime_config.cores)?;
+    let segment_files_per_shard =
+        crate::metadata::file_budget::segment_files_per_shard(files_limit, runtime_config.cores);
+    config.segment_files_per_shard = segment_files_per_shard;
+    tracing::info!(files_limit, files_hard, segment_files_per_shard, "open-files budget");
     shard::io::space_reserve::install(&config.data_dir);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),

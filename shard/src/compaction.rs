@@ -308,6 +308,7 @@ impl<S: Storage> PartitionLog<S> {
         )
         .await?;
         self.cache.borrow_mut().forget(self.cache_key);
+        self.note_files_open();
         if let Some(old) = old {
             if let Some(Ok(file)) = old.file.map(Rc::try_unwrap) {
                 self.storage.close(file).await?;

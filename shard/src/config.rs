@@ -43,6 +43,10 @@ pub struct LogConfig {
     /// clock at append (the batch's max timestamp and timestamp-type bit), and record
     /// timestamps are not checked.
     pub log_append_time: bool,
+    /// Kafka's `preallocate`: a new segment reserves its whole `segment_bytes` on disk at once.
+    /// Off (the default), the active segment reserves ahead in steps that follow the
+    /// partition's write rate (`partition_log::preallocation`).
+    pub preallocate: bool,
     /// Kafka's `compression.type` when it names a codec: batches in another codec are
     /// re-compressed into it on append (`None`: `producer`, each batch kept as sent), at
     /// `compression_level` (the codec's `compression.*.level`; `None` its default).
@@ -85,6 +89,7 @@ impl Default for LogConfig {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             log_append_time: false,
+            preallocate: false,
             compression: None,
             compression_level: None,
         }

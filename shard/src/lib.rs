@@ -2,7 +2,9 @@
 //!
 //! Owns: partition logs on direct-I/O segment files (`partition_log`, `segment`, `index`,
 //! `recovery`, `checkpoint`), the per-shard batch cache (`cache`), the storage seam with its real
-//! and simulated implementations (`io`), and the thread-per-core runtime (`runtime`).
+//! and simulated implementations (`io`), the thread-per-core runtime (`runtime`), and the
+//! shard's budgets every partition draws from: write-behind memory (`write_budget`) and open
+//! segment descriptors (`open_files`).
 //!
 //! Invariants:
 //! 1. Every glommio call lives in `io::dma` or `runtime`.
@@ -17,11 +19,13 @@ pub mod config;
 pub mod error;
 pub mod index;
 pub mod io;
+pub mod open_files;
 pub mod partition_log;
 pub mod producer_state;
 mod recovery;
 pub mod runtime;
 pub mod segment;
+pub mod write_budget;
 
 pub use cache::BatchCache;
 pub use config::{FlushPolicy, LogConfig};

@@ -15,7 +15,7 @@ use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::io::{self, Storage, StorageFile};
 use crate::partition_log::{
-    apply_scan, load_tail, new_segment, LogState, OpenOptions, PartitionLog, Tail,
+    apply_scan, new_segment, tail, LogState, OpenOptions, PartitionLog, Tail,
 };
 use crate::segment::{self, Segment};
 use std::cell::RefCell;
@@ -45,10 +45,12 @@ impl<S: Storage> PartitionLog<S> {
         recovery.load_segments(&bases).await?;
         recovery.reopen_active().await?;
 
+        // No buffer until the first append: the partial last page only.
         let tail = {
             let active = recovery.segments.values().next_back().expect("at least one segment");
             let file = active.file.clone().expect("the active segment's file is open");
-            load_tail(&*file, active.size_bytes, dir, recovery.config.write_chunk_bytes).await?
+            let page = tail::read_partial_page(&*file, active.size_bytes, dir).await?;
+            Tail::on_disk(active.size_bytes, page)
         };
         let first_base = *recovery.segments.keys().next().expect("at least one segment");
         let log_end = recovery.segments.values().next_back().expect("segment").next_offset;
@@ -57,6 +59,7 @@ impl<S: Storage> PartitionLog<S> {
 
         let now_ms = options.now_ms;
         let log = recovery.into_log(options, tail, log_start, log_end);
+        log.note_files_open();
         log.load_producer_state(now_ms).await?;
         // The marker goes last: an open that fails before this point (a read error) leaves it,
         // and the next attempt is still a clean open.
@@ -408,24 +411,31 @@ impl<'a, S: Storage> Recovery<'a, S> {
             .next_back()
             .map_or((0, 0), |active| (active.base_offset, active.size_bytes));
         let cache_key = options.cache.borrow_mut().register();
+        let state = Rc::new(RefCell::new(LogState {
+            segments: self.segments,
+            log_start_offset: log_start,
+            log_end_offset: log_end,
+            durable_end_offset: log_end,
+            durable_position: active_position,
+            high_watermark: None,
+            epochs: self.epochs,
+            tail,
+            offline: false,
+            offline_disk_full: false,
+            closed: false,
+            last_sync_ms: options.now_ms,
+            preallocation: Default::default(),
+        }));
+        // The shard's descriptor cache closes this log's files through the shared state.
+        let weak = Rc::downgrade(&state);
+        let holder: std::rc::Weak<dyn crate::open_files::CloseFiles> = weak;
+        let files = crate::open_files::register(holder);
         PartitionLog {
             storage: self.storage,
             dir: self.dir.to_path_buf(),
             config: RefCell::new(self.config),
-            state: RefCell::new(LogState {
-                segments: self.segments,
-                log_start_offset: log_start,
-                log_end_offset: log_end,
-                durable_end_offset: log_end,
-                durable_position: active_position,
-                high_watermark: None,
-                epochs: self.epochs,
-                tail,
-                offline: false,
-                offline_disk_full: false,
-                closed: false,
-                last_sync_ms: options.now_ms,
-            }),
+            state,
+            files,
             cache: options.cache,
             cache_key,
             write_lock: async_lock::Mutex::new(()),

@@ -240,12 +240,15 @@ fn check_open_files(data_dir: &Path) -> Finding {
     let partitions = crate::metadata::recover::partition_directories(data_dir)
         .map(|topics| topics.values().map(|indexes| indexes.len() as u64).sum::<u64>())
         .unwrap_or_default();
-    if let Err(why) = crate::metadata::file_budget::check_start(partitions, soft) {
+    let shards = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Err(why) = crate::metadata::file_budget::check_start(soft, shards) {
         return problem(Status::Fail, "open files", why, fix);
     }
+    let cache = crate::metadata::file_budget::segment_files_per_shard(soft, shards);
     let detail = format!(
         "limit {soft} (hard, the broker raises its soft limit to it); {partitions} partitions on \
-         disk"
+         disk; each of {shards} shards keeps up to {cache} segment files open (closed and \
+         reopened on demand past that)"
     );
     if soft < OPEN_FILES_MIN {
         problem(Status::Fail, "open files", detail, fix)

@@ -103,6 +103,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "max.connections", default: "2147483647", kind: int(1, i32::MAX as i64), help: "Client connections the broker serves at once; past it new connections wait to be accepted." },
     Key { name: "max.connections.per.ip", default: "2147483647", kind: int(1, i32::MAX as i64), help: "Connections one address may have open; past it a new one is closed at once." },
     Key { name: "log.cache.bytes", default: "268435456", kind: int(0, i64::MAX), help: "Per-shard cache of recent batches (strata)." },
+    Key { name: "log.write.buffer.bytes", default: "134217728", kind: int(1048576, i64::MAX), help: "Per-shard budget of write-behind buffers every partition's appends draw from; appends wait when it is spent (strata)." },
     Key { name: "log.retention.check.interval.ms", default: "300000", kind: int(1, i64::MAX), help: "How often retention runs." },
     Key { name: "log.retention.ms", default: "604800000", kind: int(-1, i64::MAX), help: "Default retention.ms of topics (-1: keep forever)." },
     Key { name: "log.retention.bytes", default: "-1", kind: int(-1, i64::MAX), help: "Default retention.bytes of topics (-1: no limit)." },

@@ -70,6 +70,11 @@ pub struct BrokerConfig {
     pub max_connections_per_ip: usize,
     /// Per-shard batch cache budget.
     pub cache_bytes: usize,
+    /// Per-shard write-buffer budget (`log.write.buffer.bytes`).
+    pub write_buffer_bytes: usize,
+    /// Segment files each shard keeps open, from the open-files limit at start
+    /// (`metadata::file_budget::segment_files_per_shard`; not a key).
+    pub segment_files_per_shard: usize,
     /// Kafka's `log.retention.check.interval.ms`.
     pub retention_check_interval_ms: i64,
     /// Kafka's `group.initial.rebalance.delay.ms`.
@@ -215,6 +220,8 @@ impl BrokerConfig {
             max_connections: integer("max.connections")? as usize,
             max_connections_per_ip: integer("max.connections.per.ip")? as usize,
             cache_bytes: integer("log.cache.bytes")? as usize,
+            write_buffer_bytes: integer("log.write.buffer.bytes")? as usize,
+            segment_files_per_shard: shard::open_files::SEGMENT_FILES_OPEN_DEFAULT,
             retention_check_interval_ms: integer("log.retention.check.interval.ms")?,
             initial_rebalance_delay_ms: integer("group.initial.rebalance.delay.ms")? as u64,
             heartbeat_interval_ms: integer("broker.heartbeat.interval.ms")? as u64,

@@ -1,18 +1,17 @@
-//! The open-files budget: a partition keeps its active segment's file open and at most
-//! `shard::partition_log::SEALED_FILES_OPEN_MAX` sealed ones (opened when read, closed when
-//! another is; index files are read at open and closed), each connection is a socket, and
-//! writes open a few short-lived files (checkpoints, a new segment at a roll). A topic change whose
-//! partitions the process's open-files limit (RLIMIT_NOFILE) cannot hold is refused before
-//! anything is persisted, and a start whose partitions on disk need more files than the limit
-//! refuses with the limit and the fix, instead of failing half-way (EMFILE) or hanging.
+//! The open-files budget. Segment files are held through each shard's descriptor cache
+//! (`shard::open_files`: opened on demand, the least recently used closed past its limit), so a
+//! node's partition count is not bounded by its open-files limit (issue #38: every partition
+//! kept its active segment open, and `nofile` capped a node near 19,000 partitions).
 //!
-//! The budget: `FILES_RESERVED` for sockets and short-lived files, and `FILES_PER_PARTITION`
-//! per partition, its bound whatever its number of segments.
+//! The limit is split at start: `FILES_RESERVED` for the listener, io_uring and short-lived
+//! files (checkpoints, a roll's new segment, opens at startup), then half of the rest for the
+//! shards' segment-file caches (`segment_files_per_shard`) and half for client and peer
+//! connections.
 
-/// Files kept for connections, the listener, io_uring, checkpoints and rolls.
+/// Files kept for the listener, io_uring, checkpoints, rolls and opens in progress.
 pub const FILES_RESERVED: u64 = 512;
-/// Files a partition holds at most: its active segment and the sealed ones read last.
-pub const FILES_PER_PARTITION: u64 = 1 + shard::partition_log::SEALED_FILES_OPEN_MAX as u64;
+/// The smallest segment-file cache a shard works with.
+pub const SEGMENT_FILES_PER_SHARD_MIN: u64 = 64;
 
 /// How to raise the limit.
 pub const FIX: &str = "raise the open-files limit: LimitNOFILE=1048576 in the systemd unit \
@@ -37,44 +36,24 @@ pub fn raise_open_files_limit() -> (u64, u64) {
     (limit.rlim_cur, limit.rlim_max)
 }
 
-/// The soft open-files limit now (without changing it).
-pub fn open_files_limit() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return u64::MAX;
-    }
-    limit.rlim_cur
+/// Segment files each of `shards` shards may keep open under a limit of `limit` files.
+pub fn segment_files_per_shard(limit: u64, shards: usize) -> usize {
+    let for_segments = limit.saturating_sub(FILES_RESERVED) / 2;
+    let per_shard = for_segments / (shards.max(1) as u64);
+    usize::try_from(per_shard.max(SEGMENT_FILES_PER_SHARD_MIN)).unwrap_or(usize::MAX)
 }
 
-/// How many partitions (of one segment each) a limit of `limit` open files can hold.
-pub fn partitions_max(limit: u64) -> u64 {
-    limit.saturating_sub(FILES_RESERVED) / FILES_PER_PARTITION
-}
-
-/// Why a change to `partitions_after` partitions does not fit `limit`, if it does not.
-pub fn check_partitions(partitions_after: u64, limit: u64) -> Result<(), String> {
-    let max = partitions_max(limit);
-    if partitions_after <= max {
+/// Why a start under `limit` with `shards` shards cannot work, if it cannot: the reserve and
+/// the smallest caches do not fit.
+pub fn check_start(limit: u64, shards: usize) -> Result<(), String> {
+    let needed = FILES_RESERVED + 2 * SEGMENT_FILES_PER_SHARD_MIN * shards.max(1) as u64;
+    if limit >= needed {
         return Ok(());
     }
     Err(format!(
-        "{partitions_after} partitions would not fit the broker's open-files limit of {limit} \
-         (each partition keeps up to {FILES_PER_PARTITION} segment files open; about {max} \
-         partitions fit): \
-         {FIX}"
-    ))
-}
-
-/// Why a start with `partitions` does not fit `limit`, if it does not.
-pub fn check_start(partitions: u64, limit: u64) -> Result<(), String> {
-    let needed = partitions * FILES_PER_PARTITION + FILES_RESERVED;
-    if needed <= limit {
-        return Ok(());
-    }
-    Err(format!(
-        "the {partitions} partitions keep up to {FILES_PER_PARTITION} segment files open each, which with {FILES_RESERVED} for connections and \
-         writes needs about {needed} open files; the limit is {limit}: {FIX}"
+        "the open-files limit is {limit}; {shards} shards need at least {needed} ({FILES_RESERVED} \
+         reserved, and {SEGMENT_FILES_PER_SHARD_MIN} segment files and as many connections per \
+         shard): {FIX}"
     ))
 }
 
@@ -83,12 +62,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_holds_what_the_limit_allows_and_names_the_fix() {
-        assert_eq!(partitions_max(1024), 256);
-        assert!(check_partitions(256, 1024).is_ok());
-        let refused = check_partitions(2050, 1024).unwrap_err();
-        assert!(refused.contains("1024") && refused.contains("LimitNOFILE"), "{refused}");
-        assert!(check_start(20_000, 20_000).unwrap_err().contains("40512"));
-        assert!(check_start(60, 1024).is_ok());
+    fn the_limit_is_split_between_the_reserve_segment_files_and_connections() {
+        assert_eq!(segment_files_per_shard(4096, 2), 896);
+        assert_eq!(segment_files_per_shard(1024, 2), 128);
+        assert_eq!(segment_files_per_shard(600, 2), 64, "never under the minimum");
+        assert!(check_start(1024, 2).is_ok());
+        let refused = check_start(256, 2).unwrap_err();
+        assert!(refused.contains("256") && refused.contains("LimitNOFILE"), "{refused}");
     }
 }

@@ -120,8 +120,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("min.compaction.lag.ms", "0", Kind::Integer(0, LONG_MAX), false, ADVISORY),
     def("min.insync.replicas", "1", Kind::Integer(1, INT_MAX), true,
         "Applied: acks=all is refused (NOT_ENOUGH_REPLICAS) while fewer replicas are in sync."),
-    def("preallocate", "false", Kind::Boolean, false,
-        "Stored and described only: strata always preallocates the active segment's file."),
+    def("preallocate", "false", Kind::Boolean, true,
+        "Applied: true reserves a new segment's whole segment.bytes on disk at once; false (the default) reserves ahead in steps that grow with the partition's write rate."),
     def("remote.log.copy.disable", "false", Kind::Boolean, false,
         "Stored and described only: strata has no tiered storage."),
     def("remote.log.delete.on.disable", "false", Kind::Boolean, false,
@@ -450,6 +450,7 @@ pub fn log_config(topic: &TopicImage) -> LogConfig {
             .filter(|ms| *ms >= 0)
             .unwrap_or(defaults.timestamp_after_max_ms),
         log_append_time: config_value(topic, "message.timestamp.type") == Some("LogAppendTime"),
+        preallocate: config_value(topic, "preallocate") == Some("true"),
         compression,
         compression_level: match compression {
             Some(wire::Compression::Gzip) => {

@@ -44,6 +44,15 @@ pub struct StatsReport {
     pub txn_duration_us: hdrhistogram::Histogram<u64>,
     /// (partition, high watermark - last stable offset) of partitions with open transactions.
     pub lso_lags: Vec<(TopicPartition, i64)>,
+    /// The shard's budgets: write buffers, segment files, disk reserved ahead.
+    pub budgets: Budgets,
+}
+
+/// One shard's budgets (issue #38).
+pub struct Budgets {
+    pub write: shard::write_budget::Snapshot,
+    pub files: shard::open_files::Snapshot,
+    pub preallocated_bytes: u64,
 }
 
 pub struct StatsService<S: Storage> {
@@ -93,6 +102,11 @@ impl<S: Storage> StatsService<S> {
             open_transactions: self.transactions.open_transactions() as u64,
             txn_duration_us: self.transactions.durations_us(),
             lso_lags: self.partitions.lso_lags(),
+            budgets: Budgets {
+                write: shard::write_budget::snapshot(),
+                files: shard::open_files::snapshot(),
+                preallocated_bytes: self.partitions.preallocated_bytes(),
+            },
         }
     }
 }

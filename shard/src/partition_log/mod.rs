@@ -45,14 +45,17 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+pub(crate) use tail::Tail;
 use wire::{CheckedBatch, CheckedBatchMut, Compression, RecordBatchHeader};
 
+mod preallocation;
 mod producer_snapshots;
 mod read;
 pub mod read_ahead;
 mod retention;
 mod roll;
 mod sync;
+pub(crate) mod tail;
 mod transactions;
 mod truncate;
 mod write;
@@ -61,10 +64,7 @@ mod write;
 /// always open.
 pub const SEALED_FILES_OPEN_MAX: usize = 1;
 
-/// The active segment's file is preallocated (fallocate, KEEP_SIZE) at least this far ahead of
-/// its end (and as far ahead as it is long), so appends do not allocate extents one write at a
-/// time, while an idle partition costs at most this much unused disk.
-pub const PREALLOCATE_AHEAD_BYTES: u64 = 8 << 20;
+pub use preallocation::{PREALLOCATE_GROW_MS, PREALLOCATE_STEP_MAX, PREALLOCATE_STEP_MIN};
 /// Chunk writes allowed in flight per partition before an append waits for the oldest.
 pub const WRITE_WINDOW: usize = 4;
 /// Batches at least this large (librdkafka's default `batch.size` is 1 MB)...
@@ -130,24 +130,6 @@ pub struct TimestampLookup {
     pub timestamp: i64,
 }
 
-/// The active segment's last, partly filled chunk.
-pub(crate) struct Tail<B> {
-    /// File position of `buffer[0]`; page-aligned.
-    pub(crate) start: u64,
-    /// The chunk being filled; `None` until a byte lands in it.
-    pub(crate) buffer: Option<B>,
-    /// Bytes of `buffer` that hold data: the segment's logical end is `start + len`.
-    pub(crate) len: usize,
-    /// File bytes before this position are on disk (their writes completed).
-    pub(crate) written_end: u64,
-}
-
-impl<B> Tail<B> {
-    pub(crate) fn empty() -> Self {
-        Self { start: 0, buffer: None, len: 0, written_end: 0 }
-    }
-}
-
 /// A chunk write that was submitted; `future` is `None` once it completed.
 pub(crate) struct InflightWrite {
     end: u64,
@@ -172,6 +154,8 @@ pub(crate) struct LogState<F: StorageFile> {
     pub(crate) offline_disk_full: bool,
     pub(crate) closed: bool,
     pub(crate) last_sync_ms: i64,
+    /// How far ahead the active segment is reserved on disk (`preallocation`).
+    pub(crate) preallocation: preallocation::Preallocation,
 }
 
 impl<F: StorageFile> LogState<F> {
@@ -184,9 +168,9 @@ impl<F: StorageFile> LogState<F> {
         self.segments.values_mut().next_back().expect("a log always has an active segment")
     }
 
-    /// The active segment's file, which stays open while it is active.
-    pub(crate) fn active_file(&self) -> Rc<F> {
-        self.active().file.clone().expect("the active segment's file is open")
+    /// How many segment files the log holds open.
+    pub(crate) fn files_open(&self) -> usize {
+        self.segments.values().filter(|segment| segment.file.is_some()).count()
     }
 
     pub(crate) fn high_watermark(&self) -> i64 {
@@ -236,12 +220,24 @@ impl<F: StorageFile> LogState<F> {
     }
 }
 
+impl<F: StorageFile> crate::open_files::CloseFiles for RefCell<LogState<F>> {
+    /// Drops every segment file reference (an I/O in progress keeps its own until it is done).
+    fn close_files(&self) -> usize {
+        let Ok(mut state) = self.try_borrow_mut() else { return 0 };
+        state.segments.values_mut().filter_map(|segment| segment.file.take()).count()
+    }
+}
+
 /// One partition's log. See the module header for the write path and durability rule.
 pub struct PartitionLog<S: Storage> {
     pub(crate) storage: S,
     pub(crate) dir: PathBuf,
     pub(crate) config: RefCell<LogConfig>,
-    pub(crate) state: RefCell<LogState<S::File>>,
+    /// Shared with the shard's descriptor cache (`open_files`), which takes the segment files
+    /// out of it to close them.
+    pub(crate) state: Rc<RefCell<LogState<S::File>>>,
+    /// This log's place in the shard's descriptor cache.
+    pub(crate) files: crate::open_files::LogFiles,
     pub(crate) cache: Rc<RefCell<BatchCache>>,
     pub(crate) cache_key: CacheKey,
     pub(crate) write_lock: async_lock::Mutex<()>,
@@ -417,9 +413,11 @@ impl<S: Storage> PartitionLog<S> {
         self.state.borrow().offline
     }
 
-    /// The open file of segment `base`, opening a sealed one on demand (and closing other sealed
-    /// files past `SEALED_FILES_OPEN_MAX`).
+    /// The open file of segment `base`, opened on demand: a sealed segment's when it is read
+    /// (other sealed files past `SEALED_FILES_OPEN_MAX` are closed), and any segment's after
+    /// the shard's descriptor cache closed it (`open_files`).
     pub(crate) async fn segment_file(&self, base: i64) -> Result<Rc<S::File>> {
+        self.files.touch();
         let (existing, path) = {
             let state = self.state.borrow();
             let segment = state.segments.get(&base).ok_or_else(|| {
@@ -450,7 +448,21 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(other);
         }
         self.trim_sealed_files(Some(base)).await;
+        self.note_files_open();
         Ok(file)
+    }
+
+    /// The active segment's file (reopened if the descriptor cache closed it).
+    pub(crate) async fn active_file(&self) -> Result<Rc<S::File>> {
+        let base = self.state.borrow().active().base_offset;
+        self.segment_file(base).await
+    }
+
+    /// Tells the shard's descriptor cache how many segment files this log holds now (after
+    /// opening or closing some): past its limit, it closes other logs' files.
+    pub(crate) fn note_files_open(&self) {
+        let open = self.state.borrow().files_open();
+        self.files.set_open(open);
     }
 
     /// Closes the files of sealed segments past `SEALED_FILES_OPEN_MAX`, sparing `keep`.
@@ -511,6 +523,7 @@ impl<S: Storage> PartitionLog<S> {
             state.closed = true;
             std::mem::take(&mut state.segments)
         };
+        self.note_files_open();
         self.inflight.borrow_mut().clear();
         self.cache.borrow_mut().forget(self.cache_key);
         for (_, segment) in segments {
@@ -521,34 +534,6 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
     }
-}
-
-/// Builds the tail of an active segment of `size` bytes: its partial last page, read back.
-pub(crate) async fn load_tail<F: StorageFile>(
-    file: &F,
-    size: u64,
-    dir: &Path,
-    chunk_bytes: usize,
-) -> Result<Tail<F::Buffer>> {
-    let start = align_down(size);
-    let len = (size - start) as usize;
-    let mut tail = Tail { start, buffer: None, len, written_end: size };
-    if len > 0 {
-        let read = file.read_at(start, len).await?;
-        let bytes = read.as_ref();
-        if bytes.len() != len {
-            return Err(StorageError::Corrupt {
-                path: dir.to_path_buf(),
-                reason: "tail page short".into(),
-            });
-        }
-        let mut buffer = file.alloc_buffer(chunk_bytes.max(io::align_up(len as u64) as usize));
-        if let Some(prefix) = buffer.as_mut_slice().get_mut(..len) {
-            prefix.copy_from_slice(bytes);
-        }
-        tail.buffer = Some(buffer);
-    }
-    Ok(tail)
 }
 
 /// A histogram for microsecond latencies from 1 us to one hour, 3 significant digits.

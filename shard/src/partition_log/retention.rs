@@ -16,6 +16,7 @@ impl<S: Storage> PartitionLog<S> {
         let segment = self.state.borrow_mut().segments.remove(&base);
         let Some(segment) = segment else { return Ok(()) };
         drop(segment);
+        self.note_files_open();
         for name in [
             segment::log_file_name(base),
             segment::index_file_name(base),

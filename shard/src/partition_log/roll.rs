@@ -33,12 +33,13 @@ impl<S: Storage> PartitionLog<S> {
             state
                 .segments
                 .insert(base_offset, new_segment(base_offset, Rc::new(file), path, now_ms));
-            state.tail = Tail::empty();
+            state.tail.restart();
             state.durable_end_offset = state.log_end_offset;
             state.durable_position = (base_offset, 0);
         }
         // The segment just sealed closes its file (reads reopen it on demand).
         self.trim_sealed_files(None).await;
+        self.note_files_open();
         self.write_producer_snapshot_locked().await
     }
 
@@ -46,12 +47,12 @@ impl<S: Storage> PartitionLog<S> {
     /// and writes its index files. Caller holds `write_lock`.
     pub(crate) async fn seal_active_locked(&self) -> Result<()> {
         self.write_out_locked().await?;
-        let (file, size, base_offset, index, time_index) = {
+        let file = self.active_file().await?;
+        let (size, base_offset, index, time_index) = {
             let mut state = self.state.borrow_mut();
             let active = state.active_mut();
             active.seal_time_index();
             (
-                active.file.clone().expect("the active segment's file is open"),
                 active.size_bytes,
                 active.base_offset,
                 active.index.encode(),

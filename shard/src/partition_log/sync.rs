@@ -28,14 +28,20 @@ impl<S: Storage> PartitionLog<S> {
                     return Ok(());
                 }
                 self.check_writable()?;
-                let result = self.write_out_locked().await;
-                if let Err(error) = self.offline_on_error(result) {
-                    self.cut_back_locked().await;
-                    return Err(error);
+                let result = async {
+                    self.write_out_locked().await?;
+                    self.active_file().await
                 }
+                .await;
+                let file = match self.offline_on_error(result) {
+                    Ok(file) => file,
+                    Err(error) => {
+                        self.cut_back_locked().await;
+                        return Err(error);
+                    }
+                };
                 let state = self.state.borrow();
                 let active = state.active();
-                let file = state.active_file();
                 (file, state.log_end_offset, (active.base_offset, active.size_bytes))
             };
             let truncations = self.truncations.get();
@@ -91,21 +97,21 @@ impl<S: Storage> PartitionLog<S> {
                 let _ = future.await;
             }
         }
-        let (file, durable_size) = {
+        let (base, durable_size) = {
             let state = self.state.borrow();
             let Some(active) = state.segments.values().next_back() else { return };
             if active.base_offset != state.durable_position.0 {
                 return;
             }
-            let Some(file) = active.file.clone() else { return };
-            (file, state.durable_position.1)
+            (active.base_offset, state.durable_position.1)
         };
         let cut = async {
+            let file = self.segment_file(base).await?;
             if file.size().await? > durable_size {
                 file.truncate(durable_size).await?;
                 file.sync().await?;
             }
-            Ok::<(), std::io::Error>(())
+            Ok::<(), StorageError>(())
         };
         if let Err(error) = cut.await {
             tracing::warn!(dir = %self.dir.display(), %error, "cutting an offline log back to its durable end failed");
@@ -187,6 +193,7 @@ impl<S: Storage> PartitionLog<S> {
             }
             std::mem::take(&mut state.segments)
         };
+        self.note_files_open();
         self.cache.borrow_mut().forget(self.cache_key);
         for (_, segment) in segments {
             if let Some(Ok(file)) = segment.file.map(Rc::try_unwrap) {

@@ -144,6 +144,8 @@ impl<S: Storage> PartitionLog<S> {
             state.durable_end_offset = offset;
             state.high_watermark = state.high_watermark.map(|_| offset);
         }
+        drop(state);
+        self.note_files_open();
         Ok(())
     }
 
@@ -231,14 +233,10 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Re-reads the partial last page of the active segment into the tail (after truncation).
     pub(crate) async fn reload_tail_locked(&self) -> Result<()> {
-        let (file, size) = {
-            let state = self.state.borrow();
-            let active = state.active();
-            (state.active_file(), active.size_bytes)
-        };
-        let chunk_bytes = self.config.borrow().write_chunk_bytes;
-        let tail = load_tail(&*file, size, &self.dir, chunk_bytes).await?;
-        self.state.borrow_mut().tail = tail;
+        let file = self.active_file().await?;
+        let size = self.state.borrow().active().size_bytes;
+        let page = tail::read_partial_page(&*file, size, &self.dir).await?;
+        self.state.borrow_mut().tail = Tail::on_disk(size, page);
         Ok(())
     }
 }

@@ -134,6 +134,9 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<AppendInfo> {
         let stamp = stamp.into();
         let producer_batch = self.check_incoming(&batch, verify_crc)?;
+        // Back-pressure before the lock: while the shard's write buffers are over budget, wait
+        // for writes to complete and idle tails to be released (`write_budget`).
+        crate::write_budget::room().await;
         let guard = self.write_lock.lock().await;
         self.check_writable()?;
         if stamp == Stamp::Replica {
@@ -237,11 +240,8 @@ impl<S: Storage> PartitionLog<S> {
         let base_offset = self.roll_if_due_locked(batch.len() as u64, now_ms).await?;
         // Space for the batch is reserved before it becomes visible (log end, cache): a full
         // disk (ENOSPC) fails the append here, before any reader could see the batch.
-        let active_file = {
-            let state = self.state.borrow();
-            state.active_file()
-        };
-        self.preallocate_ahead_locked(&active_file, batch.len() as u64).await?;
+        let active_file = self.active_file().await?;
+        self.preallocate_ahead_locked(&active_file, batch.len() as u64, now_ms).await?;
         let stored = stamped(batch, stamp, base_offset)?;
         let bytes = stored.bytes().clone();
         let header = stored.header()?;
@@ -253,17 +253,20 @@ impl<S: Storage> PartitionLog<S> {
             let active = state.segments.values_mut().next_back().expect("active segment");
             let position = active.size_bytes;
             active.note_batch(&header, position, interval);
-            let file = active.file.clone().expect("the active segment's file is open");
+            // The file taken above (the cache may have closed the segment's meanwhile).
+            let file = active_file.clone();
             assert_eq!(state.tail.start + state.tail.len as u64, position);
-            let chunk_bytes = chunk_bytes_for(self.config.borrow().write_chunk_bytes, bytes.len());
-            let full_chunks = copy_into_tail(&mut state.tail, &*file, &bytes, chunk_bytes);
+            let configured = self.config.borrow().write_chunk_bytes;
+            state.tail.refill(&*file, configured);
+            let full_chunks = state.tail.copy_in(&*file, &bytes, configured);
+            state.tail.last_append_ms = now_ms;
             state.log_end_offset = last_offset + 1;
             state.check_offsets();
             (file, full_chunks)
         };
         self.cache.borrow_mut().insert(self.cache_key, base_offset, last_offset, bytes);
-        for (position, buffer) in full_chunks {
-            self.submit_full_chunk_locked(&file, position, buffer).await?;
+        for chunk in full_chunks {
+            self.submit_full_chunk_locked(&file, chunk).await?;
         }
         self.complete_writes_locked(WRITE_WINDOW).await?;
         Ok(AppendInfo {
@@ -318,37 +321,6 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// Extends the active segment's preallocation when its end comes within a chunk (or the
-    /// `upcoming` bytes about to be appended, if more) of it.
-    pub(crate) async fn preallocate_ahead_locked(
-        &self,
-        file: &Rc<S::File>,
-        upcoming: u64,
-    ) -> Result<()> {
-        let (target, current) = {
-            let state = self.state.borrow();
-            let config = self.config.borrow();
-            let active = state.active();
-            let wanted_end = active.size_bytes + (config.write_chunk_bytes as u64).max(upcoming);
-            if wanted_end <= active.preallocated_end
-                || active.preallocated_end >= config.segment_bytes
-            {
-                return Ok(());
-            }
-            // Reserve ahead by as much as the segment already holds (at least 8 MiB): an idle
-            // partition costs 8 MiB of disk, a busy one gets few, large extents.
-            let ahead = PREALLOCATE_AHEAD_BYTES.max(active.size_bytes).max(upcoming);
-            let target = align_up(active.size_bytes + ahead)
-                .min(align_up(config.segment_bytes.max(active.size_bytes + upcoming)));
-            (target, active.preallocated_end)
-        };
-        if target > current {
-            file.preallocate(target).await?;
-            self.state.borrow_mut().active_mut().preallocated_end = target;
-        }
-        Ok(())
-    }
-
     /// Writes a chunk that just filled, from its first page no sync has written yet: a sync
     /// writes the partial tail out, so under frequent syncs (acks=all, a follower) most of a
     /// chunk is on disk before it fills, and writing it whole again wrote that data twice.
@@ -356,13 +328,13 @@ impl<S: Storage> PartitionLog<S> {
     async fn submit_full_chunk_locked(
         &self,
         file: &Rc<S::File>,
-        position: u64,
-        buffer: <S::File as StorageFile>::Buffer,
+        chunk: tail::FullChunk<<S::File as StorageFile>::Buffer>,
     ) -> Result<()> {
+        let tail::FullChunk { position, buffer, held } = chunk;
         let written = self.state.borrow().tail.written_end;
         let len = buffer.as_slice().len() as u64;
         if written <= position {
-            return self.submit_write_locked(file, position, buffer).await;
+            return self.submit_write_locked(file, position, buffer, held).await;
         }
         if written >= position + len {
             return Ok(());
@@ -375,21 +347,26 @@ impl<S: Storage> PartitionLog<S> {
         {
             target.copy_from_slice(source);
         }
-        self.submit_write_locked(file, from, rest).await
+        drop(buffer);
+        self.submit_write_locked(file, from, rest, held).await
     }
 
-    /// Submits one full chunk write and keeps it in flight (write-behind). Caller holds
-    /// `write_lock`.
+    /// Submits one full chunk write and keeps it in flight (write-behind), with the budget its
+    /// buffer holds. Caller holds `write_lock`.
     pub(crate) async fn submit_write_locked(
         &self,
         file: &Rc<S::File>,
         position: u64,
         buffer: <S::File as StorageFile>::Buffer,
+        held: Option<crate::write_budget::Held>,
     ) -> Result<()> {
         let end = position + buffer.as_slice().len() as u64;
         let file = file.clone();
-        let mut future: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>> =
-            Box::pin(async move { file.write_at(buffer, position).await });
+        let mut future = self.storage.detach(Box::pin(async move {
+            let written = file.write_at(buffer, position).await;
+            drop(held); // the buffer is gone: its budget goes back now
+            written
+        }));
         // Polling once submits the write; it completes while this task goes on.
         let future = match futures_lite::future::poll_once(&mut future).await {
             Some(result) => {
@@ -430,7 +407,15 @@ impl<S: Storage> PartitionLog<S> {
     /// Caller holds `write_lock`.
     pub(crate) async fn write_out_locked(&self) -> Result<()> {
         self.complete_writes_locked(0).await?;
-        let (file, position, buffer, end) = {
+        {
+            let state = self.state.borrow();
+            let tail = &state.tail;
+            if tail.written_end >= tail.start + tail.len as u64 || tail.buffer.is_none() {
+                return Ok(());
+            }
+        }
+        let file = self.active_file().await?;
+        let (position, buffer, end) = {
             let state = self.state.borrow();
             let tail = &state.tail;
             let end = tail.start + tail.len as u64;
@@ -440,7 +425,6 @@ impl<S: Storage> PartitionLog<S> {
             let Some(source) = tail.buffer.as_ref() else { return Ok(()) };
             let from = align_down(tail.written_end.max(tail.start));
             let to = align_up(end);
-            let file = state.active_file();
             let mut buffer = file.alloc_buffer((to - from) as usize);
             let data_from = (from - tail.start) as usize;
             let data_len = (end - from) as usize;
@@ -453,7 +437,7 @@ impl<S: Storage> PartitionLog<S> {
             if let Some(padding) = target.get_mut(data_len..) {
                 padding.fill(0);
             }
-            (file, from, buffer, end)
+            (from, buffer, end)
         };
         file.write_at(buffer, position).await?;
         self.state.borrow_mut().tail.written_end = end;
@@ -485,47 +469,4 @@ fn stamped(batch: Incoming, stamp: Stamp, base_offset: i64) -> Result<Stored> {
             unreachable!("a leader's append owns its batch, to stamp it")
         }
     })
-}
-
-/// The size of a tail chunk allocated while `batch_bytes` are appended: `configured`
-/// (`write_chunk_bytes`), or `LARGE_WRITE_CHUNK_BYTES` if more, for a batch of at least
-/// `LARGE_BATCH_BYTES`.
-pub(crate) fn chunk_bytes_for(configured: usize, batch_bytes: usize) -> usize {
-    if batch_bytes >= LARGE_BATCH_BYTES {
-        configured.max(LARGE_WRITE_CHUNK_BYTES)
-    } else {
-        configured
-    }
-}
-
-/// Copies appended bytes into the tail's chunk buffers; returns the chunks that filled up, with
-/// their file positions, for the caller to submit.
-pub(crate) fn copy_into_tail<F: StorageFile>(
-    tail: &mut Tail<F::Buffer>,
-    file: &F,
-    bytes: &[u8],
-    chunk_bytes: usize,
-) -> Vec<(u64, F::Buffer)> {
-    let mut full = Vec::new();
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let buffer = tail.buffer.get_or_insert_with(|| file.alloc_buffer(chunk_bytes));
-        let capacity = buffer.as_slice().len();
-        let room = capacity - tail.len;
-        let take = room.min(rest.len());
-        let (now, later) = rest.split_at(take);
-        if let Some(target) = buffer.as_mut_slice().get_mut(tail.len..tail.len + take) {
-            target.copy_from_slice(now);
-        }
-        tail.len += take;
-        rest = later;
-        if tail.len == capacity {
-            if let Some(chunk) = tail.buffer.take() {
-                full.push((tail.start, chunk));
-            }
-            tail.start += capacity as u64;
-            tail.len = 0;
-        }
-    }
-    full
 }

@@ -377,21 +377,17 @@ impl<S: Storage> MetadataService<S> {
         (results, pending)
     }
 
-    /// Decides a new topic, once the partitions after it are known to fit the open-files budget.
+    /// Decides a new topic.
     fn decide_create_topic(
         &self,
         working: &MetadataImage,
         create: &CreateTopic,
     ) -> Result<Vec<MetadataRecord>> {
         let topic_id = *uuid::Uuid::new_v4().as_bytes();
-        let after =
-            working.partition_count() as u64 + u64::from(create.partitions.max(0).unsigned_abs());
-        fits_open_files(after)
-            .and_then(|()| decide::create_topic(working, create, self.policy, topic_id))
+        decide::create_topic(working, create, self.policy, topic_id)
     }
 
-    /// Decides `name`'s new partition count, once the partitions after it are known to fit the
-    /// open-files budget.
+    /// Decides `name`'s new partition count.
     fn decide_create_partitions(
         &self,
         working: &MetadataImage,
@@ -399,12 +395,7 @@ impl<S: Storage> MetadataService<S> {
         count: i32,
         assignments: &[Vec<i32>],
     ) -> Result<Vec<MetadataRecord>> {
-        let current = working.topic(name).map_or(0, |topic| topic.partitions.len());
-        let after =
-            (working.partition_count() - current) as u64 + u64::from(count.max(0).unsigned_abs());
-        fits_open_files(after).and_then(|()| {
-            decide::create_partitions(working, name, count, self.policy, assignments)
-        })
+        decide::create_partitions(working, name, count, self.policy, assignments)
     }
 
     /// Makes `image` the cluster's: persisted, and handed to every shard in two steps (release,
@@ -511,14 +502,6 @@ fn added_partitions(
         }
     }
     added
-}
-
-/// Refuses a change to `partitions_after` partitions that the open-files limit cannot hold
-/// (`metadata::file_budget`), before anything is persisted.
-fn fits_open_files(partitions_after: u64) -> Result<()> {
-    let limit = crate::metadata::file_budget::open_files_limit();
-    crate::metadata::file_budget::check_partitions(partitions_after, limit)
-        .map_err(BrokerError::ResourceLimit)
 }
 
 impl<S: Storage> Service for MetadataService<S> {

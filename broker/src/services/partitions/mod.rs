@@ -11,6 +11,7 @@
 //! Runs on: every shard, for its own partitions.
 
 mod append;
+mod idle;
 mod lifecycle;
 pub mod order;
 mod read;
@@ -111,6 +112,10 @@ pub struct PartitionServiceParts<S: Storage> {
     pub storage: S,
     pub data_dir: PathBuf,
     pub cache_bytes: usize,
+    /// This shard's write-buffer budget (`shard::write_budget`).
+    pub write_buffer_bytes: usize,
+    /// This shard's segment-file cache (`shard::open_files`).
+    pub segment_files_open_max: usize,
     pub stats: Rc<ShardStats>,
     pub clock: Clock,
 }
@@ -145,11 +150,15 @@ pub(crate) struct Repair {
 pub const REPAIR_BACKOFF_MS_MIN: u64 = 500;
 pub const REPAIR_BACKOFF_MS_MAX: u64 = 30_000;
 /// A partition that went offline for a full disk is reopened only once its file system has this
-/// much free (two preallocation steps): sooner, its next write would fail again.
-pub const REPAIR_FREE_BYTES_MIN: u64 = 2 * shard::partition_log::PREALLOCATE_AHEAD_BYTES;
+/// much free: room for the first preallocation steps of many reopened partitions (each starts
+/// at `PREALLOCATE_STEP_MIN`); sooner, their next writes would fail again.
+pub const REPAIR_FREE_BYTES_MIN: u64 = 16 << 20;
 
 impl<S: Storage> PartitionService<S> {
+    /// Built on the shard it serves: the shard's budgets are set here.
     pub fn new(parts: PartitionServiceParts<S>) -> Self {
+        shard::write_budget::configure(parts.write_buffer_bytes);
+        shard::open_files::configure(parts.segment_files_open_max);
         PartitionService {
             shard: parts.shard,
             node: parts.node,

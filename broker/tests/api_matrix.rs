@@ -997,7 +997,9 @@ fn describe_configs_documents_which_topic_configs_are_applied() {
     let doc =
         |name: &str| find(name).documentation.as_ref().map(|d| d.to_string()).unwrap_or_default();
     assert!(doc("compression.type").starts_with("Applied"), "{}", doc("compression.type"));
-    assert!(doc("preallocate").starts_with("Stored and described only"), "{}", doc("preallocate"));
+    assert!(doc("preallocate").starts_with("Applied"), "{}", doc("preallocate"));
+    let remote = doc("remote.log.copy.disable");
+    assert!(remote.starts_with("Stored and described only"), "{remote}");
     assert_eq!(find("segment.bytes").config_type, 3, "INT");
     assert_eq!(find("retention.ms").config_type, 5, "LONG");
     assert_eq!(find("cleanup.policy").config_type, 7, "LIST");

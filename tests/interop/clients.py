@@ -189,6 +189,98 @@ def ck_topic_partitions(bootstrap, topic, timeout=10.0):
     return len(t.partitions)
 
 
+# --- many partitions at once (one client for all of them) ---------------------
+def ck_produce_each(bootstrap, records, acks="all", timeout=DEFAULT_TIMEOUT, tick=None, **extra):
+    """Produce `records`, each (topic, partition, key, value), with one producer; wait for
+    every delivery report and raise on any delivery error. Returns {(topic, partition):
+    [offsets in delivery order]}. `tick()`, if given, runs about once a second meanwhile."""
+    p = ck_producer(bootstrap, acks=acks, **extra)
+    delivered, failed, reports = {}, [], [0]
+
+    def on_delivery(err, m):
+        reports[0] += 1
+        if err is not None:
+            failed.append((m.topic(), m.partition(), err))
+        else:
+            delivered.setdefault((m.topic(), m.partition()), []).append(m.offset())
+
+    deadline = time.monotonic() + timeout
+    next_tick = time.monotonic() + 1.0
+    for topic, partition, key, value in records:
+        while True:
+            try:
+                p.produce(topic, key=key, value=value, partition=partition,
+                          on_delivery=on_delivery)
+                break
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise
+                p.poll(0.1)
+        p.poll(0)
+        if tick is not None and time.monotonic() >= next_tick:
+            tick()
+            next_tick = time.monotonic() + 1.0
+    while p.flush(1.0) > 0 and time.monotonic() < deadline:
+        if tick is not None:
+            tick()
+    assert reports[0] == len(records), "%d of %d delivery reports after %.0fs" % (
+        reports[0], len(records), timeout)
+    assert not failed, "delivery failed for %d records, first: %r" % (len(failed), failed[:3])
+    return delivered
+
+
+def ck_consume_each(bootstrap, assignments, count, timeout=DEFAULT_TIMEOUT, settle=2.0,
+                    tick=None, **extra):
+    """Assign every (topic, partition, offset) of `assignments` to one consumer and read until
+    `count` records arrived, then `settle` seconds more, so records beyond the expected ones
+    show too. Returns {(topic, partition): [(offset, key, value)]}. `tick()`, if given, runs
+    about once a second meanwhile."""
+    c = ck_consumer(bootstrap, **extra)
+    try:
+        c.assign([ck.TopicPartition(topic, partition, offset)
+                  for topic, partition, offset in assignments])
+        got, total = {}, 0
+        deadline = time.monotonic() + timeout
+        settle_end = None
+        next_tick = time.monotonic() + 1.0
+        while True:
+            now = time.monotonic()
+            if settle_end is None and total >= count:
+                settle_end = now + settle
+            if settle_end is not None and now >= settle_end:
+                return got
+            if settle_end is None and now > deadline:
+                missing = [(t, p) for t, p, _ in assignments if (t, p) not in got]
+                raise AssertionError(
+                    "consumed %d of %d records in %.0fs; %d assigned partitions gave nothing, "
+                    "first: %r" % (total, count, timeout, len(missing), missing[:5]))
+            for m in c.consume(num_messages=10000, timeout=0.5):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise ck.KafkaException(m.error())
+                got.setdefault((m.topic(), m.partition()), []).append(
+                    (m.offset(), m.key(), m.value()))
+                total += 1
+            if tick is not None and time.monotonic() >= next_tick:
+                tick()
+                next_tick = time.monotonic() + 1.0
+    finally:
+        c.close()
+
+
+def ck_watermarks_each(bootstrap, partitions, timeout=10.0):
+    """{(topic, partition): (low, high)} for every (topic, partition) of `partitions`, asked of
+    the broker (not cached) by one consumer, each within `timeout`."""
+    c = ck_consumer(bootstrap)
+    try:
+        return {(topic, partition): c.get_watermark_offsets(
+                    ck.TopicPartition(topic, partition), timeout=timeout, cached=False)
+                for topic, partition in partitions}
+    finally:
+        c.close()
+
+
 # --- kafka-python -----------------------------------------------------------
 KP_COMMON = dict(api_version_auto_timeout_ms=15000, request_timeout_ms=30000,
                  metadata_max_age_ms=5000, retry_backoff_ms=100)

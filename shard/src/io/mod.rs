@@ -108,8 +108,22 @@ pub trait Storage: Clone + 'static {
 /// A boxed future of the shard's thread.
 pub type LocalFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T>>>;
 
+/// Short-lived files (a checkpoint written, an index read, a directory synced) open at once
+/// across the process: thousands of partitions taking their first append together each write
+/// a checkpoint, and unbounded, those opens ran past a 1,024 open-files limit (EMFILE) while
+/// the segment-file caches stayed within theirs (issue #38).
+pub const SHORT_LIVED_FILES_MAX: usize = 128;
+static SHORT_LIVED_FILES: async_lock::Semaphore = async_lock::Semaphore::new(SHORT_LIVED_FILES_MAX);
+
+/// Waits for a turn to open short-lived files (at most two at a time per holder: a file and
+/// its directory). Not nested: a holder never asks again before it lets go.
+pub async fn short_lived_files() -> async_lock::SemaphoreGuard<'static> {
+    SHORT_LIVED_FILES.acquire().await
+}
+
 /// Reads a whole small file (checkpoints, index files), or `None` when it does not exist.
 pub async fn read_whole_file<S: Storage>(storage: &S, path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let _turn = short_lived_files().await;
     if !storage.exists(path).await? {
         return Ok(None);
     }
@@ -224,6 +238,7 @@ async fn write_file_atomic_once<S: Storage>(
     path: &Path,
     bytes: &[u8],
 ) -> io::Result<()> {
+    let _turn = short_lived_files().await;
     let temporary = temporary_path(path);
     let file = storage.open(&temporary, true).await?;
     let result = async {

@@ -27,7 +27,10 @@ impl<S: Storage> PartitionLog<S> {
         let path = self.dir.join(segment::log_file_name(base_offset));
         let file = self.storage.open(&path, true).await?;
         file.truncate(0).await?;
-        self.storage.sync_dir(&self.dir).await?;
+        {
+            let _turn = io::short_lived_files().await;
+            self.storage.sync_dir(&self.dir).await?;
+        }
         {
             let mut state = self.state.borrow_mut();
             state

@@ -94,7 +94,7 @@ impl LogFiles {
             let entry = cache.logs.get_mut(&self.id).expect("present");
             entry.open = open;
             entry.closed = closed - reopened;
-            touch(&mut cache, self.id);
+            touch(&mut cache, self.id, true);
             victims(&mut cache, self.id)
         });
         close(victims);
@@ -102,7 +102,7 @@ impl LogFiles {
 
     /// The log was just used (an append or a read): it is the last to lose its files.
     pub fn touch(&self) {
-        CACHE.with(|cache| touch(&mut cache.borrow_mut(), self.id));
+        CACHE.with(|cache| touch(&mut cache.borrow_mut(), self.id, false));
     }
 }
 
@@ -118,10 +118,15 @@ impl Drop for LogFiles {
     }
 }
 
-fn touch(cache: &mut Cache, id: u64) {
+/// Makes `id` the most recently used; `recount`: its open count just changed (so its place in
+/// `by_use` is redone even if it was already the most recent).
+fn touch(cache: &mut Cache, id: u64, recount: bool) {
+    let Some(entry) = cache.logs.get_mut(&id) else { return };
+    if !recount && entry.used == cache.clock && entry.used != 0 {
+        return; // already the most recently used (one busy partition appending)
+    }
     cache.clock += 1;
     let now = cache.clock;
-    let Some(entry) = cache.logs.get_mut(&id) else { return };
     let previous = std::mem::replace(&mut entry.used, now);
     let holds = entry.open > 0;
     cache.by_use.remove(&previous);

@@ -199,10 +199,6 @@ impl Storage for DmaStorage {
         glommio::executor().yield_task_queue_now().await
     }
 
-    fn detach<T: 'static>(&self, io: super::LocalFuture<T>) -> super::LocalFuture<T> {
-        Box::pin(glommio::spawn_local(io))
-    }
-
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
         // A deleted partition's segments can hold gigabytes: each file goes gently (an unlink
         // of it all at once blocked this shard and stalled every fdatasync on the disk), then

@@ -98,11 +98,6 @@ pub trait Storage: Clone + 'static {
     /// Lets the runtime hand queued I/O to the kernel now, instead of when the current task
     /// next blocks (write-behind relies on this to keep the device queue full).
     async fn submit_queued_io(&self);
-    /// Runs an I/O future as a task of its own, so what it holds (a chunk's buffer and its
-    /// budget) is freed as soon as it completes, not when its owner next polls it; the future
-    /// returned yields its output. The simulated disk runs it when the returned future is
-    /// polled (its tests poll everything from one task).
-    fn detach<T: 'static>(&self, io: LocalFuture<T>) -> LocalFuture<T>;
 }
 
 /// A boxed future of the shard's thread.

@@ -376,10 +376,6 @@ impl Storage for SimStorage {
         })
     }
 
-    fn detach<T: 'static>(&self, io: super::LocalFuture<T>) -> super::LocalFuture<T> {
-        io
-    }
-
     async fn close(&self, _file: SimFileHandle) -> io::Result<()> {
         Ok(())
     }

@@ -418,16 +418,16 @@ impl<S: Storage> PartitionLog<S> {
     /// the shard's descriptor cache closed it (`open_files`).
     pub(crate) async fn segment_file(&self, base: i64) -> Result<Rc<S::File>> {
         self.files.touch();
-        let (existing, path) = {
+        let path = {
             let state = self.state.borrow();
             let segment = state.segments.get(&base).ok_or_else(|| {
                 StorageError::InvalidArgument(format!("segment {base} is not in the log"))
             })?;
-            (segment.file.clone(), segment.path.clone())
+            if let Some(file) = &segment.file {
+                return Ok(file.clone()); // the common case: every append asks for the active one
+            }
+            segment.path.clone()
         };
-        if let Some(file) = existing {
-            return Ok(file);
-        }
         let file = Rc::new(self.storage.open(&path, false).await?);
         let stored = {
             let mut state = self.state.borrow_mut();

@@ -5,7 +5,7 @@
 # librdkafka's own rdkafka_performance (built from the rdkafka-sys crate's sources by
 # bench/build_rdkafka_performance.sh, under target/), each with its ratio to a limit.
 # Needs 30 GB free under BENCH_DIR (checked first); every scenario's topic is deleted after it.
-# Usage: bench/run.sh          (about 10 minutes on 2 cores)
+# Usage: bench/run.sh          (about 25 minutes on 2 cores)
 #   BENCH_DIR  scratch directory on the device under test (default: target/bench-data)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +26,7 @@ python3 bench/run_report.py --dir "${BENCH_DIR:-$PWD/target/bench-data}" --out B
 # TLS (issue #18): the same load over an SSL listener and a PLAINTEXT one, as a ratio.
 python3 bench/tls.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/tls" --out BENCHMARKS.md
 # Replication (issue #16): RF=3 against RF=1 on three brokers, fio in the same run.
-exec python3 bench/replication.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/replication" --out BENCHMARKS.md
+python3 bench/replication.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/replication" --out BENCHMARKS.md
+# Partition scaling (issue #38): 100 to 10,000 partitions on one node, start and shutdown at
+# 10,000, and 10,000 over three nodes at RF=3, fio in the same run.
+python3 bench/partition_scaling.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/partition-scaling" --out BENCHMARKS.md

@@ -369,10 +369,11 @@ impl<S: Storage> PartitionLog<S> {
         });
         // Polling once submits the write; it completes while this task goes on. Its memory
         // goes back when it is polled to completion: by this log's next appends, or by
-        // `reap_writes` (the partition service, when appends wait for the budget). Measured:
-        // running each write's completion as a task of its own instead (memory back at once)
-        // cost the single-partition produce 11-22% (bench/compare.py, 5 rounds): the append
-        // waiting on its oldest write then waits for that task's turn as well.
+        // `reap_writes` (the partition service, when appends wait for the budget). Running each
+        // write's completion as a task of its own instead (memory back at once) measured
+        // 0.78-0.89x of the base in 5-round bench/compare.py runs, weak evidence (those
+        // scenarios are bimodal), but the append waiting on its oldest write would then wait
+        // for that task's turn as well; this is the path the base had.
         let future = match futures_lite::future::poll_once(&mut future).await {
             Some(result) => {
                 result?;

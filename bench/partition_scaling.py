@@ -164,7 +164,7 @@ def describe(target, topic, quiet=False):
     """Each partition's high watermark, size in bytes, replicas and ISR, or None."""
     try:
         return json.loads(cli(target, "topic", "describe", topic, "--format", "json"))["partitions"]
-    except (subprocess.SubprocessError, ValueError, KeyError) as error:
+    except (subprocess.SubprocessError, RuntimeError, ValueError, KeyError) as error:
         if not quiet:
             print("describe %s failed: %s" % (topic, error), file=sys.stderr)
         return None

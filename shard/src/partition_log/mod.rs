@@ -428,6 +428,10 @@ impl<S: Storage> PartitionLog<S> {
             }
             segment.path.clone()
         };
+        // A turn among the short-lived opens: a thousand partitions reopening the files the
+        // cache closed, all at once, would pass the open-files limit before any eviction ran
+        // (EMFILE: measured at 1,200 partitions under nofile=1024). Held until the eviction.
+        let _turn = io::short_lived_files().await;
         let file = Rc::new(self.storage.open(&path, false).await?);
         let stored = {
             let mut state = self.state.borrow_mut();

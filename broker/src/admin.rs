@@ -118,7 +118,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 40] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 42] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -310,6 +310,19 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 40] = [
         "counter",
         "Appends that waited for the write-buffer budget (back-pressure).",
         |r| r.budgets.write.waits,
+    ),
+    (
+        "strata_shared_syncs_total",
+        "counter",
+        "syncfs calls that stood for many partitions' fdatasyncs at once (the shard's shared \
+         commit, used while several of its partitions sync together).",
+        |r| r.budgets.shared_syncs.syncs,
+    ),
+    (
+        "strata_shared_sync_partitions_total",
+        "counter",
+        "Partition syncs that a shared syncfs stood for.",
+        |r| r.budgets.shared_syncs.log_syncs,
     ),
     (
         "strata_segment_files_open",

@@ -4,7 +4,7 @@
 //! `recovery`, `checkpoint`), the per-shard batch cache (`cache`), the storage seam with its real
 //! and simulated implementations (`io`), the thread-per-core runtime (`runtime`), and the
 //! shard's budgets every partition draws from: write-behind memory (`write_budget`) and open
-//! segment descriptors (`open_files`).
+//! segment descriptors (`open_files`); and the shard's shared commit (`shared_sync`).
 //!
 //! Invariants:
 //! 1. Every glommio call lives in `io::dma` or `runtime`.
@@ -25,6 +25,7 @@ pub mod producer_state;
 mod recovery;
 pub mod runtime;
 pub mod segment;
+pub mod shared_sync;
 pub mod write_budget;
 
 pub use cache::BatchCache;

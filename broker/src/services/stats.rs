@@ -52,6 +52,7 @@ pub struct StatsReport {
 pub struct Budgets {
     pub write: shard::write_budget::Snapshot,
     pub files: shard::open_files::Snapshot,
+    pub shared_syncs: shard::shared_sync::Snapshot,
     pub preallocated_bytes: u64,
 }
 
@@ -105,6 +106,7 @@ impl<S: Storage> StatsService<S> {
             budgets: Budgets {
                 write: shard::write_budget::snapshot(),
                 files: shard::open_files::snapshot(),
+                shared_syncs: shard::shared_sync::snapshot(),
                 preallocated_bytes: self.partitions.preallocated_bytes(),
             },
         }

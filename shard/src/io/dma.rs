@@ -16,6 +16,7 @@ use super::{
 };
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The probe file each executor opens first (trap 1 above).
@@ -42,6 +43,8 @@ impl AsRef<[u8]> for DmaRead {
 /// An open O_DIRECT file.
 pub struct DmaStorageFile {
     file: DmaFile,
+    /// The device of its file system (`st_dev`).
+    device: u64,
 }
 
 impl StorageFile for DmaStorageFile {
@@ -73,6 +76,19 @@ impl StorageFile for DmaStorageFile {
         Ok(self.file.fdatasync().await?)
     }
 
+    async fn sync_file_system(&self) -> io::Result<()> {
+        // A duplicate of the descriptor goes to the thread: the cache of descriptors may
+        // close this file while the call runs.
+        // SAFETY: the descriptor is this file's, open while `self` lives.
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.file.as_raw_fd()) };
+        let descriptor = borrowed.try_clone_to_owned()?;
+        syncfs_on_thread(descriptor).await
+    }
+
+    fn file_system(&self) -> u64 {
+        self.device
+    }
+
     async fn truncate(&self, len: u64) -> io::Result<()> {
         Ok(self.file.truncate(len).await?)
     }
@@ -85,8 +101,73 @@ impl StorageFile for DmaStorageFile {
         if len == 0 {
             return Ok(());
         }
-        Ok(self.file.pre_allocate(len, true).await?)
+        // Not KEEP_SIZE: the length follows the reservation (see the trait).
+        Ok(self.file.pre_allocate(len, false).await?)
     }
+}
+
+/// The device number of the file system holding `file`.
+fn device_of(file: &DmaFile) -> io::Result<u64> {
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `fstat` fills `stat` on success; the descriptor is open while `file` lives.
+    let result = unsafe { libc::fstat(file.as_raw_fd(), stat.as_mut_ptr()) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fstat` succeeded, so it initialised `stat`.
+    Ok(unsafe { stat.assume_init() }.st_dev)
+}
+
+type SyncfsJob = (std::os::fd::OwnedFd, futures_channel::oneshot::Sender<io::Result<()>>);
+
+thread_local! {
+    /// This shard's syncfs thread, started at its first shared sync.
+    static SYNCFS_THREAD: std::cell::OnceCell<Option<std::sync::mpsc::Sender<SyncfsJob>>> =
+        const { std::cell::OnceCell::new() };
+}
+
+fn syncfs(descriptor: &std::os::fd::OwnedFd) -> io::Result<()> {
+    // SAFETY: `descriptor` is open while it is borrowed here.
+    let result = unsafe { libc::syncfs(descriptor.as_raw_fd()) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Runs syncfs(2) on `descriptor`'s file system on this shard's syncfs thread, without
+/// blocking the shard. io_uring has no syncfs; glommio's blocking pool also runs its file
+/// operations (truncate, rename), which a commit would then hold up. The thread ends with
+/// the shard (its queue's sender is the shard's thread-local).
+async fn syncfs_on_thread(descriptor: std::os::fd::OwnedFd) -> io::Result<()> {
+    let (answer, result) = futures_channel::oneshot::channel();
+    let sender = SYNCFS_THREAD.with(|thread| {
+        thread
+            .get_or_init(|| {
+                let (sender, receiver) = std::sync::mpsc::channel::<SyncfsJob>();
+                let name = format!("syncfs-{}", std::thread::current().name().unwrap_or("shard"));
+                let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                    for (descriptor, answer) in receiver {
+                        let _ = answer.send(syncfs(&descriptor));
+                    }
+                });
+                match spawned {
+                    Ok(_) => Some(sender),
+                    Err(error) => {
+                        tracing::error!(%error, "could not start a syncfs thread");
+                        None
+                    }
+                }
+            })
+            .clone()
+    });
+    let Some(sender) = sender else {
+        // No thread could start: block the shard for the call rather than fail the commit.
+        return syncfs(&descriptor);
+    };
+    sender.send((descriptor, answer)).map_err(|_| io::Error::other("the syncfs thread ended"))?;
+    result.await.map_err(|_| io::Error::other("the syncfs thread dropped a sync"))?
 }
 
 /// `path` made absolute against the working directory: glommio opens files and directories
@@ -139,7 +220,8 @@ impl Storage for DmaStorage {
     async fn open(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
         let path = absolute(path)?;
         let file = OpenOptions::new().read(true).write(true).create(create).dma_open(&path).await?;
-        Ok(DmaStorageFile { file })
+        let device = device_of(&file)?;
+        Ok(DmaStorageFile { file, device })
     }
 
     async fn close(&self, file: DmaStorageFile) -> io::Result<()> {

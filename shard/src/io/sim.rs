@@ -204,6 +204,9 @@ impl StorageFile for SimFileHandle {
     }
 
     async fn sync(&self) -> io::Result<()> {
+        // A sync takes time on a real disk: other tasks run meanwhile (so several logs can be
+        // in their sync step at once, as `shared_sync` expects).
+        futures_lite::future::yield_now().await;
         self.with_file(|file, disk| {
             if let Some(error) = disk.inject(disk.faults.sync_error_probability, libc::EIO) {
                 return Err(error);
@@ -212,6 +215,27 @@ impl StorageFile for SimFileHandle {
             file.unsynced.clear();
             Ok(())
         })?
+    }
+
+    async fn sync_file_system(&self) -> io::Result<()> {
+        futures_lite::future::yield_now().await;
+        let mut disk = self.disk.borrow_mut();
+        if disk.generation != self.generation {
+            return Err(dead_handle());
+        }
+        let probability = disk.faults.sync_error_probability;
+        if let Some(error) = disk.inject(probability, libc::EIO) {
+            return Err(error);
+        }
+        for file in disk.files.values_mut() {
+            file.durable = file.current.clone();
+            file.unsynced.clear();
+        }
+        Ok(())
+    }
+
+    fn file_system(&self) -> u64 {
+        0
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
@@ -232,12 +256,22 @@ impl StorageFile for SimFileHandle {
         self.with_file(|file, _| file.current.len() as u64)
     }
 
-    async fn preallocate(&self, _len: u64) -> io::Result<()> {
-        self.with_file(|_, disk| {
-            match disk.inject(disk.faults.preallocate_error_probability, libc::ENOSPC) {
-                Some(error) => Err(error),
-                None => Ok(()),
+    async fn preallocate(&self, len: u64) -> io::Result<()> {
+        // Like truncate, a journaled metadata change: the zeros it adds are in the durable
+        // image at once (a crash may leave any of them past the data: recovery must cope).
+        self.with_file(|file, disk| {
+            let probability = disk.faults.preallocate_error_probability;
+            if let Some(error) = disk.inject(probability, libc::ENOSPC) {
+                return Err(error);
             }
+            let len = len as usize;
+            if file.current.len() < len {
+                file.current.resize(len, 0);
+            }
+            if file.durable.len() < len {
+                file.durable.resize(len, 0);
+            }
+            Ok(())
         })?
     }
 }

@@ -1,4 +1,5 @@
-//! Group commit (one fdatasync at a time covers every append before it), interval flushes,
+//! Group commit (one fdatasync at a time covers every append before it; while many logs of the
+//! shard sync at once, one shared syncfs covers them all: `shared_sync`), interval flushes,
 //! and the clean close.
 //! Appends that arrive while a sync runs join the next one; their full chunks are written
 //! behind as they fill (`WRITE_WINDOW`), so large appends' writes overlap the running sync. The
@@ -46,7 +47,14 @@ impl<S: Storage> PartitionLog<S> {
             };
             let truncations = self.truncations.get();
             let sync_started = std::time::Instant::now();
-            let synced = file.sync().await.map_err(StorageError::from);
+            let syncing = crate::shared_sync::Syncing::begin();
+            let synced = if syncing.shared() {
+                crate::shared_sync::sync(&*file).await
+            } else {
+                file.sync().await
+            };
+            drop(syncing);
+            let synced = synced.map_err(StorageError::from);
             if let Err(error) = self.offline_on_error(synced) {
                 let _write = self.write_lock.lock().await;
                 self.cut_back_locked().await;
@@ -110,6 +118,10 @@ impl<S: Storage> PartitionLog<S> {
             if file.size().await? > durable_size {
                 file.truncate(durable_size).await?;
                 file.sync().await?;
+                // (The cut dropped the reservation past the durable end too.)
+                if let Some(active) = self.state.borrow_mut().segments.get_mut(&base) {
+                    active.preallocated_end = 0;
+                }
             }
             Ok::<(), StorageError>(())
         };

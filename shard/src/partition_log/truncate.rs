@@ -171,6 +171,8 @@ impl<S: Storage> PartitionLog<S> {
         let mut state = self.state.borrow_mut();
         let segment = state.segments.values_mut().next_back().expect("segment");
         apply_scan(segment, scan);
+        // The cut dropped whatever was reserved past it.
+        segment.preallocated_end = 0;
         state.log_end_offset = segment.next_offset;
         state.log_start_offset = state.log_start_offset.min(state.log_end_offset);
         state.clamp_to_log_end();

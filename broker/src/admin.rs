@@ -118,7 +118,7 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 42] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 43] = [
     (
         "strata_partitions_under_replicated",
         "gauge",
@@ -323,6 +323,12 @@ const SHARD_COUNTERS: [(&str, &str, &str, Counter); 42] = [
         "counter",
         "Partition syncs that a shared syncfs stood for.",
         |r| r.budgets.shared_syncs.log_syncs,
+    ),
+    (
+        "strata_partition_fdatasyncs_total",
+        "counter",
+        "Partition syncs that synced their own segment file (fdatasync).",
+        |r| r.budgets.shared_syncs.own_syncs,
     ),
     (
         "strata_segment_files_open",

@@ -281,9 +281,9 @@ impl<'a, S: Storage> Recovery<'a, S> {
             segment::scan_segment(file, path, base, self.config.index_interval_bytes, &self.epochs)
                 .await?;
         if let Some(reason) = &scan.stopped_early {
-            // Zeros after the last batch are the page padding of direct-I/O writes, or space
-            // reserved ahead of the appends (`preallocate` extends the active file), not
-            // damage; anything else is a torn or corrupt tail worth a warning.
+            // Zeros after the last batch are the page padding of direct-I/O writes (or a write
+            // whose blocks were allocated but whose data never landed), not damage; anything
+            // else is a torn or corrupt tail worth a warning.
             let rest_len = (size - scan.valid_bytes).min(io::DMA_ALIGNMENT as u64 * 2);
             let rest = file.read_at(scan.valid_bytes, rest_len as usize).await?;
             let zeros_only = rest.as_ref().iter().all(|&byte| byte == 0);

@@ -56,6 +56,8 @@ struct Shard {
     shared_syncs: Cell<u64>,
     /// Log syncs that a shared sync stood for, so far.
     shared_waiters: Cell<u64>,
+    /// Log syncs that synced their own file (fdatasync), so far.
+    own_syncs: Cell<u64>,
 }
 
 thread_local! {
@@ -71,9 +73,16 @@ impl Syncing {
         Syncing(())
     }
 
-    /// Whether this sync should be the shard's shared one.
+    /// Whether this sync should be the shard's shared one (else the log syncs its own file,
+    /// counted here).
     pub fn shared(&self) -> bool {
-        SHARD.with(|shard| shard.syncing.get() >= SHARED_SYNC_MIN_LOGS)
+        SHARD.with(|shard| {
+            let shared = shard.syncing.get() >= SHARED_SYNC_MIN_LOGS;
+            if !shared {
+                shard.own_syncs.set(shard.own_syncs.get() + 1);
+            }
+            shared
+        })
     }
 }
 
@@ -140,12 +149,15 @@ pub struct Snapshot {
     pub syncs: u64,
     /// Log syncs they stood for.
     pub log_syncs: u64,
+    /// Log syncs that synced their own file instead (fdatasync).
+    pub own_syncs: u64,
 }
 
 pub fn snapshot() -> Snapshot {
     SHARD.with(|shard| Snapshot {
         syncs: shard.shared_syncs.get(),
         log_syncs: shard.shared_waiters.get(),
+        own_syncs: shard.own_syncs.get(),
     })
 }
 

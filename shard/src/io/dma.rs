@@ -101,8 +101,7 @@ impl StorageFile for DmaStorageFile {
         if len == 0 {
             return Ok(());
         }
-        // Not KEEP_SIZE: the length follows the reservation (see the trait).
-        Ok(self.file.pre_allocate(len, false).await?)
+        Ok(self.file.pre_allocate(len, true).await?)
     }
 }
 

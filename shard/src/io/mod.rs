@@ -65,13 +65,12 @@ pub trait StorageFile {
     async fn truncate(&self, len: u64) -> io::Result<()>;
     /// The current file length.
     async fn size(&self) -> io::Result<u64>;
-    /// Reserves disk blocks for the first `len` bytes, extending the file's length to `len`
-    /// if it is shorter (fallocate, mode 0; the new bytes read as zeros until written), so
-    /// appends neither allocate extents one write at a time nor extend the file: on ext4 an
-    /// O_DIRECT write past the file's length takes the inode lock exclusively, which io_uring
-    /// cannot do without blocking, so each such write became a job on a kernel worker thread
-    /// (fio, 4 KiB io_uring writes at depth 32: 10,275 IOPS and 232,331 context switches
-    /// extending the file, 99,146 IOPS and 1,757 within its length).
+    /// Reserves disk blocks for the first `len` bytes without changing the file length
+    /// (fallocate with KEEP_SIZE), so appends do not allocate extents one write at a time.
+    /// (Setting the length instead, so that appends would not extend the file, was measured
+    /// in issue #38: ext4 then issues each O_DIRECT write inline in the shard's io_uring
+    /// submission instead of on a kernel worker, and 1,000 partitions under strata-bench
+    /// acks=1 lost ~12% with twice the p99, for no clear gain at 4,000 under acks=all.)
     async fn preallocate(&self, len: u64) -> io::Result<()>;
 }
 

@@ -256,22 +256,13 @@ impl StorageFile for SimFileHandle {
         self.with_file(|file, _| file.current.len() as u64)
     }
 
-    async fn preallocate(&self, len: u64) -> io::Result<()> {
-        // Like truncate, a journaled metadata change: the zeros it adds are in the durable
-        // image at once (a crash may leave any of them past the data: recovery must cope).
-        self.with_file(|file, disk| {
+    async fn preallocate(&self, _len: u64) -> io::Result<()> {
+        self.with_file(|_, disk| {
             let probability = disk.faults.preallocate_error_probability;
-            if let Some(error) = disk.inject(probability, libc::ENOSPC) {
-                return Err(error);
+            match disk.inject(probability, libc::ENOSPC) {
+                Some(error) => Err(error),
+                None => Ok(()),
             }
-            let len = len as usize;
-            if file.current.len() < len {
-                file.current.resize(len, 0);
-            }
-            if file.durable.len() < len {
-                file.durable.resize(len, 0);
-            }
-            Ok(())
         })?
     }
 }

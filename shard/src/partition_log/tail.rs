@@ -220,7 +220,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Frees the blocks reserved past the active segment's written end (truncating the file to
-    /// its last written page). Caller holds `write_lock`, with the tail written out.
+    /// its last written page releases them on ext4 and xfs). Caller holds `write_lock`, with
+    /// the tail written out.
     async fn trim_reservation_locked(&self) -> Result<()> {
         let (base, end, reserved) = {
             let state = self.state.borrow();

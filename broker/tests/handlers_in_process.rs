@@ -1056,6 +1056,40 @@ fn metadata_v12_lists_this_broker_and_every_topic_with_its_partitions_led_here()
 }
 
 #[test]
+fn metadata_v12_answers_topics_asked_for_by_id_and_an_unknown_id_with_unknown_topic_id() {
+    InProcess::run(|| async {
+        let mut config = test_config();
+        config.node_id = 7;
+        config.auto_create_topics = true;
+        let broker = InProcess::start(config.clone(), 1).await;
+        create_topic(&broker, "orders", 2).await;
+        let orders = topic_id_of(&broker, "orders");
+        let unknown = Uuid::from_bytes([0x42; 16]);
+        let mut request = metadata_request(Some(&[]), true);
+        for topic_id in [orders, unknown] {
+            let mut wanted = metadata_request::MetadataRequestTopic::default();
+            wanted.name = None;
+            wanted.topic_id = topic_id;
+            request.topics.as_mut().expect("topics").push(wanted);
+        }
+        let response = call!(broker, 12, request, Metadata);
+        // Kafka's answer to an unknown id: UNKNOWN_TOPIC_ID (100), no name, the id; and an id
+        // is never auto-created.
+        let mut missing = metadata_response::MetadataResponseTopic::default();
+        missing.error_code = 100;
+        missing.name = None;
+        missing.topic_id = unknown;
+        let expected = metadata_response(
+            &config,
+            Some(cluster_id_of(&broker)),
+            vec![metadata_topic("orders", orders, false, placed_partitions(2, 7, 0)), missing],
+        );
+        assert_eq!(response, expected);
+        assert!(broker.node.metadata().topic_by_id(unknown.as_bytes()).is_none());
+    });
+}
+
+#[test]
 fn metadata_v12_auto_creates_a_requested_topic_with_num_partitions_once() {
     InProcess::run(|| async {
         let mut config = test_config();

@@ -3,7 +3,8 @@
 //! on and the client allows it. With the authorizer on, as Kafka: a request for every topic
 //! lists those the principal may DESCRIBE; a named topic it may not describe is answered
 //! TOPIC_AUTHORIZATION_FAILED, and so is one it may describe but not create (CREATE on the
-//! cluster or the topic) when it would be auto-created.
+//! cluster or the topic) when it would be auto-created. From v12 a topic may be asked for by
+//! id alone (`asked_topics`).
 
 use super::str_bytes;
 use crate::authorization::{self, AclOperation, Resource};
@@ -85,22 +86,19 @@ pub async fn handle<S: Storage>(
     request: MetadataRequest,
 ) -> MetadataResponse {
     let version = context.api_version;
-    let requested: Option<Vec<String>> = request.topics.as_ref().map(|topics| {
-        topics
-            .iter()
-            .filter_map(|topic| topic.name.as_ref().map(|name| name.0.to_string()))
-            .collect()
-    });
+    let asked = asked_topics(&node.metadata(), &request);
     let describable =
         |name: &str| node.allowed(context, AclOperation::Describe, Resource::Topic(name));
     // Named topics the principal may not describe: refused, never auto-created.
-    let (requested, refused): (Option<Vec<String>>, Vec<String>) = match requested {
+    let (requested, refused): (Option<Vec<String>>, Vec<String>) = match asked.names {
         Some(names) => {
             let (allowed, refused) = names.into_iter().partition(|name| describable(name));
             (Some(allowed), refused)
         }
         None => (None, Vec::new()),
     };
+    let (by_id, refused_ids): (Vec<NamedId>, Vec<NamedId>) =
+        asked.by_id.into_iter().partition(|(name, _)| describable(name));
     let creation_errors = match &requested {
         Some(names) => auto_create(node, context, version, &request, names).await,
         None => HashMap::new(),
@@ -110,8 +108,8 @@ pub async fn handle<S: Storage>(
     describe_cluster(node, context, &image, &request, &mut response);
     let names: Vec<String> = requested
         .unwrap_or_else(|| image.topics.keys().filter(|name| describable(name)).cloned().collect());
-    for name in names {
-        let topic = describe_topic(node, context, &image, &request, &name, &creation_errors);
+    for name in names.iter().chain(by_id.iter().map(|(name, _)| name)) {
+        let topic = describe_topic(node, context, &image, &request, name, &creation_errors);
         response.topics.push(topic);
     }
     for name in refused {
@@ -120,7 +118,56 @@ pub async fn handle<S: Storage>(
         topic.name = Some(TopicName(str_bytes(&name)));
         response.topics.push(topic);
     }
+    // Asked for by id: as Kafka, a refused or unknown one is answered by its id, no name.
+    for (name, topic_id) in refused_ids {
+        let mut topic = MetadataResponseTopic::default();
+        topic.error_code = error_code(&BrokerError::TopicAuthorizationFailed(name));
+        topic.name = None;
+        topic.topic_id = topic_id;
+        response.topics.push(topic);
+    }
+    for topic_id in asked.unknown_ids {
+        let mut topic = MetadataResponseTopic::default();
+        topic.error_code = error_code(&BrokerError::UnknownTopicId(topic_id.to_string()));
+        topic.name = None;
+        topic.topic_id = topic_id;
+        response.topics.push(topic);
+    }
     response
+}
+
+/// A topic asked for by id: its name and the id.
+type NamedId = (String, uuid::Uuid);
+
+/// The topics a request asks for: by name (`None`: every topic), and from v12 by id alone
+/// (a null name), as librdkafka's KIP-848 consumer resolves its assignment's topic ids. An
+/// id is resolved against the image; an unknown one is answered UNKNOWN_TOPIC_ID, and a
+/// topic asked for by id is never auto-created (Kafka's `handleTopicMetadataRequest`).
+struct AskedTopics {
+    names: Option<Vec<String>>,
+    by_id: Vec<NamedId>,
+    unknown_ids: Vec<uuid::Uuid>,
+}
+
+fn asked_topics(image: &MetadataImage, request: &MetadataRequest) -> AskedTopics {
+    let mut asked = AskedTopics { names: None, by_id: Vec::new(), unknown_ids: Vec::new() };
+    let Some(topics) = &request.topics else { return asked };
+    let mut names = Vec::new();
+    for topic in topics {
+        match &topic.name {
+            Some(name) => names.push(name.0.to_string()),
+            None if !topic.topic_id.is_nil() => {
+                match image.topic_by_id(topic.topic_id.as_bytes()) {
+                    Some(known) => asked.by_id.push((known.name.clone(), topic.topic_id)),
+                    None => asked.unknown_ids.push(topic.topic_id),
+                }
+            }
+            // Neither a name nor an id: nothing to describe.
+            None => {}
+        }
+    }
+    asked.names = Some(names);
+    asked
 }
 
 /// The cluster's part of the answer: brokers on this listener, cluster id, controller.

@@ -281,14 +281,14 @@ impl<'a, S: Storage> Recovery<'a, S> {
             segment::scan_segment(file, path, base, self.config.index_interval_bytes, &self.epochs)
                 .await?;
         if let Some(reason) = &scan.stopped_early {
-            // Zeros after the last batch are the page padding of direct-I/O writes (or a write
-            // whose blocks were allocated but whose data never landed), not damage; anything
-            // else is a torn or corrupt tail worth a warning.
+            // Zeros after the last batch are the page padding of direct-I/O writes, not
+            // damage; anything else is a torn or corrupt tail worth a warning.
             let rest_len = (size - scan.valid_bytes).min(io::DMA_ALIGNMENT as u64 * 2);
             let rest = file.read_at(scan.valid_bytes, rest_len as usize).await?;
-            let zeros_only = rest.as_ref().iter().all(|&byte| byte == 0);
-            if zeros_only {
-                tracing::debug!(path = %path.display(), valid_bytes = scan.valid_bytes, file_bytes = size, "trimming unwritten space after the last batch");
+            let padding_only = size - scan.valid_bytes < io::DMA_ALIGNMENT as u64
+                && rest.as_ref().iter().all(|&byte| byte == 0);
+            if padding_only {
+                tracing::debug!(path = %path.display(), valid_bytes = scan.valid_bytes, "trimming page padding after the last batch");
             } else {
                 tracing::warn!(path = %path.display(), valid_bytes = scan.valid_bytes, file_bytes = size, %reason, "truncating the log at the first invalid batch");
             }

@@ -4,8 +4,7 @@
 //! and prints every acknowledged offset; the parent kills it with SIGKILL at random moments
 //! (25 rounds, seeded) and after each kill reopens every log and checks that every
 //! acknowledged batch is present byte for byte and that each log is one contiguous run of
-//! valid batches (nothing after a gap), whatever space was reserved past its end. Replay a run
-//! with `CRASH_SEED=<n>`.
+//! valid batches (nothing after a gap). Replay a run with `CRASH_SEED=<n>`.
 //!
 //! The child is this same test binary running the ignored test `crash_child_appender`.
 

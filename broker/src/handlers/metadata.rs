@@ -86,7 +86,7 @@ pub async fn handle<S: Storage>(
     request: MetadataRequest,
 ) -> MetadataResponse {
     let version = context.api_version;
-    let asked = asked_topics(&node.metadata(), &request);
+    let asked = asked_topics(&node.metadata(), &request, version);
     let describable =
         |name: &str| node.allowed(context, AclOperation::Describe, Resource::Topic(name));
     // Named topics the principal may not describe: refused, never auto-created.
@@ -149,20 +149,21 @@ struct AskedTopics {
     unknown_ids: Vec<uuid::Uuid>,
 }
 
-fn asked_topics(image: &MetadataImage, request: &MetadataRequest) -> AskedTopics {
+fn asked_topics(image: &MetadataImage, request: &MetadataRequest, version: i16) -> AskedTopics {
     let mut asked = AskedTopics { names: None, by_id: Vec::new(), unknown_ids: Vec::new() };
     let Some(topics) = &request.topics else { return asked };
     let mut names = Vec::new();
     for topic in topics {
         match &topic.name {
             Some(name) => names.push(name.0.to_string()),
-            None if !topic.topic_id.is_nil() => {
+            // (v10 and v11 carry the field, but Kafka takes ids only from v12.)
+            None if version >= 12 && !topic.topic_id.is_nil() => {
                 match image.topic_by_id(topic.topic_id.as_bytes()) {
                     Some(known) => asked.by_id.push((known.name.clone(), topic.topic_id)),
                     None => asked.unknown_ids.push(topic.topic_id),
                 }
             }
-            // Neither a name nor an id: nothing to describe.
+            // Neither a name nor an id (or an id before v12): nothing to describe.
             None => {}
         }
     }

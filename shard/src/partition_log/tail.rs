@@ -219,9 +219,9 @@ impl<S: Storage> PartitionLog<S> {
         Ok(true)
     }
 
-    /// Frees the blocks reserved past the active segment's written end (truncating the file to
-    /// its last written page releases them on ext4 and xfs). Caller holds `write_lock`, with
-    /// the tail written out.
+    /// Frees the blocks reserved past the active segment's written end (truncating a file to
+    /// its own length releases them on ext4 and xfs). Caller holds `write_lock`, with the tail
+    /// written out.
     async fn trim_reservation_locked(&self) -> Result<()> {
         let (base, end, reserved) = {
             let state = self.state.borrow();
@@ -232,11 +232,12 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(());
         }
         let file = self.segment_file(base).await?;
-        file.truncate(end).await?;
+        let size = file.size().await?;
+        file.truncate(size.max(end)).await?;
         let mut state = self.state.borrow_mut();
         state.preallocation.reset();
         if let Some(active) = state.segments.get_mut(&base) {
-            active.preallocated_end = end;
+            active.preallocated_end = size.max(end);
         }
         Ok(())
     }

@@ -96,6 +96,8 @@ api_registry! {
     FindCoordinator => find_coordinator throttled,
     JoinGroup => join_group throttled,
     Heartbeat => heartbeat throttled,
+    ConsumerGroupHeartbeat => consumer_group_heartbeat throttled,
+    ConsumerGroupDescribe => consumer_group_describe throttled,
     LeaveGroup => leave_group throttled,
     SyncGroup => sync_group throttled,
     DescribeGroups => describe_groups throttled,

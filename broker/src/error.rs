@@ -216,6 +216,32 @@ pub enum GroupError {
     /// Writing the group's record failed (the message names the storage error).
     #[error("storing the group failed: {0}")]
     StoreFailed(String),
+    /// KIP-848: the member's epoch is not one the coordinator can take (it must rejoin).
+    #[error("The consumer group member has a greater member epoch than expected, or was fenced.")]
+    FencedMemberEpoch,
+    /// KIP-848: a commit or fetch with a member epoch older than the member's.
+    #[error("The member epoch is stale.")]
+    StaleMemberEpoch,
+    /// KIP-848: a static member's instance id is still held by a live member.
+    #[error("The instance id is still used by another member in the consumer group.")]
+    UnreleasedInstanceId,
+    /// KIP-848: a server assignor the broker does not offer (the message lists them).
+    #[error("{0}")]
+    UnsupportedAssignor(String),
+    /// A request Kafka's coordinator refuses before it looks at the group (the message says
+    /// why, as Kafka's does).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// KIP-848: a regex subscription that does not compile.
+    #[error("{0}")]
+    InvalidRegularExpression(String),
+    /// A request version the group's protocol does not allow (an OffsetCommit before v9 from
+    /// a member of a consumer group).
+    #[error("{0}")]
+    UnsupportedVersion(String),
+    /// An assignor failed (it cannot: its output is checked; kept so a failure is a code).
+    #[error("{0}")]
+    AssignorFailed(String),
 }
 
 /// What the transaction coordinator answers instead of a success (KIP-98).
@@ -452,6 +478,14 @@ fn group_error(error: &GroupError) -> ResponseError {
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
         GroupError::StoreFailed(_) => ResponseError::KafkaStorageError,
+        GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+        GroupError::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId,
+        GroupError::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor,
+        GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        GroupError::InvalidRegularExpression(_) => ResponseError::InvalidRegularExpression,
+        GroupError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
+        GroupError::AssignorFailed(_) => ResponseError::UnknownServerError,
     }
 }
 

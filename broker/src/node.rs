@@ -22,6 +22,7 @@ use crate::routers::{GroupRouter, MetadataRouter, PartitionRouter, Placements, T
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
 };
+use crate::services::groups::consumer::ConsumerConfig;
 use crate::services::groups::{GroupConfig, GroupService};
 use crate::services::metadata::{MetadataService, MetadataView, METADATA_SHARD};
 use crate::services::partitions::waits::PartitionWaits;
@@ -180,8 +181,9 @@ impl<S: Storage> Node<S> {
             stats: stats.clone(),
             clock: clock.clone(),
         }));
-        let (groups, transactions) = Self::coordinators(config, &partitions, &stats, mesh, clock);
         let view = Rc::new(MetadataView::default());
+        let (groups, transactions) =
+            Self::coordinators(config, &partitions, &stats, mesh, clock, &view);
         let policy = PlacementPolicy { node, shard_count: mesh.shard_count() };
         let replication = Rc::new(ReplicaFetchers::new(node, mesh.id(), partitions.clone()));
         let metadata = Rc::new(MetadataService::new(
@@ -220,17 +222,20 @@ impl<S: Storage> Node<S> {
         stats: &Rc<ShardStats>,
         mesh: &Rc<Mesh>,
         clock: &Clock,
+        view: &Rc<MetadataView>,
     ) -> (Rc<GroupService<S>>, Rc<TransactionService<S>>) {
         let group_config = GroupConfig {
             initial_rebalance_delay_ms: config.initial_rebalance_delay_ms,
             offsets_retention_ms: config.offsets_retention_ms,
             offsets_compact_bytes: config.offsets_compact_bytes,
+            consumer: ConsumerConfig::from_settings(&config.consumer_groups),
         };
         let groups = Rc::new(GroupService::new(
             partitions.clone(),
             stats.clone(),
             group_config,
             clock.clone(),
+            view.clone(),
         ));
         let transactions = Rc::new(TransactionService::new(
             partitions.clone(),

@@ -348,6 +348,22 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.topics = vec![topic];
             RequestKind::OffsetDelete(request)
         }
+        ApiKey::ConsumerGroupHeartbeat => {
+            // A member joining a new KIP-848 group (v1: the client makes its member id).
+            let mut request = ConsumerGroupHeartbeatRequest::default();
+            request.group_id = GroupId(StrBytes::from_string(format!("matrix-cg-{version}")));
+            request.member_id = StrBytes::from_string(format!("matrix-member-{version}"));
+            request.member_epoch = 0;
+            request.rebalance_timeout_ms = 10_000;
+            request.subscribed_topic_names = Some(vec![name("matrix")]);
+            request.topic_partitions = Some(Vec::new());
+            RequestKind::ConsumerGroupHeartbeat(request)
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let mut request = ConsumerGroupDescribeRequest::default();
+            request.group_ids = vec![GroupId(StrBytes::from_static_str("matrix-cg-1"))];
+            RequestKind::ConsumerGroupDescribe(request)
+        }
         ApiKey::DescribeGroups => {
             let mut request = DescribeGroupsRequest::default();
             request.groups = vec![GroupId(StrBytes::from_static_str("matrix-group"))];
@@ -585,6 +601,8 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .chain(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
             .collect(),
         ResponseKind::ListGroups(r) => vec![r.error_code],
+        ResponseKind::ConsumerGroupHeartbeat(r) => vec![r.error_code],
+        ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
         ResponseKind::JoinGroup(r) => vec![r.error_code],
         ResponseKind::SyncGroup(r) => vec![r.error_code],
         ResponseKind::Heartbeat(r) => vec![r.error_code],
@@ -724,6 +742,8 @@ fn every_advertised_api_version_is_answered_without_error() {
                 ApiKey::JoinGroup => &[0, 79],
                 ApiKey::SyncGroup | ApiKey::Heartbeat | ApiKey::LeaveGroup => &[25],
                 ApiKey::DeleteGroups => &[69],
+                // Unknown: ConsumerGroupDescribe's first group never heartbeat yet.
+                ApiKey::ConsumerGroupDescribe if version == 0 => &[0, 69],
                 ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => &[34],
                 _ => &[0],
             };
@@ -738,7 +758,7 @@ fn every_advertised_api_version_is_answered_without_error() {
 }
 
 #[test]
-fn commits_from_members_or_generations_the_broker_does_not_know_are_refused() {
+fn commits_with_generations_the_broker_does_not_know_are_refused() {
     let broker = Broker::start("commit-errors", &[]);
     broker::cli::topic::create(&broker.bootstrap, "t", 1, -1, &[], None).expect("create");
     let mut client = Client::connect(&broker.bootstrap).expect("connect");
@@ -757,15 +777,22 @@ fn commits_from_members_or_generations_the_broker_does_not_know_are_refused() {
         RequestKind::OffsetCommit(request)
     };
     let code = |response: ResponseKind| error_codes(&response)[0];
+    // A negative generation is a commit outside group management (an assign() consumer; a
+    // KIP-848 one sends its member id with it): taken, as Kafka takes it.
     assert_eq!(
         code(client.call(ApiKey::OffsetCommit, 8, commit("ghost", -1)).expect("call")),
-        25,
-        "UNKNOWN_MEMBER_ID"
+        0,
+        "a simple group's commit"
     );
     assert_eq!(
         code(client.call(ApiKey::OffsetCommit, 8, commit("", 3)).expect("call")),
         22,
         "ILLEGAL_GENERATION"
+    );
+    assert_eq!(
+        code(client.call(ApiKey::OffsetCommit, 9, commit("", 3)).expect("call")),
+        69,
+        "v9 (KIP-848): GROUP_ID_NOT_FOUND"
     );
     assert_eq!(
         code(client.call(ApiKey::OffsetCommit, 8, commit("", -1)).expect("call")),

@@ -229,9 +229,140 @@ pub(super) fn describe_group(
     Ok((described.group_state.to_string(), members))
 }
 
+/// A KIP-848 consumer group as ConsumerGroupDescribe shows it: (group epoch, assignment
+/// epoch, assignor) and per member (id, member epoch, current and target assignment).
+pub(super) struct ConsumerView {
+    pub state: String,
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<ConsumerMemberView>,
+}
+
+pub(super) struct ConsumerMemberView {
+    pub member_id: String,
+    pub client_id: String,
+    pub instance_id: Option<String>,
+    pub epoch: i32,
+    pub assigned: Vec<(String, i32)>,
+    pub target: Vec<(String, i32)>,
+}
+
+fn partitions_of(
+    assignment: &kafka_protocol::messages::consumer_group_describe_response::Assignment,
+) -> Vec<(String, i32)> {
+    let mut out: Vec<(String, i32)> = assignment
+        .topic_partitions
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_name.0.to_string(), *p)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The group as a KIP-848 consumer group; `None` when it is not one (GROUP_ID_NOT_FOUND) or
+/// the broker does not serve ConsumerGroupDescribe.
+pub(super) fn describe_consumer_group(
+    client: &mut Client,
+    group: &str,
+) -> Result<Option<ConsumerView>, String> {
+    let mut request = ConsumerGroupDescribeRequest::default();
+    request.group_ids = vec![group_id(group)];
+    let kind = RequestKind::ConsumerGroupDescribe(request);
+    let response = match client.call(ApiKey::ConsumerGroupDescribe, 1, kind) {
+        Ok(ResponseKind::ConsumerGroupDescribe(response)) => response,
+        Ok(_) => return Err("unexpected response".into()),
+        Err(_) => return Ok(None),
+    };
+    let Some(described) = response.groups.into_iter().next() else { return Ok(None) };
+    if super::is_error(described.error_code, ResponseError::GroupIdNotFound) {
+        return Ok(None);
+    }
+    check(described.error_code, described.error_message.as_ref(), "describing the group")?;
+    let members = described
+        .members
+        .iter()
+        .map(|m| ConsumerMemberView {
+            member_id: m.member_id.to_string(),
+            client_id: m.client_id.to_string(),
+            instance_id: m.instance_id.as_ref().map(|i| i.to_string()),
+            epoch: m.member_epoch,
+            assigned: partitions_of(&m.assignment),
+            target: partitions_of(&m.target_assignment),
+        })
+        .collect();
+    Ok(Some(ConsumerView {
+        state: described.group_state.to_string(),
+        epoch: described.group_epoch,
+        assignment_epoch: described.assignment_epoch,
+        assignor: described.assignor_name.to_string(),
+        members,
+    }))
+}
+
+fn shown_partitions(partitions: &[(String, i32)]) -> String {
+    let shown: Vec<String> = partitions.iter().map(|(t, p)| format!("{t}-{p}")).collect();
+    if shown.is_empty() {
+        "-".to_string()
+    } else {
+        shown.join(",")
+    }
+}
+
+fn print_consumer_view(group: &str, view: &ConsumerView) {
+    println!(
+        "group {group}  protocol consumer  state {}  group-epoch {}  assignment-epoch {}  assignor {}  members {}",
+        view.state, view.epoch, view.assignment_epoch, view.assignor, view.members.len()
+    );
+    println!("{:<40} {:>6}  {:<30} {:<30}", "MEMBER", "EPOCH", "ASSIGNED", "TARGET");
+    for member in &view.members {
+        let name = match &member.instance_id {
+            Some(instance) => format!("{} ({}, {instance})", member.member_id, member.client_id),
+            None => format!("{} ({})", member.member_id, member.client_id),
+        };
+        println!(
+            "{name:<40} {:>6}  {:<30} {:<30}",
+            member.epoch,
+            shown_partitions(&member.assigned),
+            shown_partitions(&member.target)
+        );
+    }
+    println!();
+}
+
+fn consumer_view_json(view: &ConsumerView) -> serde_json::Value {
+    let list = |partitions: &[(String, i32)]| -> Vec<serde_json::Value> {
+        partitions.iter().map(|(t, p)| serde_json::json!({"topic": t, "partition": p})).collect()
+    };
+    let members: Vec<serde_json::Value> = view
+        .members
+        .iter()
+        .map(|m| {
+            serde_json::json!({"member_id": m.member_id, "client_id": m.client_id,
+                               "instance_id": m.instance_id, "member_epoch": m.epoch,
+                               "assignment": list(&m.assigned),
+                               "target_assignment": list(&m.target)})
+        })
+        .collect();
+    serde_json::json!({"protocol": "consumer", "state": view.state, "group_epoch": view.epoch,
+                       "assignment_epoch": view.assignment_epoch, "assignor": view.assignor,
+                       "members": members})
+}
+
 pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), String> {
     let mut client = coordinator(bootstrap, group)?;
-    let (state, members) = describe_group(&mut client, group)?;
+    let consumer = describe_consumer_group(&mut client, group)?;
+    let (state, members) = match &consumer {
+        Some(view) => {
+            let members = view
+                .members
+                .iter()
+                .map(|m| (m.member_id.clone(), m.client_id.clone(), m.assigned.clone()))
+                .collect();
+            (view.state.clone(), members)
+        }
+        None => describe_group(&mut client, group)?,
+    };
     let committed = committed(&mut client, group)?;
     let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
     for (member, client_id, partitions) in &members {
@@ -283,12 +414,22 @@ pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), S
                                    "assignment": assigned})
             })
             .collect();
-        let described = serde_json::json!({"group": group, "state": state,
+        let mut described = serde_json::json!({"group": group, "state": state,
+                                           "protocol": "classic",
                                            "members": members, "offsets": offsets});
+        if let Some(view) = &consumer {
+            described["protocol"] = serde_json::json!("consumer");
+            described["consumer_group"] = consumer_view_json(view);
+        }
         println!("{described}");
         return Ok(());
     }
-    println!("group {group}  state {state}  members {}", members.len());
+    match &consumer {
+        Some(view) => print_consumer_view(group, view),
+        None => {
+            println!("group {group}  protocol classic  state {state}  members {}", members.len())
+        }
+    }
     println!(
         "{:<30} {:>9} {:>14} {:>14} {:>8}  CONSUMER",
         "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"

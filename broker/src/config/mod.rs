@@ -79,6 +79,8 @@ pub struct BrokerConfig {
     pub retention_check_interval_ms: i64,
     /// Kafka's `group.initial.rebalance.delay.ms`.
     pub initial_rebalance_delay_ms: u64,
+    /// Kafka's `group.consumer.*` (KIP-848 consumer groups).
+    pub consumer_groups: ConsumerGroupSettings,
     /// `broker.heartbeat.interval.ms` and `broker.session.timeout.ms` (a cluster's).
     pub heartbeat_interval_ms: u64,
     pub session_timeout_ms: u64,
@@ -224,6 +226,7 @@ impl BrokerConfig {
             segment_files_per_shard: shard::open_files::SEGMENT_FILES_OPEN_DEFAULT,
             retention_check_interval_ms: integer("log.retention.check.interval.ms")?,
             initial_rebalance_delay_ms: integer("group.initial.rebalance.delay.ms")? as u64,
+            consumer_groups: consumer_group_settings(settings)?,
             heartbeat_interval_ms: integer("broker.heartbeat.interval.ms")? as u64,
             session_timeout_ms: integer("broker.session.timeout.ms")? as u64,
             replica_lag_time_max_ms: integer("replica.lag.time.max.ms")? as u64,
@@ -255,6 +258,49 @@ impl BrokerConfig {
             cluster: resolved.cluster,
         })
     }
+}
+
+/// Kafka's `group.consumer.*` keys (KIP-848 consumer groups), checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupSettings {
+    pub session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    pub max_size: usize,
+    /// The server assignors offered, the first the default (`uniform`, `range`).
+    pub assignors: Vec<String>,
+    /// `bidirectional`, `upgrade`, `downgrade` or `disabled`.
+    pub migration_policy: String,
+}
+
+/// The server assignors strata has.
+pub const CONSUMER_GROUP_ASSIGNORS: [&str; 2] = ["uniform", "range"];
+const MIGRATION_POLICIES: [&str; 4] = ["bidirectional", "upgrade", "downgrade", "disabled"];
+
+/// The `group.consumer.*` keys.
+fn consumer_group_settings(settings: &sources::Settings) -> Result<ConsumerGroupSettings, String> {
+    let integer = |name: &str| integer_setting(settings, name);
+    let mut assignors = Vec::new();
+    for name in settings.get("group.consumer.assignors").split(',').map(str::trim) {
+        if !CONSUMER_GROUP_ASSIGNORS.contains(&name) {
+            return Err(format!(
+                "group.consumer.assignors: unknown assignor {name:?} (uniform, range)"
+            ));
+        }
+        assignors.push(name.to_string());
+    }
+    let policy = settings.get("group.consumer.migration.policy").trim().to_ascii_lowercase();
+    if !MIGRATION_POLICIES.contains(&policy.as_str()) {
+        return Err(format!(
+            "group.consumer.migration.policy: {policy:?} is not bidirectional, upgrade, downgrade or disabled"
+        ));
+    }
+    Ok(ConsumerGroupSettings {
+        session_timeout_ms: integer("group.consumer.session.timeout.ms")? as i32,
+        heartbeat_interval_ms: integer("group.consumer.heartbeat.interval.ms")? as i32,
+        max_size: integer("group.consumer.max.size")? as usize,
+        assignors,
+        migration_policy: policy,
+    })
 }
 
 /// What `from_settings` reads before the plain keys, in the order it reports their errors:

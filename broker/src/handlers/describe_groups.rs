@@ -1,8 +1,10 @@
 //! DescribeGroups (key 15): state, protocol and members (with their metadata and assignment)
-//! of each group; a group with only committed offsets is `Empty`, an unknown one `Dead`.
+//! of each group; a group with only committed offsets is `Empty`, an unknown one `Dead`, and a
+//! KIP-848 consumer group too (v6+: GROUP_ID_NOT_FOUND with a message, as Kafka: DescribeGroups
+//! describes classic groups; ConsumerGroupDescribe the others).
 
 use crate::authorization::{self, AclOperation, Resource};
-use crate::error::{error_code, BrokerError, NONE};
+use crate::error::{error_code, BrokerError, GroupError, NONE};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::groups::{requests::Describe, Described};
@@ -10,7 +12,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use shard::io::Storage;
 
-pub const VERSIONS: (i16, i16) = (0, 5);
+pub const VERSIONS: (i16, i16) = (0, 6);
 
 async fn describe<S: Storage>(node: &Node<S>, group: &str) -> Result<Described, BrokerError> {
     node.groups.call(group, Describe { group: group.to_string() }).await
@@ -32,6 +34,17 @@ pub async fn handle<S: Storage>(
             Err(BrokerError::GroupAuthorizationFailed(name.clone()))
         };
         match outcome {
+            // v6 (KIP-1043): a group of another type is not found, with a message.
+            Ok(group) if group.consumer_group && context.api_version >= 6 => {
+                described.error_code = error_code(&BrokerError::Group(GroupError::GroupIdNotFound));
+                described.error_message =
+                    Some(super::str_bytes(&format!("Group {name} is not a classic group.")));
+            }
+            Ok(group) if group.state == "Dead" && context.api_version >= 6 => {
+                described.error_code = error_code(&BrokerError::Group(GroupError::GroupIdNotFound));
+                described.error_message =
+                    Some(super::str_bytes(&format!("Group {name} not found.")));
+            }
             Ok(group) => {
                 described.error_code = NONE;
                 described.group_state = super::str_bytes(group.state);
@@ -54,7 +67,12 @@ pub async fn handle<S: Storage>(
                     })
                     .collect();
             }
-            Err(error) => described.error_code = error_code(&error),
+            Err(error) => {
+                described.error_code = error_code(&error);
+                if context.api_version >= 6 {
+                    described.error_message = Some(super::str_bytes(&error.to_string()));
+                }
+            }
         }
         if context.api_version >= 3 {
             described.authorized_operations = node.authorized_operations(

@@ -1,7 +1,7 @@
 //! ListGroups (key 16): groups this node coordinates (asked of every shard) with their state
 //! (groups with only committed offsets are `Empty`); v4+ filters by state (KIP-518), v5+ by type
-//! (KIP-848: every group here is a `classic` one; a filter naming only other or unknown types
-//! lists none), both case-insensitively.
+//! (KIP-848: `classic` or `consumer`; a filter naming only other or unknown types lists none),
+//! both case-insensitively.
 
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, NONE};
@@ -14,9 +14,6 @@ use shard::io::Storage;
 use std::collections::BTreeMap;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
-
-/// The one group type strata has (Kafka's classic protocol; KIP-848 groups are `consumer`).
-const CLASSIC: &str = "classic";
 
 pub async fn handle<S: Storage>(
     node: &Node<S>,
@@ -34,20 +31,23 @@ pub async fn handle<S: Storage>(
             Err(error) => response.error_code = error_code(&error),
         }
     }
-    let wanted = |group_state: &str| {
+    let wanted = |group: &Listed| {
         let state = context.api_version < 4
             || request.states_filter.is_empty()
-            || request.states_filter.iter().any(|s| s.as_str().eq_ignore_ascii_case(group_state));
+            || request.states_filter.iter().any(|s| s.as_str().eq_ignore_ascii_case(group.state));
         let kind = context.api_version < 5
             || request.types_filter.is_empty()
-            || request.types_filter.iter().any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
+            || request
+                .types_filter
+                .iter()
+                .any(|t| t.as_str().eq_ignore_ascii_case(group.group_type));
         state && kind
     };
     // As Kafka: every group with DESCRIBE on the cluster, else those the principal may describe.
     let all = node.allowed(context, AclOperation::Describe, Resource::Cluster);
     response.groups = groups
         .into_values()
-        .filter(|group| wanted(group.state))
+        .filter(|group| wanted(group))
         .filter(|group| {
             all || node.allowed(context, AclOperation::Describe, Resource::Group(&group.group))
         })
@@ -59,7 +59,7 @@ pub async fn handle<S: Storage>(
                 listed.group_state = super::str_bytes(group.state);
             }
             if context.api_version >= 5 {
-                listed.group_type = super::str_bytes(CLASSIC);
+                listed.group_type = super::str_bytes(group.group_type);
             }
             listed
         })

@@ -2,6 +2,8 @@
 //! coordinating the group (see `services::groups`). Commits from members are checked against
 //! the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS); standalone commits
 //! (generation -1, no member id) are accepted while the group has no members, as in Kafka.
+//! v9 (KIP-848) carries a consumer group member's epoch: STALE_MEMBER_EPOCH when it is not the
+//! member's, UNSUPPORTED_VERSION for such a member committing below v9.
 
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, GroupError, Result, NONE};
@@ -16,7 +18,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use shard::io::Storage;
 use wire::ids::TopicPartition;
 
-pub const VERSIONS: (i16, i16) = (2, 8);
+pub const VERSIONS: (i16, i16) = (2, 9);
 
 /// The error a partition's commit gets before it reaches the coordinator, if any.
 fn check_partition<S: Storage>(
@@ -90,6 +92,7 @@ pub async fn handle<S: Storage>(
             instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
             generation: request.generation_id_or_member_epoch,
             entries,
+            api_version: context.api_version,
         };
         match commit(node, &group, call).await {
             Ok(()) => NONE,

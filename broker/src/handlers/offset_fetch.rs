@@ -1,6 +1,8 @@
 //! OffsetFetch (key 9): committed offsets of a group (v8+: of several groups, KIP-709). An
 //! unknown group, or a partition without a commit, answers offset -1 with no error, as Kafka.
-//! v5+ answers the committed leader epoch (KIP-320; -1 when the commit carried none).
+//! v5+ answers the committed leader epoch (KIP-320; -1 when the commit carried none). v9
+//! (KIP-848) may name a consumer group member and its epoch: UNKNOWN_MEMBER_ID or
+//! STALE_MEMBER_EPOCH as the group's error when they are not the group's.
 
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, NONE};
@@ -17,7 +19,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNam
 use shard::io::Storage;
 use wire::ids::TopicPartition;
 
-pub const VERSIONS: (i16, i16) = (1, 8);
+pub const VERSIONS: (i16, i16) = (1, 9);
 
 /// (topic, partition, offset, leader epoch, metadata, error code) for one group; `wanted` None
 /// means all committed. With `require_stable` (v7+, KIP-447), a partition whose offset was
@@ -31,6 +33,7 @@ async fn fetch<S: Storage>(
     group: &str,
     wanted: Option<Vec<TopicPartition>>,
     require_stable: bool,
+    member: Option<(String, i32)>,
 ) -> Result<Vec<(String, i32, i64, i32, String, i16)>, i16> {
     if !node.allowed(context, AclOperation::Describe, Resource::Group(group)) {
         return Err(error_code(&BrokerError::GroupAuthorizationFailed(group.to_string())));
@@ -48,9 +51,10 @@ async fn fetch<S: Storage>(
     let refused_rows = refused
         .into_iter()
         .map(|key| (key.topic, key.partition.0, -1, -1, String::new(), refused_code));
-    let request = FetchOffsets { group: group.to_string(), wanted: wanted.clone() };
+    let request = FetchOffsets { group: group.to_string(), wanted: wanted.clone(), member };
     let (found, unstable) = match node.groups.call(group, request).await {
-        Ok(FetchedOffsets { committed, unstable }) => (committed, unstable),
+        Ok(Ok(FetchedOffsets { committed, unstable })) => (committed, unstable),
+        Ok(Err(error)) => return Err(error_code(&BrokerError::Group(error))),
         Err(_) => (Vec::new(), Vec::new()),
     };
     let unstable_code = error_code(&BrokerError::UnstableOffsetCommit(group.to_string()));
@@ -107,7 +111,7 @@ pub async fn handle<S: Storage>(
             .collect()
     });
     let require_stable = version >= 7 && request.require_stable;
-    let rows = match fetch(node, context, &group, wanted, require_stable).await {
+    let rows = match fetch(node, context, &group, wanted, require_stable, None).await {
         Ok(rows) => rows,
         Err(code) => {
             response.error_code = code;
@@ -142,7 +146,14 @@ async fn fetch_group<S: Storage>(
     let mut group_response = OffsetFetchResponseGroup::default();
     group_response.group_id = requested.group_id.clone();
     group_response.error_code = NONE;
-    let rows = match fetch(node, context, &group, wanted, require_stable).await {
+    let member = match (&requested.member_id, context.api_version >= 9) {
+        (Some(member_id), true) => Some((member_id.to_string(), requested.member_epoch)),
+        (None, true) if requested.member_epoch >= 0 => {
+            Some((String::new(), requested.member_epoch))
+        }
+        _ => None,
+    };
+    let rows = match fetch(node, context, &group, wanted, require_stable, member).await {
         Ok(rows) => rows,
         Err(code) => {
             group_response.error_code = code;

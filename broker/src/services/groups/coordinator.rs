@@ -33,6 +33,8 @@ pub struct Described {
     pub protocol_type: String,
     pub protocol: String,
     pub members: Vec<DescribedMember>,
+    /// A KIP-848 consumer group: DescribeGroups answers it as Dead (v6: GROUP_ID_NOT_FOUND).
+    pub consumer_group: bool,
 }
 
 impl<S: Storage> GroupService<S> {
@@ -148,16 +150,21 @@ impl<S: Storage> GroupService<S> {
 
     /// A commit's member and generation against the group (a member's commit refreshes its
     /// session); a group this shard does not know takes only standalone commits (no member id,
-    /// a negative generation).
+    /// a negative generation). A KIP-848 consumer group checks member epochs instead
+    /// (`api_version`: the OffsetCommit version; None for TxnOffsetCommit).
     pub(super) fn check_commit(
         &self,
         group_id: &str,
         member_id: &str,
         instance: Option<&str>,
         generation: i32,
+        api_version: Option<i16>,
     ) -> Result<(), GroupError> {
         if !super::valid_group_id(group_id) {
             return Err(GroupError::InvalidGroupId);
+        }
+        if let Some(cell) = self.consumer_cell(group_id) {
+            return self.check_consumer_commit(&cell, member_id, generation, api_version);
         }
         match self.cell(group_id) {
             // A member's commit counts as its heartbeat, hence the mutable borrow.
@@ -169,15 +176,28 @@ impl<S: Storage> GroupService<S> {
             ),
             // Kafka (`OffsetMetadataManager.validateOffsetCommit`, before v9): a generation
             // for a group it does not know is ILLEGAL_GENERATION.
-            None => match (member_id.is_empty(), generation) {
-                (_, generation) if generation >= 0 => Err(GroupError::IllegalGeneration),
-                (true, _) => Ok(()),
-                (false, _) => Err(GroupError::UnknownMemberId),
-            },
+            // v9+ (KIP-848): the group is not found.
+            None if generation >= 0 && api_version.is_some_and(|v| v >= 9) => {
+                Err(GroupError::GroupIdNotFound)
+            }
+            None if generation >= 0 => Err(GroupError::IllegalGeneration),
+            // A negative generation is a commit outside group management (an admin client,
+            // or an assign() consumer: librdkafka's KIP-848 consumer sends its member id with
+            // epoch -1), taken for the group as a "simple" group, as Kafka.
+            None => Ok(()),
         }
     }
 
     pub(super) fn describe(&self, group_id: &str) -> Described {
+        if self.consumer_cell(group_id).is_some() {
+            return Described {
+                state: "Dead",
+                protocol_type: String::new(),
+                protocol: String::new(),
+                members: Vec::new(),
+                consumer_group: true,
+            };
+        }
         let Some(cell) = self.cell(group_id) else {
             let has_offsets = self.offsets.borrow().contains_key(group_id);
             return Described {
@@ -185,6 +205,7 @@ impl<S: Storage> GroupService<S> {
                 protocol_type: if has_offsets { "consumer".into() } else { String::new() },
                 protocol: String::new(),
                 members: Vec::new(),
+                consumer_group: false,
             };
         };
         let group = cell.group.borrow();
@@ -208,6 +229,7 @@ impl<S: Storage> GroupService<S> {
             protocol_type: group.protocol_type.clone(),
             protocol: if stable { group.protocol.clone() } else { String::new() },
             members,
+            consumer_group: false,
         }
     }
 }

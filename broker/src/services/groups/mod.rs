@@ -12,6 +12,9 @@
 //! `error.rs` turns them into Kafka codes.
 //! Runs on: every shard, for the groups it coordinates.
 
+pub mod assignors;
+pub mod consumer;
+mod consumer_coordinator;
 mod coordinator;
 pub mod offsets;
 pub mod requests;
@@ -19,6 +22,7 @@ pub mod state_machine;
 pub mod stored;
 pub mod txn_offsets;
 
+pub use consumer_coordinator::{DescribedConsumerGroup, DescribedConsumerMember};
 pub use coordinator::{Described, DescribedMember};
 pub use offsets::{Committed, OFFSET_METADATA_BYTES_MAX};
 pub use state_machine::{Assignment, JoinOutcome, JoinRequest};
@@ -28,6 +32,7 @@ use crate::clock::Clock;
 use crate::error::{BrokerError, GroupError, Result};
 use crate::mesh::Service;
 use crate::metadata::internal::OFFSETS_TOPIC;
+use crate::services::metadata::MetadataView;
 use crate::services::partitions::PartitionService;
 use crate::stats::ShardStats;
 use offsets::OffsetTable;
@@ -38,6 +43,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 use wire::ids::TopicPartition;
+
+/// ListGroups' type of a group of the classic protocol.
+pub const CLASSIC_GROUP_TYPE: &str = "classic";
+/// ListGroups' type of a KIP-848 consumer group.
+pub const CONSUMER_GROUP_TYPE: &str = "consumer";
 
 /// How often the coordinator checks sessions and rebalance deadlines.
 pub const GROUP_TICK_MS: u64 = 100;
@@ -75,7 +85,7 @@ impl GroupCell {
 }
 
 /// The coordinator's settings (from the broker configuration).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct GroupConfig {
     /// Kafka's `group.initial.rebalance.delay.ms`.
     pub initial_rebalance_delay_ms: u64,
@@ -83,6 +93,8 @@ pub struct GroupConfig {
     pub offsets_retention_ms: u64,
     /// An `__consumer_offsets` partition larger than this is compacted (strata).
     pub offsets_compact_bytes: u64,
+    /// KIP-848 consumer groups (`group.consumer.*`).
+    pub consumer: consumer::ConsumerConfig,
 }
 
 /// What DeleteOffsets did: the partitions whose offsets it deleted (those that had one), and
@@ -99,6 +111,8 @@ pub struct ListedGroup {
     pub group: String,
     pub state: &'static str,
     pub protocol_type: String,
+    /// "classic" or "consumer" (KIP-848; ListGroups v5).
+    pub group_type: &'static str,
 }
 
 pub struct GroupService<S: Storage> {
@@ -111,6 +125,10 @@ pub struct GroupService<S: Storage> {
     /// Serializes commits, deletions and compactions of the offsets table.
     offsets_lock: async_lock::Mutex<()>,
     groups: RefCell<HashMap<String, Rc<GroupCell>>>,
+    /// KIP-848 consumer groups (a group id is in this map or in `groups`, never both).
+    consumer_groups: RefCell<HashMap<String, Rc<consumer_coordinator::ConsumerCell>>>,
+    /// The metadata image (topic ids and partition counts for assignments).
+    view: Rc<MetadataView>,
     /// Offsets committed in transactions still open (`txn_offsets`).
     pending_txn: RefCell<txn_offsets::PendingTxnOffsets>,
     /// The `__consumer_offsets` partitions whose groups are loaded here (this shard leads
@@ -126,12 +144,15 @@ impl<S: Storage> GroupService<S> {
         stats: Rc<ShardStats>,
         config: GroupConfig,
         clock: Clock,
+        view: Rc<MetadataView>,
     ) -> Self {
         GroupService {
             partitions,
             stats,
             config,
             clock,
+            consumer_groups: RefCell::new(HashMap::new()),
+            view,
             offsets: RefCell::new(HashMap::new()),
             offsets_lock: async_lock::Mutex::new(()),
             groups: RefCell::new(HashMap::new()),
@@ -185,6 +206,9 @@ impl<S: Storage> GroupService<S> {
         group: &str,
         partitions: Option<Vec<TopicPartition>>,
     ) -> Result<OffsetsDeleted> {
+        if let Some(cell) = self.consumer_cell(group) {
+            return self.delete_consumer_offsets(group, cell, partitions).await;
+        }
         let members = self.member_count(group);
         let known = self.offsets.borrow().contains_key(group) || self.cell(group).is_some();
         if !known {
@@ -229,6 +253,7 @@ impl<S: Storage> GroupService<S> {
                     group: group.clone(),
                     state: state_machine::State::Empty.name(),
                     protocol_type: String::new(),
+                    group_type: CLASSIC_GROUP_TYPE,
                 };
                 (group.clone(), empty)
             })
@@ -241,6 +266,16 @@ impl<S: Storage> GroupService<S> {
                 group: name.clone(),
                 state: group.state.name(),
                 protocol_type: group.protocol_type.clone(),
+                group_type: CLASSIC_GROUP_TYPE,
+            };
+            listed.insert(name.clone(), entry);
+        }
+        for (name, cell) in self.consumer_groups.borrow().iter() {
+            let entry = ListedGroup {
+                group: name.clone(),
+                state: cell.group.borrow().state().name(),
+                protocol_type: state_machine::CONSUMER_PROTOCOL_TYPE.to_string(),
+                group_type: CONSUMER_GROUP_TYPE,
             };
             listed.insert(name.clone(), entry);
         }
@@ -295,6 +330,7 @@ impl<S: Storage> GroupService<S> {
             }
         }
         self.store_dirty_groups().await;
+        self.expire_consumer_members().await;
         let now = self.clock.now();
         let cells: Vec<Rc<GroupCell>> = self.groups.borrow().values().cloned().collect();
         for cell in cells {

@@ -11,6 +11,7 @@
 //! top bit of `commit_ms` (a commit time is never negative), so values written before it read
 //! as epoch -1. Group metadata records have the key `group \0 \0` (see `stored`).
 
+use super::consumer::records as consumer_records;
 use super::{stored, GroupCell, GroupService};
 use crate::error::{BrokerError, GroupError, Result};
 use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
@@ -90,7 +91,7 @@ pub(super) fn offsets_partition(group: &str) -> TopicPartition {
 impl<S: Storage> GroupService<S> {
     /// Appends records (a `None` value is a tombstone) to `group`'s `__consumer_offsets`
     /// partition, synced before returning.
-    async fn append_records(
+    pub(super) async fn append_records(
         &self,
         group: &str,
         records: &[(Vec<u8>, Option<Vec<u8>>)],
@@ -252,6 +253,7 @@ impl<S: Storage> GroupService<S> {
                 let stored = cell.group.borrow().stored_value.clone()?;
                 (partition_for_group(group) == index).then(|| (stored::key(group), stored.to_vec()))
             }))
+            .chain(self.consumer_records_of(index))
             .collect();
         let now = self.clock.now_ms();
         owned.log.roll(now).await?;
@@ -295,6 +297,7 @@ impl<S: Storage> GroupService<S> {
         // Groups whose every offset was deleted have none.
         self.offsets.borrow_mut().retain(|_, map| !map.is_empty());
         self.restore_groups(groups);
+        self.arm_loaded_consumer_groups();
         Ok(applied)
     }
 
@@ -315,6 +318,9 @@ impl<S: Storage> GroupService<S> {
         for partition in lost {
             let index = partition.partition.0;
             self.groups.borrow_mut().retain(|group, _| partition_for_group(group) != index);
+            self.consumer_groups
+                .borrow_mut()
+                .retain(|group, _| partition_for_group(group) != index);
             self.offsets.borrow_mut().retain(|group, _| partition_for_group(group) != index);
             self.forget_pending_of(index);
             self.loaded.borrow_mut().remove(&partition);
@@ -329,6 +335,7 @@ impl<S: Storage> GroupService<S> {
             let applied = self.replay_partition(&partition, &owned.log, &mut groups).await;
             self.offsets.borrow_mut().retain(|_, map| !map.is_empty());
             self.restore_groups(groups);
+            self.arm_loaded_consumer_groups();
             self.loaded.borrow_mut().insert(partition.clone());
             tracing::info!(%partition, records = applied, "coordinating the groups of this partition");
         }
@@ -420,6 +427,12 @@ impl<S: Storage> GroupService<S> {
         let mut applied = 0;
         let mut table = self.offsets.borrow_mut();
         for record in records {
+            if let Some(key) =
+                record.key.as_deref().filter(|k| consumer_records::is_consumer_group_key(k))
+            {
+                applied += usize::from(self.replay_consumer_record(key, record.value.as_deref()));
+                continue;
+            }
             if let Some(group) = record.key.as_deref().and_then(stored::parse_key) {
                 groups.insert(group, record.value);
                 applied += 1;
@@ -436,6 +449,45 @@ impl<S: Storage> GroupService<S> {
             applied += 1;
         }
         applied
+    }
+
+    /// Applies one KIP-848 record met in replay to its consumer group (a record that does not
+    /// parse, or that contradicts the group, is logged and counted).
+    fn replay_consumer_record(&self, key: &[u8], value: Option<&[u8]>) -> bool {
+        let Some((group_id, record)) = consumer_records::decode(key, value) else {
+            tracing::warn!("offsets replay skipped an unreadable consumer group record");
+            self.stats.offsets_replay_skipped(1);
+            return false;
+        };
+        let cell = self
+            .consumer_groups
+            .borrow_mut()
+            .entry(group_id.clone())
+            .or_insert_with(|| {
+                let group = super::consumer::ConsumerGroup::new(&group_id);
+                Rc::new(super::consumer_coordinator::ConsumerCell::with(group))
+            })
+            .clone();
+        if let Err(error) = cell.group.borrow_mut().apply(&record) {
+            tracing::warn!(group = %group_id, %error, "consumer group record contradicts the group");
+            self.stats.offsets_replay_skipped(1);
+        }
+        true
+    }
+
+    /// The records of the consumer groups on `__consumer_offsets` partition `index`, as a
+    /// compaction rewrites them.
+    fn consumer_records_of(&self, index: i32) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let groups = self.consumer_groups.borrow();
+        let mut live = Vec::new();
+        for (group_id, cell) in groups.iter().filter(|(g, _)| partition_for_group(g) == index) {
+            for record in cell.group.borrow().snapshot() {
+                if let (key, Some(value)) = consumer_records::encode(group_id, &record) {
+                    live.push((key, value));
+                }
+            }
+        }
+        live
     }
 
     /// Brings back the groups whose last metadata record survived replay: with members as
@@ -468,10 +520,14 @@ impl<S: Storage> GroupService<S> {
         let expired: Vec<(String, Vec<TopicPartition>)> = {
             let table = self.offsets.borrow();
             let groups = self.groups.borrow();
+            let consumer_groups = self.consumer_groups.borrow();
             table
                 .iter()
                 .filter(|(group, _)| {
                     groups.get(*group).is_none_or(|cell| cell.group.borrow().members.is_empty())
+                        && consumer_groups
+                            .get(*group)
+                            .is_none_or(|cell| cell.group.borrow().members.is_empty())
                 })
                 .map(|(group, map)| {
                     let old = map

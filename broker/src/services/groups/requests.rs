@@ -108,6 +108,8 @@ pub struct Commit {
     pub instance_id: Option<String>,
     pub generation: i32,
     pub entries: Vec<(TopicPartition, Committed)>,
+    /// The OffsetCommit version (KIP-848 members must commit with v9+).
+    pub api_version: i16,
 }
 
 impl Ask for Commit {
@@ -117,7 +119,14 @@ impl Ask for Commit {
 answers!(GroupService, Commit, |service, commit| {
     service.follow_leadership().await;
     let instance_id = commit.instance_id.as_deref();
-    match service.check_commit(&commit.group, &commit.member_id, instance_id, commit.generation) {
+    let version = Some(commit.api_version);
+    match service.check_commit(
+        &commit.group,
+        &commit.member_id,
+        instance_id,
+        commit.generation,
+        version,
+    ) {
         Err(error) => Err(BrokerError::Group(error)),
         Ok(()) => service.commit(&commit.group, commit.entries).await,
     }
@@ -127,6 +136,8 @@ answers!(GroupService, Commit, |service, commit| {
 pub struct FetchOffsets {
     pub group: String,
     pub wanted: Option<Vec<TopicPartition>>,
+    /// OffsetFetch v9's member id and epoch (KIP-848), when the request names a member.
+    pub member: Option<(String, i32)>,
 }
 
 /// The committed offsets, and the group's partitions with an offset committed in a
@@ -136,16 +147,21 @@ pub struct FetchedOffsets {
     pub unstable: Vec<TopicPartition>,
 }
 
+/// OffsetFetch's answer: the offsets, or the group's error (a KIP-848 member check).
+pub type FetchOffsetsAnswer = std::result::Result<FetchedOffsets, GroupError>;
+
 impl Ask for FetchOffsets {
-    type Answer = FetchedOffsets;
+    type Answer = FetchOffsetsAnswer;
 }
 
 answers!(GroupService, FetchOffsets, |service, fetch| {
     service.follow_leadership().await;
-    FetchedOffsets {
+    let member = fetch.member.as_ref().map(|(id, epoch)| (id.as_str(), *epoch));
+    service.check_consumer_fetch(&fetch.group, member)?;
+    Ok(FetchedOffsets {
         committed: service.fetch_offsets(&fetch.group, fetch.wanted),
         unstable: service.unstable_partitions(&fetch.group),
-    }
+    })
 });
 
 /// TxnOffsetCommit: offsets held until the transaction's marker (`txn_offsets`).
@@ -200,4 +216,28 @@ impl Ask for CommittedOffsets {
 answers!(GroupService, CommittedOffsets, |service, _committed| {
     service.follow_leadership().await;
     service.committed()
+});
+
+/// ConsumerGroupHeartbeat (KIP-848), validated by the handler.
+impl Ask for super::consumer::HeartbeatRequest {
+    type Answer = std::result::Result<super::consumer::HeartbeatAnswer, GroupError>;
+}
+
+answers!(GroupService, super::consumer::HeartbeatRequest, |service, beat| {
+    service.follow_leadership().await;
+    service.consumer_heartbeat(beat).await
+});
+
+/// ConsumerGroupDescribe, for one group: `None` when it is not a consumer group here.
+pub struct ConsumerDescribe {
+    pub group: String,
+}
+
+impl Ask for ConsumerDescribe {
+    type Answer = Option<super::DescribedConsumerGroup>;
+}
+
+answers!(GroupService, ConsumerDescribe, |service, describe| {
+    service.follow_leadership().await;
+    service.describe_consumer(&describe.group)
 });

@@ -52,7 +52,12 @@ impl<S: Storage> GroupService<S> {
         // Kafka: a member's identity is checked only when the request carries one (v3+);
         // generation -1 with no member id is accepted even for a group with members.
         if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
-            self.check_commit(&group, &member_id, instance_id.as_deref(), generation)
+            // A consumer group's stale member epoch is ILLEGAL_GENERATION here, as in Kafka.
+            self.check_commit(&group, &member_id, instance_id.as_deref(), generation, None)
+                .map_err(|error| match error {
+                    GroupError::StaleMemberEpoch => GroupError::IllegalGeneration,
+                    other => other,
+                })
                 .map_err(BrokerError::Group)?;
         }
         let _guard = self.offsets_lock.lock().await;

@@ -14,6 +14,11 @@
 # and ends with `N passed, M failed, K skipped, X expected failures` (a timeout counts as
 # failed; an expected failure is one of KNOWN_FAILURES failing exactly where it says). Exit code
 # 0 only if nothing failed.
+# After the classic run, the list's consumer-group tests run once more under the KIP-848
+# consumer protocol (TEST_CONSUMER_GROUP_PROTOCOL=consumer; "Consumer protocol" below), as
+# `0018@consumer passed (30 s)` with its log in logs/0018@consumer.log; a TEST ending in
+# @consumer (`0018@consumer`, `0081:do_test_DeleteGroups@consumer`) is such a run by itself. The
+# closing line counts both protocols; a `classic: ...` and a `consumer: ...` line precede it.
 #
 # Source: librdkafka 2.12.1 as vendored (with tests/) by the crates.io package rdkafka-sys
 # =4.10.0+2.12.1, fetched by cargo into a throwaway crate, like bench/build_rdkafka_performance.sh.
@@ -79,7 +84,7 @@
 #       its last sub-test is transactional. 0129 (an aborted transaction's records skipped by
 #       a read_committed consumer) is in since transactions exist (issue #17).
 #   0061 (consumer lag, 21 s since transactions exist; it was 131 s retrying InitProducerId) is
-#   in too. That leaves 69 tests (`--list`, plus 0081's families).
+#   in too. That leaves 69 tests (`--list`, plus 0081's families and the @consumer runs).
 # 0081 by family. 0081 (the admin API) stops at its first failing sub-test, and its
 # IncrementalAlterConfigs sub-test (a KIP-848 GROUP config resource) comes early: everything
 # after it (configs, records, groups, topics, cluster, offsets) would never run (its ACL
@@ -89,6 +94,20 @@
 # contain it returns at its SUB_TEST() line), as `0081:do_test_AlterConfigs` and so on. Such
 # an entry passes only if at least one sub-test ran and passed (a filter that matches nothing
 # fails). The whole 0081 still runs first: its families before the ACL ones run there.
+# Consumer protocol. librdkafka's tests/test.c reads TEST_CONSUMER_GROUP_PROTOCOL: every consumer
+# it creates (test_create_handle(), and Test::conf_init() in C++) gets group.protocol=consumer, and
+# test_conf_set() then drops session.timeout.ms, heartbeat.interval.ms,
+# partition.assignment.strategy and group.protocol.type (rd_kafka_new() would refuse them), so
+# the broker's session (45 s) and heartbeat interval (5 s) apply, as on Kafka 4.0, whose
+# librdkafka CI job runs the suite this way. CONSUMER_GROUP_TESTS are the tests of the wider set
+# that join a group (a consumer with a group.id that subscribes) or branch on the protocol
+# (0084 and 0132 skip themselves under it, 0153 runs only under it), plus 0099, 0130 and 0140,
+# which commit without subscribing: under this protocol their OffsetCommit carries the
+# client-generated member id with epoch -1. Each runs again, with the variable set, after the
+# classic run, which unsets it (TEST_CONSUMER_GROUP_PROTOCOL=classic is the same as unset).
+# Of 0081's families, those whose sub-tests run group consumers (CONSUMER_GROUP_FAMILIES); not
+# do_test_DescribeConsumerGroups (2.12.1 calls it only under the classic protocol, so its filter
+# would match nothing), nor the whole 0081 (it stops at the same sub-test as the classic run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -155,6 +174,17 @@ declare -A KNOWN_WHY=(
 # cooperative rebalance (over 300 s), 0137 batch consume with barriers (61 s; its
 # transactional sub-test passes since issue #17).
 LONG_TESTS=(0026 0030 0033 0045 0089 0091 0102 0113 0137)
+# Run a second time, under the consumer protocol, as NNNN@consumer when in the list being run
+# (see the header).
+CONSUMER_GROUP_TESTS=(
+    0018 0019 0020 0022 0026 0029 0030 0033 0040 0042 0045 0049 0050 0056 0060 0064 0069 0076
+    0082 0083 0084 0089 0091 0093 0099 0102 0103 0113 0118 0122 0125 0129 0130 0132 0137 0140
+    0153
+)
+CONSUMER_GROUP_FAMILIES=(
+    do_test_ListConsumerGroups: do_test_DeleteGroups do_test_DeleteConsumerGroupOffsets
+    do_test_AlterConsumerGroupOffsets do_test_ListConsumerGroupOffsets
+)
 
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 log() { printf '==> %s\n' "$*" >&2; }
@@ -186,15 +216,28 @@ with_families() { # LIST...: the list with 0081's families after 0081
     done
 }
 
+with_consumer_protocol() { # LIST...: the list, then its consumer-group entries as ENTRY@consumer
+    local t
+    printf '%s\n' "$@"
+    for t in "$@"; do
+        case $t in
+        0081:*) if in_list "${t#0081:}" "${CONSUMER_GROUP_FAMILIES[@]}"; then echo "$t@consumer"; fi ;;
+        *) if in_list "$t" "${CONSUMER_GROUP_TESTS[@]}"; then echo "$t@consumer"; fi ;;
+        esac
+    done
+}
+
 # ---- arguments -------------------------------------------------------------------------------
 mode=core
 selected=()
 for arg in "$@"; do
     case "$arg" in
     -h | --help) usage; exit 0 ;;
-    --list) with_families $(core_list) | paste -sd' '; exit 0 ;;
-    --list-all) with_families "${ALL_SINGLE_BROKER[@]}" | paste -sd' '; exit 0 ;;
+    --list) with_consumer_protocol $(with_families $(core_list)) | paste -sd' '; exit 0 ;;
+    --list-all) with_consumer_protocol $(with_families "${ALL_SINGLE_BROKER[@]}") | paste -sd' '; exit 0 ;;
     --all-single-broker) mode=all ;;
+    [0-9]@consumer | [0-9][0-9]@consumer | [0-9][0-9][0-9]@consumer | [0-9][0-9][0-9][0-9]@consumer)
+        selected+=("$(printf '%04d' "$((10#${arg%@consumer}))")@consumer") ;;
     [0-9] | [0-9][0-9] | [0-9][0-9][0-9] | [0-9][0-9][0-9][0-9])
         selected+=("$(printf '%04d' "$((10#$arg))")") ;;
     [0-9][0-9][0-9][0-9]:?*) selected+=("$arg") ;;
@@ -205,9 +248,9 @@ if [ ${#selected[@]} -gt 0 ]; then
     [ "$mode" = all ] && die "--all-single-broker and test numbers exclude each other"
     tests=("${selected[@]}")
 elif [ "$mode" = all ]; then
-    mapfile -t tests < <(with_families "${ALL_SINGLE_BROKER[@]}")
+    mapfile -t tests < <(with_consumer_protocol $(with_families "${ALL_SINGLE_BROKER[@]}"))
 else
-    mapfile -t tests < <(with_families $(core_list))
+    mapfile -t tests < <(with_consumer_protocol $(with_families $(core_list)))
 fi
 
 # ---- tools -----------------------------------------------------------------------------------
@@ -430,13 +473,18 @@ npassed=0
 nfailed=0
 nskipped=0
 nexpected=0
+declare -A tally=() # "PROTOCOL passed|failed|skipped|expected" -> count
 run_one() {
-    local t=$1 num=${1%%:*} sub= start rc secs allrows rows state reason brc args=(-p1 -K -L)
-    [ "$num" != "$t" ] && sub=${t#*:}
+    local t=$1 id=${1%@consumer} proto=classic num sub= start rc secs allrows rows state reason brc
+    local args=(-p1 -K -L) penv=(-u TEST_CONSUMER_GROUP_PROTOCOL)
+    [ "$id" != "$t" ] && proto=consumer && penv=(TEST_CONSUMER_GROUP_PROTOCOL=consumer)
+    num=${id%%:*}
+    [ "$num" != "$id" ] && sub=${id#*:}
     local tlog="$LOGS/${t//:/-}.log"
     if ! compgen -G "$TDIR/$num-*.c*" >/dev/null; then
         echo "$t failed (0 s): no such test in librdkafka 2.12.1"
         nfailed=$((nfailed + 1))
+        tally["$proto failed"]=$((${tally["$proto failed"]:-0} + 1))
         return
     fi
     [ "$mode" = core ] && [ ${#selected[@]} -eq 0 ] && args+=(-E)
@@ -445,7 +493,7 @@ run_one() {
     set +e
     local filter=()
     [ -n "$sub" ] && filter=("SUBTESTS=$sub")
-    (cd "$TDIR" && env TESTS="$num" "${filter[@]}" TEST_KAFKA_VERSION=$KAFKA_VERSION TEST_SCENARIO=default \
+    (cd "$TDIR" && env "${penv[@]}" TESTS="$num" "${filter[@]}" TEST_KAFKA_VERSION=$KAFKA_VERSION TEST_SCENARIO=default \
         BROKERS="$BOOTSTRAP" LD_LIBRARY_PATH="../src:../src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         timeout -k 10 "$TEST_TIMEOUT" ./test-runner "${args[@]}"; exit $?) >"$tlog" 2>&1 </dev/null
     rc=$?
@@ -512,12 +560,14 @@ run_one() {
             reason="passed, but KNOWN_FAILURES lists it (${KNOWN_WHY[$t]}): remove the entry"
         fi
     fi
+    local counted
     case $state in
-    passed) npassed=$((npassed + 1)) ;;
-    skipped) nskipped=$((nskipped + 1)) ;;
-    "expected failure") nexpected=$((nexpected + 1)) ;;
-    *) nfailed=$((nfailed + 1)) ;;
+    passed) npassed=$((npassed + 1)); counted=passed ;;
+    skipped) nskipped=$((nskipped + 1)); counted=skipped ;;
+    "expected failure") nexpected=$((nexpected + 1)); counted=expected ;;
+    *) nfailed=$((nfailed + 1)); counted=failed ;;
     esac
+    tally["$proto $counted"]=$((${tally["$proto $counted"]:-0} + 1))
     echo "$t $state ($secs s)${reason:+: $reason}"
 }
 
@@ -534,6 +584,12 @@ start_broker
 log "strata $STRATA on $BOOTSTRAP; ${#tests[@]} tests, ${TEST_TIMEOUT} s timeout each; logs in $LOGS"
 for t in "${tests[@]}"; do
     run_one "$t"
+done
+# Per protocol, on lines scripts/test.sh does not count (they start with the protocol's name).
+for p in classic consumer; do
+    [ -n "${tally["$p passed"]:-}${tally["$p failed"]:-}${tally["$p skipped"]:-}${tally["$p expected"]:-}" ] || continue
+    printf '%s: %d passed, %d failed, %d skipped, %d expected failures\n' "$p" "${tally["$p passed"]:-0}" \
+        "${tally["$p failed"]:-0}" "${tally["$p skipped"]:-0}" "${tally["$p expected"]:-0}"
 done
 echo "$npassed passed, $nfailed failed, $nskipped skipped, $nexpected expected failures"
 [ "$nfailed" -eq 0 ]

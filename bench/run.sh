@@ -30,3 +30,8 @@ python3 bench/replication.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/replica
 # Partition scaling (issue #38): 100 to 10,000 partitions on one node, start and shutdown at
 # 10,000, and 10,000 over three nodes at RF=3, fio in the same run.
 python3 bench/partition_scaling.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/partition-scaling" --out BENCHMARKS.md
+# Consumer groups (issue #39): a 4th member joining a busy group under KIP-848 and under the
+# classic protocol, and the coordinator's assignment time for 1,000 members x 10,000
+# partitions; confluent-kafka from the interop suite's pinned venv.
+[ -x target/interop-venv/bin/python ] || scripts/interop.sh --collect-only -q >/dev/null
+target/interop-venv/bin/python bench/consumer_groups.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/consumer-groups" --out BENCHMARKS.md

@@ -132,6 +132,8 @@ librdkafka_branch() {
         env SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0103
     branch_stage librdkafka librdkafka_long "librdkafka's transactional batch-consume test 0137 (in LONG_TESTS, so not in the core run)" \
         env STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0137
+    branch_stage librdkafka librdkafka_kip848 "librdkafka's KIP-848 tests in LONG_TESTS under the consumer protocol: 0045 (regex subscriptions resolved by the broker), 0102 (a static member's instance id held: UNRELEASED_INSTANCE_ID)" \
+        env STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0045@consumer 0102@consumer
     # Here, not in the interop branch: against the debug broker it took 330 s of that branch
     # (the longer one); the release broker is what 25,000 partitions are run with.
     branch_stage librdkafka many_partitions "25,000 partitions under nofile=4096 against a release broker (tests/interop/test_many_partitions.py)" \
@@ -152,6 +154,7 @@ cluster_status=$(status_of cluster)
 librdkafka_status=$(status_of librdkafka)
 librdkafka_cluster_status=$(status_of librdkafka_cluster)
 librdkafka_long_status=$(status_of librdkafka_long)
+librdkafka_kip848_status=$(status_of librdkafka_kip848)
 many_partitions_status=$(status_of many_partitions)
 
 stage_done
@@ -179,7 +182,8 @@ awk '
     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
 if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$cluster_status" -ne 0 ] ||
     [ "$librdkafka_status" -ne 0 ] || [ "$librdkafka_cluster_status" -ne 0 ] ||
-    [ "$librdkafka_long_status" -ne 0 ] || [ "$many_partitions_status" -ne 0 ] ||
+    [ "$librdkafka_long_status" -ne 0 ] || [ "$librdkafka_kip848_status" -ne 0 ] ||
+    [ "$many_partitions_status" -ne 0 ] ||
     [ "$fresh_status" -ne 0 ]; then
     exit 1
 fi

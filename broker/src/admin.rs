@@ -118,7 +118,49 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 43] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 50] = [
+    (
+        "strata_classic_group_rebalances_total",
+        "counter",
+        "Generations of classic-protocol groups stored (each one a rebalance).",
+        |r| r.counters.classic_rebalances,
+    ),
+    (
+        "strata_consumer_group_rebalances_total",
+        "counter",
+        "Group epoch bumps of KIP-848 consumer groups (each one starts a rebalance).",
+        |r| r.counters.consumer_rebalances,
+    ),
+    (
+        "strata_consumer_group_rebalances_completed_total",
+        "counter",
+        "KIP-848 consumer group rebalances that reached Stable.",
+        |r| r.counters.consumer_rebalances_completed,
+    ),
+    (
+        "strata_consumer_group_rebalance_microseconds_total",
+        "counter",
+        "Summed duration of completed KIP-848 rebalances, from the epoch bump to Stable.",
+        |r| r.counters.consumer_rebalance_us_total,
+    ),
+    (
+        "strata_consumer_group_assignments_total",
+        "counter",
+        "Heartbeats that computed a new target assignment with the group's server assignor.",
+        |r| r.counters.consumer_assignments,
+    ),
+    (
+        "strata_consumer_group_assignment_microseconds_total",
+        "counter",
+        "Summed time of those heartbeats' steps on the coordinator's shard (assignor included).",
+        |r| r.counters.consumer_assignment_us_total,
+    ),
+    (
+        "strata_consumer_group_assignment_microseconds_max",
+        "gauge",
+        "The longest such step since the broker started (the shard does nothing else meanwhile).",
+        |r| r.counters.consumer_assignment_us_max,
+    ),
     (
         "strata_partitions_under_replicated",
         "gauge",

@@ -93,6 +93,18 @@ pub struct Counters {
     pub compaction_runs: u64,
     /// `__consumer_offsets` batches (or whole partitions' rest) replay could not read.
     pub offsets_replay_skipped: u64,
+    /// Generations of classic groups stored (each a rebalance).
+    pub classic_rebalances: u64,
+    /// Group epoch bumps of KIP-848 consumer groups (each starts a rebalance).
+    pub consumer_rebalances: u64,
+    /// Consumer group rebalances that reached Stable, and their summed duration (bump to
+    /// Stable at that epoch or later).
+    pub consumer_rebalances_completed: u64,
+    pub consumer_rebalance_us_total: u64,
+    /// Heartbeat steps that computed a target assignment, their summed and largest time.
+    pub consumer_assignments: u64,
+    pub consumer_assignment_us_total: u64,
+    pub consumer_assignment_us_max: u64,
     /// Damaged batches readers met on disk (each counted once).
     pub damaged_batches: u64,
     /// Offline partitions reopened by the repair loop.
@@ -209,6 +221,28 @@ impl ShardStats {
         let mut counters = self.counters.borrow_mut();
         counters.compaction_runs += 1;
         counters.compacted_records += records_removed;
+    }
+
+    pub fn classic_rebalance(&self) {
+        self.counters.borrow_mut().classic_rebalances += 1;
+    }
+
+    /// A consumer group's epoch bumps (`started`) and rebalances that completed.
+    pub fn consumer_rebalance(&self, started: u64, completed_us: Option<u64>) {
+        let mut counters = self.counters.borrow_mut();
+        counters.consumer_rebalances += started;
+        if let Some(us) = completed_us {
+            counters.consumer_rebalances_completed += 1;
+            counters.consumer_rebalance_us_total += us;
+        }
+    }
+
+    /// A heartbeat step that computed a target assignment, and how long the step took.
+    pub fn consumer_assignment(&self, micros: u64) {
+        let mut counters = self.counters.borrow_mut();
+        counters.consumer_assignments += 1;
+        counters.consumer_assignment_us_total += micros;
+        counters.consumer_assignment_us_max = counters.consumer_assignment_us_max.max(micros);
     }
 
     pub fn offsets_replay_skipped(&self, count: u64) {

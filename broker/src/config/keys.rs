@@ -116,7 +116,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "log.cleaner.delete.retention.ms", default: "86400000", kind: int(0, i64::MAX), help: "Default delete.retention.ms of topics: how long compaction keeps a tombstone." },
     Key { name: "group.initial.rebalance.delay.ms", default: "3000", kind: int(0, 300_000), help: "Wait for more members before the first rebalance of an empty group." },
     Key { name: "group.consumer.session.timeout.ms", default: "45000", kind: int(1000, 1_800_000), help: "KIP-848 consumer groups: a member without a heartbeat this long is removed." },
-    Key { name: "group.consumer.heartbeat.interval.ms", default: "5000", kind: int(100, 600_000), help: "KIP-848 consumer groups: how often members are told to heartbeat." },
+    Key { name: "group.consumer.heartbeat.interval.ms", default: "2000", kind: int(100, 600_000), help: "KIP-848 consumer groups: how often members are told to heartbeat (Kafka: 5000; a member still reconciling is asked back within 250 ms)." },
     Key { name: "group.consumer.max.size", default: "1000", kind: int(1, 100_000), help: "KIP-848 consumer groups: most members in a group." },
     Key { name: "group.consumer.assignors", default: "uniform,range", kind: Kind::Text, help: "KIP-848 consumer groups: the server assignors offered (uniform, range), the first the default." },
     Key { name: "group.consumer.migration.policy", default: "bidirectional", kind: Kind::Text, help: "Conversion between classic and consumer groups: bidirectional, upgrade, downgrade or disabled." },

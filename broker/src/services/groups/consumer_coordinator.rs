@@ -20,15 +20,25 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use wire::ids::TopicPartition;
 
+/// A heartbeat step with an assignment longer than this is logged (issue #39's bound).
+const ASSIGNMENT_SLOW_US: u64 = 50_000;
+
 /// A consumer group and its turn.
 pub struct ConsumerCell {
     pub(super) group: RefCell<ConsumerGroup>,
     turn: async_lock::Mutex<()>,
+    /// When the rebalance in progress began (the first epoch bump since the group was
+    /// last Stable), for `strata_consumer_group_rebalance_microseconds_total`.
+    rebalancing_since: std::cell::Cell<Option<Instant>>,
 }
 
 impl ConsumerCell {
     pub(super) fn with(group: ConsumerGroup) -> Self {
-        ConsumerCell { group: RefCell::new(group), turn: async_lock::Mutex::new(()) }
+        ConsumerCell {
+            group: RefCell::new(group),
+            turn: async_lock::Mutex::new(()),
+            rebalancing_since: std::cell::Cell::new(None),
+        }
     }
 }
 
@@ -75,12 +85,23 @@ impl<S: Storage> GroupService<S> {
         };
         let _turn = cell.turn.lock().await;
         let image = self.view.current();
+        let started = Instant::now();
         let step = {
             let group = cell.group.borrow();
             let existing = (group.exists || !group.members.is_empty()).then_some(&*group);
             let now_ms = self.clock.now_ms();
             consumer::heartbeat(existing, &request, &*image, &self.config.consumer, now_ms)
         };
+        let assigned = step.as_ref().is_ok_and(|step| {
+            step.records.iter().any(|record| matches!(record, Record::TargetMetadata { .. }))
+        });
+        if assigned {
+            let micros = started.elapsed().as_micros() as u64;
+            self.stats.consumer_assignment(micros);
+            if micros > ASSIGNMENT_SLOW_US {
+                tracing::warn!(group = %group_id, micros, "a consumer group's assignment took long");
+            }
+        }
         let step = match step {
             Ok(step) => step,
             Err(error) => {
@@ -153,11 +174,25 @@ impl<S: Storage> GroupService<S> {
             }
         }
         let mut group = cell.group.borrow_mut();
+        let mut bumps = 0;
         for record in step {
             // The records were computed from this very state under the group's turn.
             let applied = group.apply(record);
             assert!(applied.is_ok(), "group {group_id}: {applied:?}");
+            bumps += u64::from(matches!(record, Record::GroupMetadata { .. }));
         }
+        let now = self.clock.now();
+        if bumps > 0 && cell.rebalancing_since.get().is_none() {
+            cell.rebalancing_since.set(Some(now));
+        }
+        let completed = match cell.rebalancing_since.get() {
+            Some(since) if group.state() == consumer::GroupState::Stable => {
+                cell.rebalancing_since.set(None);
+                Some(now.saturating_duration_since(since).as_micros() as u64)
+            }
+            _ => None,
+        };
+        self.stats.consumer_rebalance(bumps, completed);
         Ok(())
     }
 

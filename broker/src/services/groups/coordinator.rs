@@ -103,6 +103,9 @@ impl<S: Storage> GroupService<S> {
             let stored = self.store_group(group_id).await;
             cell.group.borrow_mut().stored(generation, stored.is_ok(), self.clock.now());
             cell.notify();
+            if stored.is_ok() {
+                self.stats.classic_rebalance();
+            }
             if let Err(error) = stored {
                 tracing::warn!(group = group_id, %error, "storing the group failed; rebalancing");
                 return Err(GroupError::StoreFailed(error.to_string()));

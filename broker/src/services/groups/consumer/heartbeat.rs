@@ -26,6 +26,9 @@ pub const LEAVE_EPOCH: i32 = -1;
 /// Epoch of a static member leaving for now (it keeps its partitions for its session).
 pub const STATIC_LEAVE_EPOCH: i32 = -2;
 
+/// The heartbeat interval answered to a member that is not yet at its target assignment.
+pub const RECONCILING_HEARTBEAT_INTERVAL_MS: i32 = 250;
+
 /// A ConsumerGroupHeartbeat as the coordinator sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HeartbeatRequest {
@@ -200,10 +203,19 @@ pub fn heartbeat(
         && (request.subscribed_topic_names.is_some() || request.subscribed_topic_regex.is_some())
         && request.owned.is_some();
     let send = request.member_epoch == 0 || full || current.assigned != member.assigned;
+    // A member still on its way to its target (waiting for partitions another member is
+    // releasing) is asked back sooner: it learns of them when it heartbeats, and the broker
+    // cannot push (strata's choice; Kafka answers every member the same interval).
+    let reconciled = current.state == MemberState::Stable && current.member_epoch == target_epoch;
+    let interval = if reconciled {
+        config.heartbeat_interval_ms
+    } else {
+        config.heartbeat_interval_ms.min(RECONCILING_HEARTBEAT_INTERVAL_MS)
+    };
     let answer = HeartbeatAnswer {
         member_id: member_id.clone(),
         member_epoch: current.member_epoch,
-        heartbeat_interval_ms: config.heartbeat_interval_ms,
+        heartbeat_interval_ms: interval,
         assignment: send.then(|| current.assigned.clone()),
     };
     Ok(Step { records: step.records, answer })
@@ -470,11 +482,19 @@ fn update_regexes(
     }
     let stale = topics.version() != group.checked_version;
     let mut names = None;
-    let wanted: Vec<String> = regexes
+    // A regex new to the group is resolved from the next heartbeat on (Kafka resolves it in
+    // the background; clients and librdkafka's tests expect its topics in a later
+    // assignment than the member's literal topics). Those members already use are resolved now.
+    let unresolved = group
+        .members
+        .values()
+        .filter_map(|m| m.meta.subscribed_topic_regex.as_ref())
+        .filter(|p| !regexes.contains_key(*p) && Some(*p) == new);
+    let wanted: BTreeSet<String> = regexes
         .iter()
         .filter(|(_, resolved)| stale && resolved.version != version)
         .map(|(pattern, _)| pattern.clone())
-        .chain(new.filter(|p| !regexes.contains_key(*p)).cloned())
+        .chain(unresolved.cloned())
         .collect();
     for pattern in wanted {
         regex::compile(&pattern)?;

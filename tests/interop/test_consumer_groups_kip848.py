@@ -37,9 +37,12 @@ GROUP_SETTINGS = ["--set", "group.consumer.session.timeout.ms=6000",
 MEMBER = textwrap.dedent("""
     import signal, sys
     from confluent_kafka import Consumer, KafkaException
-    bootstrap, topic, group, name, instance, assignor = sys.argv[1:7]
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+    bootstrap, topic, group, name, instance, assignor, protocol = sys.argv[1:8]
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": name}
+    if protocol == "classic":
+        conf.update({"partition.assignment.strategy": "cooperative-sticky",
+                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     if instance != "-":
         conf["group.instance.id"] = instance
     if assignor != "-":
@@ -69,12 +72,12 @@ MEMBER = textwrap.dedent("""
 
 
 class Member:
-    def __init__(self, bootstrap, topic, group, name, instance="-", assignor="-"):
+    def __init__(self, bootstrap, topic, group, name, instance="-", assignor="-", protocol="consumer"):
         self.name = name
         self.log_path = "/tmp/kip848-%s-%s.log" % (group, name)
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", MEMBER, bootstrap, topic, group, name, instance, assignor],
+            [sys.executable, "-c", MEMBER, bootstrap, topic, group, name, instance, assignor, protocol],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.killed = False
 
@@ -105,10 +108,10 @@ class Member:
         self.log.close()
 
 
-def produce(bootstrap, topic, count, start=0):
+def produce(bootstrap, topic, count, start=0, partitions=12):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(start, start + count):
-        producer.produce(topic, value=b"%d" % i, partition=i % 12)
+        producer.produce(topic, value=b"%d" % i, partition=i % partitions)
     assert producer.flush(60) == 0
 
 
@@ -265,4 +268,58 @@ def test_a_static_member_restarting_within_its_session_keeps_its_partitions_with
         assert {m["instance_id"] for m in after["members"]} == {"instance-p", "instance-q", "instance-r"}
     finally:
         for m in members.values():
+            m.cleanup()
+
+
+def test_a_live_group_upgrades_to_the_consumer_protocol_and_back_member_by_member(single):
+    """A classic group (cooperative-sticky) whose members restart one by one with
+    group.protocol=consumer becomes a consumer group while it consumes, its classic members
+    served from the consumer group meanwhile; restarted one by one with the classic protocol
+    it becomes classic again. Committed offsets stay, and every record is read once (twice only
+    after a failed commit or a stopped reader)."""
+    topic, group = "upgrade-" + uuid.uuid4().hex[:6], "upgrade-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": single.bootstrap})
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    members, produced = [], [0]
+
+    def more(count=150):
+        produce(single.bootstrap, topic, count, start=produced[0], partitions=6)
+        produced[0] += count
+
+    def start(name, protocol):
+        members.append(Member(single.bootstrap, topic, group, name, protocol=protocol))
+        return members[-1]
+
+    def protocol_of():
+        return group_description(single.bootstrap, group)["protocol"]
+
+    try:
+        more()
+        live = [start("c%d" % i, "classic") for i in range(3)]
+        wait_for(lambda: committed_count(members) >= 150, 60, "the classic group consuming")
+        assert protocol_of() == "classic"
+        for step, protocol in enumerate(["consumer"] * 3 + ["classic"] * 3):
+            leaving = live.pop(0)
+            leaving.stop()
+            live.append(start("%s%d" % (protocol[:3], step), protocol))
+            more()
+            wait_for(lambda: committed_count(members) >= produced[0], 60,
+                     "every record committed after restart %d (%s)" % (step, protocol))
+            owned = [m.assigned() for m in live]
+            wait_for(lambda: sum(len(m.assigned()) for m in live) == 6, 60, "all partitions owned")
+            if step == 0:
+                assert protocol_of() == "consumer", "converted when the first consumer member joined"
+            if step == 2:
+                described = group_description(single.bootstrap, group)
+                assert {m["client_id"] for m in described["consumer_group"]["members"]} == {"con0", "con1", "con2"}
+        assert protocol_of() == "classic", "back to classic once the last consumer member left"
+        check_exactly_once(members, {p: produced[0] // 6 for p in range(6)})
+        probe = Consumer({"bootstrap.servers": single.bootstrap, "group.id": group})
+        from confluent_kafka import TopicPartition
+        committed = probe.committed([TopicPartition(topic, p) for p in range(6)], timeout=30)
+        probe.close()
+        assert all(tp.offset == produced[0] // 6 for tp in committed), committed
+        del owned
+    finally:
+        for m in members:
             m.cleanup()

@@ -26,7 +26,7 @@ const ASSIGNMENT_SLOW_US: u64 = 50_000;
 /// A consumer group and its turn.
 pub struct ConsumerCell {
     pub(super) group: RefCell<ConsumerGroup>,
-    turn: async_lock::Mutex<()>,
+    pub(super) turn: async_lock::Mutex<()>,
     /// When the rebalance in progress began (the first epoch bump since the group was
     /// last Stable), for `strata_consumer_group_rebalance_microseconds_total`.
     rebalancing_since: std::cell::Cell<Option<Instant>>,
@@ -113,10 +113,16 @@ impl<S: Storage> GroupService<S> {
             self.forget_if_unborn(&group_id, &cell);
             return Err(error);
         }
-        let mut group = cell.group.borrow_mut();
-        group.checked_version = image.version;
-        if request.member_epoch >= 0 {
-            self.arm_timers(&mut group, &step.answer.member_id);
+        {
+            let mut group = cell.group.borrow_mut();
+            group.checked_version = image.version;
+            if request.member_epoch >= 0 {
+                self.arm_timers(&mut group, &step.answer.member_id);
+            }
+        }
+        drop(_turn);
+        if request.member_epoch < 0 {
+            self.maybe_downgrade(&group_id, &cell).await;
         }
         Ok(step.answer)
     }
@@ -132,28 +138,8 @@ impl<S: Storage> GroupService<S> {
         }
     }
 
-    /// A heartbeat for a group that is classic: an empty classic group gives way to the
-    /// consumer group (its record is deleted), a classic group with members is not converted
-    /// (GROUP_ID_NOT_FOUND, as Kafka when the migration policy does not allow it).
-    async fn take_over_classic(&self, group_id: &str, member_epoch: i32) -> Result<(), GroupError> {
-        let Some(classic) = self.groups.borrow().get(group_id).cloned() else { return Ok(()) };
-        if member_epoch != 0 || !classic.group.borrow().members.is_empty() {
-            return Err(GroupError::GroupIdNotFound);
-        }
-        if classic.group.borrow().stored_value.is_some() {
-            self.groups.borrow_mut().remove(group_id);
-            if let Err(error) = self.store_group(group_id).await {
-                self.groups.borrow_mut().insert(group_id.to_string(), classic);
-                return Err(GroupError::StoreFailed(error.to_string()));
-            }
-        } else {
-            self.groups.borrow_mut().remove(group_id);
-        }
-        Ok(())
-    }
-
     /// Appends a step's records durably, then applies them.
-    async fn append_consumer(
+    pub(super) async fn append_consumer(
         &self,
         group_id: &str,
         cell: &ConsumerCell,
@@ -198,10 +184,15 @@ impl<S: Storage> GroupService<S> {
 
     /// After a member's heartbeat: its session restarts, and a member asked to revoke gets
     /// its rebalance timeout (once per member epoch).
-    fn arm_timers(&self, group: &mut ConsumerGroup, member_id: &str) {
+    pub(super) fn arm_timers(&self, group: &mut ConsumerGroup, member_id: &str) {
         let now = self.clock.now();
-        let session = Duration::from_millis(self.config.consumer.session_timeout_ms.max(0) as u64);
         let Some(member) = group.members.get(member_id) else { return };
+        // A classic member keeps the session timeout of its JoinGroup.
+        let session_ms = match &member.meta.classic {
+            Some(classic) => classic.session_timeout_ms,
+            None => self.config.consumer.session_timeout_ms,
+        };
+        let session = Duration::from_millis(session_ms.max(0) as u64);
         let revoking = member.state == consumer::MemberState::UnrevokedPartitions;
         let (epoch, rebalance_ms) = (member.epoch, member.meta.rebalance_timeout_ms.max(0) as u64);
         let previous = group.deadlines.get(member_id).and_then(|d| d.revocation);
@@ -248,6 +239,7 @@ impl<S: Storage> GroupService<S> {
             .collect();
         for (group_id, cell) in cells {
             let expired = expired_members(&cell.group.borrow(), now);
+            let any = !expired.is_empty();
             for member_id in expired {
                 let _turn = cell.turn.lock().await;
                 // Still expired under the turn (a heartbeat may have come meanwhile).
@@ -264,6 +256,9 @@ impl<S: Storage> GroupService<S> {
                         tracing::warn!(group = %group_id, member = %member_id, %error, "fencing a member failed; will retry")
                     }
                 }
+            }
+            if any {
+                self.maybe_downgrade(&group_id, &cell).await;
             }
         }
     }

@@ -16,6 +16,7 @@ pub mod assignors;
 pub mod consumer;
 mod consumer_coordinator;
 mod coordinator;
+mod migration;
 pub mod offsets;
 pub mod requests;
 pub mod state_machine;

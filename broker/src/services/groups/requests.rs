@@ -19,6 +19,10 @@ impl Ask for JoinRequest {
 
 answers!(GroupService, JoinRequest, |service, join| {
     service.follow_leadership().await;
+    // A classic member of a KIP-848 consumer group (`migration`).
+    if let Some(outcome) = service.classic_join_consumer_group(&join).await {
+        return outcome;
+    }
     service.join(join).await
 });
 
@@ -37,6 +41,9 @@ impl Ask for Sync {
 
 answers!(GroupService, Sync, |service, sync| {
     service.follow_leadership().await;
+    if let Some(cell) = service.consumer_cell(&sync.group) {
+        return service.classic_sync_consumer_group(&cell, &sync.member_id, sync.generation);
+    }
     let instance_id = sync.instance_id.as_deref();
     service.sync(&sync.group, &sync.member_id, instance_id, sync.generation, sync.assignments).await
 });
@@ -55,6 +62,9 @@ impl Ask for Heartbeat {
 
 answers!(GroupService, Heartbeat, |service, beat| {
     service.follow_leadership().await;
+    if let Some(cell) = service.consumer_cell(&beat.group) {
+        return service.classic_heartbeat_consumer_group(&cell, &beat.member_id, beat.generation);
+    }
     service.heartbeat(&beat.group, &beat.member_id, beat.instance_id.as_deref(), beat.generation)
 });
 
@@ -71,6 +81,9 @@ impl Ask for Leave {
 
 answers!(GroupService, Leave, |service, leave| {
     service.follow_leadership().await;
+    if let Some(cell) = service.consumer_cell(&leave.group) {
+        return service.classic_leave_consumer_group(&leave.group, cell, &leave.members).await;
+    }
     service.leave(&leave.group, &leave.members)
 });
 

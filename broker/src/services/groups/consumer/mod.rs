@@ -11,6 +11,7 @@
 //! References: KIP-848; Kafka `GroupMetadataManager.consumerGroupHeartbeat`,
 //! `CurrentAssignmentBuilder`, `TargetAssignmentBuilder` (4.x).
 
+pub mod classic;
 pub mod group;
 pub mod heartbeat;
 pub mod reconcile;

@@ -8,7 +8,9 @@ is read and committed one by one; every record is read, none is committed twice,
 read twice only when its first reader's commit failed or its reader was killed before the
 commit's answer, and the group ends with every partition committed to its end. The `range`
 assignor gives co-partitioned topics the same partition numbers on each member; a static member
-that restarts within its session gets its partitions back without a new group epoch."""
+that restarts within its session gets its partitions back without a new group epoch (both on
+the 3-node cluster too). On one node, a live classic group upgrades to the consumer protocol
+member by member and back, keeping its offsets."""
 
 import json
 import os
@@ -227,13 +229,13 @@ def single(tmp_path):
     c.stop()
 
 
-def test_the_range_assignor_gives_co_partitioned_topics_the_same_partitions(single):
+def test_the_range_assignor_gives_co_partitioned_topics_the_same_partitions(cluster):
     topics = ["range-a-" + uuid.uuid4().hex[:6], "range-b-" + uuid.uuid4().hex[:6]]
     group = "range-" + uuid.uuid4().hex[:8]
-    admin = AdminClient({"bootstrap.servers": single.bootstrap})
-    for f in admin.create_topics([NewTopic(t, 6, 1) for t in topics]).values():
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for f in admin.create_topics([NewTopic(t, 6, 3) for t in topics]).values():
         f.result(30)
-    members = [Member(single.bootstrap, ",".join(topics), group, n, assignor="range") for n in "xyz"]
+    members = [Member(cluster.bootstrap, ",".join(topics), group, n, assignor="range") for n in "xyz"]
     try:
         def settled():
             owned = [m.assigned() for m in members]
@@ -242,28 +244,28 @@ def test_the_range_assignor_gives_co_partitioned_topics_the_same_partitions(sing
         for m in members:
             by_topic = [{p for t, p in m.assigned() if t == topic} for topic in topics]
             assert by_topic[0] == by_topic[1], (m.name, m.assigned())
-        described = group_description(single.bootstrap, group)
+        described = group_description(cluster.bootstrap, group)
         assert described["consumer_group"]["assignor"] == "range", described
     finally:
         for m in members:
             m.cleanup()
 
 
-def test_a_static_member_restarting_within_its_session_keeps_its_partitions_without_a_rebalance(single):
+def test_a_static_member_restarting_within_its_session_keeps_its_partitions_without_a_rebalance(cluster):
     topic, group = "static-" + uuid.uuid4().hex[:6], "static-" + uuid.uuid4().hex[:8]
-    admin = AdminClient({"bootstrap.servers": single.bootstrap})
-    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
-    members = {n: Member(single.bootstrap, topic, group, n, instance="instance-" + n) for n in "pqr"}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(30)
+    members = {n: Member(cluster.bootstrap, topic, group, n, instance="instance-" + n) for n in "pqr"}
     try:
         wait_for(lambda: all(len(m.assigned()) == 2 for m in members.values()), 60,
                  "three static members with two partitions each")
-        before = group_description(single.bootstrap, group)["consumer_group"]
+        before = group_description(cluster.bootstrap, group)["consumer_group"]
         held = members["q"].assigned()
         members["q"].stop()  # a static member's close leaves for now (epoch -2)
-        members["q"] = Member(single.bootstrap, topic, group, "q2", instance="instance-q")
+        members["q"] = Member(cluster.bootstrap, topic, group, "q2", instance="instance-q")
         wait_for(lambda: members["q"].assigned(), 30, "the restarted member's assignment")
         assert members["q"].assigned() == held
-        after = group_description(single.bootstrap, group)["consumer_group"]
+        after = group_description(cluster.bootstrap, group)["consumer_group"]
         assert after["group_epoch"] == before["group_epoch"], (before, after)
         assert {m["instance_id"] for m in after["members"]} == {"instance-p", "instance-q", "instance-r"}
     finally:

@@ -321,21 +321,13 @@ fn check_group(spec: &GroupSpec, rng: &mut Rng) {
     }
 }
 
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
 fn check_seed(seed: u64) {
     let mut rng = Rng::new(seed);
     for round in 0..GROUPS_PER_SEED {
         let spec = random_group(&mut rng);
         let checked = std::panic::catch_unwind(AssertUnwindSafe(|| check_group(&spec, &mut rng)));
         if let Err(panic) = checked {
-            panic!("group {round}: {}\n{spec:#?}", panic_message(panic));
+            panic!("group {round}: {}\n{spec:#?}", seeds::panic_message(panic));
         }
     }
 }
@@ -347,7 +339,7 @@ fn random_groups_keep_every_assignors_invariants() {
             panic!(
                 "seed {seed} failed: {}\nreplay with: SEED={seed} cargo test -p broker --test \
                  assignors",
-                panic_message(panic)
+                seeds::panic_message(panic)
             );
         }
     }

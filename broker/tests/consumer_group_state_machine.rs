@@ -685,20 +685,12 @@ impl Sim {
     }
 }
 
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
 fn run_randomized(test: &str, assignor: Assignor) {
     let seeds = seeds::seeds(test, SEEDS_DEFAULT);
     let mut failed = Vec::new();
     for &seed in &seeds {
         if let Err(panic) = std::panic::catch_unwind(|| Sim::new(seed, assignor).run()) {
-            let message = panic_message(panic);
+            let message = seeds::panic_message(panic);
             if seeds.len() == 1 {
                 panic!("{message}\nreplay with: SEED={seed} cargo test -p broker --test consumer_group_state_machine {test}");
             }

@@ -2617,14 +2617,6 @@ fn seeds() -> Vec<u64> {
     seeds::seeds("group_state_machine", SEEDS_DEFAULT)
 }
 
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
 fn run_randomized(test: &str, workload: Workload) {
     let seeds = seeds();
     eprintln!("{test}: {} seeds, {STEPS_PER_SEED} steps each", seeds.len());
@@ -2634,7 +2626,7 @@ fn run_randomized(test: &str, workload: Workload) {
         match std::panic::catch_unwind(|| Sim::new(seed, workload).run()) {
             Ok(run) => coverage.add(&run),
             Err(panic) => {
-                let message = panic_message(panic);
+                let message = seeds::panic_message(panic);
                 if failed.is_empty() && !workload.every_path || seeds.len() == 1 {
                     panic!(
                         "seed {seed} failed: {message}\nreplay with: SEED={seed} cargo test -p \

@@ -889,6 +889,8 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::FindCoordinator, find_coordinator::VERSIONS),
         (ApiKey::JoinGroup, join_group::VERSIONS),
         (ApiKey::Heartbeat, heartbeat::VERSIONS),
+        (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS),
+        (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS),
         (ApiKey::LeaveGroup, leave_group::VERSIONS),
         (ApiKey::SyncGroup, sync_group::VERSIONS),
         (ApiKey::DescribeGroups, describe_groups::VERSIONS),
@@ -980,7 +982,7 @@ fn a_produce_parses_each_batch_header_once() {
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "48 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "50 APIs, each its own range");
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
     });

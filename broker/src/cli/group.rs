@@ -381,8 +381,7 @@ pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), S
             rows.keys().filter(|(t, _)| *t == topic).map(|(_, p)| *p).max().unwrap_or(0) + 1;
         ends.insert(topic.clone(), super::topic::offsets(&mut client, &topic, partitions)?);
     }
-    // (topic, partition, committed offset, log end, lag, consumer).
-    let mut table = Vec::new();
+    let mut table: Vec<OffsetRow> = Vec::new();
     for ((topic, partition), current) in rows {
         let end = ends
             .get(&topic)
@@ -395,33 +394,7 @@ pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), S
         table.push((topic, partition, current, end, lag, consumer));
     }
     if json_output {
-        let offsets: Vec<serde_json::Value> = table
-            .iter()
-            .map(|(topic, partition, current, end, lag, consumer)| {
-                serde_json::json!({"topic": topic, "partition": partition,
-                                   "committed_offset": current, "log_end_offset": end,
-                                   "lag": lag, "consumer": consumer})
-            })
-            .collect();
-        let members: Vec<serde_json::Value> = members
-            .iter()
-            .map(|(member, client_id, partitions)| {
-                let assigned: Vec<serde_json::Value> = partitions
-                    .iter()
-                    .map(|(t, p)| serde_json::json!({"topic": t, "partition": p}))
-                    .collect();
-                serde_json::json!({"member_id": member, "client_id": client_id,
-                                   "assignment": assigned})
-            })
-            .collect();
-        let mut described = serde_json::json!({"group": group, "state": state,
-                                           "protocol": "classic",
-                                           "members": members, "offsets": offsets});
-        if let Some(view) = &consumer {
-            described["protocol"] = serde_json::json!("consumer");
-            described["consumer_group"] = consumer_view_json(view);
-        }
-        println!("{described}");
+        print_json(group, &state, &members, &table, consumer.as_ref());
         return Ok(());
     }
     match &consumer {
@@ -444,6 +417,46 @@ pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), S
         );
     }
     Ok(())
+}
+
+/// (topic, partition, committed offset, log end, lag, consumer) of `describe`.
+type OffsetRow = (String, i32, Option<i64>, i64, Option<i64>, Option<String>);
+
+/// `describe --format json`.
+fn print_json(
+    group: &str,
+    state: &str,
+    members: &[MemberView],
+    table: &[OffsetRow],
+    consumer: Option<&ConsumerView>,
+) {
+    let offsets: Vec<serde_json::Value> = table
+        .iter()
+        .map(|(topic, partition, current, end, lag, consumer)| {
+            serde_json::json!({"topic": topic, "partition": partition,
+                               "committed_offset": current, "log_end_offset": end,
+                               "lag": lag, "consumer": consumer})
+        })
+        .collect();
+    let members: Vec<serde_json::Value> = members
+        .iter()
+        .map(|(member, client_id, partitions)| {
+            let assigned: Vec<serde_json::Value> = partitions
+                .iter()
+                .map(|(t, p)| serde_json::json!({"topic": t, "partition": p}))
+                .collect();
+            serde_json::json!({"member_id": member, "client_id": client_id,
+                               "assignment": assigned})
+        })
+        .collect();
+    let mut described = serde_json::json!({"group": group, "state": state,
+                                       "protocol": "classic",
+                                       "members": members, "offsets": offsets});
+    if let Some(view) = consumer {
+        described["protocol"] = serde_json::json!("consumer");
+        described["consumer_group"] = consumer_view_json(view);
+    }
+    println!("{described}");
 }
 
 /// Where `reset-offsets` moves a group.

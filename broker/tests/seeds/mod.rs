@@ -17,3 +17,13 @@ pub fn seeds(test: &str, default_count: u64) -> Vec<u64> {
     );
     (0..count).chain([random]).collect()
 }
+
+/// The text of a caught panic (a seeded run's failure), for its report.
+#[allow(dead_code)] // not every seeded test catches panics
+pub fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}

@@ -199,26 +199,37 @@ pub fn heartbeat(
     if current != member.current() || found.is_new || found.replaced.is_some() {
         step.records.push(Record::Current(current.clone()));
     }
+    let answer = answer_of(request, &member, &current, target_epoch, config);
+    Ok(Step { records: step.records, answer })
+}
+
+/// A heartbeat's answer: the assignment when the member (re)joined, sent its full state or
+/// its assignment changed. A member still on its way to its target (waiting for partitions
+/// another member is releasing) is asked back sooner: it learns of them when it heartbeats,
+/// and the broker cannot push (strata's choice; Kafka answers every member the same interval).
+fn answer_of(
+    request: &HeartbeatRequest,
+    member: &Member,
+    current: &CurrentAssignment,
+    target_epoch: i32,
+    config: &ConsumerConfig,
+) -> HeartbeatAnswer {
     let full = request.rebalance_timeout_ms != -1
         && (request.subscribed_topic_names.is_some() || request.subscribed_topic_regex.is_some())
         && request.owned.is_some();
     let send = request.member_epoch == 0 || full || current.assigned != member.assigned;
-    // A member still on its way to its target (waiting for partitions another member is
-    // releasing) is asked back sooner: it learns of them when it heartbeats, and the broker
-    // cannot push (strata's choice; Kafka answers every member the same interval).
     let reconciled = current.state == MemberState::Stable && current.member_epoch == target_epoch;
     let interval = if reconciled {
         config.heartbeat_interval_ms
     } else {
         config.heartbeat_interval_ms.min(RECONCILING_HEARTBEAT_INTERVAL_MS)
     };
-    let answer = HeartbeatAnswer {
-        member_id: member_id.clone(),
+    HeartbeatAnswer {
+        member_id: member.id().to_string(),
         member_epoch: current.member_epoch,
         heartbeat_interval_ms: interval,
         assignment: send.then(|| current.assigned.clone()),
-    };
-    Ok(Step { records: step.records, answer })
+    }
 }
 
 /// The member a heartbeat is for.

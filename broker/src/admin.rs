@@ -118,12 +118,18 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 50] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 51] = [
     (
         "strata_classic_group_rebalances_total",
         "counter",
         "Generations of classic-protocol groups stored (each one a rebalance).",
         |r| r.counters.classic_rebalances,
+    ),
+    (
+        "strata_classic_group_rebalance_microseconds_total",
+        "counter",
+        "Summed duration of classic rebalances, from the join that started one to Stable.",
+        |r| r.counters.classic_rebalance_us_total,
     ),
     (
         "strata_consumer_group_rebalances_total",

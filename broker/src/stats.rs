@@ -93,8 +93,10 @@ pub struct Counters {
     pub compaction_runs: u64,
     /// `__consumer_offsets` batches (or whole partitions' rest) replay could not read.
     pub offsets_replay_skipped: u64,
-    /// Generations of classic groups stored (each a rebalance).
+    /// Generations of classic groups stored (each a rebalance), and the summed duration of
+    /// those (first join to Stable).
     pub classic_rebalances: u64,
+    pub classic_rebalance_us_total: u64,
     /// Group epoch bumps of KIP-848 consumer groups (each starts a rebalance).
     pub consumer_rebalances: u64,
     /// Consumer group rebalances that reached Stable, and their summed duration (bump to
@@ -223,8 +225,10 @@ impl ShardStats {
         counters.compacted_records += records_removed;
     }
 
-    pub fn classic_rebalance(&self) {
-        self.counters.borrow_mut().classic_rebalances += 1;
+    pub fn classic_rebalance(&self, took_us: Option<u64>) {
+        let mut counters = self.counters.borrow_mut();
+        counters.classic_rebalances += 1;
+        counters.classic_rebalance_us_total += took_us.unwrap_or(0);
     }
 
     /// A consumer group's epoch bumps (`started`) and rebalances that completed.

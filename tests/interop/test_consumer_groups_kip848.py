@@ -163,6 +163,19 @@ def check_exactly_once(members, ends):
                     "record %s read again after %s's read ended %s: %s" % (key, name, outcome, reads[key]))
 
 
+def metric_sum(nodes, name):
+    """`name` summed over every shard of every running node's /metrics."""
+    import urllib.request
+    total = 0.0
+    for node in nodes:
+        if not node.running():
+            continue
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % node.admin_port, timeout=10).read().decode()
+        total += sum(float(line.split()[-1]) for line in text.splitlines()
+                     if line.startswith(name + "{") or line.startswith(name + " "))
+    return total
+
+
 def group_description(bootstrap, group):
     out = subprocess.run([strata_bin(), "group", "describe", "--bootstrap", bootstrap.split(",")[0],
                           group, "--format", "json"], capture_output=True, text=True, timeout=60)
@@ -246,6 +259,11 @@ def test_the_range_assignor_gives_co_partitioned_topics_the_same_partitions(clus
             assert by_topic[0] == by_topic[1], (m.name, m.assigned())
         described = group_description(cluster.bootstrap, group)
         assert described["consumer_group"]["assignor"] == "range", described
+        nodes = cluster.nodes.values()
+        assert metric_sum(nodes, "strata_consumer_group_rebalances_total") >= 3
+        assert metric_sum(nodes, "strata_consumer_group_assignments_total") >= 3
+        assert metric_sum(nodes, "strata_consumer_group_rebalances_completed_total") >= 1
+        assert metric_sum(nodes, "strata_consumer_group_rebalance_microseconds_total") > 0
     finally:
         for m in members:
             m.cleanup()
@@ -315,6 +333,9 @@ def test_a_live_group_upgrades_to_the_consumer_protocol_and_back_member_by_membe
                 described = group_description(single.bootstrap, group)
                 assert {m["client_id"] for m in described["consumer_group"]["members"]} == {"con0", "con1", "con2"}
         assert protocol_of() == "classic", "back to classic once the last consumer member left"
+        nodes = single.nodes.values()
+        assert metric_sum(nodes, "strata_classic_group_rebalances_total") >= 1
+        assert metric_sum(nodes, "strata_classic_group_rebalance_microseconds_total") > 0
         check_exactly_once(members, {p: produced[0] // 6 for p in range(6)})
         probe = Consumer({"bootstrap.servers": single.bootstrap, "group.id": group})
         from confluent_kafka import TopicPartition

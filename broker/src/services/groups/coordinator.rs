@@ -101,10 +101,10 @@ impl<S: Storage> GroupService<S> {
             // The generation is durable before anyone gets its assignment (Kafka stores the
             // group before answering SyncGroup), so a restarted coordinator keeps it Stable.
             let stored = self.store_group(group_id).await;
-            cell.group.borrow_mut().stored(generation, stored.is_ok(), self.clock.now());
+            let took = cell.group.borrow_mut().stored(generation, stored.is_ok(), self.clock.now());
             cell.notify();
             if stored.is_ok() {
-                self.stats.classic_rebalance();
+                self.stats.classic_rebalance(took.map(|d| d.as_micros() as u64));
             }
             if let Err(error) = stored {
                 tracing::warn!(group = group_id, %error, "storing the group failed; rebalancing");

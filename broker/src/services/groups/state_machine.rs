@@ -207,6 +207,8 @@ pub struct Group {
     /// Member ids handed out with MEMBER_ID_REQUIRED and not yet used.
     pub pending_ids: Vec<String>,
     pub rebalance_deadline: Option<Instant>,
+    /// When the rebalance in progress began (for the rebalance-duration metric).
+    rebalance_started: Option<Instant>,
     /// Each member's answer from the generation that formed last; a member's own (re)join
     /// drops it, so a waiter never gets an answer older than its join, while one that polls
     /// after a new rebalance began still gets the answer of the generation it joined.
@@ -266,6 +268,7 @@ impl Group {
             members: BTreeMap::new(),
             pending_ids: Vec::new(),
             rebalance_deadline: None,
+            rebalance_started: None,
             join_outcomes: BTreeMap::new(),
             dirty: false,
             stored_value: None,
@@ -496,15 +499,18 @@ impl Group {
     /// rebalance when it could not be stored (nobody gets an assignment that a restart forgets).
     /// Only the generation still completing is decided: a late result for an older one, or a
     /// second one for a generation already Stable, changes nothing.
-    pub fn stored(&mut self, generation: i32, stored: bool, now: Instant) {
+    /// Returns how long the rebalance took (from the first member's join that started it)
+    /// when the group became Stable.
+    pub fn stored(&mut self, generation: i32, stored: bool, now: Instant) -> Option<Duration> {
         if self.state != State::CompletingRebalance || self.generation != generation {
-            return;
+            return None;
         }
         if stored {
             self.state = State::Stable;
-        } else {
-            self.prepare_rebalance(now, 0);
+            return self.rebalance_started.take().map(|at| now.saturating_duration_since(at));
         }
+        self.prepare_rebalance(now, 0);
+        None
     }
 
     /// A waiting sync's answer, once the group is Stable (or its generation is gone).
@@ -660,6 +666,7 @@ impl Group {
             self.members.values().map(|m| m.rebalance_timeout_ms.max(0) as u64).max().unwrap_or(0)
         };
         self.rebalance_deadline = Some(now + Duration::from_millis(wait_ms));
+        self.rebalance_started.get_or_insert(now);
         self.state = State::PreparingRebalance;
         // The answers of the generation that formed last stay for waiters that have not
         // polled yet; a member that rejoins drops its own (`admit`).
@@ -686,6 +693,7 @@ impl Group {
         self.generation += 1;
         if self.members.is_empty() {
             self.state = State::Empty;
+            self.rebalance_started = None;
             self.leader.clear();
             self.join_outcomes.clear();
             self.dirty = true;

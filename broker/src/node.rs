@@ -229,6 +229,7 @@ impl<S: Storage> Node<S> {
             offsets_retention_ms: config.offsets_retention_ms,
             offsets_compact_bytes: config.offsets_compact_bytes,
             consumer: ConsumerConfig::from_settings(&config.consumer_groups),
+            authorizer: config.authorizer.clone(),
         };
         let groups = Rc::new(GroupService::new(
             partitions.clone(),

@@ -276,6 +276,8 @@ impl Sim {
             },
             client_id: format!("client-{index}"),
             client_host: "/127.0.0.1".to_string(),
+            principal: "User:ANONYMOUS".to_string(),
+            host: "127.0.0.1".to_string(),
         }
     }
 
@@ -283,7 +285,8 @@ impl Sim {
     fn heartbeat(&mut self, index: usize, full: bool, lose: bool) {
         let request = self.request(index, full);
         let existing = (self.group.exists || !self.group.members.is_empty()).then_some(&self.group);
-        let outcome = heartbeat(existing, &request, &self.topics, &self.config, self.now_ms);
+        let outcome =
+            heartbeat(existing, &request, &self.topics, &self.config, self.now_ms, &|_| true);
         if std::env::var("TRACE").is_ok() {
             eprintln!(
                 "step {} t={} client {index} hb epoch {} owned {:?} lose={lose} -> {:?}",
@@ -412,7 +415,9 @@ impl Sim {
         let mut request = self.request(index, false);
         request.member_epoch = epoch;
         let existing = self.group.exists.then_some(&self.group);
-        if let Ok(step) = heartbeat(existing, &request, &self.topics, &self.config, self.now_ms) {
+        if let Ok(step) =
+            heartbeat(existing, &request, &self.topics, &self.config, self.now_ms, &|_| true)
+        {
             self.commit(&step.records);
         }
         let client = &mut self.clients[index];

@@ -1096,3 +1096,39 @@ def test_strata_acl_creates_lists_and_deletes_acls_that_the_broker_enforces(tmp_
         raise
     finally:
         b.kill()
+
+
+def test_a_kip848_regex_subscription_gets_only_the_topics_its_principal_may_describe(broker):
+    """alice, a KIP-848 consumer (group.protocol=consumer), subscribes to the regex `^(a|b)-.*`:
+    the broker resolves it to the topics she may describe, so she is assigned a-orders (and
+    other topics under her `a-` prefix) and never b-other, which the regex matches too."""
+    group = "a-kip848-regex"
+    grant = binding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, "alice",
+                    AclOperation.READ)
+    assert create_acls(broker, "admin", [grant]) == [0]
+    conf = dict(ck_conf(broker, "alice"), **{"group.id": group, "group.protocol": "consumer",
+                                             "auto.offset.reset": "earliest"})
+    consumer = ck.Consumer(conf)
+    try:
+        consumer.subscribe(["^(a|b)-.*"])
+        seen = set()
+
+        def assigned():
+            consumer.poll(0.2)
+            topics = {tp.topic for tp in consumer.assignment()}
+            seen.update(topics)
+            return topics
+
+        wait_until(assigned, timeout=T, interval=0.05, message="alice's regex assignment")
+        deadline = time.monotonic() + 3  # a later heartbeat must not add b-other either
+        while time.monotonic() < deadline:
+            assigned()
+        # Other tests add topics under alice's prefix; none outside it may come.
+        assert "a-orders" in seen and all(t.startswith("a-") for t in seen), seen
+        # What the broker assigned (her client would drop a topic it cannot describe).
+        admin = ck.admin.AdminClient(ck_conf(broker, "admin"))
+        described = admin.describe_consumer_groups([group])[group].result(T)
+        assigned = {tp.topic for m in described.members for tp in m.assignment.topic_partitions}
+        assert "a-orders" in assigned and "b-other" not in assigned, assigned
+    finally:
+        consumer.close()

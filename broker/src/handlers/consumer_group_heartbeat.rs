@@ -55,6 +55,8 @@ fn request_of(
         owned,
         client_id: context.client_id().to_string(),
         client_host: context.client_host(),
+        principal: context.principal.to_string(),
+        host: context.client_address.ip().to_string(),
     }
 }
 

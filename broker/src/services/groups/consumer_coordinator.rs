@@ -13,6 +13,7 @@
 
 use super::consumer::{self, records, ConsumerGroup, HeartbeatAnswer, HeartbeatRequest, Record};
 use super::GroupService;
+use crate::authorization::{AclOperation, Resource};
 use crate::error::{BrokerError, GroupError};
 use shard::io::Storage;
 use std::cell::RefCell;
@@ -90,7 +91,13 @@ impl<S: Storage> GroupService<S> {
             let group = cell.group.borrow();
             let existing = (group.exists || !group.members.is_empty()).then_some(&*group);
             let now_ms = self.clock.now_ms();
-            consumer::heartbeat(existing, &request, &*image, &self.config.consumer, now_ms)
+            let (authorizer, acls) = (&self.config.authorizer, &image.acls);
+            let describable = |topic: &str| {
+                let (operation, resource) = (AclOperation::Describe, Resource::Topic(topic));
+                authorizer.authorize(acls, &request.principal, &request.host, operation, resource)
+            };
+            let config = &self.config.consumer;
+            consumer::heartbeat(existing, &request, &*image, config, now_ms, &describable)
         };
         let assigned = step.as_ref().is_ok_and(|step| {
             step.records.iter().any(|record| matches!(record, Record::TargetMetadata { .. }))

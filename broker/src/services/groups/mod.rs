@@ -96,6 +96,9 @@ pub struct GroupConfig {
     pub offsets_compact_bytes: u64,
     /// KIP-848 consumer groups (`group.consumer.*`).
     pub consumer: consumer::ConsumerConfig,
+    /// The broker's authorizer (a regex subscription resolves to the topics its member may
+    /// describe).
+    pub authorizer: crate::authorization::Authorizer,
 }
 
 /// What DeleteOffsets did: the partitions whose offsets it deleted (those that had one), and

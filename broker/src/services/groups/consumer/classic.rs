@@ -225,8 +225,11 @@ pub fn classic_join(
         }),
         client_id: join.client_id.clone(),
         client_host: join.client_host.clone(),
+        principal: String::new(),
+        host: String::new(),
     };
-    let mut step = heartbeat(Some(group), &request, topics, config, now_ms)?;
+    // A classic member has no regex to resolve.
+    let mut step = heartbeat(Some(group), &request, topics, config, now_ms, &|_| true)?;
     let classic = ClassicMemberMetadata {
         session_timeout_ms: join.session_timeout_ms,
         protocols: join.protocols.iter().map(|(n, m)| (n.clone(), m.to_vec())).collect(),

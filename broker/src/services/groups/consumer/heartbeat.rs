@@ -48,7 +48,14 @@ pub struct HeartbeatRequest {
     pub owned: Option<Partitions>,
     pub client_id: String,
     pub client_host: String,
+    /// Who sent it (`User:alice`) and from where: a regex it resolves keeps only the topics
+    /// this principal may DESCRIBE, as Kafka's coordinator filters them.
+    pub principal: String,
+    pub host: String,
 }
+
+/// Whether a topic (by name) may be described by the heartbeat's principal.
+pub type Describable<'a> = &'a dyn Fn(&str) -> bool;
 
 /// The answer to a heartbeat that succeeded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +151,7 @@ pub fn heartbeat(
     topics: &dyn Topics,
     config: &ConsumerConfig,
     now_ms: i64,
+    describable: Describable<'_>,
 ) -> Result<Step, GroupError> {
     if request.member_epoch < 0 {
         let group = group.ok_or(GroupError::GroupIdNotFound)?;
@@ -169,7 +177,8 @@ pub fn heartbeat(
     if meta != found.member.meta || found.replaced.is_some() {
         step.records.push(Record::Member(meta.clone()));
     }
-    let subscriptions = Subscriptions::after(group, &found, &meta, topics, now_ms, &mut step)?;
+    let context = ResolveContext { topics, now_ms, describable };
+    let subscriptions = Subscriptions::after(group, &found, &meta, &context, &mut step)?;
     let hash = subscriptions.metadata_hash(topics);
     let bump =
         group.epoch == 0 || names_changed || step.regex_resolved || hash != group.metadata_hash;
@@ -396,8 +405,7 @@ impl Subscriptions {
         group: &ConsumerGroup,
         found: &Found,
         meta: &MemberMetadata,
-        topics: &dyn Topics,
-        now_ms: i64,
+        context: &ResolveContext<'_>,
         step: &mut Changes,
     ) -> Result<Subscriptions, GroupError> {
         let mut names = group.subscribed_names.clone();
@@ -413,7 +421,7 @@ impl Subscriptions {
         }
         names.retain(|_, count| *count > 0);
         let mut regexes = group.regexes.clone();
-        update_regexes(group, found, meta, topics, now_ms, &mut regexes, step)?;
+        update_regexes(group, found, meta, context, &mut regexes, step)?;
         Ok(Subscriptions { names, regexes })
     }
 
@@ -467,15 +475,22 @@ pub fn metadata_hash<'a>(names: impl Iterator<Item = &'a str>, topics: &dyn Topi
 /// The regex records of this heartbeat: the member's regex changed (the old one loses its
 /// last subscriber, the new one is resolved if nobody resolved it yet), and regexes resolved
 /// at an older metadata version are resolved again when topics may have changed.
+/// What resolving a regex needs: the topics, the time, and what the principal may describe.
+struct ResolveContext<'a> {
+    topics: &'a dyn Topics,
+    now_ms: i64,
+    describable: Describable<'a>,
+}
+
 fn update_regexes(
     group: &ConsumerGroup,
     found: &Found,
     meta: &MemberMetadata,
-    topics: &dyn Topics,
-    now_ms: i64,
+    context: &ResolveContext<'_>,
     regexes: &mut BTreeMap<String, ResolvedRegex>,
     step: &mut Changes,
 ) -> Result<(), GroupError> {
+    let (topics, now_ms) = (context.topics, context.now_ms);
     let old = found.member.meta.subscribed_topic_regex.as_ref().filter(|_| !found.is_new);
     let new = meta.subscribed_topic_regex.as_ref();
     let version = topics.version() as i64;
@@ -510,7 +525,8 @@ fn update_regexes(
     for pattern in wanted {
         regex::compile(&pattern)?;
         let all = names.get_or_insert_with(|| topics.names());
-        let matched = regex::resolve(&pattern, all);
+        let mut matched = regex::resolve(&pattern, all);
+        matched.retain(|name| (context.describable)(name));
         let changed = regexes.get(&pattern).is_none_or(|r| r.topics != matched);
         if !changed {
             continue;

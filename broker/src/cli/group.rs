@@ -89,21 +89,21 @@ pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
                 .collect(),
             _ => return Err("unexpected response".into()),
         };
-    let mut groups: BTreeMap<String, String> = BTreeMap::new();
+    // group -> (state, type: classic or consumer).
+    let mut groups: BTreeMap<String, (String, String)> = BTreeMap::new();
     for broker in brokers {
         let mut client = Client::connect(&broker)?;
         match client.call(
             ApiKey::ListGroups,
-            4,
+            5,
             RequestKind::ListGroups(ListGroupsRequest::default()),
         )? {
             ResponseKind::ListGroups(response) => {
                 check(response.error_code, None, &format!("listing groups on {broker}"))?;
                 for group in response.groups {
-                    groups.insert(
-                        group.group_id.0.to_string(),
-                        group.group_state.as_str().to_string(),
-                    );
+                    let state = group.group_state.as_str().to_string();
+                    let kind = group.group_type.as_str().to_string();
+                    groups.insert(group.group_id.0.to_string(), (state, kind));
                 }
             }
             _ => return Err("unexpected response".into()),
@@ -112,14 +112,16 @@ pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     if json_output {
         let rows: Vec<serde_json::Value> = groups
             .iter()
-            .map(|(group, state)| serde_json::json!({"group": group, "state": state}))
+            .map(|(group, (state, kind))| {
+                serde_json::json!({"group": group, "state": state, "type": kind})
+            })
             .collect();
         println!("{}", serde_json::Value::Array(rows));
         return Ok(());
     }
-    println!("{:<40} {:<20}", "GROUP", "STATE");
-    for (group, state) in groups {
-        println!("{group:<40} {state:<20}");
+    println!("{:<40} {:<20} {:<10}", "GROUP", "STATE", "TYPE");
+    for (group, (state, kind)) in groups {
+        println!("{group:<40} {state:<20} {kind:<10}");
     }
     Ok(())
 }

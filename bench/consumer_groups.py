@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Consumer group benchmarks (issue #39), one run, written into BENCHMARKS.md.
+"""Consumer group benchmarks, one run, written into BENCHMARKS.md.
 
 1. A 4th member joins a busy 3-member group on a 48-partition topic (records produced all the
    while): the time from its subscribe until every member has consumed a record from every
@@ -288,7 +288,7 @@ def main():
         lines.append("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms |" % (
             assignor, r["max_ms"], r["mean_ms"], r["last_join_ms"], r["probe_worst_ms"]))
     lines += ["", "Target: under 50 ms, and no other request on the shard waits longer than that.", "", END]
-    write_section(args.out, BEGIN, END, "\n".join(lines), "## Consumer groups (issue #39)")
+    write_section(args.out, BEGIN, END, "\n".join(lines), "## Consumer groups")
 
 
 if __name__ == "__main__":

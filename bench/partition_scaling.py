@@ -621,7 +621,7 @@ def section(args, fio, results, cluster_result):
              "",
              *notes,
              "",
-             "Targets (issue #38):",
+             "Targets:",
              *target_lines(results)]
     restarted = [r for r in results if "restart" in r or "restart_error" in r]
     if restarted:
@@ -677,7 +677,7 @@ def main():
     except OSError:
         pass
     text = section(args, fio, results, cluster_result)
-    write_section(args.out, BEGIN, END, text, "## Partition scaling (issue #38)")
+    write_section(args.out, BEGIN, END, text, "## Partition scaling")
     print(text)
 
 

@@ -284,7 +284,7 @@ impl Sim {
     /// One heartbeat of client `index`; `lose` drops the answer on its way back.
     fn heartbeat(&mut self, index: usize, full: bool, lose: bool) {
         let request = self.request(index, full);
-        let existing = (self.group.exists || !self.group.members.is_empty()).then_some(&self.group);
+        let existing = self.group.is_live().then_some(&self.group);
         let outcome =
             heartbeat(existing, &request, &self.topics, &self.config, self.now_ms, &|_| true);
         if std::env::var("TRACE").is_ok() {
@@ -414,7 +414,7 @@ impl Sim {
     fn leave(&mut self, index: usize, epoch: i32) {
         let mut request = self.request(index, false);
         request.member_epoch = epoch;
-        let existing = self.group.exists.then_some(&self.group);
+        let existing = self.group.is_live().then_some(&self.group);
         if let Ok(step) =
             heartbeat(existing, &request, &self.topics, &self.config, self.now_ms, &|_| true)
         {
@@ -566,7 +566,7 @@ impl Sim {
             for record in &self.log {
                 let _ = replayed.apply(record);
             }
-            let live = |g: &ConsumerGroup| g.exists || !g.members.is_empty();
+            let live = |g: &ConsumerGroup| g.is_live();
             if live(group) && !replayed.records_equal(group) {
                 self.fail(format!("rule 4: replay differs\n{replayed:?}\n{group:?}"));
             }

@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use wire::ids::TopicPartition;
 
-/// A heartbeat step with an assignment longer than this is logged (issue #39's bound).
+/// A heartbeat step with an assignment longer than this is logged (the assignment time strata aims under).
 const ASSIGNMENT_SLOW_US: u64 = 50_000;
 
 /// A consumer group and its turn.
@@ -89,7 +89,7 @@ impl<S: Storage> GroupService<S> {
         let started = Instant::now();
         let step = {
             let group = cell.group.borrow();
-            let existing = (group.exists || !group.members.is_empty()).then_some(&*group);
+            let existing = group.is_live().then_some(&*group);
             let now_ms = self.clock.now_ms();
             let (authorizer, acls) = (&self.config.authorizer, &image.acls);
             let describable = |topic: &str| {
@@ -138,7 +138,7 @@ impl<S: Storage> GroupService<S> {
     fn forget_if_unborn(&self, group_id: &str, cell: &Rc<ConsumerCell>) {
         let unborn = {
             let group = cell.group.borrow();
-            !group.exists && group.members.is_empty()
+            !group.is_live()
         };
         if unborn {
             self.consumer_groups.borrow_mut().remove(group_id);
@@ -231,7 +231,7 @@ impl<S: Storage> GroupService<S> {
         }
         self.consumer_groups.borrow_mut().retain(|_, cell| {
             let group = cell.group.borrow();
-            group.exists || !group.members.is_empty()
+            group.is_live()
         });
     }
 

@@ -105,8 +105,6 @@ impl GroupState {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConsumerGroup {
     pub group_id: String,
-    /// Record 3 seen (a group with no record 3 is being created by its first batch).
-    pub exists: bool,
     pub epoch: i32,
     pub metadata_hash: i64,
     /// The epoch of the target assignment (record 6; 0 before the first one).
@@ -131,6 +129,12 @@ pub struct ConsumerGroup {
 impl ConsumerGroup {
     pub fn new(group_id: &str) -> Self {
         ConsumerGroup { group_id: group_id.to_string(), ..ConsumerGroup::default() }
+    }
+
+    /// The group has records: an epoch (record 3, never 0 once written) or members. A group
+    /// that is neither is being created by its first heartbeat, or was deleted.
+    pub fn is_live(&self) -> bool {
+        self.epoch > 0 || !self.members.is_empty()
     }
 
     pub fn state(&self) -> GroupState {
@@ -176,7 +180,6 @@ impl ConsumerGroup {
     pub fn apply(&mut self, record: &Record) -> Result<(), String> {
         match record {
             Record::GroupMetadata { epoch, metadata_hash } => {
-                self.exists = true;
                 self.epoch = *epoch;
                 self.metadata_hash = *metadata_hash;
             }

@@ -250,6 +250,12 @@ fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
+/// The quantiles `--json` reports as `percentiles` ([quantile, microseconds] pairs): two per
+/// halving of the tail from p50 to p99.99, the layout of an HDR percentile plot, so runs can
+/// be drawn and combined quantile by quantile.
+pub const PERCENTILE_LADDER: [f64; 12] =
+    [0.5, 0.75, 0.9, 0.95, 0.975, 0.99, 0.995, 0.9975, 0.999, 0.9995, 0.99975, 0.9999];
+
 fn summarize(mode: Mode, args: &LoadArgs, shared: &Shared, seconds: f64) -> Result<(), String> {
     let produced = shared.produced.load(Ordering::Relaxed);
     let produced_bytes = shared.produced_bytes.load(Ordering::Relaxed);
@@ -295,6 +301,10 @@ fn summarize(mode: Mode, args: &LoadArgs, shared: &Shared, seconds: f64) -> Resu
                 "p999": latency(0.999),
                 "max": total.max(),
             },
+            "percentiles": PERCENTILE_LADDER
+                .iter()
+                .map(|&q| serde_json::json!([q, latency(q)]))
+                .collect::<Vec<_>>(),
         });
         println!("{json}");
     } else {

@@ -38,6 +38,11 @@ def test_bench_produce_consume_and_e2e_report_consistent_counts(shared_broker, t
     assert produced["produced_bytes"] == n * 200
     assert produced["latency_us"]["count"] == n, "every acknowledged message has a latency"
     assert 0 < produced["latency_us"]["p50"] <= produced["latency_us"]["p99"] <= produced["latency_us"]["max"]
+    # The percentile ladder the plots draw: p50 to p99.99, non-decreasing, matching the summary.
+    ladder = produced["percentiles"]
+    assert [q for q, _ in ladder][0] == 0.5 and ladder[-1][0] == 0.9999
+    assert all(a[1] <= b[1] for a, b in zip(ladder, ladder[1:])), ladder
+    assert dict((q, v) for q, v in ladder)[0.99] == produced["latency_us"]["p99"]
 
     consumed = bench(shared_broker, "consume", "--topic", topic_name, "--consumers", "2",
                      "--messages", str(n), "--duration", "30")

@@ -30,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_section import write_section  # noqa: E402
+import plots  # noqa: E402
 from run_report import (BENCH, LIBRDKAFKA_DEFAULTS, RDKAFKA_PERFORMANCE, STRATA,  # noqa: E402
                         check_free_space,
                         fio_write_mib_s, free_port, raise_nofile, rdkafka_performance)
@@ -260,6 +261,20 @@ def main():
     ])
     write_section(args.out, BEGIN, END, section, "## Replication (issue #16)")
     print(section)
+    # For the plots (bench/plots.py): RF=1 against RF=3, and their latency curves at the fixed
+    # rate (quantile by quantile, the median of the rounds, as the table's figures).
+    rounded = lambda mb_s: None if mb_s is None else round(mb_s, 1)  # noqa: E731
+    figures = {str(rf): {"peak_mb_s": round(results[rf]["peak"]["megabytes_per_second"], 1),
+                         "rdkafka_mb_s": rounded(results[rf]["rdkafka"]),
+                         "fixed_us": {q: round(us, 1) for q, us in lat[rf].items()}} for rf in (1, 3)}
+    figures["3"]["spread_mb_s"] = round(spread["megabytes_per_second"], 1)
+    if spread_rk is not None:
+        figures["3"]["spread_rdkafka_mb_s"] = rounded(spread_rk)
+    plots.save_and_redraw(args.out, "replication", {
+        "date": when, "host": platform.node(), "fio_write_mb_s": round(fio, 1), "rate_msgs_s": rate,
+        "partitions": args.partitions, "rounds": args.rounds, "rf": figures,
+        "curves": [{"label": "RF=%d, acks=all at %d msgs/s (median of %d rounds)" % (rf, rate, args.rounds),
+                    "percentiles": plots.median_ladder(runs[rf])} for rf in (1, 3)]})
 
 
 if __name__ == "__main__":

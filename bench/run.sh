@@ -22,16 +22,35 @@ if pkg-config --exists libzstd 2>/dev/null; then export ZSTD_SYS_USE_PKG_CONFIG=
 cargo build --release -p broker -p bench
 bench/build_rdkafka_performance.sh >/dev/null ||
     echo "building rdkafka_performance failed: its scenarios are reported as not run" >&2
-python3 bench/run_report.py --dir "${BENCH_DIR:-$PWD/target/bench-data}" --out BENCHMARKS.md "$@"
+# The bench's own Python (issue #40): matplotlib and its dependencies pinned in
+# bench/requirements.txt, in target/bench-venv, reinstalled only when that file changes (its
+# sha256 stamped inside the venv). The scripts draw their plots with it (bench/plots.py).
+venv=target/bench-venv
+want=$(sha256sum bench/requirements.txt | cut -d' ' -f1)
+py="$venv/bin/python"
+if [ "$(cat "$venv/requirements.sha256" 2>/dev/null)" != "$want" ]; then
+    rm -rf "$venv"
+    if python3 -m venv "$venv" && "$venv/bin/pip" install -q --only-binary=:all: -r bench/requirements.txt; then
+        echo "$want" >"$venv/requirements.sha256"
+    else
+        # No plots is no reason to lose the run: the scripts warn and carry on without them.
+        echo "warning: building $venv failed: the run goes on with python3, without plots" >&2
+        py=python3
+    fi
+fi
+"$py" bench/run_report.py --dir "${BENCH_DIR:-$PWD/target/bench-data}" --out BENCHMARKS.md "$@"
 # TLS (issue #18): the same load over an SSL listener and a PLAINTEXT one, as a ratio.
-python3 bench/tls.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/tls" --out BENCHMARKS.md
+"$py" bench/tls.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/tls" --out BENCHMARKS.md
 # Replication (issue #16): RF=3 against RF=1 on three brokers, fio in the same run.
-python3 bench/replication.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/replication" --out BENCHMARKS.md
+"$py" bench/replication.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/replication" --out BENCHMARKS.md
 # Partition scaling (issue #38): 100 to 10,000 partitions on one node, start and shutdown at
 # 10,000, and 10,000 over three nodes at RF=3, fio in the same run.
-python3 bench/partition_scaling.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/partition-scaling" --out BENCHMARKS.md
+"$py" bench/partition_scaling.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/partition-scaling" --out BENCHMARKS.md
 # Consumer groups (issue #39): a 4th member joining a busy group under KIP-848 and under the
 # classic protocol, and the coordinator's assignment time for 1,000 members x 10,000
 # partitions; confluent-kafka from the interop suite's pinned venv.
 [ -x target/interop-venv/bin/python ] || scripts/interop.sh --collect-only -q >/dev/null
 target/interop-venv/bin/python bench/consumer_groups.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/consumer-groups" --out BENCHMARKS.md
+# Every plot and the plots section again, from the data files this run wrote (run_report.py and
+# replication.py already drew theirs; this keeps the section last-written and whole).
+"$py" bench/plots.py --out BENCHMARKS.md || echo "warning: bench/plots.py failed" >&2

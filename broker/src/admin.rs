@@ -1,59 +1,90 @@
-//! The admin HTTP endpoint (shard 0): `/health` and `/metrics` (Prometheus text format 0.0.4):
+//! The admin HTTP endpoint (shard 0): `/health` and `/metrics` (Prometheus text format 0.0.4),
+//! and everything else to the web console (`console`, unless `console.enabled=false`):
 //! every shard's counters and histograms (asked over the mesh, `services::stats`), topic
 //! traffic, consumer lag and log offsets. Label values are escaped as the format requires
 //! (backslash, double quote, line feed), since group ids may hold any character.
 
+use crate::console::{http, Console};
 use crate::node::Node;
 use crate::services::stats::StatsReport;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncWriteExt;
+use std::borrow::Cow;
 use shard::io::Storage;
 use shard::runtime::net::{TcpListener, TcpStream};
 use std::rc::Rc;
 
-/// Longest request head the admin endpoint reads.
-pub const ADMIN_REQUEST_BYTES_MAX: usize = 8192;
+/// Most admin connections open at once (scrapes, health checks, console pages); past it a
+/// new connection is closed at once.
+pub const ADMIN_CONNECTIONS_MAX: usize = 64;
 
 pub async fn serve<S: Storage>(node: Rc<Node<S>>, listener: TcpListener) {
+    let console = node.config.console.enabled.then(|| Rc::new(Console::new(node.clone())));
+    if let Some(console) = &console {
+        shard::runtime::spawn(console.clone().sample_forever()).detach();
+        let loopback = node.config.admin_listen.ip().is_loopback();
+        if !loopback && !crate::console::session::login_required(&node) {
+            tracing::warn!(admin = %node.config.admin_listen,
+                "the console is open to anyone who reaches the admin listener: no listener asks for a SASL login");
+        }
+    }
+    let open = Rc::new(std::cell::Cell::new(0usize));
     loop {
         match listener.accept().await {
+            Ok(stream) if open.get() >= ADMIN_CONNECTIONS_MAX => drop(stream),
             Ok(stream) => {
-                shard::runtime::spawn(answer(node.clone(), stream)).detach();
+                open.set(open.get() + 1);
+                let (node, console, open) = (node.clone(), console.clone(), open.clone());
+                shard::runtime::spawn(async move {
+                    answer(node, console, stream).await;
+                    open.set(open.get().saturating_sub(1));
+                })
+                .detach();
             }
             Err(error) => tracing::warn!(%error, "admin accept failed"),
         }
     }
 }
 
-async fn answer<S: Storage>(node: Rc<Node<S>>, mut stream: TcpStream) {
-    let mut head = Vec::new();
-    let mut buffer = [0u8; 1024];
-    while !head.windows(4).any(|window| window == b"\r\n\r\n")
-        && head.len() < ADMIN_REQUEST_BYTES_MAX
-    {
-        match stream.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => head.extend_from_slice(buffer.get(..read).unwrap_or_default()),
+async fn answer<S: Storage>(
+    node: Rc<Node<S>>,
+    console: Option<Rc<Console<S>>>,
+    mut stream: TcpStream,
+) {
+    let response = match http::read_request(&mut stream).await {
+        Err(http::ReadError::Closed) => return,
+        Err(http::ReadError::Status(status, why)) => http::Response::text(status, why),
+        Ok(request) => {
+            const TEXT: &str = "text/plain; version=0.0.4";
+            let text = |status, body: String| http::Response {
+                status,
+                content_type: TEXT,
+                headers: Vec::new(),
+                body: Cow::Owned(body.into_bytes()),
+            };
+            match (request.method.as_str(), request.path.as_str(), &console) {
+                ("GET", "/health", _) => {
+                    let (status, body) = health(&node).await;
+                    text(status, body)
+                }
+                ("GET", "/metrics", _) => text("200 OK", metrics(&node).await),
+                ("GET", "/v1/cluster/health_overview", _) => {
+                    let mut response = text("200 OK", health_overview(&node).await);
+                    response.content_type = "application/json";
+                    response
+                }
+                (_, _, Some(console)) => {
+                    let peer = stream.peer_addr().unwrap_or_else(|_| ([127, 0, 0, 1], 0).into());
+                    let mut response = console.answer(&request, peer).await;
+                    let bytes = response.to_bytes(true);
+                    response.body = Cow::Owned(Vec::new());
+                    let _ = stream.write_all(&bytes).await;
+                    return;
+                }
+                (_, _, None) => text("404 Not Found", "not found\n".to_string()),
+            }
         }
-    }
-    let line = String::from_utf8_lossy(&head);
-    let path = line.split_whitespace().nth(1).unwrap_or("/");
-    const TEXT: &str = "text/plain; version=0.0.4";
-    let (status, content_type, body) = match path {
-        "/health" => {
-            let (status, body) = health(&node).await;
-            (status, TEXT, body)
-        }
-        "/metrics" => ("200 OK", TEXT, metrics(&node).await),
-        "/v1/cluster/health_overview" => {
-            ("200 OK", "application/json", health_overview(&node).await)
-        }
-        _ => ("404 Not Found", TEXT, "not found\n".to_string()),
     };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.write_all(&response.to_bytes(false)).await;
 }
 
 /// Histogram bucket bounds (seconds) for latency metrics.

@@ -16,11 +16,22 @@ macro_rules! api_registry {
     (@answer optional $module:ident $node:ident $context:ident $request:ident) => {
         handlers::$module::handle($node, $context, $request).await.map(ResponseKind::from)
     };
-    // ApiVersions answers with the registry itself, which its module cannot import.
+    // ApiVersions answers with the registry itself (what is advertised), which its module
+    // cannot import.
     (@answer registry $module:ident $node:ident $context:ident $request:ident) => {
         Some(ResponseKind::from(
-            handlers::$module::handle($node, $context, $request, SUPPORTED).await,
+            handlers::$module::handle($node, $context, $request, &advertised()).await,
         ))
+    };
+    // An envelope's request runs through this dispatch again, as the envelope's user.
+    (@answer envelope $module:ident $node:ident $context:ident $request:ident) => {
+        Some(ResponseKind::from(match handlers::$module::open($node, $context, $request) {
+            Err(refused) => refused,
+            Ok(opened) => {
+                let answer = Box::pin(dispatch($node, &opened.context, opened.request.clone())).await;
+                handlers::$module::seal(&opened, answer)
+            }
+        }))
     };
     (@answer $module:ident $node:ident $context:ident $request:ident) => {
         Some(ResponseKind::from(handlers::$module::handle($node, $context, $request).await))
@@ -34,7 +45,8 @@ macro_rules! api_registry {
         let _ = ($response, $ms);
     }};
     ($( $key:ident => $module:ident $( ($answer:ident) )? $( $throttled:ident )? ),* $(,)?) => {
-        /// (API, min version, max version) for every API strata serves.
+        /// (API, min version, max version) for every API strata serves (and accepts; see
+        /// `advertised` for what ApiVersions lists).
         pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
             $( (ApiKey::$key, handlers::$module::VERSIONS.0, handlers::$module::VERSIONS.1), )*
         ];
@@ -137,6 +149,16 @@ api_registry! {
     DescribeAcls => describe_acls throttled,
     CreateAcls => create_acls throttled,
     DeleteAcls => delete_acls throttled,
+    Envelope => envelope (envelope),
+}
+
+/// APIs served but not advertised in ApiVersions: Envelope is the console's, between brokers
+/// (Kafka lists it only on controller listeners).
+pub const UNADVERTISED: &[ApiKey] = &[ApiKey::Envelope];
+
+/// The APIs ApiVersions lists: every served one but `UNADVERTISED`.
+pub fn advertised() -> Vec<(ApiKey, i16, i16)> {
+    SUPPORTED.iter().copied().filter(|(key, _, _)| !UNADVERTISED.contains(key)).collect()
 }
 
 /// Whether `version` of `api_key` is served.

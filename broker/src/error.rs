@@ -532,6 +532,48 @@ pub mod answered {
             .any(|error| error.code() == code)
     }
 
+    /// The error's name as Kafka's documentation writes it (`TOPIC_AUTHORIZATION_FAILED`),
+    /// "NONE" for success, `UNKNOWN_<code>` for a code kafka-protocol does not know.
+    pub fn name(code: i16) -> String {
+        if code == super::NONE {
+            return "NONE".into();
+        }
+        match E::try_from_code(code) {
+            Some(E::Unknown(_)) | None => format!("UNKNOWN_{code}"),
+            Some(error) => {
+                let mut name = String::new();
+                for (index, c) in format!("{error:?}").chars().enumerate() {
+                    if c.is_ascii_uppercase() && index > 0 {
+                        name.push('_');
+                    }
+                    name.push(c.to_ascii_uppercase());
+                }
+                name
+            }
+        }
+    }
+
+    /// An ACL refused the request (topic, group, cluster, transactional id, delegation
+    /// token authorization failures).
+    pub fn is_authorization_failure(code: i16) -> bool {
+        [
+            E::TopicAuthorizationFailed,
+            E::GroupAuthorizationFailed,
+            E::ClusterAuthorizationFailed,
+            E::TransactionalIdAuthorizationFailed,
+            E::DelegationTokenAuthorizationFailed,
+        ]
+        .iter()
+        .any(|error| error.code() == code)
+    }
+
+    /// The named topic, partition or group does not exist.
+    pub fn is_unknown_resource(code: i16) -> bool {
+        [E::UnknownTopicOrPartition, E::UnknownTopicId, E::GroupIdNotFound]
+            .iter()
+            .any(|error| error.code() == code)
+    }
+
     /// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH: answers that carry KIP-951's hint of
     /// the current leader.
     pub fn names_new_leader(code: i16) -> bool {
@@ -558,6 +600,10 @@ mod tests {
             [1, 3]
         );
         assert_eq!(group_code::<()>(&Err(GroupError::RebalanceInProgress)), 27);
+        assert_eq!(answered::name(29), "TOPIC_AUTHORIZATION_FAILED");
+        assert_eq!(answered::name(NONE), "NONE");
+        assert_eq!(answered::name(-32000), "UNKNOWN_-32000");
+        assert!(answered::is_authorization_failure(31) && !answered::is_authorization_failure(3));
         assert!(answered::is_offset_out_of_range(1));
         assert!([70, 71, 106].into_iter().all(answered::ends_fetch_session));
         assert!([47, 52, 3].into_iter().all(answered::marker_gives_up));

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster_join;
 pub mod config;
+pub mod console;
 pub mod controller;
 pub mod durable_file;
 pub mod error;

@@ -930,6 +930,7 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::DescribeAcls, describe_acls::VERSIONS),
         (ApiKey::CreateAcls, create_acls::VERSIONS),
         (ApiKey::DeleteAcls, delete_acls::VERSIONS),
+        (ApiKey::Envelope, envelope::VERSIONS),
     ];
     ranges.into_iter().map(|(key, (min, max))| (key, min, max)).collect()
 }
@@ -982,9 +983,13 @@ fn a_produce_parses_each_batch_header_once() {
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "50 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "51 APIs, each its own range");
+        // Envelope is served (between brokers) and not advertised, as Kafka's brokers do.
+        let advertised = broker::api::advertised();
+        assert_eq!(advertised.len(), 50);
+        assert!(!advertised.iter().any(|(key, _, _)| *key == ApiKey::Envelope));
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
-        assert_eq!(response, api_versions_response(broker::api::SUPPORTED));
+        assert_eq!(response, api_versions_response(&advertised));
     });
 }
 
@@ -993,7 +998,7 @@ fn api_versions_v3_finalizes_metadata_version_7_at_the_metadata_image_version() 
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
         let expected_at = |epoch: u64| {
-            let mut expected = api_versions_response(broker::api::SUPPORTED);
+            let mut expected = api_versions_response(&broker::api::advertised());
             let mut supported = api_versions_response::SupportedFeatureKey::default();
             supported.name = text("metadata.version");
             supported.min_version = 7;

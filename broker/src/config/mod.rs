@@ -51,6 +51,8 @@ pub struct BrokerConfig {
     /// only this node's own login and `super.users` are accepted among them.
     pub controller_users: BTreeMap<String, String>,
     pub admin_listen: SocketAddr,
+    /// The web console on the admin listener (`console.*`).
+    pub console: ConsoleSettings,
     pub cores: usize,
     pub auto_create_topics: bool,
     pub num_partitions: i32,
@@ -203,6 +205,18 @@ impl BrokerConfig {
             tls: resolved.tls,
             sasl: resolved.sasl,
             admin_listen: resolved.admin_listen,
+            console: ConsoleSettings {
+                enabled: settings.get("console.enabled").trim() == "true",
+                allowed_hosts: settings
+                    .get("console.allowed.hosts")
+                    .split(',')
+                    .map(|host| host.trim().to_ascii_lowercase())
+                    .filter(|host| !host.is_empty())
+                    .collect(),
+                session_idle_ms: integer("console.session.idle.ms")? as u64,
+                session_max_ms: integer("console.session.max.ms")? as u64,
+                chart_interval_ms: integer("console.chart.interval.ms")? as u64,
+            },
             cores: resolved.cores,
             inter_broker_security: resolved.peers.inter_broker_security,
             controller_security: resolved.peers.controller_security,
@@ -277,6 +291,17 @@ pub const CONSUMER_GROUP_ASSIGNORS: [&str; 2] = ["uniform", "range"];
 const MIGRATION_POLICIES: [&str; 4] = ["bidirectional", "upgrade", "downgrade", "disabled"];
 
 /// The `group.consumer.*` keys.
+/// The web console's settings (`console.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSettings {
+    pub enabled: bool,
+    /// Host header values answered besides loopback and this node's own addresses.
+    pub allowed_hosts: Vec<String>,
+    pub session_idle_ms: u64,
+    pub session_max_ms: u64,
+    pub chart_interval_ms: u64,
+}
+
 fn consumer_group_settings(settings: &sources::Settings) -> Result<ConsumerGroupSettings, String> {
     let integer = |name: &str| integer_setting(settings, name);
     let mut assignors = Vec::new();

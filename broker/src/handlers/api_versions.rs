@@ -1,5 +1,5 @@
 //! ApiVersions (key 18): the APIs and version ranges strata serves, as the registry
-//! (`crate::api::SUPPORTED`) hands them in, and from v3 the features (KIP-584): `metadata.version`, supported
+//! (`crate::api::advertised`) hands them in, and from v3 the features (KIP-584): `metadata.version`, supported
 //! and finalized, with the metadata image's version as the finalized-features epoch. Java
 //! clients 4.x read the finalized features (a missing `transaction.version` means the
 //! transaction protocol before KIP-890, which is what strata will speak first).

@@ -575,7 +575,7 @@ async fn refuse_version(
     if api_key == ApiKey::ApiVersions {
         let refused = error_code(&BrokerError::UnsupportedVersion("ApiVersions", version));
         let response =
-            ResponseKind::ApiVersions(handlers::api_versions::response(refused, api::SUPPORTED));
+            ResponseKind::ApiVersions(handlers::api_versions::response(refused, &api::advertised()));
         let chunks = encode(ApiKey::ApiVersions, 0, correlation_id, response);
         pipeline.until(|pipeline| pipeline.running.get() == 0).await;
         let work = async move { chunks.map(Some) };

@@ -126,3 +126,13 @@ impl crate::mesh::Ask for Report {
 }
 
 crate::mesh::answers!(StatsService, Report, |service, _report| Box::new(service.report().await));
+
+/// Only the shard's counters and histograms (the console's chart sampler asks every few
+/// seconds: no partition lists).
+pub struct Sample;
+
+impl crate::mesh::Ask for Sample {
+    type Answer = Box<Counters>;
+}
+
+crate::mesh::answers!(StatsService, Sample, |service, _sample| Box::new(service.stats.snapshot()));

@@ -60,20 +60,22 @@ if [ "$want" != "$have" ]; then
     echo "$want" >"$STAMP"
 fi
 
-# KafkaJS for test_kafkajs.py: the pinned lock file, installed with npm ci into target/.
+# KafkaJS for test_kafkajs.py and playwright-core for test_console.py (it drives Debian's
+# /usr/bin/chromium; --ignore-scripts: no browser download): the pinned lock file, installed
+# with npm ci into target/.
 JS_DIR=target/interop-js
 JS_STAMP=$JS_DIR/.lock.sha256
 if command -v npm >/dev/null 2>&1; then
     want_js=$(sha256sum tests/interop/js/package-lock.json | cut -d' ' -f1)
     if [ "$want_js" != "$(cat "$JS_STAMP" 2>/dev/null || true)" ]; then
-        log "installing tests/interop/js (kafkajs) into $JS_DIR"
+        log "installing tests/interop/js (kafkajs, playwright-core) into $JS_DIR"
         rm -rf "$JS_DIR" && mkdir -p "$JS_DIR"
         cp tests/interop/js/package.json tests/interop/js/package-lock.json "$JS_DIR/"
         (cd "$JS_DIR" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
         echo "$want_js" >"$JS_STAMP"
     fi
 else
-    log "npm not found: the KafkaJS tests will be skipped"
+    log "npm not found: the KafkaJS and console browser tests will be skipped"
 fi
 
 export PYTHONDONTWRITEBYTECODE=1

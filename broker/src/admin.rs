@@ -8,9 +8,9 @@ use crate::console::{http, Console};
 use crate::node::Node;
 use crate::services::stats::StatsReport;
 use futures_lite::AsyncWriteExt;
-use std::borrow::Cow;
 use shard::io::Storage;
 use shard::runtime::net::{TcpListener, TcpStream};
+use std::borrow::Cow;
 use std::rc::Rc;
 
 /// Most admin connections open at once (scrapes, health checks, console pages); past it a

@@ -79,6 +79,16 @@ impl InProcess {
         self.node.close().await;
     }
 
+    /// Calls the handler of `request` as a connection whose request context is `context`
+    /// would (a principal, a listener, a client address).
+    pub async fn call_in(
+        &self,
+        context: &RequestContext,
+        request: impl Into<RequestKind>,
+    ) -> Option<ResponseKind> {
+        api::dispatch(&self.node, context, request.into()).await
+    }
+
     /// Calls the handler of `request` at `version`, as a connection would.
     pub async fn call(
         &self,

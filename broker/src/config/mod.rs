@@ -205,18 +205,7 @@ impl BrokerConfig {
             tls: resolved.tls,
             sasl: resolved.sasl,
             admin_listen: resolved.admin_listen,
-            console: ConsoleSettings {
-                enabled: settings.get("console.enabled").trim() == "true",
-                allowed_hosts: settings
-                    .get("console.allowed.hosts")
-                    .split(',')
-                    .map(|host| host.trim().to_ascii_lowercase())
-                    .filter(|host| !host.is_empty())
-                    .collect(),
-                session_idle_ms: integer("console.session.idle.ms")? as u64,
-                session_max_ms: integer("console.session.max.ms")? as u64,
-                chart_interval_ms: integer("console.chart.interval.ms")? as u64,
-            },
+            console: console_settings(settings)?,
             cores: resolved.cores,
             inter_broker_security: resolved.peers.inter_broker_security,
             controller_security: resolved.peers.controller_security,
@@ -300,6 +289,22 @@ pub struct ConsoleSettings {
     pub session_idle_ms: u64,
     pub session_max_ms: u64,
     pub chart_interval_ms: u64,
+}
+
+fn console_settings(settings: &sources::Settings) -> Result<ConsoleSettings, String> {
+    let integer = |name: &str| integer_setting(settings, name);
+    Ok(ConsoleSettings {
+        enabled: settings.get("console.enabled").trim() == "true",
+        allowed_hosts: settings
+            .get("console.allowed.hosts")
+            .split(',')
+            .map(|host| host.trim().to_ascii_lowercase())
+            .filter(|host| !host.is_empty())
+            .collect(),
+        session_idle_ms: integer("console.session.idle.ms")? as u64,
+        session_max_ms: integer("console.session.max.ms")? as u64,
+        chart_interval_ms: integer("console.chart.interval.ms")? as u64,
+    })
 }
 
 fn consumer_group_settings(settings: &sources::Settings) -> Result<ConsumerGroupSettings, String> {

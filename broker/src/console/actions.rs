@@ -10,9 +10,15 @@ use super::http::Request;
 use super::topics::{leaders, metadata, offsets_at, EARLIEST, LATEST};
 use super::{json_body, ConsoleError, ConsoleResult};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
-use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
-use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
     CreateTopicsRequest, DeleteRecordsRequest, GroupId, IncrementalAlterConfigsRequest,
     OffsetCommitRequest, TopicName,
@@ -39,7 +45,9 @@ fn outcome(results: Vec<Value>) -> Value {
 }
 
 fn text<'a>(body: &'a Value, field: &str) -> Result<&'a str, ConsoleError> {
-    body.get(field).and_then(Value::as_str).ok_or_else(|| ConsoleError::BadRequest(format!("{field} is required")))
+    body.get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ConsoleError::BadRequest(format!("{field} is required")))
 }
 
 fn topic_name(name: &str) -> TopicName {
@@ -50,11 +58,14 @@ fn topic_name(name: &str) -> TopicName {
 pub async fn create_topic<S: Storage>(caller: &Caller<'_, S>, request: &Request) -> ConsoleResult {
     let body = json_body(request)?;
     let name = text(&body, "name")?;
-    let number = |field: &str, default: i64| body.get(field).and_then(Value::as_i64).unwrap_or(default);
+    let number =
+        |field: &str, default: i64| body.get(field).and_then(Value::as_i64).unwrap_or(default);
     let mut topic = CreatableTopic::default();
     topic.name = topic_name(name);
-    topic.num_partitions = i32::try_from(number("partitions", -1)).map_err(|_| ConsoleError::BadRequest("partitions".into()))?;
-    topic.replication_factor = i16::try_from(number("replication_factor", -1)).map_err(|_| ConsoleError::BadRequest("replication_factor".into()))?;
+    topic.num_partitions = i32::try_from(number("partitions", -1))
+        .map_err(|_| ConsoleError::BadRequest("partitions".into()))?;
+    topic.replication_factor = i16::try_from(number("replication_factor", -1))
+        .map_err(|_| ConsoleError::BadRequest("replication_factor".into()))?;
     if let Some(configs) = body.get("configs").and_then(Value::as_object) {
         for (key, value) in configs {
             let mut config = CreatableTopicConfig::default();
@@ -67,15 +78,23 @@ pub async fn create_topic<S: Storage>(caller: &Caller<'_, S>, request: &Request)
     create.topics = vec![topic];
     create.timeout_ms = TIMEOUT_MS;
     let answer = caller.here(create).await?;
-    let results = answer.topics.iter().map(|topic| {
-        let message = topic.error_message.as_ref().map(ToString::to_string);
-        result_row("name", json!(topic.name.0.to_string()), topic.error_code, message)
-    }).collect();
+    let results = answer
+        .topics
+        .iter()
+        .map(|topic| {
+            let message = topic.error_message.as_ref().map(ToString::to_string);
+            result_row("name", json!(topic.name.0.to_string()), topic.error_code, message)
+        })
+        .collect();
     Ok(outcome(results))
 }
 
 /// `POST /api/topics/<name>/configs` `{set: {key: value}, delete: [key]}`.
-pub async fn alter_configs<S: Storage>(caller: &Caller<'_, S>, name: &str, request: &Request) -> ConsoleResult {
+pub async fn alter_configs<S: Storage>(
+    caller: &Caller<'_, S>,
+    name: &str,
+    request: &Request,
+) -> ConsoleResult {
     let body = json_body(request)?;
     let mut resource = AlterConfigsResource::default();
     resource.resource_type = TOPIC_RESOURCE;
@@ -88,7 +107,9 @@ pub async fn alter_configs<S: Storage>(caller: &Caller<'_, S>, name: &str, reque
         config.value = Some(StrBytes::from_string(value));
         resource.configs.push(config);
     }
-    for key in body.get("delete").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+    for key in
+        body.get("delete").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
+    {
         let mut config = AlterableConfig::default();
         config.name = StrBytes::from_string(key.to_string());
         config.config_operation = DELETE;
@@ -100,24 +121,44 @@ pub async fn alter_configs<S: Storage>(caller: &Caller<'_, S>, name: &str, reque
     let mut alter = IncrementalAlterConfigsRequest::default();
     alter.resources = vec![resource];
     let answer = caller.here(alter).await?;
-    let results = answer.responses.iter().map(|response| {
-        let message = response.error_message.as_ref().map(ToString::to_string);
-        result_row("name", json!(response.resource_name.to_string()), response.error_code, message)
-    }).collect();
+    let results = answer
+        .responses
+        .iter()
+        .map(|response| {
+            let message = response.error_message.as_ref().map(ToString::to_string);
+            result_row(
+                "name",
+                json!(response.resource_name.to_string()),
+                response.error_code,
+                message,
+            )
+        })
+        .collect();
     Ok(outcome(results))
 }
 
 /// `POST /api/topics/<name>/delete-records` `{partitions: {"0": 25, "1": "hw"}}`.
-pub async fn delete_records<S: Storage>(caller: &Caller<'_, S>, name: &str, request: &Request) -> ConsoleResult {
+pub async fn delete_records<S: Storage>(
+    caller: &Caller<'_, S>,
+    name: &str,
+    request: &Request,
+) -> ConsoleResult {
     let body = json_body(request)?;
-    let asked = body.get("partitions").and_then(Value::as_object).ok_or_else(|| ConsoleError::BadRequest("partitions is required".into()))?;
+    let asked = body
+        .get("partitions")
+        .and_then(Value::as_object)
+        .ok_or_else(|| ConsoleError::BadRequest("partitions is required".into()))?;
     let mut wanted = BTreeMap::new();
     for (partition, offset) in asked {
-        let partition: i32 = partition.parse().map_err(|_| ConsoleError::BadRequest(format!("partition {partition:?}")))?;
+        let partition: i32 = partition
+            .parse()
+            .map_err(|_| ConsoleError::BadRequest(format!("partition {partition:?}")))?;
         // -1: up to the high watermark, as Kafka's DeleteRecords reads it.
         let offset = match offset {
             Value::String(hw) if hw == "hw" => -1,
-            other => other.as_i64().ok_or_else(|| ConsoleError::BadRequest(format!("offset of partition {partition}")))?,
+            other => other.as_i64().ok_or_else(|| {
+                ConsoleError::BadRequest(format!("offset of partition {partition}"))
+            })?,
         };
         wanted.insert(partition, offset);
     }
@@ -125,13 +166,16 @@ pub async fn delete_records<S: Storage>(caller: &Caller<'_, S>, name: &str, requ
     let by_leader = leaders(&metadata);
     let mut results = Vec::new();
     for (leader, partitions) in by_leader {
-        let partitions: Vec<DeleteRecordsPartition> = partitions.iter().filter_map(|(_, p)| {
-            let offset = wanted.remove(p)?;
-            let mut partition = DeleteRecordsPartition::default();
-            partition.partition_index = *p;
-            partition.offset = offset;
-            Some(partition)
-        }).collect();
+        let partitions: Vec<DeleteRecordsPartition> = partitions
+            .iter()
+            .filter_map(|(_, p)| {
+                let offset = wanted.remove(p)?;
+                let mut partition = DeleteRecordsPartition::default();
+                partition.partition_index = *p;
+                partition.offset = offset;
+                Some(partition)
+            })
+            .collect();
         if partitions.is_empty() {
             continue;
         }
@@ -144,7 +188,12 @@ pub async fn delete_records<S: Storage>(caller: &Caller<'_, S>, name: &str, requ
         let answer = caller.call(leader, delete).await?;
         for partition in answer.topics.iter().flat_map(|t| t.partitions.iter()) {
             let message = Some(format!("low watermark {}", partition.low_watermark));
-            results.push(result_row("partition", json!(partition.partition_index), partition.error_code, message));
+            results.push(result_row(
+                "partition",
+                json!(partition.partition_index),
+                partition.error_code,
+                message,
+            ));
         }
     }
     for partition in wanted.keys() {
@@ -180,8 +229,17 @@ async fn targets<S: Storage>(
             ("latest", _) => *end,
             ("offset", Some(offset)) => offset.clamp(*start, *end),
             // No record at or after that time: the end, as kafka-consumer-groups does.
-            ("timestamp", Some(_)) => at_time.as_ref().and_then(|o| o.get(key)).copied().filter(|o| *o >= 0).unwrap_or(*end),
-            _ => return Err(ConsoleError::BadRequest(format!("to = {to:?} (earliest, latest, offset or timestamp with a value)"))),
+            ("timestamp", Some(_)) => at_time
+                .as_ref()
+                .and_then(|o| o.get(key))
+                .copied()
+                .filter(|o| *o >= 0)
+                .unwrap_or(*end),
+            _ => {
+                return Err(ConsoleError::BadRequest(format!(
+                    "to = {to:?} (earliest, latest, offset or timestamp with a value)"
+                )))
+            }
         };
         out.insert(key.clone(), target);
     }
@@ -189,7 +247,11 @@ async fn targets<S: Storage>(
 }
 
 /// `POST /api/groups/<id>/offsets` `{topic, to, value}`: only for a group without members.
-pub async fn reset_offsets<S: Storage>(caller: &Caller<'_, S>, id: &str, request: &Request) -> ConsoleResult {
+pub async fn reset_offsets<S: Storage>(
+    caller: &Caller<'_, S>,
+    id: &str,
+    request: &Request,
+) -> ConsoleResult {
     let body = json_body(request)?;
     let to = text(&body, "to")?;
     let value = body.get("value").and_then(Value::as_i64);
@@ -197,16 +259,25 @@ pub async fn reset_offsets<S: Storage>(caller: &Caller<'_, S>, id: &str, request
     let group = super::groups::describe(caller, id).await?;
     let members = group["members"].as_array().map_or(0, Vec::len);
     if members > 0 {
-        return Err(ConsoleError::BadRequest(format!("group {id} has {members} members: stop them before resetting its offsets")));
+        return Err(ConsoleError::BadRequest(format!(
+            "group {id} has {members} members: stop them before resetting its offsets"
+        )));
     }
     let coordinator = group["coordinator"].as_i64().unwrap_or(-1) as i32;
-    let mut partitions: Vec<(String, i32)> = group["offsets"].as_array().into_iter().flatten()
+    let mut partitions: Vec<(String, i32)> = group["offsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .filter_map(|o| Some((o["topic"].as_str()?.to_string(), o["partition"].as_i64()? as i32)))
         .filter(|(t, _)| topic.is_none_or(|topic| topic == t))
         .collect();
     if let (Some(topic), true) = (topic, partitions.is_empty()) {
         let metadata = metadata(caller, Some(&[topic.to_string()])).await?;
-        partitions = metadata.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (topic.to_string(), p.partition_index))).collect();
+        partitions = metadata
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (topic.to_string(), p.partition_index)))
+            .collect();
     }
     let targets = targets(caller, &partitions, to, value).await?;
     let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
@@ -221,17 +292,34 @@ pub async fn reset_offsets<S: Storage>(caller: &Caller<'_, S>, id: &str, request
     commit.group_id = GroupId(StrBytes::from_string(id.to_string()));
     commit.generation_id_or_member_epoch = -1;
     commit.retention_time_ms = -1;
-    commit.topics = topics.into_iter().map(|(name, partitions)| {
-        let mut topic = OffsetCommitRequestTopic::default();
-        topic.name = topic_name(name);
-        topic.partitions = partitions;
-        topic
-    }).collect();
+    commit.topics = topics
+        .into_iter()
+        .map(|(name, partitions)| {
+            let mut topic = OffsetCommitRequestTopic::default();
+            topic.name = topic_name(name);
+            topic.partitions = partitions;
+            topic
+        })
+        .collect();
     let answer = caller.call(coordinator, commit).await?;
     let targets = &targets;
-    let results = answer.topics.iter().flat_map(|topic| topic.partitions.iter().map(move |p| {
-        let offset = targets.get(&(topic.name.0.to_string(), p.partition_index)).copied().unwrap_or(-1);
-        result_row("partition", json!(format!("{}-{}", topic.name.0, p.partition_index)), p.error_code, Some(format!("offset {offset}")))
-    })).collect();
+    let results = answer
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| {
+                let offset = targets
+                    .get(&(topic.name.0.to_string(), p.partition_index))
+                    .copied()
+                    .unwrap_or(-1);
+                result_row(
+                    "partition",
+                    json!(format!("{}-{}", topic.name.0, p.partition_index)),
+                    p.error_code,
+                    Some(format!("offset {offset}")),
+                )
+            })
+        })
+        .collect();
     Ok(outcome(results))
 }

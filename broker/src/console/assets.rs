@@ -70,7 +70,9 @@ fn etag(bytes: &[u8]) -> String {
 
 /// The answer for an asset route.
 pub fn answer(route: &Route, request: &Request) -> Result<Response, ConsoleError> {
-    let Route::Asset(path) = route else { return Err(ConsoleError::NotFound(request.path.clone())) };
+    let Route::Asset(path) = route else {
+        return Err(ConsoleError::NotFound(request.path.clone()));
+    };
     let (path, bytes) = ASSETS
         .iter()
         .find(|(name, _)| name == path)
@@ -78,9 +80,19 @@ pub fn answer(route: &Route, request: &Request) -> Result<Response, ConsoleError
     let tag = etag(bytes);
     let headers = vec![("ETag", tag.clone()), ("Cache-Control", "no-cache".to_string())];
     if request.header("if-none-match") == Some(tag.as_str()) {
-        return Ok(Response { status: "304 Not Modified", content_type: content_type(path), headers, body: Cow::Borrowed(&[]) });
+        return Ok(Response {
+            status: "304 Not Modified",
+            content_type: content_type(path),
+            headers,
+            body: Cow::Borrowed(&[]),
+        });
     }
-    Ok(Response { status: "200 OK", content_type: content_type(path), headers, body: Cow::Borrowed(bytes) })
+    Ok(Response {
+        status: "200 OK",
+        content_type: content_type(path),
+        headers,
+        body: Cow::Borrowed(bytes),
+    })
 }
 
 #[cfg(test)]
@@ -94,7 +106,9 @@ mod tests {
             if path.is_dir() {
                 files(root, &path, out);
             } else {
-                out.push(path.strip_prefix(root).expect("under root").to_string_lossy().into_owned());
+                out.push(
+                    path.strip_prefix(root).expect("under root").to_string_lossy().into_owned(),
+                );
             }
         }
     }
@@ -117,11 +131,14 @@ mod tests {
         for (path, bytes) in ASSETS.iter().filter(|(path, _)| path.ends_with(".js")) {
             let text = String::from_utf8_lossy(bytes);
             let base = Path::new(path).parent().unwrap_or(Path::new(""));
-            for quoted in text.split(['"', '\'']).filter(|s| s.starts_with("./") || s.starts_with("../")) {
+            for quoted in
+                text.split(['"', '\'']).filter(|s| s.starts_with("./") || s.starts_with("../"))
+            {
                 if !quoted.ends_with(".js") {
                     continue;
                 }
-                let mut parts: Vec<&str> = base.iter().map(|p| p.to_str().unwrap_or_default()).collect();
+                let mut parts: Vec<&str> =
+                    base.iter().map(|p| p.to_str().unwrap_or_default()).collect();
                 for segment in quoted.split('/') {
                     match segment {
                         "." => {}
@@ -132,7 +149,10 @@ mod tests {
                     }
                 }
                 let target = parts.join("/");
-                assert!(ASSETS.iter().any(|(p, _)| *p == target), "{path} imports {quoted}: not served");
+                assert!(
+                    ASSETS.iter().any(|(p, _)| *p == target),
+                    "{path} imports {quoted}: not served"
+                );
             }
         }
     }

@@ -167,9 +167,9 @@ impl Charts {
     pub fn answer<S: Storage>(&self, caller: &Caller<'_, S>, request: &Request) -> ConsoleResult {
         let since: i64 = match request.query("since") {
             None | Some("") => 0,
-            Some(value) => value
-                .parse()
-                .map_err(|_| ConsoleError::BadRequest(format!("since = {value:?}")))?,
+            Some(value) => {
+                value.parse().map_err(|_| ConsoleError::BadRequest(format!("since = {value:?}")))?
+            }
         };
         let context = caller.context(ApiKey::DescribeCluster, 0);
         let node = caller.node;

@@ -189,7 +189,8 @@ impl<S: Storage> Caller<'_, S> {
         let mut encoded = bytes::BytesMut::new();
         principal.encode(&mut encoded, 0).map_err(|e| ConsoleError::Internal(e.to_string()))?;
         let mut envelope = EnvelopeRequest::default();
-        envelope.request_data = Bytes::copy_from_slice(frame.get(FRAME_PREFIX_BYTES..).unwrap_or_default());
+        envelope.request_data =
+            Bytes::copy_from_slice(frame.get(FRAME_PREFIX_BYTES..).unwrap_or_default());
         envelope.request_principal = Some(encoded.freeze());
         envelope.client_host_address = match self.address.ip() {
             std::net::IpAddr::V4(ip) => Bytes::copy_from_slice(&ip.octets()),

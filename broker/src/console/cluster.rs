@@ -14,12 +14,57 @@ use serde_json::{json, Value};
 use shard::io::Storage;
 
 pub async fn cluster<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
+    let metadata = metadata(caller, None).await?;
+    let (brokers, controller, cluster_id, brokers_error) = match described(caller).await {
+        Ok(described) => (described.0, described.1, described.2, Value::Null),
+        // Without DESCRIBE on the cluster, the live brokers Metadata shows to everyone.
+        Err(error) => {
+            let controller = metadata.controller_id.0;
+            let brokers = metadata
+                .brokers
+                .iter()
+                .map(|broker| {
+                    json!({
+                        "id": broker.node_id.0,
+                        "host": broker.host.to_string(),
+                        "port": broker.port,
+                        "rack": broker.rack.as_ref().map(ToString::to_string),
+                        "state": "live",
+                        "controller": broker.node_id.0 == controller,
+                    })
+                })
+                .collect();
+            let id = metadata.cluster_id.as_ref().map(ToString::to_string).unwrap_or_default();
+            (brokers, controller, id, json!(error.code_name()))
+        }
+    };
+    let (quorum, quorum_error) = match quorum(caller).await {
+        Ok(quorum) => (quorum, Value::Null),
+        Err(error) => (Value::Null, json!(error.code_name())),
+    };
+    Ok(json!({
+        "cluster_id": cluster_id,
+        "node_id": caller.node.node_id().0,
+        "controller_id": controller,
+        "brokers": brokers,
+        "brokers_error": brokers_error,
+        "quorum": quorum,
+        "quorum_error": quorum_error,
+        "health": health(&metadata),
+    }))
+}
+
+/// The brokers, fenced ones included (DescribeCluster: DESCRIBE on the cluster), the
+/// controller and the cluster id.
+async fn described<S: Storage>(
+    caller: &Caller<'_, S>,
+) -> Result<(Vec<Value>, i32, String), ConsoleError> {
     let mut request = DescribeClusterRequest::default();
     request.include_fenced_brokers = true;
     let described = caller.here(request).await?;
     ConsoleError::check(described.error_code, || "DescribeCluster".into())?;
     let controller = described.controller_id.0;
-    let brokers: Vec<Value> = described
+    let brokers = described
         .brokers
         .iter()
         .map(|broker| {
@@ -33,20 +78,7 @@ pub async fn cluster<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
             })
         })
         .collect();
-    let (quorum, quorum_error) = match quorum(caller).await {
-        Ok(quorum) => (quorum, Value::Null),
-        Err(error) => (Value::Null, json!(error.code_name())),
-    };
-    let metadata = metadata(caller, None).await?;
-    Ok(json!({
-        "cluster_id": described.cluster_id.to_string(),
-        "node_id": caller.node.node_id().0,
-        "controller_id": controller,
-        "brokers": brokers,
-        "quorum": quorum,
-        "quorum_error": quorum_error,
-        "health": health(&metadata),
-    }))
+    Ok((brokers, controller, described.cluster_id.to_string()))
 }
 
 async fn quorum<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
@@ -59,11 +91,10 @@ async fn quorum<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
     request.topics = vec![topic];
     let answer = caller.here(request).await?;
     ConsoleError::check(answer.error_code, || "DescribeQuorum".into())?;
-    let partition = answer
-        .topics
-        .first()
-        .and_then(|topic| topic.partitions.first())
-        .ok_or_else(|| ConsoleError::Unavailable("DescribeQuorum answered no partition".into()))?;
+    let partition =
+        answer.topics.first().and_then(|topic| topic.partitions.first()).ok_or_else(|| {
+            ConsoleError::Unavailable("DescribeQuorum answered no partition".into())
+        })?;
     ConsoleError::check(partition.error_code, || "DescribeQuorum".into())?;
     let high_watermark = partition.high_watermark;
     let replicas = |states: &[ReplicaState]| -> Vec<Value> {

@@ -78,12 +78,16 @@ async fn committed<S: Storage>(
     let mut out = HashMap::new();
     let Ok(answer) = caller.call(coordinator, request).await else { return out };
     for group in answer.groups.into_iter().filter(|g| g.error_code == crate::error::NONE) {
-        let offsets: &mut BTreeMap<Key, (i64, String)> = out.entry(group.group_id.0.to_string()).or_default();
+        let offsets: &mut BTreeMap<Key, (i64, String)> =
+            out.entry(group.group_id.0.to_string()).or_default();
         for topic in group.topics {
             for partition in topic.partitions {
                 if partition.error_code == crate::error::NONE && partition.committed_offset >= 0 {
                     let metadata = partition.metadata.map(|m| m.to_string()).unwrap_or_default();
-                    offsets.insert((topic.name.0.to_string(), partition.partition_index), (partition.committed_offset, metadata));
+                    offsets.insert(
+                        (topic.name.0.to_string(), partition.partition_index),
+                        (partition.committed_offset, metadata),
+                    );
                 }
             }
         }
@@ -136,9 +140,19 @@ async fn members<S: Storage>(
 }
 
 /// Σ(end - committed) over a group's committed partitions; `None` without commits.
-fn total_lag(offsets: Option<&BTreeMap<Key, (i64, String)>>, ends: &HashMap<Key, i64>) -> Option<i64> {
+fn total_lag(
+    offsets: Option<&BTreeMap<Key, (i64, String)>>,
+    ends: &HashMap<Key, i64>,
+) -> Option<i64> {
     let offsets = offsets.filter(|offsets| !offsets.is_empty())?;
-    Some(offsets.iter().map(|(key, (committed, _))| (ends.get(key).copied().unwrap_or(*committed) - committed).max(0)).sum())
+    Some(
+        offsets
+            .iter()
+            .map(|(key, (committed, _))| {
+                (ends.get(key).copied().unwrap_or(*committed) - committed).max(0)
+            })
+            .sum(),
+    )
 }
 
 /// `GET /api/groups`.
@@ -152,14 +166,19 @@ pub async fn list<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
     }
     let asks = by_coordinator.iter().map(|(coordinator, groups)| async move {
         let ids: Vec<String> = groups.iter().map(|g| g.id.clone()).collect();
-        futures_lite::future::zip(committed(caller, *coordinator, &ids), members(caller, *coordinator, groups)).await
+        futures_lite::future::zip(
+            committed(caller, *coordinator, &ids),
+            members(caller, *coordinator, groups),
+        )
+        .await
     });
     let (mut offsets, mut described) = (HashMap::new(), HashMap::new());
     for (committed, members) in join_all(asks).await {
         offsets.extend(committed);
         described.extend(members);
     }
-    let mut topics: Vec<String> = offsets.values().flat_map(|o| o.keys().map(|(t, _)| t.clone())).collect();
+    let mut topics: Vec<String> =
+        offsets.values().flat_map(|o| o.keys().map(|(t, _)| t.clone())).collect();
     topics.sort();
     topics.dedup();
     let ends = ends(caller, topics).await;
@@ -214,11 +233,18 @@ fn assignment_of(bytes: &Bytes) -> Vec<Value> {
         })
         .unwrap_or_default();
     partitions.sort();
-    partitions.iter().map(|(topic, partition)| json!({"topic": topic, "partition": partition})).collect()
+    partitions
+        .iter()
+        .map(|(topic, partition)| json!({"topic": topic, "partition": partition}))
+        .collect()
 }
 
 /// The group's description at its coordinator: KIP-848 first, then classic.
-async fn description<S: Storage>(caller: &Caller<'_, S>, coordinator: i32, id: &str) -> ConsoleResult {
+async fn description<S: Storage>(
+    caller: &Caller<'_, S>,
+    coordinator: i32,
+    id: &str,
+) -> ConsoleResult {
     let group_id = GroupId(StrBytes::from_string(id.to_string()));
     let mut request = ConsumerGroupDescribeRequest::default();
     request.group_ids = vec![group_id.clone()];
@@ -245,15 +271,25 @@ async fn description<S: Storage>(caller: &Caller<'_, S>, coordinator: i32, id: &
     let mut request = DescribeGroupsRequest::default();
     request.groups = vec![group_id];
     let answer = caller.call(coordinator, request).await?;
-    let group = answer.groups.into_iter().next().ok_or_else(|| ConsoleError::NotFound(format!("group {id}")))?;
+    let group = answer
+        .groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| ConsoleError::NotFound(format!("group {id}")))?;
     ConsoleError::check(group.error_code, || format!("group {id}"))?;
-    let members: Vec<Value> = group.members.iter().map(|member| json!({
-        "member_id": member.member_id.to_string(),
-        "client_id": member.client_id.to_string(),
-        "host": member.client_host.to_string(),
-        "instance_id": member.group_instance_id.as_ref().map(ToString::to_string),
-        "assignment": assignment_of(&member.member_assignment),
-    })).collect();
+    let members: Vec<Value> = group
+        .members
+        .iter()
+        .map(|member| {
+            json!({
+                "member_id": member.member_id.to_string(),
+                "client_id": member.client_id.to_string(),
+                "host": member.client_host.to_string(),
+                "instance_id": member.group_instance_id.as_ref().map(ToString::to_string),
+                "assignment": assignment_of(&member.member_assignment),
+            })
+        })
+        .collect();
     Ok(json!({
         "type": "classic", "state": group.group_state.to_string(),
         "protocol_type": group.protocol_type.to_string(), "protocol": group.protocol_data.to_string(),
@@ -268,7 +304,8 @@ pub async fn describe<S: Storage>(caller: &Caller<'_, S>, id: &str) -> ConsoleRe
     if group["state"] == "Dead" {
         return Err(ConsoleError::NotFound(format!("group {id}")));
     }
-    let committed = committed(caller, coordinator, &[id.to_string()]).await.remove(id).unwrap_or_default();
+    let committed =
+        committed(caller, coordinator, &[id.to_string()]).await.remove(id).unwrap_or_default();
     let mut topics: Vec<String> = committed.keys().map(|(t, _)| t.clone()).collect();
     topics.dedup();
     let ends = ends(caller, topics).await;

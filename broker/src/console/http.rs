@@ -131,7 +131,10 @@ pub fn parse_head(head: &[u8]) -> Result<Request, ReadError> {
         }
         headers.push((name.to_ascii_lowercase(), value.trim().to_string()));
         if headers.len() > HEADERS_MAX {
-            return Err(ReadError::Status("431 Request Header Fields Too Large", "too many headers"));
+            return Err(ReadError::Status(
+                "431 Request Header Fields Too Large",
+                "too many headers",
+            ));
         }
     }
     Ok(Request {
@@ -293,7 +296,8 @@ mod tests {
         assert_eq!(body_len(&two.expect("parsed")), Err(BAD));
         let big = head("POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n").expect("parsed");
         assert!(matches!(body_len(&big), Err(ReadError::Status(s, _)) if s.starts_with("413")));
-        let chunked = head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").expect("parsed");
+        let chunked =
+            head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").expect("parsed");
         assert!(matches!(body_len(&chunked), Err(ReadError::Status(s, _)) if s.starts_with("501")));
         assert_eq!(percent_decode("%zz%41%"), "%zzA%");
         assert_eq!(percent_decode("%ff"), "%ff", "not UTF-8: kept as written");
@@ -306,7 +310,9 @@ mod tests {
         let request =
             futures_lite::future::block_on(read_unbounded_in_time(&mut reader)).expect("read");
         assert_eq!(request.body, b"body");
-        let mut short = futures_lite::io::Cursor::new(b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nab".to_vec());
+        let mut short = futures_lite::io::Cursor::new(
+            b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nab".to_vec(),
+        );
         let closed = futures_lite::future::block_on(read_unbounded_in_time(&mut short));
         assert_eq!(closed, Err(ReadError::Closed));
     }

@@ -34,7 +34,11 @@ struct Where<'a> {
     leader: i32,
 }
 
-async fn offset_at<S: Storage>(caller: &Caller<'_, S>, at: &Where<'_>, timestamp: i64) -> Result<i64, ConsoleError> {
+async fn offset_at<S: Storage>(
+    caller: &Caller<'_, S>,
+    at: &Where<'_>,
+    timestamp: i64,
+) -> Result<i64, ConsoleError> {
     let mut partition = ListOffsetsPartition::default();
     partition.partition_index = at.partition;
     partition.current_leader_epoch = -1;
@@ -70,22 +74,33 @@ fn shown(bytes: Option<&[u8]>) -> Value {
 }
 
 /// The records of a Fetch answer's record set from `from` on, at most `limit` - `out.len()`.
-async fn decode(records: bytes::Bytes, from: i64, limit: usize, out: &mut Vec<Value>) -> Result<i64, ConsoleError> {
+async fn decode(
+    records: bytes::Bytes,
+    from: i64,
+    limit: usize,
+    out: &mut Vec<Value>,
+) -> Result<i64, ConsoleError> {
     let mut next = from;
     let mut rest: &[u8] = &records;
     while !rest.is_empty() && out.len() < limit {
-        let Ok(header) = wire::RecordBatchHeader::parse(rest, shard::config::BATCH_BYTES_MAX) else { break };
+        let Ok(header) = wire::RecordBatchHeader::parse(rest, shard::config::BATCH_BYTES_MAX)
+        else {
+            break;
+        };
         let batch = rest.get(..header.size_bytes()).unwrap_or_default().to_vec();
         rest = rest.get(header.size_bytes()..).unwrap_or_default();
         if header.is_control() {
             next = next.max(header.last_offset() + 1);
             continue;
         }
-        let (base, producer, transactional) = (header.base_offset(), header.producer_id(), header.is_transactional());
-        let log_append = matches!(header.timestamp_type(), wire::record_batch::TimestampType::LogAppendTime);
+        let (base, producer, transactional) =
+            (header.base_offset(), header.producer_id(), header.is_transactional());
+        let log_append =
+            matches!(header.timestamp_type(), wire::record_batch::TimestampType::LogAppendTime);
         let (base_timestamp, max_timestamp) = (header.base_timestamp(), header.max_timestamp());
         let decoded = shard::runtime::offload(move || {
-            let header = wire::RecordBatchHeader::parse(&batch, shard::config::BATCH_BYTES_MAX).map_err(|e| e.to_string())?;
+            let header = wire::RecordBatchHeader::parse(&batch, shard::config::BATCH_BYTES_MAX)
+                .map_err(|e| e.to_string())?;
             wire::compression::records_of(&header).map_err(|e| e.to_string())
         })
         .await
@@ -144,7 +159,9 @@ fn fetch_request(at: &Where<'_>, offset: i64, committed: bool) -> FetchRequest {
 fn options(request: &Request) -> Result<(usize, bool), ConsoleError> {
     let limit = match request.query("limit") {
         None | Some("") => RECORDS_PER_PAGE,
-        Some(value) => value.parse::<usize>().map_err(|_| ConsoleError::BadRequest(format!("limit = {value:?}")))?,
+        Some(value) => value
+            .parse::<usize>()
+            .map_err(|_| ConsoleError::BadRequest(format!("limit = {value:?}")))?,
     };
     if limit == 0 || limit > RECORDS_PER_PAGE_MAX {
         return Err(ConsoleError::BadRequest(format!("limit must be 1..={RECORDS_PER_PAGE_MAX}")));
@@ -152,17 +169,28 @@ fn options(request: &Request) -> Result<(usize, bool), ConsoleError> {
     Ok((limit, request.query("isolation") == Some("committed")))
 }
 
-pub async fn read<S: Storage>(caller: &Caller<'_, S>, topic: &str, partition: i32, request: &Request) -> ConsoleResult {
+pub async fn read<S: Storage>(
+    caller: &Caller<'_, S>,
+    topic: &str,
+    partition: i32,
+    request: &Request,
+) -> ConsoleResult {
     let (limit, committed) = options(request)?;
     let metadata = super::topics::metadata(caller, Some(&[topic.to_string()])).await?;
-    let found = metadata.topics.first().ok_or_else(|| ConsoleError::NotFound(format!("topic {topic}")))?;
+    let found =
+        metadata.topics.first().ok_or_else(|| ConsoleError::NotFound(format!("topic {topic}")))?;
     ConsoleError::check(found.error_code, || format!("topic {topic}"))?;
-    let placement = found.partitions.iter().find(|p| p.partition_index == partition)
+    let placement = found
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)
         .ok_or_else(|| ConsoleError::NotFound(format!("partition {topic}-{partition}")))?;
     let at = Where { topic, partition, leader: placement.leader_id.0 };
     let log_start = offset_at(caller, &at, EARLIEST).await?;
     let high_watermark = offset_at(caller, &at, LATEST).await?;
-    let parse = |name: &str, value: &str| value.parse::<i64>().map_err(|_| ConsoleError::BadRequest(format!("{name} = {value:?}")));
+    let parse = |name: &str, value: &str| {
+        value.parse::<i64>().map_err(|_| ConsoleError::BadRequest(format!("{name} = {value:?}")))
+    };
     let (mut start, mut note) = (log_start, Value::Null);
     if let Some(offset) = request.query("offset").filter(|v| !v.is_empty()) {
         start = parse("offset", offset)?;
@@ -184,7 +212,11 @@ pub async fn read<S: Storage>(caller: &Caller<'_, S>, topic: &str, partition: i3
         }
         let answer = caller.call(at.leader, fetch_request(&at, next, committed)).await?;
         ConsoleError::check(answer.error_code, || "Fetch".into())?;
-        let data = answer.responses.into_iter().next().and_then(|t| t.partitions.into_iter().next())
+        let data = answer
+            .responses
+            .into_iter()
+            .next()
+            .and_then(|t| t.partitions.into_iter().next())
             .ok_or_else(|| ConsoleError::Unavailable("Fetch answered nothing".into()))?;
         ConsoleError::check(data.error_code, || format!("{topic}-{partition}"))?;
         let Some(bytes) = data.records.filter(|r| !r.is_empty()) else { break };

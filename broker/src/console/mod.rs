@@ -36,6 +36,8 @@ use std::rc::Rc;
 pub enum ConsoleError {
     /// No session where one is needed (or it expired, or its credential changed).
     Unauthenticated,
+    /// A login with a wrong user name or password (which of them is never said).
+    LoginFailed,
     /// A cross-site request, a missing CSRF token, a wrong content type.
     Forbidden(String),
     /// The Host header names no address of this console (DNS rebinding).
@@ -47,7 +49,10 @@ pub enum ConsoleError {
     /// Another broker did not answer, or answered something unreadable.
     Unavailable(String),
     /// A Kafka error from a request (its code and what it was about).
-    Kafka { code: i16, message: String },
+    Kafka {
+        code: i16,
+        message: String,
+    },
     /// The console could not build its own request (a bug).
     Internal(String),
 }
@@ -59,6 +64,11 @@ fn status_of(error: &ConsoleError) -> (&'static str, String, String) {
         ConsoleError::Unauthenticated => {
             ("401 Unauthorized", "UNAUTHENTICATED".into(), "log in first".into())
         }
+        ConsoleError::LoginFailed => (
+            "401 Unauthorized",
+            "SASL_AUTHENTICATION_FAILED".into(),
+            "Invalid username or password".into(),
+        ),
         ConsoleError::Forbidden(why) => ("403 Forbidden", "FORBIDDEN".into(), why.clone()),
         ConsoleError::MisdirectedHost(host) => {
             ("421 Misdirected Request", "MISDIRECTED".into(), format!("host {host:?}"))
@@ -220,7 +230,11 @@ impl<S: Storage> Console<S> {
                 if matches!(error, ConsoleError::Forbidden(_) | ConsoleError::MisdirectedHost(_)) {
                     tracing::warn!(%peer, path = %request.path, %message, "console refused a request");
                 }
-                Response::json(status, &json!({ "error": code, "message": message }))
+                let mut body = json!({ "error": code, "message": message });
+                if error == ConsoleError::Unauthenticated {
+                    body["login_required"] = json!(true);
+                }
+                Response::json(status, &body)
             }
         }
     }
@@ -280,10 +294,14 @@ impl<S: Storage> Console<S> {
             Route::Transactions => transactions::list(&caller).await?,
             Route::Charts => self.charts.answer(&caller, request)?,
             Route::CreateTopic => actions::create_topic(&caller, request).await?,
-            Route::AlterTopicConfigs(name) => actions::alter_configs(&caller, &name, request).await?,
+            Route::AlterTopicConfigs(name) => {
+                actions::alter_configs(&caller, &name, request).await?
+            }
             Route::DeleteRecords(name) => actions::delete_records(&caller, &name, request).await?,
             Route::ResetOffsets(id) => actions::reset_offsets(&caller, &id, request).await?,
-            Route::Asset(_) | Route::Login => return Err(ConsoleError::NotFound(request.path.clone())),
+            Route::Asset(_) | Route::Login => {
+                return Err(ConsoleError::NotFound(request.path.clone()))
+            }
         };
         Ok(Response::json("200 OK", &body))
     }
@@ -295,10 +313,8 @@ impl<S: Storage> Console<S> {
 fn allowed_hosts<S: Storage>(node: &Node<S>) -> Vec<String> {
     let config = &node.config;
     let port = config.admin_listen.port();
-    let mut hosts: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
-        .iter()
-        .map(|host| format!("{host}:{port}"))
-        .collect();
+    let mut hosts: Vec<String> =
+        ["127.0.0.1", "localhost", "[::1]"].iter().map(|host| format!("{host}:{port}")).collect();
     hosts.push(match config.admin_listen.ip() {
         std::net::IpAddr::V6(ip) => format!("[{ip}]:{port}"),
         ip => format!("{ip}:{port}"),
@@ -327,7 +343,10 @@ mod tests {
     #[test]
     fn paths_map_to_routes_and_every_data_route_needs_a_session() {
         assert_eq!(route("GET", "/"), Some(Route::Asset("index.html".into())));
-        assert_eq!(route("GET", "/console/pages/topics.js"), Some(Route::Asset("pages/topics.js".into())));
+        assert_eq!(
+            route("GET", "/console/pages/topics.js"),
+            Some(Route::Asset("pages/topics.js".into()))
+        );
         assert_eq!(route("GET", "/api/topics/a%2Fb"), Some(Route::Topic("a/b".into())));
         assert_eq!(
             route("GET", "/api/topics/t/partitions/3/messages"),

@@ -100,7 +100,9 @@ pub fn same_origin(request: &Request, host: &str) -> Result<(), ConsoleError> {
     let expected = format!("http://{host}");
     match request.header("origin") {
         Some(origin) if origin.eq_ignore_ascii_case(&expected) => {}
-        Some(origin) => return Err(ConsoleError::Forbidden(format!("cross-site request from {origin}"))),
+        Some(origin) => {
+            return Err(ConsoleError::Forbidden(format!("cross-site request from {origin}")))
+        }
         None => return Err(ConsoleError::Forbidden("a request without an Origin".into())),
     }
     if request.header("sec-fetch-site").is_some_and(|site| site != "same-origin") {
@@ -130,8 +132,10 @@ impl Sessions {
             let key = key_of(token);
             let mut entries = self.entries.borrow_mut();
             if let Some(entry) = entries.get_mut(&key) {
-                let idle = now.duration_since(entry.last_seen) > Duration::from_millis(settings.session_idle_ms);
-                let old = now.duration_since(entry.created) > Duration::from_millis(settings.session_max_ms);
+                let idle = now.duration_since(entry.last_seen)
+                    > Duration::from_millis(settings.session_idle_ms);
+                let old = now.duration_since(entry.created)
+                    > Duration::from_millis(settings.session_max_ms);
                 let current = match &entry.principal {
                     Principal::User(user) => fingerprint(node, user).unwrap_or_default(),
                     Principal::Anonymous => Vec::new(),
@@ -143,7 +147,11 @@ impl Sessions {
                 } else {
                     entry.last_seen = now;
                     let csrf = entry.csrf.clone();
-                    return Ok(Visitor { principal: entry.principal.clone(), key: Some(key), csrf });
+                    return Ok(Visitor {
+                        principal: entry.principal.clone(),
+                        key: Some(key),
+                        csrf,
+                    });
                 }
             }
         }
@@ -156,7 +164,9 @@ impl Sessions {
     /// Refuses a change without the session's CSRF token.
     pub fn check_token(&self, visitor: &Visitor, request: &Request) -> Result<(), ConsoleError> {
         let given = request.header(TOKEN_HEADER).unwrap_or_default();
-        if visitor.key.is_none() || !equal_in_constant_time(given.as_bytes(), visitor.csrf.as_bytes()) {
+        if visitor.key.is_none()
+            || !equal_in_constant_time(given.as_bytes(), visitor.csrf.as_bytes())
+        {
             return Err(ConsoleError::Forbidden("a missing or wrong CSRF token".into()));
         }
         Ok(())
@@ -174,7 +184,8 @@ impl Sessions {
                 entries.remove(&oldest);
             }
         }
-        let entry = Entry { principal, csrf: csrf.clone(), created: now, last_seen: now, fingerprint };
+        let entry =
+            Entry { principal, csrf: csrf.clone(), created: now, last_seen: now, fingerprint };
         entries.insert(key_of(&token), entry);
         (token, csrf)
     }
@@ -218,7 +229,10 @@ impl Sessions {
             self.entries.borrow_mut().remove(key);
         }
         let mut response = Response::json("200 OK", &json!({ "ok": true }));
-        response.headers.push(("Set-Cookie", format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")));
+        response.headers.push((
+            "Set-Cookie",
+            format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+        ));
         response
     }
 
@@ -233,7 +247,8 @@ impl Sessions {
     ) -> Result<Response, ConsoleError> {
         let body = super::json_body(request)?;
         let user = body.get("user").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        let password = body.get("password").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        let password =
+            body.get("password").and_then(|v| v.as_str()).unwrap_or_default().to_string();
         if self.logins.get() >= LOGINS_IN_FLIGHT_MAX {
             return Err(ConsoleError::TooManyRequests);
         }
@@ -245,12 +260,7 @@ impl Sessions {
             tracing::warn!(%user, %peer, "console login failed");
             let delay = node.config.sasl.as_ref().map_or(0, |sasl| sasl.failure_delay_ms);
             shard::runtime::sleep(Duration::from_millis(delay)).await;
-            return Err(ConsoleError::Kafka {
-                code: crate::error::error_code(&crate::error::BrokerError::SaslAuthenticationFailed(
-                    crate::sasl::AUTHENTICATION_FAILED.into(),
-                )),
-                message: "Invalid username or password".into(),
-            });
+            return Err(ConsoleError::LoginFailed);
         };
         tracing::info!(%user, %peer, "console login");
         let (token, csrf) = self.open(Principal::User(user.clone()), fingerprint);
@@ -262,7 +272,11 @@ impl Sessions {
 
 /// The fingerprint of `user`'s credential when `password` is theirs (SCRAM credentials of the
 /// enabled mechanisms first, then PLAIN's users), `None` otherwise. PBKDF2 runs off the shard.
-async fn check_password<S: Storage>(node: &Node<S>, user: &str, password: String) -> Option<Vec<u8>> {
+async fn check_password<S: Storage>(
+    node: &Node<S>,
+    user: &str,
+    password: String,
+) -> Option<Vec<u8>> {
     let enabled = node.config.sasl.as_ref().map(|sasl| sasl.mechanisms.clone()).unwrap_or_default();
     let image = node.metadata();
     let mut matched = false;
@@ -271,7 +285,8 @@ async fn check_password<S: Storage>(node: &Node<S>, user: &str, password: String
         if !enabled.iter().any(|name| name == mechanism.name()) {
             continue;
         }
-        let (salt, iterations, password) = (stored.salt.clone(), stored.iterations, password.clone());
+        let (salt, iterations, password) =
+            (stored.salt.clone(), stored.iterations, password.clone());
         let derived = shard::runtime::offload(move || {
             let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
             ScramCredential::from_salted_password(mechanism, &salted, &salt, iterations).stored_key

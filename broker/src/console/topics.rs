@@ -10,8 +10,8 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, DescribeConfigsRequest, DescribeLogDirsRequest, ListOffsetsRequest,
-    MetadataRequest, MetadataResponse, TopicName,
+    BrokerId, DescribeConfigsRequest, DescribeLogDirsRequest, ListOffsetsRequest, MetadataRequest,
+    MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::{json, Value};
@@ -57,7 +57,10 @@ pub fn leaders(metadata: &MetadataResponse) -> BTreeMap<i32, Vec<Key>> {
     for topic in &metadata.topics {
         let Some(name) = topic.name.as_ref().map(|n| n.0.to_string()) else { continue };
         for partition in topic.partitions.iter().filter(|p| p.leader_id.0 >= 0) {
-            leaders.entry(partition.leader_id.0).or_default().push((name.clone(), partition.partition_index));
+            leaders
+                .entry(partition.leader_id.0)
+                .or_default()
+                .push((name.clone(), partition.partition_index));
         }
     }
     leaders
@@ -97,7 +100,10 @@ pub async fn offsets_at<S: Storage>(
         for topic in answer.topics {
             for partition in topic.partitions {
                 if partition.error_code == crate::error::NONE {
-                    offsets.insert((topic.name.0.to_string(), partition.partition_index), partition.offset);
+                    offsets.insert(
+                        (topic.name.0.to_string(), partition.partition_index),
+                        partition.offset,
+                    );
                 }
             }
         }

@@ -574,8 +574,10 @@ async fn refuse_version(
 ) -> Result<(), Ending> {
     if api_key == ApiKey::ApiVersions {
         let refused = error_code(&BrokerError::UnsupportedVersion("ApiVersions", version));
-        let response =
-            ResponseKind::ApiVersions(handlers::api_versions::response(refused, &api::advertised()));
+        let response = ResponseKind::ApiVersions(handlers::api_versions::response(
+            refused,
+            &api::advertised(),
+        ));
         let chunks = encode(ApiKey::ApiVersions, 0, correlation_id, response);
         pipeline.until(|pipeline| pipeline.running.get() == 0).await;
         let work = async move { chunks.map(Some) };

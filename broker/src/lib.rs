@@ -9,7 +9,8 @@
 //! `metadata` (images, records, pure apply) → `error`, `stats`, `clock`, `config`, `request_context`, `shutdown`.
 //! `peer` (connections to the other brokers' inter-broker listener, with TLS and SASL) serves
 //! `services`; `authorization` (the authorizer) reads `metadata`'s ACLs for `node`.
-//! `cluster_join` (a cluster node's startup) sits beside `server`; `controller` (the Raft
+//! `cluster_join` (a cluster node's startup) sits beside `server`; `console` (the web console,
+//! served by `admin`) makes Kafka requests through `api` as its user; `controller` (the Raft
 //! quorum's thread, issue #15) uses only `metadata` (records, apply, the image's format) and
 //! `durable_file` (whole-file replacement with std, off the shards); the metadata service
 //! holds a `controller::quorum::ControllerHandle` to propose through.

@@ -53,6 +53,18 @@ const MAGIC_V1: &[u8; 4] = b"SPS1";
 /// Aborted transactions a snapshot may hold (a bound on what a damaged file can ask for).
 const ABORTED_TXNS_MAX: usize = 1 << 26;
 
+/// A producer a partition tracks, as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence written (-1 before any batch of this epoch).
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    /// The first offset of its transaction open on this partition, if one is.
+    pub txn_first_offset: Option<i64>,
+}
+
 /// One remembered batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchMetadata {
@@ -185,16 +197,19 @@ impl ProducerStates {
     }
 
     /// (producer id, epoch, last sequence, last timestamp) of every producer, by id.
-    pub fn active(&self) -> Vec<(i64, i16, i32, i64)> {
-        let mut out: Vec<(i64, i16, i32, i64)> = self
+    pub fn active(&self) -> Vec<ActiveProducer> {
+        let mut out: Vec<ActiveProducer> = self
             .producers
             .iter()
-            .map(|(id, entry)| {
-                let last_sequence = entry.batches.back().map_or(-1, |b| b.last_sequence);
-                (*id, entry.epoch, last_sequence, entry.last_timestamp)
+            .map(|(id, entry)| ActiveProducer {
+                producer_id: *id,
+                epoch: entry.epoch,
+                last_sequence: entry.batches.back().map_or(-1, |b| b.last_sequence),
+                last_timestamp: entry.last_timestamp,
+                txn_first_offset: entry.txn_first_offset,
             })
             .collect();
-        out.sort_unstable();
+        out.sort_unstable_by_key(|producer| producer.producer_id);
         out
     }
 

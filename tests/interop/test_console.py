@@ -397,6 +397,21 @@ def check_read(seen, view, topics, groups, where):
             m.check(where + " txn partitions",
                     set((txt(cells.get("txn-partitions")) or "").split(",")),
                     {"%s-%d" % (t["topic"], p) for t in txn["partitions"] for p in t["partitions"]})
+        # The topic page's producers: the open transaction's producer on each of its
+        # partitions, with the offset its transaction began at.
+        for t in txn["partitions"]:
+            producers = seen["topic"].get(t["topic"], {}).get("producers", [])
+            for p in t["partitions"]:
+                mine = [r for r in producers if r["attrs"].get("partition") == str(p)
+                        and r["attrs"].get("producer") == str(txn["producer_id"])]
+                if not mine:
+                    m.append("%s topic %s: no producer row for %d on partition %d (rows: %r)"
+                             % (where, t["topic"], txn["producer_id"], p, producers))
+                    continue
+                # Nothing else is written to payments: the transaction began at offset 0.
+                start = num(mine[0]["cells"].get("producer-txn-start"))
+                m.check("%s topic %s-%d open transaction's first offset" % (where, t["topic"], p),
+                        start, 0)
     m.done()
 
 

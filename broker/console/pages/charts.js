@@ -1,6 +1,6 @@
 // Live charts of this node's counters and histograms (GET /api/charts?since=<ms>, polled every
 // interval_ms, appended): requests/s per API, latency percentiles of one API (log y), bytes
-// in/out per s, and bytes in per s of the busiest topics. window.__charts holds each chart's
+// in/out per s, and bytes in and bytes out per s of the busiest topics. window.__charts holds each chart's
 // number of points for the browser tests.
 import { useLayoutEffect, useMemo, useState } from '../vendor/hooks.module.js';
 import { html } from '../ui/html.js';
@@ -30,7 +30,9 @@ function seriesData(samples, names, value) {
 
 function buildCharts(samples, latencyApi) {
   const apis = topNames(samples, (s) => Object.keys(s.requests_per_s || {}), (s, n) => s.requests_per_s[n], REQUEST_APIS_MAX, ['Produce', 'Fetch']);
-  const topics = topNames(samples, (s) => Object.keys(s.topics || {}).filter((t) => t !== OTHER_TOPICS), (s, n) => s.topics[n]?.bytes_in_per_s, TOPICS_MAX);
+  const busiest = (field) => topNames(samples, (s) => Object.keys(s.topics || {}).filter((t) => t !== OTHER_TOPICS), (s, n) => s.topics[n]?.[field], TOPICS_MAX);
+  const topics = busiest('bytes_in_per_s');
+  const topicsOut = busiest('bytes_out_per_s');
   const percentile = (i) => (s) => {
     const v = s.latency_us?.[latencyApi]?.[i];
     return v == null || v <= 0 ? null : v; // a log axis has no place for 0
@@ -46,6 +48,7 @@ function buildCharts(samples, latencyApi) {
       data: seriesData(samples, ['bytes_in_per_s', 'bytes_out_per_s'], (s, n) => s[n] ?? 0),
     },
     topics: { series: topics.map((label) => ({ label })), data: seriesData(samples, topics, (s, n) => s.topics?.[n]?.bytes_in_per_s ?? 0) },
+    topics_out: { series: topicsOut.map((label) => ({ label })), data: seriesData(samples, topicsOut, (s, n) => s.topics?.[n]?.bytes_out_per_s ?? 0) },
   };
 }
 
@@ -108,6 +111,8 @@ export function ChartsPage() {
           <${Chart} testid="chart-bytes" series=${charts.bytes.series} data=${charts.bytes.data} format=${formatBytesRate} /></section>
         <section><h2>Bytes in per second, busiest topics</h2>
           <${Chart} testid="chart-topics" series=${charts.topics.series} data=${charts.topics.data} format=${formatBytesRate} /></section>
+        <section><h2>Bytes out per second, busiest topics</h2>
+          <${Chart} testid="chart-topics-out" series=${charts.topics_out.series} data=${charts.topics_out.data} format=${formatBytesRate} /></section>
       </div>
     </div>`;
 }

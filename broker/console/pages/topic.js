@@ -1,5 +1,6 @@
-// One topic: its partitions (leader, replicas, ISR, log start, high watermark, size) and its
-// configs (overrides marked), from GET /api/topics/<name>.
+// One topic: its partitions (leader, replicas, ISR, log start, high watermark, size), its
+// active producers (DescribeProducers: idempotent and transactional ones, with an open
+// transaction's first offset) and its configs (overrides marked), from GET /api/topics/<name>.
 // Actions: alter a config (set or remove an override), delete records up to an offset.
 import { useState } from '../vendor/hooks.module.js';
 import { html } from '../ui/html.js';
@@ -33,6 +34,18 @@ function partitionColumns(topic) {
     { id: 'browse', label: '', value: () => null, cell: (p) => html`<a href=${`#/topics/${enc(topic)}/messages/${p.partition}`}>messages</a>` },
   ];
 }
+
+const PRODUCER_COLUMNS = [
+  { id: 'partition', label: 'Partition', value: (p) => p.partition, numeric: true },
+  { id: 'producer_id', label: 'Producer id', value: (p) => p.producer_id, testid: 'producer-id', numeric: true },
+  { id: 'epoch', label: 'Epoch', value: (p) => p.producer_epoch, numeric: true },
+  { id: 'last_sequence', label: 'Last sequence', value: (p) => p.last_sequence, numeric: true },
+  { id: 'last', label: 'Last write', value: (p) => p.last_timestamp, cell: (p) => (p.last_timestamp > 0 ? new Date(p.last_timestamp).toISOString().replace('T', ' ').slice(0, 23) : '—') },
+  {
+    id: 'txn', label: 'Open transaction from offset', value: (p) => p.current_txn_start_offset, testid: 'producer-txn-start', numeric: true,
+    cell: (p) => (p.current_txn_start_offset >= 0 ? p.current_txn_start_offset : html`<span class="muted">none</span>`),
+  },
+];
 
 const CONFIG_COLUMNS = [
   { id: 'name', label: 'Config', value: (c) => c.name },
@@ -119,6 +132,15 @@ export function TopicPage({ name }) {
           <${Table} columns=${partitionColumns(name)} rows=${data.partitions} rowKey=${(p) => p.partition}
             rowAttrs=${(p) => ({ 'data-testid': 'partition-row', 'data-partition': p.partition })}
             filterable=${data.partitions.length > 20} initialSort=${{ id: 'partition', descending: false }} />
+        </section>
+        <section>
+          <h2>Producers</h2>
+          ${data.producers_error && html`<p class="muted">Producers hidden: ${data.producers_error}</p>`}
+          ${data.producers && (data.producers.length
+            ? html`<${Table} columns=${PRODUCER_COLUMNS} rows=${data.producers} rowKey=${(p) => `${p.partition}-${p.producer_id}`}
+                rowAttrs=${(p) => ({ 'data-testid': 'producer-row', 'data-partition': p.partition, 'data-producer': p.producer_id })}
+                filterable=${data.producers.length > 20} initialSort=${{ id: 'partition', descending: false }} />`
+            : html`<p class="muted">No active idempotent or transactional producers.</p>`)}
         </section>
         <section>
           <h2>Configs</h2>

@@ -19,7 +19,8 @@ function options({ series, log, format }, width) {
   return {
     width,
     height: HEIGHT,
-    scales: { x: { time: true }, y: log ? { distr: 3 } : { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+    // With a single point uPlot would span years around it: show the minute around it.
+    scales: { x: { time: true, range: (u, min, max) => (max - min < 1 ? [min - 30, max + 30] : [min, max]) }, y: log ? { distr: 3 } : { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
     series: [
       {},
       ...series.map((s, i) => ({

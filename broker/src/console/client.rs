@@ -79,6 +79,7 @@ calls! {
     OffsetCommitRequest => OffsetCommitResponse, OffsetCommit, 8;
     ListTransactionsRequest => ListTransactionsResponse, ListTransactions, 1;
     DescribeTransactionsRequest => DescribeTransactionsResponse, DescribeTransactions, 0;
+    DescribeProducersRequest => DescribeProducersResponse, DescribeProducers, 0;
     DeleteRecordsRequest => DeleteRecordsResponse, DeleteRecords, 2;
     CreateTopicsRequest => CreateTopicsResponse, CreateTopics, 7;
     IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse, IncrementalAlterConfigs, 1;

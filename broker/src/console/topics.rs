@@ -7,11 +7,12 @@ use super::client::Caller;
 use super::{ConsoleError, ConsoleResult};
 use futures_util::future::join_all;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, DescribeConfigsRequest, DescribeLogDirsRequest, ListOffsetsRequest, MetadataRequest,
-    MetadataResponse, TopicName,
+    BrokerId, DescribeConfigsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+    ListOffsetsRequest, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::{json, Value};
@@ -237,6 +238,10 @@ pub async fn describe<S: Storage>(caller: &Caller<'_, S>, name: &str) -> Console
         Ok(configs) => (configs, Value::Null),
         Err(error) => (json!([]), json!(error.code_name())),
     };
+    let (producers, producers_error) = match producers(caller, &metadata).await {
+        Ok(producers) => (json!(producers), Value::Null),
+        Err(error) => (Value::Null, json!(error.code_name())),
+    };
     Ok(json!({
         "name": name,
         "internal": topic.is_internal,
@@ -244,7 +249,55 @@ pub async fn describe<S: Storage>(caller: &Caller<'_, S>, name: &str) -> Console
         "partitions": partitions,
         "configs": configs,
         "configs_error": configs_error,
+        "producers": producers,
+        "producers_error": producers_error,
     }))
+}
+
+/// The active producers of a topic's partitions (DescribeProducers at each leader: READ on the
+/// topic).
+async fn producers<S: Storage>(
+    caller: &Caller<'_, S>,
+    metadata: &MetadataResponse,
+) -> Result<Vec<Value>, ConsoleError> {
+    let asks = leaders(metadata).into_iter().map(|(leader, partitions)| {
+        let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for (topic, partition) in partitions {
+            topics.entry(topic).or_default().push(partition);
+        }
+        let mut request = DescribeProducersRequest::default();
+        request.topics = topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                let mut topic = TopicRequest::default();
+                topic.name = TopicName(StrBytes::from_string(name));
+                topic.partition_indexes = partitions;
+                topic
+            })
+            .collect();
+        caller.call(leader, request)
+    });
+    let mut producers = Vec::new();
+    for answer in join_all(asks).await {
+        for topic in answer?.topics {
+            for partition in topic.partitions {
+                ConsoleError::check(partition.error_code, || {
+                    format!("producers of {}", topic.name.0)
+                })?;
+                producers.extend(partition.active_producers.iter().map(|producer| {
+                    json!({
+                        "partition": partition.partition_index,
+                        "producer_id": producer.producer_id.0,
+                        "producer_epoch": producer.producer_epoch,
+                        "last_sequence": producer.last_sequence,
+                        "last_timestamp": producer.last_timestamp,
+                        "current_txn_start_offset": producer.current_txn_start_offset,
+                    })
+                }));
+            }
+        }
+    }
+    Ok(producers)
 }
 
 /// A topic's configs, each with its source and whether the topic overrides it.

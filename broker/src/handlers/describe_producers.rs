@@ -1,6 +1,8 @@
 //! DescribeProducers (key 61, KIP-664): the idempotent producers each partition tracks (id,
-//! epoch, last sequence, last timestamp), read on the partition's owner shard. No transactions
-//! yet, so `coordinator_epoch` and `current_txn_start_offset` are always -1.
+//! epoch, last sequence, last timestamp, and the first offset of its open transaction on the
+//! partition, which `kafka-transactions.sh find-hanging` looks for), read on the partition's
+//! owner shard. `coordinator_epoch` is not kept per partition: -1, as Kafka reports it for a
+//! producer without markers.
 
 use super::error_fields;
 use crate::authorization::{AclOperation, Resource};
@@ -46,14 +48,15 @@ pub async fn handle<S: Storage>(
                 Ok(producers) => {
                     partition.active_producers = producers
                         .into_iter()
-                        .map(|(id, epoch, last_sequence, last_timestamp)| {
+                        .map(|producer| {
                             let mut state = ProducerState::default();
-                            state.producer_id = ProducerId(id);
-                            state.producer_epoch = i32::from(epoch);
-                            state.last_sequence = last_sequence;
-                            state.last_timestamp = last_timestamp;
+                            state.producer_id = ProducerId(producer.producer_id);
+                            state.producer_epoch = i32::from(producer.epoch);
+                            state.last_sequence = producer.last_sequence;
+                            state.last_timestamp = producer.last_timestamp;
                             state.coordinator_epoch = -1;
-                            state.current_txn_start_offset = -1;
+                            state.current_txn_start_offset =
+                                producer.txn_first_offset.unwrap_or(-1);
                             state
                         })
                         .collect();

@@ -45,6 +45,7 @@ pub const FORWARDABLE: &[ApiKey] = &[
     ApiKey::OffsetCommit,
     ApiKey::ListTransactions,
     ApiKey::DescribeTransactions,
+    ApiKey::DescribeProducers,
     ApiKey::DeleteRecords,
 ];
 

@@ -105,7 +105,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// (producer id, epoch, last sequence, last timestamp) of the producers this partition
     /// tracks (DescribeProducers).
-    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64)> {
+    pub fn active_producers(&self) -> Vec<crate::producer_state::ActiveProducer> {
         self.producers.borrow().active()
     }
 }

@@ -143,7 +143,8 @@ async function readPages (page, tag) {
   for (const name of args.topics || []) {
     await open(page, '/topics/' + encodeURIComponent(name), 'topic')
     out.topic[name] = { partitions: await rows(page, 'partition-row'),
-      configs: await rows(page, 'config-row') }
+      configs: await rows(page, 'config-row'),
+      producers: await rows(page, 'producer-row') }
     await shot(page, tag + 'topic-' + name)
   }
   await open(page, '/groups', 'groups')

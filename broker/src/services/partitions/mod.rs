@@ -103,7 +103,7 @@ impl<S: Storage> Partition<S> {
 }
 
 /// (producer id, epoch, last sequence, last timestamp) of one idempotent producer.
-pub type ProducerSummary = (i64, i16, i32, i64);
+pub type ProducerSummary = shard::producer_state::ActiveProducer;
 
 /// What the service is built from.
 pub struct PartitionServiceParts<S: Storage> {

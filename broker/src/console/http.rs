@@ -77,6 +77,11 @@ async fn read_unbounded_in_time<R: AsyncRead + Unpin>(
         if let Some(at) = data.windows(4).position(|window| window == b"\r\n\r\n") {
             break at + 4;
         }
+        // Not HTTP (a Kafka client sent to this port by mistake): answered at once.
+        let line = data.split(|byte| *byte == b'\r').next().unwrap_or_default();
+        if line.iter().any(|byte| !(0x20..0x7f).contains(byte)) {
+            return Err(BAD);
+        }
         if data.len() >= HEAD_BYTES_MAX {
             return Err(ReadError::Status("431 Request Header Fields Too Large", "head too long"));
         }
@@ -315,5 +320,9 @@ mod tests {
         );
         let closed = futures_lite::future::block_on(read_unbounded_in_time(&mut short));
         assert_eq!(closed, Err(ReadError::Closed));
+        let kafka = [0u8, 0, 0, 23, 0, 18, 0, 3, 0, 0, 0, 1];
+        let mut binary = futures_lite::io::Cursor::new(kafka.to_vec());
+        let refused = futures_lite::future::block_on(read_unbounded_in_time(&mut binary));
+        assert_eq!(refused, Err(BAD), "a Kafka frame is answered at once, not after the deadline");
     }
 }

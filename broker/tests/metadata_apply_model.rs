@@ -95,6 +95,7 @@ const COVERAGE: &[&str] = &[
     "TopicConfig: applied",
     "RemoveTopic: applied",
     "BrokerConfig: applied",
+    "GroupConfig: applied",
     "ClusterId: applied",
     "RegisterBroker: applied",
     "RegisterBroker: a fenced broker registers again",
@@ -260,6 +261,7 @@ struct Model {
     cluster_id: String,
     topics: BTreeMap<TopicId, ModelTopic>,
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     brokers: BTreeMap<i32, ModelBroker>,
     /// Controller-only voters' directory ids.
     controllers: BTreeMap<i32, String>,
@@ -485,6 +487,7 @@ impl Model {
                 }
             }
             MetadataRecord::BrokerConfig { .. }
+            | MetadataRecord::GroupConfig { .. }
             | MetadataRecord::RegisterBroker { .. }
             | MetadataRecord::RegisterController { .. }
             | MetadataRecord::ScramCredential { .. }
@@ -529,6 +532,20 @@ impl Model {
                         configs.remove(key);
                         if configs.is_empty() {
                             self.broker_configs.remove(resource);
+                        }
+                    }
+                }
+            },
+            MetadataRecord::GroupConfig { group, key, value } => match value {
+                Some(value) => {
+                    let configs = self.group_configs.entry(group.clone()).or_default();
+                    configs.insert(key.clone(), value.clone());
+                }
+                None => {
+                    if let Some(configs) = self.group_configs.get_mut(group) {
+                        configs.remove(key);
+                        if configs.is_empty() {
+                            self.group_configs.remove(group);
                         }
                     }
                 }
@@ -758,6 +775,12 @@ fn compare(model: &Model, image: &MetadataImage) -> Result<(), String> {
         return Err(format!(
             "the broker configs are {:?}, the model's {:?}",
             image.broker_configs, model.broker_configs
+        ));
+    }
+    if image.group_configs != model.group_configs {
+        return Err(format!(
+            "the group configs are {:?}, the model's {:?}",
+            image.group_configs, model.group_configs
         ));
     }
     compare_brokers(model, image)?;
@@ -1136,9 +1159,17 @@ fn random_record(rng: &mut StdRng, model: &Model) -> MetadataRecord {
             value: random_value(rng, 0.7),
         },
         42..=46 => MetadataRecord::RemoveTopic { topic_id: random_topic_id(rng, model, 0.7) },
-        47..=54 => MetadataRecord::BrokerConfig {
+        47..=51 => MetadataRecord::BrokerConfig {
             resource: BROKER_CONFIG_RESOURCES.choose(rng).expect("resources").to_string(),
             key: BROKER_CONFIG_KEYS.choose(rng).expect("keys").to_string(),
+            value: random_value(rng, 0.6),
+        },
+        52..=54 => MetadataRecord::GroupConfig {
+            group: ["g1", "g2"].choose(rng).expect("groups").to_string(),
+            key: ["consumer.session.timeout.ms", "share.auto.offset.reset"]
+                .choose(rng)
+                .expect("keys")
+                .to_string(),
             value: random_value(rng, 0.6),
         },
         55..=58 => MetadataRecord::ClusterId {
@@ -1240,6 +1271,7 @@ fn kind(record: &MetadataRecord) -> &'static str {
         MetadataRecord::TopicConfig { .. } => "TopicConfig: applied",
         MetadataRecord::RemoveTopic { .. } => "RemoveTopic: applied",
         MetadataRecord::BrokerConfig { .. } => "BrokerConfig: applied",
+        MetadataRecord::GroupConfig { .. } => "GroupConfig: applied",
         MetadataRecord::ClusterId { .. } => "ClusterId: applied",
         MetadataRecord::RegisterBroker { .. } => "RegisterBroker: applied",
         MetadataRecord::FenceBroker { .. } => "FenceBroker: applied",
@@ -1604,6 +1636,11 @@ fn the_comparison_tells_every_field_apart() {
             key: "num.io.threads".into(),
             value: Some("8".into()),
         },
+        MetadataRecord::GroupConfig {
+            group: "g".into(),
+            key: "consumer.session.timeout.ms".into(),
+            value: Some("50000".into()),
+        },
     ];
     for record in &records {
         assert!(model.verdict(record).is_ok(), "{record:?}");
@@ -1611,10 +1648,11 @@ fn the_comparison_tells_every_field_apart() {
     }
     let image = apply_all(&MetadataImage::default(), &records).expect("valid records");
     assert_eq!(compare(&model, &image), Ok(()));
-    let changes: [ImageChange; 17] = [
+    let changes: [ImageChange; 18] = [
         ("version not bumped", |image| image.version -= 1),
         ("cluster id", |image| image.cluster_id = "beta".into()),
         ("broker config", |image| image.broker_configs.clear()),
+        ("group config", |image| image.group_configs.clear()),
         ("fenced flag", |image| image.brokers.values_mut().for_each(|broker| broker.fenced = true)),
         ("registration", |image| {
             image.brokers.values_mut().for_each(|broker| broker.registration.port = 1)

@@ -340,6 +340,7 @@ fn source_name(source: i8) -> &'static str {
         3 => "cluster default",
         4 => "broker config file",
         5 => "default",
+        8 => "group",
         _ => "other",
     }
 }

@@ -1,7 +1,7 @@
 //! AlterConfigs (key 33): replaces a topic's config overrides, or a BROKER resource's dynamic
-//! configs (the legacy, non-incremental API).
+//! configs, or a GROUP's configs (the legacy, non-incremental API).
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{group_defaults, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::{error_fields, nth_result};
 use crate::authorization::{AclOperation, Resource};
 use crate::error::BrokerError;
@@ -46,9 +46,9 @@ pub async fn handle<S: Storage>(
     response
 }
 
-/// Applies one resource's edit for AlterConfigs and IncrementalAlterConfigs alike, to a topic
-/// or to the BROKER resource (dynamic broker configs); the edit goes through the metadata
-/// owner. Returns the response's error fields.
+/// Applies one resource's edit for AlterConfigs and IncrementalAlterConfigs alike, to a topic,
+/// to the BROKER resource (dynamic broker configs) or to a GROUP (group configs); the edit
+/// goes through the metadata owner. Returns the response's error fields.
 pub(super) async fn alter_topic<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
@@ -57,7 +57,8 @@ pub(super) async fn alter_topic<S: Storage>(
     edit: ConfigEdit,
     validate_only: bool,
 ) -> (i16, Option<StrBytes>) {
-    // As Kafka: ALTER_CONFIGS on the topic, or on the cluster for the BROKER resource.
+    // As Kafka: ALTER_CONFIGS on the topic or the group, or on the cluster for the BROKER
+    // resource.
     let refused = match resource_type {
         RESOURCE_TOPIC => {
             (!node.allowed(context, AclOperation::AlterConfigs, Resource::Topic(name)))
@@ -65,6 +66,10 @@ pub(super) async fn alter_topic<S: Storage>(
         }
         RESOURCE_BROKER => (!node.allowed(context, AclOperation::AlterConfigs, Resource::Cluster))
             .then_some(BrokerError::ClusterAuthorizationFailed),
+        RESOURCE_GROUP => {
+            (!node.allowed(context, AclOperation::AlterConfigs, Resource::Group(name)))
+                .then(|| BrokerError::GroupAuthorizationFailed(name.to_string()))
+        }
         _ => None,
     };
     if let Some(error) = refused {
@@ -77,6 +82,10 @@ pub(super) async fn alter_topic<S: Storage>(
         RESOURCE_BROKER => {
             let change = vec![(name.to_string(), edit, validate_only)];
             MetadataChange::AlterBrokerConfigs(node.config.node_id, change)
+        }
+        RESOURCE_GROUP => {
+            let change = vec![(name.to_string(), edit, validate_only)];
+            MetadataChange::AlterGroupConfigs(group_defaults(node), change)
         }
         other => {
             return error_fields(&BrokerError::InvalidRequest(format!(

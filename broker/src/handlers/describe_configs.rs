@@ -1,7 +1,8 @@
 //! DescribeConfigs (key 32): topic configs (overrides, dynamic broker defaults and defaults) and
 //! broker configs (static ones, and the dynamic ones per broker or cluster-wide), with Kafka's
 //! sources, synonyms (in Kafka's order: dynamic broker, dynamic default, static, default),
-//! types and documentation.
+//! types and documentation; and group configs (KIP-848's GROUP resource: a group's overrides,
+//! else the broker's `group.*` setting or Kafka's default, whether or not the group exists).
 
 use super::{error_fields, str_bytes};
 use crate::authorization::{AclOperation, Resource};
@@ -20,17 +21,21 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use shard::io::Storage;
+use std::collections::BTreeMap;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
 /// Kafka's ConfigResource types.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+/// KIP-848's GROUP resource (group configs).
+pub const RESOURCE_GROUP: i8 = 32;
 /// Config sources (DescribeConfigs v1+, Kafka's `ConfigSource`).
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
 const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+const SOURCE_GROUP: i8 = 8;
 
 fn source_code(source: ValueSource) -> i8 {
     match source {
@@ -314,6 +319,11 @@ fn describe_resource<S: Storage>(
                 Err(error) => (result.error_code, result.error_message) = error_fields(&error),
             }
         }
+        RESOURCE_GROUP => {
+            result.error_code = NONE;
+            result.configs =
+                group_configs(node, image, resource.resource_name.as_str(), include, &wanted);
+        }
         other => {
             let error = BrokerError::InvalidRequest(format!("unsupported resource type {other}"));
             (result.error_code, result.error_message) = error_fields(&error);
@@ -339,7 +349,76 @@ fn refusal<S: Storage>(
             (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Cluster))
                 .then_some(BrokerError::ClusterAuthorizationFailed)
         }
+        RESOURCE_GROUP => {
+            (!node.allowed(context, AclOperation::DescribeConfigs, Resource::Group(name)))
+                .then(|| BrokerError::GroupAuthorizationFailed(name.to_string()))
+        }
         _ => None,
+    }
+}
+
+/// The broker's settings group configs default to (`group.consumer.*`), by broker key.
+pub fn group_defaults<S: Storage>(node: &Node<S>) -> BTreeMap<String, String> {
+    let settings = &node.config.consumer_groups;
+    BTreeMap::from([
+        ("group.consumer.session.timeout.ms".to_string(), settings.session_timeout_ms.to_string()),
+        (
+            "group.consumer.heartbeat.interval.ms".to_string(),
+            settings.heartbeat_interval_ms.to_string(),
+        ),
+    ])
+}
+
+/// A group's configs asked for (whether or not the group exists, as Kafka answers): each its
+/// override (source GROUP_CONFIG) or its default (DEFAULT_CONFIG).
+fn group_configs<S: Storage>(
+    node: &Node<S>,
+    image: &MetadataImage,
+    group: &str,
+    include: &Include,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    use crate::metadata::group_config;
+    let defaults = group_defaults(node);
+    let overrides = image.group_configs.get(group);
+    group_config::GROUP_CONFIGS
+        .iter()
+        .filter(|def| wanted(def.name))
+        .map(|def| {
+            let own = overrides.and_then(|configs| configs.get(def.name));
+            let default = group_config::default_of(def.name, &|key| defaults.get(key).cloned());
+            let (value, source) = match own {
+                Some(value) => (Some(value.clone()), SOURCE_GROUP),
+                None => (default.clone(), SOURCE_DEFAULT),
+            };
+            let mut config = entry(def.name, value.as_deref(), source, false);
+            if include.version >= 1 && include.synonyms {
+                config.synonyms = own
+                    .map(|value| synonym(def.name, Some(value), SOURCE_GROUP))
+                    .into_iter()
+                    .chain(
+                        default
+                            .as_deref()
+                            .map(|value| synonym(def.name, Some(value), SOURCE_DEFAULT)),
+                    )
+                    .collect();
+            }
+            if include.version >= 3 {
+                config.config_type = group_config_type(def.kind);
+                config.documentation = include.documentation.then(|| str_bytes(def.doc));
+            }
+            config
+        })
+        .collect()
+}
+
+/// DescribeConfigs' type of a group config (1 boolean, 2 string, 3 int).
+fn group_config_type(kind: crate::metadata::group_config::Kind) -> i8 {
+    use crate::metadata::group_config::Kind;
+    match kind {
+        Kind::Boolean => 1,
+        Kind::OneOf(_) | Kind::OffsetReset | Kind::TopicName => 2,
+        Kind::Integer(..) => 3,
     }
 }
 

@@ -1,5 +1,6 @@
 //! IncrementalAlterConfigs (key 44, KIP-339): SET, DELETE, APPEND and SUBTRACT on topic config
-//! overrides and on dynamic broker configs (the BROKER resource).
+//! overrides, on dynamic broker configs (the BROKER resource) and on group configs (GROUP,
+//! KIP-848).
 
 use super::alter_configs::alter_topic;
 use crate::metadata::decide::ConfigEdit;

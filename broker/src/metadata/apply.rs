@@ -131,6 +131,9 @@ pub fn apply(
         MetadataRecord::BrokerConfig { resource, key, value } => {
             set_broker_config(&mut image, resource, key, value.as_deref())
         }
+        MetadataRecord::GroupConfig { group, key, value } => {
+            set_group_config(&mut image, group, key, value.as_deref())
+        }
         MetadataRecord::ClusterId { cluster_id } => set_cluster_id(&mut image, cluster_id)?,
         MetadataRecord::RegisterBroker { broker } => register_broker(&mut image, broker),
         MetadataRecord::ProducerIds { next, .. } => advance_producer_ids(&mut image, *next)?,
@@ -252,6 +255,16 @@ fn set_broker_config(image: &mut MetadataImage, resource: &str, key: &str, value
     set_config(configs, key, value);
     if configs.is_empty() {
         image.broker_configs.remove(resource);
+    }
+}
+
+/// `GroupConfig`: sets or deletes one of a group's configs; a group left without any is
+/// removed.
+fn set_group_config(image: &mut MetadataImage, group: &str, key: &str, value: Option<&str>) {
+    let configs = image.group_configs.entry(group.to_string()).or_default();
+    set_config(configs, key, value);
+    if configs.is_empty() {
+        image.group_configs.remove(group);
     }
 }
 

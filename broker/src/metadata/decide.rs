@@ -49,6 +49,9 @@ pub enum MetadataChange {
     /// The node that received it, and (BROKER resource name: a node id or "" for the cluster
     /// default, edit, validate only).
     AlterBrokerConfigs(i32, Vec<(String, ConfigEdit, bool)>),
+    /// Group configs (the GROUP resource): the broker's `group.*` settings the unset keys
+    /// default to, and (group, edit, validate only).
+    AlterGroupConfigs(BTreeMap<String, String>, Vec<(String, ConfigEdit, bool)>),
     /// ElectLeaders: one election per (topic, partition).
     ElectLeaders(super::elect::ElectionType, Vec<(String, i32)>),
     /// A leader's ISR changes (AlterPartition): the leader, and per partition (topic,
@@ -409,6 +412,66 @@ pub fn alter_configs(
             value: Some(value.clone()),
         },
     );
+    Ok(removed.chain(set).collect())
+}
+
+/// AlterConfigs / IncrementalAlterConfigs on the GROUP resource: SET and DELETE of the keys
+/// `metadata::group_config` knows, each value checked, and the group's configs as a whole
+/// (a session longer than the heartbeat interval, with `broker_defaults` for unset keys).
+/// The group need not exist. APPEND and SUBTRACT are refused: no group config is a list.
+pub fn alter_group_configs(
+    image: &MetadataImage,
+    group: &str,
+    edit: &ConfigEdit,
+    broker_defaults: &BTreeMap<String, String>,
+) -> Result<Vec<MetadataRecord>> {
+    use super::group_config;
+    if group.is_empty() {
+        return Err(BrokerError::InvalidRequest("a group config needs a group id".into()));
+    }
+    let current = image.group_configs.get(group).cloned().unwrap_or_default();
+    let next = match edit {
+        ConfigEdit::Replace(replacement) => replacement.clone(),
+        ConfigEdit::Incremental(operations) => {
+            let mut next = current.clone();
+            for (key, operation, value) in operations {
+                if group_config::find(key).is_none() {
+                    return Err(BrokerError::InvalidConfig(format!(
+                        "Unknown group config name: {key}"
+                    )));
+                }
+                match (operation, value) {
+                    (0, Some(value)) => {
+                        next.insert(key.clone(), value.clone());
+                    }
+                    (1, _) => {
+                        next.remove(key);
+                    }
+                    (0, None) => {
+                        return Err(BrokerError::InvalidConfig(format!("{key}: SET needs a value")))
+                    }
+                    (other, _) => {
+                        return Err(BrokerError::InvalidConfig(format!(
+                            "{key}: operation {other} applies to list configs only"
+                        )))
+                    }
+                }
+            }
+            next
+        }
+    };
+    group_config::validate_all(&next, &|key| broker_defaults.get(key).cloned())?;
+    let record = |key: &String, value: Option<String>| MetadataRecord::GroupConfig {
+        group: group.to_string(),
+        key: key.clone(),
+        value,
+    };
+    let removed =
+        current.keys().filter(|key| !next.contains_key(*key)).map(|key| record(key, None));
+    let set = next
+        .iter()
+        .filter(|(key, value)| current.get(*key) != Some(value))
+        .map(|(key, value)| record(key, Some(value.clone())));
     Ok(removed.chain(set).collect())
 }
 

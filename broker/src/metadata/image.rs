@@ -42,6 +42,8 @@ pub struct MetadataImage {
     /// Dynamic broker configs (AlterConfigs on the BROKER resource): resource ("" for the
     /// cluster-wide default, else a node id) → key → value.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs (the GROUP resource, `metadata::group_config`): group → key → value.
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Registered brokers (a cluster with a controller quorum; empty for a single node, which
     /// serves as its own only broker).
     pub brokers: BTreeMap<NodeId, BrokerImage>,

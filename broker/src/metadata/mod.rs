@@ -24,6 +24,7 @@ pub mod client_quota;
 pub mod decide;
 pub mod elect;
 pub mod file_budget;
+pub mod group_config;
 pub mod image;
 pub mod internal;
 pub mod meta_properties;

@@ -121,6 +121,12 @@ pub(crate) enum StoredRecord {
         key: String,
         value: Option<String>,
     },
+    /// (Added within format 2: a log without them has none.)
+    GroupConfig {
+        group: String,
+        key: String,
+        value: Option<String>,
+    },
     ClusterId {
         cluster_id: String,
     },
@@ -417,6 +423,9 @@ impl From<&MetadataRecord> for StoredRecord {
             MetadataRecord::BrokerConfig { resource, key, value } => {
                 StoredRecord::BrokerConfig { resource, key, value }
             }
+            MetadataRecord::GroupConfig { group, key, value } => {
+                StoredRecord::GroupConfig { group, key, value }
+            }
             MetadataRecord::ClusterId { cluster_id } => StoredRecord::ClusterId { cluster_id },
             MetadataRecord::RegisterBroker { broker } => StoredRecord::RegisterBroker {
                 broker: StoredBroker::from_registration(&broker, false),
@@ -490,6 +499,9 @@ impl From<StoredRecord> for MetadataRecord {
             StoredRecord::BrokerConfig { resource, key, value } => {
                 MetadataRecord::BrokerConfig { resource, key, value }
             }
+            StoredRecord::GroupConfig { group, key, value } => {
+                MetadataRecord::GroupConfig { group, key, value }
+            }
             StoredRecord::ClusterId { cluster_id } => MetadataRecord::ClusterId { cluster_id },
             StoredRecord::RegisterBroker { broker } => {
                 MetadataRecord::RegisterBroker { broker: broker.into_registration().0 }
@@ -515,25 +527,7 @@ impl From<StoredRecord> for MetadataRecord {
                     isr: isr.map(|isr| isr.into_iter().map(NodeId).collect()),
                 }
             }
-            StoredRecord::PartitionReplicas {
-                topic_id,
-                partition,
-                replicas,
-                isr,
-                adding,
-                removing,
-                leader,
-                leader_epoch,
-            } => MetadataRecord::PartitionReplicas {
-                topic_id,
-                partition: PartitionId(partition),
-                replicas: nodes(replicas),
-                isr: nodes(isr),
-                adding: nodes(adding),
-                removing: nodes(removing),
-                leader: NodeId(leader),
-                leader_epoch: LeaderEpoch(leader_epoch),
-            },
+            stored @ StoredRecord::PartitionReplicas { .. } => partition_replicas(stored),
             StoredRecord::ScramCredential(stored) => MetadataRecord::ScramCredential {
                 credential: stored.credential(),
                 mechanism: stored.mechanism.into(),
@@ -550,6 +544,33 @@ impl From<StoredRecord> for MetadataRecord {
             }
             StoredRecord::RemoveAcl { id } => MetadataRecord::RemoveAcl { id },
         }
+    }
+}
+
+/// A stored `PartitionReplicas` (any other record: unreachable, answered as the same
+/// record would be by `From`).
+fn partition_replicas(stored: StoredRecord) -> MetadataRecord {
+    match stored {
+        StoredRecord::PartitionReplicas {
+            topic_id,
+            partition,
+            replicas,
+            isr,
+            adding,
+            removing,
+            leader,
+            leader_epoch,
+        } => MetadataRecord::PartitionReplicas {
+            topic_id,
+            partition: PartitionId(partition),
+            replicas: nodes(replicas),
+            isr: nodes(isr),
+            adding: nodes(adding),
+            removing: nodes(removing),
+            leader: NodeId(leader),
+            leader_epoch: LeaderEpoch(leader_epoch),
+        },
+        other => MetadataRecord::from(other),
     }
 }
 
@@ -593,6 +614,12 @@ mod tests {
             MetadataRecord::TopicConfig { topic: "t".into(), key: "x".into(), value: None },
             MetadataRecord::RemoveTopic { topic_id: [7; 16] },
             MetadataRecord::BrokerConfig { resource: "".into(), key: "k".into(), value: None },
+            MetadataRecord::GroupConfig {
+                group: "g".into(),
+                key: "consumer.session.timeout.ms".into(),
+                value: Some("50000".into()),
+            },
+            MetadataRecord::GroupConfig { group: "g".into(), key: "k".into(), value: None },
             MetadataRecord::ClusterId { cluster_id: "c".into() },
             MetadataRecord::FenceBroker { node: NodeId(3) },
             MetadataRecord::UnfenceBroker { node: NodeId(3) },

@@ -26,6 +26,9 @@ pub enum MetadataRecord {
     /// A dynamic broker config (KIP-631's ConfigRecord for the BROKER resource) set (`Some`) or
     /// removed (`None`): `resource` is a node id, or empty for the cluster-wide default.
     BrokerConfig { resource: String, key: String, value: Option<String> },
+    /// A group config (the GROUP config resource, KIP-848's ConfigRecord of resource type 32)
+    /// set (`Some`) or removed (`None`). The group need not exist.
+    GroupConfig { group: String, key: String, value: Option<String> },
     /// The cluster's id, set once by the first node to bootstrap a quorum (KIP-631 has it
     /// from `kafka-storage format`; strata's nodes agree on it through the log instead).
     ClusterId { cluster_id: String },

@@ -50,6 +50,9 @@ struct StoredImage {
     /// Dynamic broker configs (added within format 2: a file without them has none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs (added within format 2: a file without them has none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Registered brokers (added within format 2: a cluster's snapshots; a single node has
     /// none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -87,6 +90,7 @@ pub fn new_cluster() -> MetadataImage {
         cluster_id: short_id(id.as_bytes()),
         topics: BTreeMap::new(),
         broker_configs: BTreeMap::new(),
+        group_configs: BTreeMap::new(),
         brokers: BTreeMap::new(),
         controllers: BTreeMap::new(),
         next_producer_id: 0,
@@ -119,6 +123,7 @@ pub fn to_json(image: &MetadataImage) -> Vec<u8> {
         version: image.version,
         cluster_id: image.cluster_id.clone(),
         broker_configs: image.broker_configs.clone(),
+        group_configs: image.group_configs.clone(),
         brokers: image
             .brokers
             .values()
@@ -197,6 +202,7 @@ pub fn load(bytes: &[u8], policy: PlacementPolicy) -> Result<(MetadataImage, boo
         version: stored.version,
         topics,
         broker_configs: stored.broker_configs,
+        group_configs: stored.group_configs,
         brokers: stored
             .brokers
             .into_iter()

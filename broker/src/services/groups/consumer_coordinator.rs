@@ -96,8 +96,8 @@ impl<S: Storage> GroupService<S> {
                 let (operation, resource) = (AclOperation::Describe, Resource::Topic(topic));
                 authorizer.authorize(acls, &request.principal, &request.host, operation, resource)
             };
-            let config = &self.config.consumer;
-            consumer::heartbeat(existing, &request, &*image, config, now_ms, &describable)
+            let config = self.config.consumer.for_group(image.group_configs.get(&group_id));
+            consumer::heartbeat(existing, &request, &*image, &config, now_ms, &describable)
         };
         let assigned = step.as_ref().is_ok_and(|step| {
             step.records.iter().any(|record| matches!(record, Record::TargetMetadata { .. }))
@@ -197,7 +197,12 @@ impl<S: Storage> GroupService<S> {
         // A classic member keeps the session timeout of its JoinGroup.
         let session_ms = match &member.meta.classic {
             Some(classic) => classic.session_timeout_ms,
-            None => self.config.consumer.session_timeout_ms,
+            None => {
+                let image = self.view.current();
+                let config =
+                    self.config.consumer.for_group(image.group_configs.get(&group.group_id));
+                config.session_timeout_ms
+            }
         };
         let session = Duration::from_millis(session_ms.max(0) as u64);
         let revoking = member.state == consumer::MemberState::UnrevokedPartitions;

@@ -356,6 +356,12 @@ impl<S: Storage> MetadataService<S> {
                     (outcome, validate_only)
                 })
             }
+            MetadataChange::AlterGroupConfigs(defaults, changes) => {
+                pending.each(changes, |working, (group, edit, validate_only)| {
+                    let outcome = decide::alter_group_configs(working, &group, &edit, &defaults);
+                    (outcome, validate_only)
+                })
+            }
             MetadataChange::AlterScram(alterations) => {
                 pending.each(alterations, |working, (user, alterations)| {
                     (crate::metadata::scram::alter(working, &user, &alterations), false)
@@ -478,6 +484,7 @@ fn change_items(change: &MetadataChange) -> usize {
         MetadataChange::CreatePartitions(items) => items.len(),
         MetadataChange::AlterConfigs(items) => items.len(),
         MetadataChange::AlterBrokerConfigs(_, items) => items.len(),
+        MetadataChange::AlterGroupConfigs(_, items) => items.len(),
         MetadataChange::ElectLeaders(_, items) => items.len(),
         MetadataChange::AlterIsr(_, items) => items.len(),
         MetadataChange::Reassign(items) => items.len(),

@@ -87,6 +87,23 @@ impl Default for ConsumerConfig {
 }
 
 impl ConsumerConfig {
+    /// This config with a group's own group configs (`consumer.session.timeout.ms`,
+    /// `consumer.heartbeat.interval.ms`, checked when they were set) in place of the broker's.
+    pub fn for_group(
+        &self,
+        overrides: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> Self {
+        let mut config = self.clone();
+        let value = |key: &str| overrides.and_then(|o| o.get(key)).and_then(|v| v.parse().ok());
+        if let Some(ms) = value("consumer.session.timeout.ms") {
+            config.session_timeout_ms = ms;
+        }
+        if let Some(ms) = value("consumer.heartbeat.interval.ms") {
+            config.heartbeat_interval_ms = ms;
+        }
+        config
+    }
+
     /// From the broker's `group.consumer.*` keys (checked there).
     pub fn from_settings(settings: &crate::config::ConsumerGroupSettings) -> Self {
         ConsumerConfig {

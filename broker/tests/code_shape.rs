@@ -103,18 +103,11 @@ fn code_of(line: &str) -> String {
 /// Kafka's error names as constants would be named (`OFFSET_OUT_OF_RANGE`).
 fn kafka_error_names() -> Vec<String> {
     (1..=200)
-        .filter_map(ResponseError::try_from_code)
-        .filter(|error| !matches!(error, ResponseError::Unknown(_)))
-        .map(|error| {
-            let mut name = String::new();
-            for (index, c) in format!("{error:?}").chars().enumerate() {
-                if c.is_ascii_uppercase() && index > 0 {
-                    name.push('_');
-                }
-                name.push(c.to_ascii_uppercase());
-            }
-            name
+        .filter(|code| {
+            ResponseError::try_from_code(*code)
+                .is_some_and(|e| !matches!(e, ResponseError::Unknown(_)))
         })
+        .map(broker::error::answered::name)
         .collect()
 }
 

@@ -11,7 +11,7 @@
 use super::ConsoleError;
 use crate::node::Node;
 use crate::peer::PeerStream;
-use crate::request_context::{Admission, Principal, RequestContext, Session};
+use crate::request_context::{Principal, RequestContext, Session};
 use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::*;
@@ -122,18 +122,12 @@ impl<S: Storage> Caller<'_, S> {
     /// The context a handler sees for the user's request.
     pub fn context(&self, api_key: ApiKey, api_version: i16) -> RequestContext {
         RequestContext {
-            connection_id: 0,
             client_id: Some(CLIENT_ID.into()),
             client_address: self.address,
             listener: Rc::from(self.node.config.cluster.inter_broker_listener.as_str()),
             principal: self.principal.clone(),
             session: Rc::new(Session::new(false, self.principal.clone())),
-            api_key,
-            api_version,
-            correlation_id: 0,
-            admission: Admission::default(),
-            hang_up: Cell::new(false),
-            muted_until: Rc::new(Cell::new(None)),
+            ..RequestContext::internal(api_key, api_version)
         }
     }
 

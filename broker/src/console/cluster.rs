@@ -23,15 +23,8 @@ pub async fn cluster<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
             let brokers = metadata
                 .brokers
                 .iter()
-                .map(|broker| {
-                    json!({
-                        "id": broker.node_id.0,
-                        "host": broker.host.to_string(),
-                        "port": broker.port,
-                        "rack": broker.rack.as_ref().map(ToString::to_string),
-                        "state": "live",
-                        "controller": broker.node_id.0 == controller,
-                    })
+                .map(|b| {
+                    broker_row(b.node_id.0, &b.host, b.port, b.rack.as_deref(), false, controller)
                 })
                 .collect();
             let id = metadata.cluster_id.as_ref().map(ToString::to_string).unwrap_or_default();
@@ -67,18 +60,30 @@ async fn described<S: Storage>(
     let brokers = described
         .brokers
         .iter()
-        .map(|broker| {
-            json!({
-                "id": broker.broker_id.0,
-                "host": broker.host.to_string(),
-                "port": broker.port,
-                "rack": broker.rack.as_ref().map(ToString::to_string),
-                "state": if broker.is_fenced { "fenced" } else { "live" },
-                "controller": broker.broker_id.0 == controller,
-            })
+        .map(|b| {
+            broker_row(b.broker_id.0, &b.host, b.port, b.rack.as_deref(), b.is_fenced, controller)
         })
         .collect();
     Ok((brokers, controller, described.cluster_id.to_string()))
+}
+
+/// A broker as the page shows it.
+fn broker_row(
+    id: i32,
+    host: &str,
+    port: i32,
+    rack: Option<&str>,
+    fenced: bool,
+    controller: i32,
+) -> Value {
+    json!({
+        "id": id,
+        "host": host,
+        "port": port,
+        "rack": rack,
+        "state": if fenced { "fenced" } else { "live" },
+        "controller": id == controller,
+    })
 }
 
 async fn quorum<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {

@@ -466,13 +466,23 @@ pub fn alter_group_configs(
         key: key.clone(),
         value,
     };
+    Ok(config_changes(&current, &next, record))
+}
+
+/// The records that turn configs `current` into `next`: a removal (`None`) for each key gone,
+/// a value for each key new or changed.
+fn config_changes(
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+    record: impl Fn(&String, Option<String>) -> MetadataRecord,
+) -> Vec<MetadataRecord> {
     let removed =
         current.keys().filter(|key| !next.contains_key(*key)).map(|key| record(key, None));
     let set = next
         .iter()
         .filter(|(key, value)| current.get(*key) != Some(value))
         .map(|(key, value)| record(key, Some(value.clone())));
-    Ok(removed.chain(set).collect())
+    removed.chain(set).collect()
 }
 
 /// AlterConfigs / IncrementalAlterConfigs on the BROKER resource (`resource`: this node's id,
@@ -504,13 +514,7 @@ pub fn alter_broker_configs(
         key: key.clone(),
         value,
     };
-    let removed =
-        current.keys().filter(|key| !next.contains_key(*key)).map(|key| record(key, None));
-    let set = next
-        .iter()
-        .filter(|(key, value)| current.get(*key) != Some(value))
-        .map(|(key, value)| record(key, Some(value.clone())));
-    Ok(removed.chain(set).collect())
+    Ok(config_changes(&current, &next, record))
 }
 
 /// The BROKER resource is this node's id, or "" for the cluster-wide default.

@@ -256,7 +256,7 @@ def main():
         drop_topic(b, "pidem")
         idem_mb = r["megabytes_per_second"]
         bar("acks=all, idempotent", idem_mb)
-        rows.append("| Produce acks=all, idempotent producers, 1 KiB | (issue #6: a ratio) | %.0f MB/s, p99.9 "
+        rows.append("| Produce acks=all, idempotent producers, 1 KiB | (a ratio) | %.0f MB/s, p99.9 "
                     "%.1f ms | %.0f%% of plain acks=all (%.0f MB/s); %.0f%% of fio | |"
                     % (idem_mb, r["latency_us"]["p999"] / 1000.0, 100 * idem_mb / mb, mb, 100 * idem_mb / fio))
         # Issue #17: the same producers in transactions, one committed every 100 batches each
@@ -270,7 +270,7 @@ def main():
         txn_mb = r["megabytes_per_second"]
         bar("acks=all, transactional", txn_mb)
         rows.append("| Produce acks=all, transactional producers (commit every 100 batches of 128 KB), 1 KiB "
-                    "| (issue #17: a ratio) | %.0f MB/s, p99.9 %.1f ms, %d transactions | %.2f x idempotent "
+                    "| (a ratio) | %.0f MB/s, p99.9 %.1f ms, %d transactions | %.2f x idempotent "
                     "acks=all (%.0f MB/s); %.0f%% of fio | |"
                     % (txn_mb, r["latency_us"]["p999"] / 1000.0, r.get("transactions", 0),
                        txn_mb / idem_mb if idem_mb else 0.0, idem_mb, 100 * txn_mb / fio))

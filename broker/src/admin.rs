@@ -149,7 +149,55 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 51] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 59] = [
+    (
+        "strata_share_group_rebalances_total",
+        "counter",
+        "Group epoch bumps of KIP-932 share groups.",
+        |r| r.counters.share_rebalances,
+    ),
+    (
+        "strata_share_records_acquired_total",
+        "counter",
+        "Records share consumers acquired (every delivery, redeliveries included).",
+        |r| r.counters.share_acquired,
+    ),
+    (
+        "strata_share_records_redelivered_total",
+        "counter",
+        "Records acquired again after a release or a lock timeout.",
+        |r| r.counters.share_redelivered,
+    ),
+    (
+        "strata_share_records_accepted_total",
+        "counter",
+        "Records share consumers accepted.",
+        |r| r.counters.share_accepted,
+    ),
+    (
+        "strata_share_records_released_total",
+        "counter",
+        "Records share consumers released, or whose member's session ended, for another delivery.",
+        |r| r.counters.share_released,
+    ),
+    (
+        "strata_share_records_rejected_total",
+        "counter",
+        "Records share consumers rejected (archived, never delivered again).",
+        |r| r.counters.share_rejected,
+    ),
+    (
+        "strata_share_records_archived_at_limit_total",
+        "counter",
+        "Records archived because they reached the delivery count limit.",
+        |r| r.counters.share_archived_at_limit,
+    ),
+    (
+        "strata_share_lock_timeouts_total",
+        "counter",
+        "Acquired share records whose acquisition lock timed out.",
+        |r| r.counters.share_lock_timeouts,
+    ),
     (
         "strata_classic_group_rebalances_total",
         "counter",

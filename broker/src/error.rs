@@ -96,6 +96,8 @@ pub enum BrokerError {
     #[error(transparent)]
     Txn(#[from] TxnError),
     #[error(transparent)]
+    Share(#[from] ShareError),
+    #[error(transparent)]
     Verify(#[from] VerifyError),
     /// A change the broker's resources (the open-files limit) cannot hold (Kafka: a policy
     /// violation, with the reason).
@@ -269,6 +271,23 @@ pub enum TxnError {
     TransactionalIdNotFound,
 }
 
+/// What share fetches and acknowledgements answer instead of a success (KIP-932).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShareError {
+    /// No share session for the member on this broker (SHARE_SESSION_NOT_FOUND).
+    #[error("no share session for member {0}")]
+    SessionNotFound(String),
+    /// A session epoch other than the one expected (INVALID_SHARE_SESSION_EPOCH).
+    #[error("share session epoch {got} where {expected} was expected")]
+    InvalidSessionEpoch { got: i32, expected: i32 },
+    /// Every share session slot is taken (SHARE_SESSION_LIMIT_REACHED).
+    #[error("the share sessions of this broker are all taken")]
+    SessionLimitReached,
+    /// An acknowledgement of a record the member does not hold (INVALID_RECORD_STATE).
+    #[error("{0}")]
+    InvalidRecordState(String),
+}
+
 /// Why a transactional batch was refused by partition verification (KIP-890 part 1): its
 /// partition leader asked the transaction coordinator whether the partition is in the
 /// producer's ongoing transaction. Named as Kafka's `ReplicaManager` names the coordinator's
@@ -378,6 +397,12 @@ pub fn error_code(error: &BrokerError) -> i16 {
         BrokerError::UnknownLeaderEpoch(_) => ResponseError::UnknownLeaderEpoch,
         BrokerError::Group(group) => group_error(group),
         BrokerError::Txn(txn) => txn_error(txn),
+        BrokerError::Share(share) => match share {
+            ShareError::SessionNotFound(_) => ResponseError::ShareSessionNotFound,
+            ShareError::InvalidSessionEpoch { .. } => ResponseError::InvalidShareSessionEpoch,
+            ShareError::SessionLimitReached => ResponseError::ShareSessionLimitReached,
+            ShareError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
+        },
         BrokerError::Verify(verify) => match verify {
             VerifyError::NotInTransaction => ResponseError::InvalidTxnState,
             VerifyError::StaleEpoch => ResponseError::InvalidProducerEpoch,

@@ -18,7 +18,9 @@ use crate::mesh::{Mesh, MeshReceivers};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::{MetadataImage, PlacementPolicy};
 use crate::request_context::RequestContext;
-use crate::routers::{GroupRouter, MetadataRouter, PartitionRouter, Placements, TxnRouter};
+use crate::routers::{
+    GroupRouter, MetadataRouter, PartitionRouter, Placements, ShareRouter, TxnRouter,
+};
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
 };
@@ -29,6 +31,8 @@ use crate::services::partitions::waits::PartitionWaits;
 use crate::services::partitions::{PartitionService, PartitionServiceParts};
 use crate::services::producer_ids::ProducerIdService;
 use crate::services::replication::ReplicaFetchers;
+use crate::services::share_sessions::ShareSessions;
+use crate::services::shares::ShareService;
 use crate::services::stats::{Report, StatsReport, StatsService};
 use crate::services::transactions::{TransactionService, TxnConfig};
 use crate::stats::ShardStats;
@@ -87,6 +91,11 @@ pub struct Node<S: Storage> {
     pub quotas: Rc<crate::services::quotas::QuotaService>,
     /// The fetch sessions of this shard's connections (KIP-227).
     pub fetch_sessions: SharedFetchSessions,
+    /// Routes to share partitions (KIP-932), on their partitions' leader shards.
+    pub shares: ShareRouter<S>,
+    share_service: Rc<ShareService<S>>,
+    /// The share sessions of this shard's connections (KIP-932).
+    pub share_sessions: RefCell<ShareSessions>,
     /// Client requests this shard is handling now (read, not yet answered); shutdown waits for
     /// them to drain.
     requests_in_progress: Cell<usize>,
@@ -103,6 +112,7 @@ struct Services<S: Storage> {
     replication: Rc<ReplicaFetchers<S>>,
     quotas: Rc<crate::services::quotas::QuotaService>,
     fetch_sessions: SharedFetchSessions,
+    shares: Rc<ShareService<S>>,
 }
 
 impl<S: Storage> Node<S> {
@@ -129,6 +139,7 @@ impl<S: Storage> Node<S> {
             replication,
             quotas,
             fetch_sessions,
+            shares,
         } = services;
         let placements = Placements::new(NodeId(config.node_id), view.clone(), mesh.clone());
         let partition_router = Rc::new(PartitionRouter::new(placements.clone()));
@@ -147,7 +158,10 @@ impl<S: Storage> Node<S> {
             cluster,
             view,
             partitions: partition_router,
-            groups: GroupRouter::new(placements),
+            groups: GroupRouter::new(placements.clone()),
+            shares: ShareRouter::new(placements),
+            share_service: shares,
+            share_sessions: RefCell::new(ShareSessions::default()),
             transactions: txn_router,
             partition_service: partitions,
             group_service: groups,
@@ -202,6 +216,12 @@ impl<S: Storage> Node<S> {
             SESSION_SLOTS,
             SESSION_PARTITIONS_MAX,
         )));
+        let shares = Rc::new(ShareService::new(
+            partitions.clone(),
+            stats.clone(),
+            clock.clone(),
+            view.clone(),
+        ));
         Services {
             stats,
             view,
@@ -212,6 +232,7 @@ impl<S: Storage> Node<S> {
             replication,
             quotas,
             fetch_sessions,
+            shares,
         }
     }
 
@@ -229,6 +250,7 @@ impl<S: Storage> Node<S> {
             offsets_retention_ms: config.offsets_retention_ms,
             offsets_compact_bytes: config.offsets_compact_bytes,
             consumer: ConsumerConfig::from_settings(&config.consumer_groups),
+            share: crate::services::groups::share::ShareConfig::default(),
             authorizer: config.authorizer.clone(),
         };
         let groups = Rc::new(GroupService::new(
@@ -261,6 +283,7 @@ impl<S: Storage> Node<S> {
         mesh.register(services.transactions.clone());
         mesh.register(services.metadata.clone());
         mesh.register(services.quotas.clone());
+        mesh.register(services.shares.clone());
         mesh.register(Rc::new(StatsService::new(
             services.stats.clone(),
             services.partitions.clone(),
@@ -310,6 +333,7 @@ impl<S: Storage> Node<S> {
         shard::runtime::spawn(self.clone().maintenance()).detach();
         shard::runtime::spawn(self.partition_service.clone().release_idle_forever()).detach();
         shard::runtime::spawn(self.group_service.clone().tick()).detach();
+        shard::runtime::spawn(self.share_service.clone().tick()).detach();
         shard::runtime::spawn(self.quotas.clone().gossip()).detach();
         self.txn_service.follow_leadership().await;
         shard::runtime::spawn(self.txn_service.clone().tick()).detach();
@@ -482,6 +506,23 @@ impl<S: Storage> Node<S> {
                 Err(BrokerError::UnknownLeaderEpoch(partition.to_string()))
             }
             std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
+
+    /// A connection closed: its share sessions end, and the records their members hold on
+    /// those partitions are released (KIP-932: a consumer that went away does not keep its
+    /// records until their locks time out).
+    pub async fn share_sessions_closed(&self, connection_id: u64) {
+        let closed = self.share_sessions.borrow_mut().connection_closed(connection_id);
+        for (key, session) in closed {
+            for partition in session.partitions.into_keys() {
+                let request = crate::services::shares::requests::ReleaseMember {
+                    group: key.0.clone(),
+                    member: key.1.clone(),
+                    partitions: vec![partition.clone()],
+                };
+                let _ = self.shares.call(&partition, request).await;
+            }
         }
     }
 

@@ -107,6 +107,19 @@ pub struct Counters {
     pub consumer_assignments: u64,
     pub consumer_assignment_us_total: u64,
     pub consumer_assignment_us_max: u64,
+    /// Group epoch bumps of KIP-932 share groups (a member joined or left, a subscription or
+    /// a subscribed topic changed).
+    pub share_rebalances: u64,
+    /// Share partitions' records: acquired by a consumer (each delivery, redeliveries too),
+    /// acquired again after a release or a lock timeout, accepted, released, rejected,
+    /// archived at the delivery limit, and locks that timed out.
+    pub share_acquired: u64,
+    pub share_redelivered: u64,
+    pub share_accepted: u64,
+    pub share_released: u64,
+    pub share_rejected: u64,
+    pub share_archived_at_limit: u64,
+    pub share_lock_timeouts: u64,
     /// Damaged batches readers met on disk (each counted once).
     pub damaged_batches: u64,
     /// Offline partitions reopened by the repair loop.
@@ -114,6 +127,18 @@ pub struct Counters {
     /// Bytes of requests read and not yet answered on this shard, now and at most.
     pub queued_request_bytes: u64,
     pub queued_request_bytes_peak: u64,
+}
+
+/// A change to the share-partition counters (`ShardStats::share_records`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShareCounts {
+    pub acquired: u64,
+    pub redelivered: u64,
+    pub accepted: u64,
+    pub released: u64,
+    pub rejected: u64,
+    pub archived_at_limit: u64,
+    pub lock_timeouts: u64,
 }
 
 /// The counters of the shard they live on.
@@ -229,6 +254,23 @@ impl ShardStats {
         let mut counters = self.counters.borrow_mut();
         counters.classic_rebalances += 1;
         counters.classic_rebalance_us_total += took_us.unwrap_or(0);
+    }
+
+    /// A share group's epoch bump.
+    pub fn share_group_rebalance(&self) {
+        self.counters.borrow_mut().share_rebalances += 1;
+    }
+
+    /// What share partitions did with records (see the fields).
+    pub fn share_records(&self, change: ShareCounts) {
+        let mut counters = self.counters.borrow_mut();
+        counters.share_acquired += change.acquired;
+        counters.share_redelivered += change.redelivered;
+        counters.share_accepted += change.accepted;
+        counters.share_released += change.released;
+        counters.share_rejected += change.rejected;
+        counters.share_archived_at_limit += change.archived_at_limit;
+        counters.share_lock_timeouts += change.lock_timeouts;
     }
 
     /// A consumer group's epoch bumps (`started`) and rebalances that completed.

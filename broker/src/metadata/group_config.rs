@@ -137,6 +137,31 @@ fn valid_duration(text: &str) -> bool {
     (!days.is_empty() || time.is_some()) && days_ok && time_ok
 }
 
+/// The milliseconds of `share.auto.offset.reset`'s `by_duration:<duration>` (checked when it
+/// was set); `None` for any other value.
+pub fn duration_ms(value: &str) -> Option<i64> {
+    let duration = value.trim().strip_prefix("by_duration:")?;
+    if !valid_duration(duration) {
+        return None;
+    }
+    let upper = duration.to_ascii_uppercase();
+    let rest = upper.strip_prefix('P')?;
+    let (days, time) = rest.split_once('T').unwrap_or((rest, ""));
+    let mut ms: f64 = 0.0;
+    if let Some(days) = days.strip_suffix('D') {
+        ms += days.parse::<f64>().ok()? * 86_400_000.0;
+    }
+    let mut rest = time;
+    for (unit, scale) in [('H', 3_600_000.0), ('M', 60_000.0), ('S', 1_000.0)] {
+        if let Some(at) = rest.find(unit) {
+            let (value, after) = rest.split_at(at);
+            ms += value.parse::<f64>().ok()? * scale;
+            rest = after.get(1..).unwrap_or_default();
+        }
+    }
+    Some(ms.min(i64::MAX as f64) as i64)
+}
+
 /// Checks a group's configs as a whole after an edit: each value, and a consumer group's
 /// session timeout longer than its heartbeat interval (with the broker's values for the one
 /// not set, `broker_default`).
@@ -226,6 +251,9 @@ mod tests {
             assert!(validate("share.auto.offset.reset", bad).is_err(), "{bad}");
         }
         assert!(validate("share.delivery.count.limit", "11").is_err());
+        assert_eq!(duration_ms("by_duration:PT1H"), Some(3_600_000));
+        assert_eq!(duration_ms("by_duration:P1DT2M0.5S"), Some(86_400_000 + 120_000 + 500));
+        assert_eq!(duration_ms("latest"), None);
         assert!(validate("errors.deadletterqueue.topic.name", "").is_ok());
         assert!(validate("errors.deadletterqueue.topic.name", "dlq.orders").is_ok());
         assert!(validate("errors.deadletterqueue.topic.name", "bad name").is_err());

@@ -142,6 +142,8 @@ pub async fn serve<S: Storage>(connection: Connection<S>, mut stream: TcpStream)
         }
     };
     node.stats.connection_closed();
+    // Its share sessions end with it: what their members hold is released now.
+    node.share_sessions_closed(connection.peer.connection_id).await;
     let address = connection.peer.address;
     match ending {
         Ending::ClientClosed | Ending::Shutdown => {

@@ -1,7 +1,7 @@
 //! Routers: how a handler reaches the shard that owns what its request names, one per domain
 //! (Redpanda's `partition_manager` / `group_router` shape): `partitions` (a partition's owner
 //! shard, and transaction markers wherever the partition's leader is), `groups` (a group's
-//! coordinator), `transactions` (a transactional id's coordinator, and the partition leaders'
+//! coordinator), `shares` (a share partition's leader shard, KIP-932), `transactions` (a transactional id's coordinator, and the partition leaders'
 //! verification questions, KIP-890), `metadata` (changes and producer ids, decided on shard 0).
 //! A handler goes handler → router → owning shard's service → log and back; services that ask
 //! another domain (the transaction coordinator's markers, a partition's verification) hold that
@@ -12,11 +12,13 @@
 mod groups;
 mod metadata;
 mod partitions;
+mod shares;
 mod transactions;
 
 pub use groups::GroupRouter;
 pub use metadata::MetadataRouter;
 pub use partitions::PartitionRouter;
+pub use shares::ShareRouter;
 pub use transactions::TxnRouter;
 
 use crate::error::{BrokerError, Result};

@@ -10,6 +10,9 @@
 //! - `producer_ids`: InitProducerId's allocator (shard 0);
 //! - `transactions`: the transaction coordinator of the transactional ids whose
 //!   `__transaction_state` partition this shard leads (KIP-98);
+//! - `shares`: the share partitions (KIP-932) of the partitions this shard leads: which
+//!   records each share group has in flight, acquisition locks and acknowledgements;
+//! - `share_sessions`: the share sessions (KIP-932) of this shard's connections;
 //! - `replication`: the follower side of replication, one peer stream per leader broker;
 //! - `stats`: this shard's counters for `/metrics`.
 //!
@@ -23,5 +26,7 @@ pub mod partitions;
 pub mod producer_ids;
 pub mod quotas;
 pub mod replication;
+pub mod share_sessions;
+pub mod shares;
 pub mod stats;
 pub mod transactions;

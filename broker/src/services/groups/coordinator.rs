@@ -33,7 +33,8 @@ pub struct Described {
     pub protocol_type: String,
     pub protocol: String,
     pub members: Vec<DescribedMember>,
-    /// A KIP-848 consumer group: DescribeGroups answers it as Dead (v6: GROUP_ID_NOT_FOUND).
+    /// A KIP-848 consumer group or a KIP-932 share group: DescribeGroups answers it as Dead
+    /// (v6: GROUP_ID_NOT_FOUND), as Kafka does a group of another type.
     pub consumer_group: bool,
 }
 
@@ -192,7 +193,7 @@ impl<S: Storage> GroupService<S> {
     }
 
     pub(super) fn describe(&self, group_id: &str) -> Described {
-        if self.consumer_cell(group_id).is_some() {
+        if self.consumer_cell(group_id).is_some() || self.is_share_group(group_id) {
             return Described {
                 state: "Dead",
                 protocol_type: String::new(),

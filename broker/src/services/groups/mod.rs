@@ -19,6 +19,8 @@ mod coordinator;
 mod migration;
 pub mod offsets;
 pub mod requests;
+pub mod share;
+mod share_coordinator;
 pub mod state_machine;
 pub mod stored;
 pub mod txn_offsets;
@@ -26,6 +28,7 @@ pub mod txn_offsets;
 pub use consumer_coordinator::{DescribedConsumerGroup, DescribedConsumerMember};
 pub use coordinator::{Described, DescribedMember};
 pub use offsets::{Committed, OFFSET_METADATA_BYTES_MAX};
+pub use share_coordinator::DescribedShareGroup;
 pub use state_machine::{Assignment, JoinOutcome, JoinRequest};
 pub use txn_offsets::TxnCommit;
 
@@ -96,6 +99,8 @@ pub struct GroupConfig {
     pub offsets_compact_bytes: u64,
     /// KIP-848 consumer groups (`group.consumer.*`).
     pub consumer: consumer::ConsumerConfig,
+    /// KIP-932 share groups (`group.share.*`).
+    pub share: share::ShareConfig,
     /// The broker's authorizer (a regex subscription resolves to the topics its member may
     /// describe).
     pub authorizer: crate::authorization::Authorizer,
@@ -115,7 +120,7 @@ pub struct ListedGroup {
     pub group: String,
     pub state: &'static str,
     pub protocol_type: String,
-    /// "classic" or "consumer" (KIP-848; ListGroups v5).
+    /// "classic", "consumer" (KIP-848) or "share" (KIP-932); ListGroups v5.
     pub group_type: &'static str,
 }
 
@@ -131,6 +136,8 @@ pub struct GroupService<S: Storage> {
     groups: RefCell<HashMap<String, Rc<GroupCell>>>,
     /// KIP-848 consumer groups (a group id is in this map or in `groups`, never both).
     consumer_groups: RefCell<HashMap<String, Rc<consumer_coordinator::ConsumerCell>>>,
+    /// KIP-932 share groups (an id is in one of the three maps at most).
+    share_groups: RefCell<HashMap<String, share::ShareGroup>>,
     /// The metadata image (topic ids and partition counts for assignments).
     view: Rc<MetadataView>,
     /// Offsets committed in transactions still open (`txn_offsets`).
@@ -156,6 +163,7 @@ impl<S: Storage> GroupService<S> {
             config,
             clock,
             consumer_groups: RefCell::new(HashMap::new()),
+            share_groups: RefCell::new(HashMap::new()),
             view,
             offsets: RefCell::new(HashMap::new()),
             offsets_lock: async_lock::Mutex::new(()),
@@ -212,6 +220,12 @@ impl<S: Storage> GroupService<S> {
     ) -> Result<OffsetsDeleted> {
         if let Some(cell) = self.consumer_cell(group) {
             return self.delete_consumer_offsets(group, cell, partitions).await;
+        }
+        if partitions.is_none() {
+            if let Some(deleted) = self.delete_share_group(group) {
+                deleted?;
+                return Ok(OffsetsDeleted::default());
+            }
         }
         let members = self.member_count(group);
         let known = self.offsets.borrow().contains_key(group) || self.cell(group).is_some();
@@ -283,6 +297,15 @@ impl<S: Storage> GroupService<S> {
             };
             listed.insert(name.clone(), entry);
         }
+        for (name, group) in self.share_groups.borrow().iter() {
+            let entry = ListedGroup {
+                group: name.clone(),
+                state: group.state(),
+                protocol_type: share::SHARE_GROUP_TYPE.to_string(),
+                group_type: share::SHARE_GROUP_TYPE,
+            };
+            listed.insert(name.clone(), entry);
+        }
         listed.into_values().collect()
     }
 
@@ -335,6 +358,7 @@ impl<S: Storage> GroupService<S> {
         }
         self.store_dirty_groups().await;
         self.expire_consumer_members().await;
+        self.expire_share_members();
         let now = self.clock.now();
         let cells: Vec<Rc<GroupCell>> = self.groups.borrow().values().cloned().collect();
         for cell in cells {

@@ -254,3 +254,27 @@ answers!(GroupService, ConsumerDescribe, |service, describe| {
     service.follow_leadership().await;
     service.describe_consumer(&describe.group)
 });
+
+/// ShareGroupHeartbeat (KIP-932), validated by the handler.
+impl Ask for super::share::ShareHeartbeat {
+    type Answer = std::result::Result<super::share::ShareHeartbeatAnswer, GroupError>;
+}
+
+answers!(GroupService, super::share::ShareHeartbeat, |service, beat| {
+    service.follow_leadership().await;
+    service.share_heartbeat(beat)
+});
+
+/// ShareGroupDescribe, for one group: `None` when it is not a share group here.
+pub struct ShareDescribe {
+    pub group: String,
+}
+
+impl Ask for ShareDescribe {
+    type Answer = Option<super::DescribedShareGroup>;
+}
+
+answers!(GroupService, ShareDescribe, |service, describe| {
+    service.follow_leadership().await;
+    service.describe_share(&describe.group)
+});

@@ -186,6 +186,15 @@ impl<S: Storage> PartitionService<S> {
         self.roles_version.get()
     }
 
+    /// A partition this shard owns and this node leads (share partitions live only there).
+    pub fn leader_of(&self, partition: &TopicPartition) -> Result<Rc<Partition<S>>> {
+        let owned = self.owned(partition)?;
+        if owned.role().leader != self.node {
+            return Err(BrokerError::NotLeader(partition.to_string()));
+        }
+        Ok(owned)
+    }
+
     /// An owned partition, for the other services on this shard.
     pub fn local(&self, partition: &TopicPartition) -> Option<Rc<Partition<S>>> {
         self.partitions.borrow().get(partition).cloned()

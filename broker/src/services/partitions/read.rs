@@ -23,7 +23,7 @@ pub struct ReadResult {
 }
 
 impl<S: Storage> PartitionService<S> {
-    pub(super) async fn read(
+    pub(crate) async fn read(
         &self,
         partition: &TopicPartition,
         offset: Offset,
@@ -81,7 +81,7 @@ impl<S: Storage> PartitionService<S> {
 
     /// The offset, its timestamp and its leader epoch (ListOffsets v4+ answers the epoch, and
     /// a client validates the offset against it with OffsetForLeaderEpoch).
-    pub(super) async fn list_offset(
+    pub(crate) async fn list_offset(
         &self,
         partition: &TopicPartition,
         timestamp: i64,

@@ -1,0 +1,491 @@
+//! ShareFetch (key 78, KIP-932): a share consumer's fetch from the partitions this broker
+//! leads, with acknowledgements of what it fetched before piggybacked on it.
+//!
+//! The share session (`services::share_sessions`) says which partitions are fetched: epoch 0
+//! opens it with the request's partitions (acknowledgements are not allowed then:
+//! INVALID_REQUEST), a later epoch adds the request's partitions and drops the forgotten ones,
+//! -1 closes it after its acknowledgements (nothing is fetched, and what the member still holds
+//! on the session's partitions is released). Each partition's acknowledgements are applied,
+//! all or none (AcknowledgeErrorCode), then records are acquired from the group's share
+//! partition on the leader's shard (`services::shares`) until `MaxRecords` across the
+//! partitions; the response holds the batches with acquired records and the acquired ranges.
+//! With nothing acquired, the fetch waits up to `MaxWaitMs` for an append or a release.
+//! Authorization as Kafka: READ on the group (else the whole request fails), READ on each topic
+//! (else TOPIC_AUTHORIZATION_FAILED for its partitions).
+//! References: KIP-932; Kafka `KafkaApis.handleShareFetchRequest`, `SharePartitionManager`.
+
+use crate::authorization::{AclOperation, Resource};
+use crate::error::{error_code, BrokerError, NONE};
+use crate::metadata::group_config;
+use crate::node::Node;
+use crate::request_context::RequestContext;
+use crate::services::share_sessions::{SessionKey, FINAL_EPOCH, INITIAL_EPOCH};
+use crate::services::shares::requests::{ReleaseMember, SharePartitionFetch};
+use crate::services::shares::state::{AckType, Acquired};
+use crate::services::shares::{AckRange, FetchLimits, PartitionAnswer};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
+use kafka_protocol::protocol::StrBytes;
+use shard::io::Storage;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use wire::ids::{Offset, TopicPartition};
+
+pub const VERSIONS: (i16, i16) = (1, 1);
+
+/// A fetch with nothing to give waits at most this long between looks (records released by
+/// another member or a lock timeout do not wake it).
+const WAIT_SLICE_MS: u64 = 200;
+/// ShareFetch's MaxWaitMs is capped here (as Fetch's is by Kafka's request timeout).
+const WAIT_MS_MAX: u64 = 30_000;
+/// Records one fetch acquires at most when the request sets no MaxRecords.
+const RECORDS_DEFAULT: usize = 500;
+
+/// One partition a request names: its topic id, and its acknowledgements.
+pub(super) struct Named {
+    pub partition: TopicPartition,
+    pub topic_id: uuid::Uuid,
+    pub acks: Vec<AckRange>,
+}
+
+/// A partition's answer in the response.
+pub(super) struct Answered {
+    pub partition: TopicPartition,
+    pub topic_id: uuid::Uuid,
+    /// (Kafka code, message) of the partition's error and of its acknowledgements'.
+    pub error: Option<(i16, String)>,
+    pub ack_error: Option<(i16, String)>,
+    /// Whether acknowledgements were sent for it (its AcknowledgeErrorCode is meaningful).
+    pub acknowledged: bool,
+    pub batches: Vec<Bytes>,
+    pub acquired: Vec<Acquired>,
+}
+
+/// An error as a response carries it.
+pub(super) fn coded(error: &BrokerError) -> (i16, String) {
+    (error_code(error), error.to_string())
+}
+
+/// The acknowledgement batches of a request partition, checked.
+pub(super) fn ack_ranges(
+    batches: impl Iterator<Item = (i64, i64, Vec<i8>)>,
+) -> Result<Vec<AckRange>, BrokerError> {
+    let mut ranges = Vec::new();
+    for (first_offset, last_offset, ids) in batches {
+        let types = ids
+            .iter()
+            .map(|id| AckType::from_id(*id))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| BrokerError::InvalidRequest(format!("acknowledge types {ids:?}")))?;
+        ranges.push(AckRange { first_offset, last_offset, types });
+    }
+    Ok(ranges)
+}
+
+/// The topic of a topic id, and whether the principal may READ it.
+pub(super) fn topic_of<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    topic_id: &uuid::Uuid,
+) -> Result<String, BrokerError> {
+    let image = node.metadata();
+    let topic = image
+        .topic_by_id(topic_id.as_bytes())
+        .ok_or_else(|| BrokerError::UnknownTopicId(topic_id.to_string()))?;
+    if !node.allowed(context, AclOperation::Read, Resource::Topic(&topic.name)) {
+        return Err(BrokerError::TopicAuthorizationFailed(topic.name.clone()));
+    }
+    Ok(topic.name.clone())
+}
+
+/// Releases what a member holds on `partitions` (its session ended).
+pub(super) async fn release<S: Storage>(
+    node: &Node<S>,
+    key: &SessionKey,
+    partitions: impl Iterator<Item = TopicPartition>,
+) {
+    let mut by_partition: Vec<TopicPartition> = partitions.collect();
+    by_partition.sort();
+    for partition in by_partition {
+        let request = ReleaseMember {
+            group: key.0.clone(),
+            member: key.1.clone(),
+            partitions: vec![partition.clone()],
+        };
+        // A partition no longer led here holds nothing of the member's any more.
+        let _ = node.shares.call(&partition, request).await;
+    }
+}
+
+/// Acknowledgements, then (with `fetch`) an acquisition, on one partition.
+pub(super) async fn on_partition<S: Storage>(
+    node: &Node<S>,
+    key: &SessionKey,
+    partition: &TopicPartition,
+    acks: Vec<AckRange>,
+    fetch: Option<FetchLimits>,
+) -> Result<PartitionAnswer, BrokerError> {
+    let request = SharePartitionFetch {
+        group: key.0.clone(),
+        member: key.1.clone(),
+        partition: partition.clone(),
+        acks,
+        fetch,
+    };
+    node.shares.call(partition, request).await?
+}
+
+/// The group's acquisition lock duration (the response's AcquisitionLockTimeoutMs).
+pub(super) fn lock_ms<S: Storage>(node: &Node<S>, group: &str) -> i32 {
+    let image = node.metadata();
+    let value = group_config::value_of(
+        image.group_configs.get(group),
+        "share.record.lock.duration.ms",
+        &|_| None,
+    );
+    value.and_then(|v| v.parse().ok()).unwrap_or(30_000)
+}
+
+fn failed(error: &BrokerError) -> ShareFetchResponse {
+    let mut response = ShareFetchResponse::default();
+    response.error_code = error_code(error);
+    response.error_message = Some(StrBytes::from_string(error.to_string()));
+    response
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: ShareFetchRequest,
+) -> ShareFetchResponse {
+    let group = request.group_id.as_ref().map(|g| g.0.to_string()).unwrap_or_default();
+    let member = request.member_id.as_ref().map(|m| m.to_string()).unwrap_or_default();
+    if group.is_empty() || member.is_empty() {
+        return failed(&BrokerError::InvalidRequest("GroupId and MemberId are required".into()));
+    }
+    if !node.allowed(context, AclOperation::Read, Resource::Group(&group)) {
+        return failed(&BrokerError::GroupAuthorizationFailed(group));
+    }
+    let key: SessionKey = (group.clone(), member);
+    // The request's partitions, and the answers already known (unknown or forbidden topics).
+    let mut named: Vec<Named> = Vec::new();
+    let mut answered: Vec<Answered> = Vec::new();
+    for topic in &request.topics {
+        let name = topic_of(node, context, &topic.topic_id);
+        for partition in &topic.partitions {
+            let batches = partition.acknowledgement_batches.iter().map(|batch| {
+                (batch.first_offset, batch.last_offset, batch.acknowledge_types.clone())
+            });
+            let acks = match ack_ranges(batches) {
+                Ok(acks) => acks,
+                Err(error) => return failed(&error),
+            };
+            match &name {
+                Ok(name) => named.push(Named {
+                    partition: TopicPartition::new(name.clone(), partition.partition_index),
+                    topic_id: topic.topic_id,
+                    acks,
+                }),
+                Err(error) => answered.push(Answered {
+                    partition: TopicPartition::new(
+                        topic.topic_id.to_string(),
+                        partition.partition_index,
+                    ),
+                    topic_id: topic.topic_id,
+                    error: Some(coded(error)),
+                    ack_error: None,
+                    acknowledged: !acks.is_empty(),
+                    batches: Vec::new(),
+                    acquired: Vec::new(),
+                }),
+            }
+        }
+    }
+    let has_acks = named.iter().any(|n| !n.acks.is_empty());
+    let epoch = request.share_session_epoch;
+    // The partitions to fetch from: the session's.
+    let fetching: Vec<(TopicPartition, uuid::Uuid)> = match epoch {
+        INITIAL_EPOCH if has_acks => {
+            return failed(&BrokerError::InvalidRequest(
+                "acknowledgements in a share fetch that opens a session".into(),
+            ))
+        }
+        INITIAL_EPOCH => {
+            let partitions = named.iter().map(|n| (n.partition.clone(), n.topic_id)).collect();
+            let opened = node.share_sessions.borrow_mut().open(
+                key.clone(),
+                context.connection_id,
+                partitions,
+            );
+            match opened {
+                Ok(_) => named.iter().map(|n| (n.partition.clone(), n.topic_id)).collect(),
+                Err(error) => return failed(&error),
+            }
+        }
+        FINAL_EPOCH => Vec::new(),
+        _ => {
+            let added = named.iter().map(|n| (n.partition.clone(), n.topic_id)).collect();
+            let forgotten = forgotten(node, context, &request);
+            let mut sessions = node.share_sessions.borrow_mut();
+            match sessions.advance(&key, epoch, added, &forgotten) {
+                Ok(session) => session.partitions.iter().map(|(p, id)| (p.clone(), *id)).collect(),
+                Err(error) => return failed(&error),
+            }
+        }
+    };
+    let closing = if epoch == FINAL_EPOCH {
+        match node.share_sessions.borrow_mut().close(&key) {
+            Ok(session) => Some(session),
+            Err(error) => return failed(&error),
+        }
+    } else {
+        None
+    };
+    let fetched = fetch_all(node, &key, &request, named, fetching).await;
+    answered.extend(fetched);
+    if let Some(session) = closing {
+        release(node, &key, session.partitions.into_keys()).await;
+    }
+    respond(node, &group, answered, epoch == INITIAL_EPOCH)
+}
+
+/// The request's forgotten partitions (by topic id; unknown ids are ignored).
+fn forgotten<S: Storage>(
+    node: &Node<S>,
+    _context: &RequestContext,
+    request: &ShareFetchRequest,
+) -> Vec<TopicPartition> {
+    let image = node.metadata();
+    request
+        .forgotten_topics_data
+        .iter()
+        .filter_map(|topic| {
+            let name = image.topic_by_id(topic.topic_id.as_bytes())?.name.clone();
+            Some(topic.partitions.iter().map(move |p| TopicPartition::new(name.clone(), *p)))
+        })
+        .flatten()
+        .collect()
+}
+
+/// Acknowledgements on every named partition (once), then acquisitions on the session's
+/// partitions until MaxRecords, waiting up to MaxWaitMs while nothing is acquired.
+async fn fetch_all<S: Storage>(
+    node: &Node<S>,
+    key: &SessionKey,
+    request: &ShareFetchRequest,
+    named: Vec<Named>,
+    fetching: Vec<(TopicPartition, uuid::Uuid)>,
+) -> Vec<Answered> {
+    let mut answers: BTreeMap<TopicPartition, Answered> = BTreeMap::new();
+    let blank = |partition: &TopicPartition, topic_id: uuid::Uuid| Answered {
+        partition: partition.clone(),
+        topic_id,
+        error: None,
+        ack_error: None,
+        acknowledged: false,
+        batches: Vec::new(),
+        acquired: Vec::new(),
+    };
+    // Acknowledgements of partitions not fetched from now (or all, for the final epoch).
+    let fetched: std::collections::HashSet<&TopicPartition> =
+        fetching.iter().map(|(p, _)| p).collect();
+    let mut pending_acks: BTreeMap<TopicPartition, Vec<AckRange>> = BTreeMap::new();
+    for item in named {
+        if item.acks.is_empty() {
+            continue;
+        }
+        if fetched.contains(&item.partition) {
+            pending_acks.insert(item.partition.clone(), item.acks);
+            continue;
+        }
+        let mut answer = blank(&item.partition, item.topic_id);
+        answer.acknowledged = true;
+        match on_partition(node, key, &item.partition, item.acks, None).await {
+            Ok(done) => answer.ack_error = done.ack_error.as_ref().map(coded),
+            Err(error) => answer.ack_error = Some(coded(&error)),
+        }
+        answers.insert(item.partition, answer);
+    }
+    let max_records = match request.max_records {
+        n if n > 0 => n as usize,
+        _ => RECORDS_DEFAULT,
+    };
+    let mut bytes_left = match request.max_bytes {
+        n if n > 0 => n as usize,
+        _ => crate::handlers::fetch::FETCH_BYTES_MAX,
+    };
+    let wait_ms = (request.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    let mut records = 0usize;
+    loop {
+        let mut waits: Vec<(TopicPartition, i64)> = Vec::new();
+        for (partition, topic_id) in &fetching {
+            let acks = pending_acks.remove(partition).unwrap_or_default();
+            let acknowledged = !acks.is_empty();
+            let limits = (records < max_records && bytes_left > 0).then_some(FetchLimits {
+                max_records: max_records - records,
+                max_bytes: bytes_left,
+            });
+            if limits.is_none() && !acknowledged {
+                continue;
+            }
+            let answer =
+                answers.entry(partition.clone()).or_insert_with(|| blank(partition, *topic_id));
+            answer.acknowledged |= acknowledged;
+            match on_partition(node, key, partition, acks, limits).await {
+                Ok(done) => {
+                    if acknowledged {
+                        answer.ack_error = done.ack_error.as_ref().map(coded);
+                    }
+                    for run in &done.acquired {
+                        records += (run.last_offset - run.first_offset + 1) as usize;
+                    }
+                    bytes_left =
+                        bytes_left.saturating_sub(done.batches.iter().map(Bytes::len).sum());
+                    if let Some(offset) = done.wait_offset {
+                        waits.push((partition.clone(), offset));
+                    }
+                    answer.batches.extend(done.batches);
+                    answer.acquired.extend(done.acquired);
+                    answer.error = None;
+                }
+                Err(error) => {
+                    if acknowledged {
+                        answer.ack_error = Some(coded(&error));
+                    }
+                    answer.error = Some(coded(&error));
+                }
+            }
+        }
+        let now = Instant::now();
+        if records > 0 || now >= deadline || fetching.is_empty() {
+            break;
+        }
+        let slice =
+            deadline.saturating_duration_since(now).min(Duration::from_millis(WAIT_SLICE_MS));
+        wait_for_any(node, &waits, slice).await;
+    }
+    if records > 0 {
+        let served = fetching
+            .iter()
+            .filter(|(p, _)| answers.get(p).is_some_and(|a| !a.acquired.is_empty()))
+            .count();
+        node.share_sessions.borrow_mut().rotate(key, served);
+    }
+    answers.into_values().collect()
+}
+
+/// Waits until one of the partitions gets an append past its offset, or `slice` passes.
+async fn wait_for_any<S: Storage>(
+    node: &Node<S>,
+    waits: &[(TopicPartition, i64)],
+    slice: Duration,
+) {
+    let wait_ms = slice.as_millis() as u64;
+    if waits.is_empty() {
+        shard::runtime::sleep(slice).await;
+        return;
+    }
+    let futures = waits.iter().map(|(partition, offset)| {
+        Box::pin(node.partitions.wait_for_append(partition, Offset(*offset), wait_ms, false))
+    });
+    futures_util::future::select_all(futures).await;
+}
+
+fn concat(batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut out = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
+            for batch in batches {
+                out.extend_from_slice(&batch);
+            }
+            out.freeze()
+        }
+    }
+}
+
+/// The response: partitions with records, an error or acknowledgements (on a session's first
+/// fetch, every partition), under their topics.
+fn respond<S: Storage>(
+    node: &Node<S>,
+    group: &str,
+    answered: Vec<Answered>,
+    full: bool,
+) -> ShareFetchResponse {
+    let mut response = ShareFetchResponse::default();
+    response.acquisition_lock_timeout_ms = lock_ms(node, group);
+    for answer in answered {
+        let worth =
+            full || !answer.acquired.is_empty() || answer.error.is_some() || answer.acknowledged;
+        if !worth {
+            continue;
+        }
+        let mut partition = PartitionData::default();
+        partition.partition_index = answer.partition.partition.0;
+        if let Some((code, message)) = &answer.error {
+            partition.error_code = *code;
+            partition.error_message = Some(StrBytes::from_string(message.clone()));
+            add_leader_hint(node, &answer.partition, &mut partition, &mut response.node_endpoints);
+        }
+        if let Some((code, message)) = &answer.ack_error {
+            partition.acknowledge_error_code = *code;
+            partition.acknowledge_error_message = Some(StrBytes::from_string(message.clone()));
+        }
+        partition.acquired_records = answer
+            .acquired
+            .iter()
+            .map(|run| {
+                let mut acquired = AcquiredRecords::default();
+                acquired.first_offset = run.first_offset;
+                acquired.last_offset = run.last_offset;
+                acquired.delivery_count = run.delivery_count;
+                acquired
+            })
+            .collect();
+        partition.records = Some(concat(answer.batches));
+        match response.responses.iter_mut().find(|t| t.topic_id == answer.topic_id) {
+            Some(topic) => topic.partitions.push(partition),
+            None => {
+                let mut topic = ShareFetchableTopicResponse::default();
+                topic.topic_id = answer.topic_id;
+                topic.partitions.push(partition);
+                response.responses.push(topic);
+            }
+        }
+    }
+    response
+}
+
+/// The partition's leader as this broker knows it, for NOT_LEADER_OR_FOLLOWER and the like,
+/// with its endpoint listed once.
+fn add_leader_hint<S: Storage>(
+    node: &Node<S>,
+    topic_partition: &TopicPartition,
+    partition: &mut PartitionData,
+    endpoints: &mut Vec<NodeEndpoint>,
+) {
+    if partition.error_code == NONE {
+        return;
+    }
+    let Some((leader, epoch, endpoint)) = node.leader_hint(topic_partition, partition.error_code)
+    else {
+        return;
+    };
+    partition.current_leader.leader_id = leader.0;
+    partition.current_leader.leader_epoch = epoch;
+    if let Some(endpoint) = endpoint {
+        if !endpoints.iter().any(|e| e.node_id.0 == leader.0) {
+            let mut known = NodeEndpoint::default();
+            known.node_id = BrokerId(leader.0);
+            known.host = super::str_bytes(&endpoint.host);
+            known.port = endpoint.port;
+            known.rack = endpoint.rack.as_deref().map(super::str_bytes);
+            endpoints.push(known);
+        }
+    }
+}

@@ -1,0 +1,757 @@
+"""KIP-932 share groups with confluent-kafka's ShareConsumer (librdkafka's share consumer).
+
+What these tests prove, each against the real `strata` binary:
+  * Five share consumers in one group read a 3-partition topic replicated on 3 nodes: more
+    members than partitions receive records, every record is delivered and accepted exactly
+    once across the group, and the broker confirms every acknowledgement.
+  * RELEASE makes a record available again at once: it is delivered a second time, with
+    delivery count 2, although its acquisition lock lasts far longer. REJECT archives a
+    record: it never comes back, not even to a member that joins later.
+  * A member killed with SIGKILL while it holds records without acknowledging them does not
+    lose them: they are locked to it while it lives, and another member then gets them, with
+    delivery count 2, within the group's `share.record.lock.duration.ms` plus a margin.
+  * `share.delivery.count.limit` = 2: a record released at every delivery is delivered
+    twice, then archived for good, while the records after it, and records produced later,
+    still reach the consumer.
+  * `share.isolation.level` = read_committed: the group never gets the records of an
+    aborted transaction, nor those of an open one until it commits. A read_uncommitted
+    group (the default) on the same topic gets them all, so they are really in the log.
+  * A share group is listed by ListGroups v5 with type and protocol type "share" (and not
+    among consumer groups), and ShareGroupDescribe shows its members, their subscriptions
+    and their assignments; once its members close, it is Empty.
+
+Share-group settings are group configs (KIP-848's GROUP config resource), set with
+IncrementalAlterConfigs before any member joins. `share.auto.offset.reset` is `latest` by
+default, so every group here that reads records produced before it joined sets `earliest`.
+"""
+
+# confluent-kafka 2.16.1 (librdkafka 2.16.0): the share consumer API, as read from the wheel
+# (confluent_kafka/cimpl.pyi, the docstrings of ShareConsumer and Message,
+# confluent_kafka/_model) and from librdkafka's rdkafka.h and INTRODUCTION.md ("Share
+# consumers (Queues for Kafka)"). librdkafka calls it a preview and logs so at creation.
+#
+#   from confluent_kafka import ShareConsumer, AcknowledgeType, IllegalStateException
+#   ShareConsumer(conf): "group.id" required, "bootstrap.servers". The one share-specific
+#       client key is "share.acknowledgement.mode": "implicit" (default: the records of a
+#       poll are ACCEPTed by the next poll / commit_sync / commit_async) or "explicit" (each
+#       record of a poll must be acknowledged before the next poll, else poll raises
+#       IllegalStateException). An unknown mode value is not refused at construction.
+#       "max.poll.records" (default 500) is sent in ShareFetch and bounds the records the
+#       broker acquires per fetch, softly (the broker may acquire whole batches).
+#       Refused at construction, "not applicable for share consumer": isolation.level,
+#       auto.offset.reset, enable.auto.commit, group.protocol (and other group-consumer keys).
+#       Lock duration, delivery limit, isolation level and offset reset are group configs.
+#   subscribe([topic, ...]), unsubscribe(), subscription() -> [topic, ...]. There is no
+#       assign() and no assignment(): the broker assigns (ShareGroupHeartbeat).
+#   poll(timeout_s=-1) -> confluent_kafka.Messages: a sequence of Message (len, iteration,
+#       indexing, .count(), .is_empty(), .records()); empty when nothing came. Each Message
+#       must be checked with .error(); records with a record-level error were already
+#       acknowledged by librdkafka (REJECT for corrupt batches, RELEASE for decompression).
+#   Message.delivery_count() -> int: 1 at the first acquisition, +1 at each re-acquisition
+#       (after a RELEASE or a lock timeout); None for messages of other clients.
+#   acknowledge(message, ack_type=AcknowledgeType.ACCEPT) and
+#       acknowledge_offset(topic, partition, offset, ack_type=...): explicit mode only
+#       (IllegalStateException otherwise); local until the next poll or commit sends them.
+#   AcknowledgeType (IntEnum): ACCEPT = 1, RELEASE = 2, REJECT = 3 (no RENEW: KIP-1222's
+#       lock renewal is not in this client).
+#   commit_sync(timeout=60) -> {TopicPartition: None | KafkaException}, {} when nothing is
+#       pending; commit_async() -> None.
+#   set_acknowledgement_commit_callback(cb), cb(offsets: {TopicPartition: set(offsets)},
+#       error: KafkaException | None): run on the application thread from poll, commit_sync,
+#       commit_async or close, for acknowledgements sent in ShareFetch as well as in
+#       ShareAcknowledge.
+#   close(): sends pending acknowledgements and leaves the group; no timeout argument
+#       (bounded by socket.timeout.ms). Context manager too. Calls after close raise
+#       IllegalStateException.
+#   Not thread-safe: one instance per thread (overlapping calls from two threads raise
+#       ConcurrentModificationException).
+#   Admin: librdkafka has no share-group admin operations. ConsumerGroupType is UNKNOWN,
+#       CONSUMER, CLASSIC (no SHARE); there is no describe_share_groups nor share-group
+#       offset API. list_consumer_groups keeps only groups whose protocol type is "consumer"
+#       or "" (rd_kafka_ListConsumerGroupsResponse_parse), so a share group (Kafka's protocol
+#       type "share") never shows there, and describe_consumer_groups refuses one as "not a
+#       consumer group". This module therefore lists and describes share groups with raw
+#       ListGroups v5 and ShareGroupDescribe v1 frames (wire.py's encoders).
+#   Group configs from confluent-kafka: AdminClient.incremental_alter_configs(
+#       [ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(name,
+#       value, incremental_operation=AlterConfigOpType.SET)])]) and describe_configs(
+#       [ConfigResource(ResourceType.GROUP, group)]), whose entries have source
+#       ConfigSource.GROUP_CONFIG (8). Keys (Kafka's GroupConfig): share.auto.offset.reset,
+#       share.record.lock.duration.ms, share.delivery.count.limit (2..10),
+#       share.isolation.level, share.heartbeat.interval.ms, share.session.timeout.ms, ...
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter, namedtuple
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   ConfigSource, NewTopic, ResourceType)
+
+import wire
+from clients import ck_produce_each
+from cluster import Cluster, wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+T = 30  # seconds: the bound of every client call here
+SETTLE = 3.0  # seconds of polling that show a record does not come (back)
+ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
+
+Delivery = namedtuple("Delivery", "key partition offset count ack")
+
+
+# --- setup -------------------------------------------------------------------------------
+def create_topic(bootstrap, topic, partitions, replicas=-1):
+    """CreateTopics through confluent-kafka (replicas -1: the broker's default)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, replicas)],
+                        request_timeout=T)[topic].result(T)
+
+
+def set_group_configs(bootstrap, group, configs):
+    """Sets `configs` ({name: value}) on the GROUP config resource `group` with
+    IncrementalAlterConfigs, then waits until DescribeConfigs shows each as the group's own
+    (source GROUP_CONFIG). A group need not exist to have configs."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()])
+    admin.incremental_alter_configs([resource], request_timeout=T)[resource].result(T)
+
+    def described():
+        query = ConfigResource(ResourceType.GROUP, group)
+        got = admin.describe_configs([query], request_timeout=T)[query].result(T)
+        wrong = {name: (got[name].value, got[name].source) if name in got else None
+                 for name, value in configs.items()
+                 if name not in got or got[name].value != value
+                 or got[name].source != ConfigSource.GROUP_CONFIG.value}
+        assert not wrong, "group %s describes %r, set %r" % (group, wrong, configs)
+        return True
+
+    wait_for(described, T, "group %s's configs in DescribeConfigs" % group)
+
+
+def produce(bootstrap, topic, keys, partitions=1, **extra):
+    """One record per key (value b"v-" + key), the i-th to partition i % partitions, acks=all;
+    every delivery checked. Returns {(topic, partition): [offsets]}."""
+    records = [(topic, i % partitions, key.encode(), b"v-" + key.encode())
+               for i, key in enumerate(keys)]
+    return ck_produce_each(bootstrap, records, acks="all", timeout=60, **extra)
+
+
+# --- share consumers ---------------------------------------------------------------------
+class Reader:
+    """One ShareConsumer in explicit acknowledgement mode. Each `poll` acknowledges every
+    record it returns with `decide(message)` (ACCEPT unless told otherwise) and keeps a
+    Delivery per record, in order. The acknowledgement-commit callback keeps the broker's
+    answers: `confirmed`, (partition, offset) per acknowledgement answered without error;
+    `failed`, (partition, offsets, error) per refused one. Use from one thread only."""
+
+    def __init__(self, bootstrap, topic, group, name, decide=None, **extra):
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                "share.acknowledgement.mode": "explicit", "socket.timeout.ms": 10000}
+        conf.update(extra)
+        self.name = name
+        self.decide = decide or (lambda message: ACCEPT)
+        self.deliveries, self.confirmed, self.failed, self.errors = [], [], [], []
+        self.closed = False
+        self.consumer = ShareConsumer(conf)
+        self.consumer.set_acknowledgement_commit_callback(self._answered)
+        self.consumer.subscribe([topic])
+
+    def _answered(self, offsets, error):
+        for tp, numbers in offsets.items():
+            if error is None:
+                self.confirmed.extend((tp.partition, offset) for offset in sorted(numbers))
+            else:
+                self.failed.append((tp.partition, sorted(numbers), str(error)))
+
+    def poll(self, timeout=0.2):
+        """One poll; acknowledges what it got (sent with the next poll or commit). Returns the
+        new deliveries."""
+        got = []
+        for message in self.consumer.poll(timeout):
+            if message.error() is not None:
+                self.errors.append(str(message.error()))
+                continue
+            ack = self.decide(message)
+            self.consumer.acknowledge(message, ack)
+            got.append(Delivery(message.key().decode(), message.partition(), message.offset(),
+                                message.delivery_count(), ack))
+        self.deliveries.extend(got)
+        return got
+
+    def keys(self):
+        return {d.key for d in self.deliveries}
+
+    def counts(self):
+        """{key: [delivery count of each delivery, in order]}."""
+        out = {}
+        for d in self.deliveries:
+            out.setdefault(d.key, []).append(d.count)
+        return out
+
+    def commit(self):
+        """Sends the acknowledgements not sent yet and waits for the broker's answers."""
+        results = self.consumer.commit_sync(T)
+        refused = {tp.partition: str(e) for tp, e in results.items() if e is not None}
+        assert not refused, "%s: acknowledgements refused: %r" % (self.name, refused)
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+    def summary(self):
+        return "%s: %d deliveries, %d confirmed, %d refused, errors %r" % (
+            self.name, len(self.deliveries), len(self.confirmed), len(self.failed),
+            self.errors[:3])
+
+
+def poll_until(readers, done, timeout, what):
+    """Polls the readers in turn until done(); AssertionError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s; %s" % (
+                timeout, what, "; ".join(r.summary() for r in readers)))
+        for reader in readers:
+            reader.poll()
+
+
+def poll_for(readers, seconds):
+    """Polls the readers in turn for `seconds`: whatever is still to come shows meanwhile."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for reader in readers:
+            reader.poll()
+
+
+def close_all(readers):
+    errors = []
+    for reader in readers:
+        try:
+            reader.close()
+        except Exception as error:  # noqa: BLE001 - the others are still closed
+            errors.append((reader.name, error))
+    assert not errors, "close failed: %r" % errors
+
+
+def assert_acknowledged(readers):
+    """Every acknowledgement the readers sent (after they closed: close serves the last
+    callbacks) was answered without error, once per delivery of its record."""
+    failed = [(r.name, f) for r in readers for f in r.failed]
+    assert not failed, "acknowledgements refused: %r" % failed[:5]
+    delivered = Counter((d.partition, d.offset) for r in readers for d in r.deliveries)
+    confirmed = Counter(po for r in readers for po in r.confirmed)
+    assert confirmed == delivered, (
+        "acknowledgements answered per (partition, offset) differ from deliveries: "
+        "unanswered %r, answered but not delivered %r" % (
+            sorted((delivered - confirmed).items())[:10],
+            sorted((confirmed - delivered).items())[:10]))
+
+
+# --- raw frames: what confluent-kafka has no API for ---------------------------------------
+LIST_GROUPS, SHARE_GROUP_DESCRIBE = 16, 77
+NOT_COORDINATOR, GROUP_ID_NOT_FOUND = 16, 69
+
+
+def _ports(bootstrap):
+    return [int(address.rsplit(":", 1)[1]) for address in bootstrap.split(",")]
+
+
+def _call(port, api_key, version, body):
+    """One flexible request (header v2) -> a Reader past the response header v1."""
+    frame = wire.frame(wire.request_header_v2(api_key, version, 1) + body)
+    reader = wire.Reader(wire.roundtrip(port, frame, T))
+    reader.skip_tagged_fields()
+    return reader
+
+
+def _compact_array(items):
+    return wire.uvarint(len(items) + 1) + b"".join(items)
+
+
+def _compact_str(r):
+    n = r.uvarint()
+    return None if n == 0 else r.raw(n - 1).decode()
+
+
+def list_groups(bootstrap, types):
+    """ListGroups v5 with TypesFilter `types`, asked of every broker (each lists the groups it
+    coordinates): {group id: {"protocol_type", "state", "type"}}."""
+    body = _compact_array([]) + _compact_array([wire.compact_string(t) for t in types]) \
+        + wire.EMPTY_TAGGED_FIELDS
+
+    def listed(r):
+        group = {"id": _compact_str(r), "protocol_type": _compact_str(r),
+                 "state": _compact_str(r), "type": _compact_str(r)}
+        r.skip_tagged_fields()
+        return group
+
+    out = {}
+    for port in _ports(bootstrap):
+        r = _call(port, LIST_GROUPS, 5, body)
+        r.i32()  # throttle time
+        error = r.i16()
+        assert error == 0, "ListGroups v5 error %d from port %d" % (error, port)
+        for group in r.compact_array(listed) or []:
+            out[group.pop("id")] = group
+    return out
+
+
+def _topic_partitions(r):
+    topic_id = r.raw(16)
+    name = _compact_str(r)
+    partitions = sorted(r.compact_array(lambda r: r.i32()) or [])
+    r.skip_tagged_fields()
+    return name, topic_id, partitions
+
+
+def _member(r):
+    m = {}
+    m["member_id"] = _compact_str(r)
+    m["rack_id"] = _compact_str(r)
+    m["member_epoch"] = r.i32()
+    m["client_id"] = _compact_str(r)
+    m["client_host"] = _compact_str(r)
+    m["subscribed"] = sorted(r.compact_array(_compact_str) or [])
+    assigned = r.compact_array(_topic_partitions) or []
+    r.skip_tagged_fields()  # the Assignment struct's
+    r.skip_tagged_fields()  # the member's
+    m["assignment"] = {name: partitions for name, _, partitions in assigned}
+    m["topic_ids"] = {name: topic_id for name, topic_id, _ in assigned}
+    return m
+
+
+def _described(r):
+    g = {}
+    g["error"] = r.i16()
+    g["error_message"] = _compact_str(r)
+    g["group_id"] = _compact_str(r)
+    g["state"] = _compact_str(r)
+    g["group_epoch"] = r.i32()
+    g["assignment_epoch"] = r.i32()
+    g["assignor"] = _compact_str(r)
+    g["members"] = r.compact_array(_member) or []
+    g["authorized_operations"] = r.i32()
+    r.skip_tagged_fields()
+    return g
+
+
+def describe_share_group(bootstrap, group):
+    """ShareGroupDescribe v1 of `group`, asked of each broker until one answers other than
+    NOT_COORDINATOR: the described group as a dict (members' assignments as
+    {topic: [partitions]})."""
+    body = _compact_array([wire.compact_string(group)]) + wire.i8(0) + wire.EMPTY_TAGGED_FIELDS
+    answers = []
+    for port in _ports(bootstrap):
+        r = _call(port, SHARE_GROUP_DESCRIBE, 1, body)
+        r.i32()  # throttle time
+        groups = r.compact_array(_described) or []
+        assert len(groups) == 1, "ShareGroupDescribe of one group answered %r" % groups
+        if groups[0]["error"] != NOT_COORDINATOR:
+            return groups[0]
+        answers.append(groups[0])
+    raise AssertionError("no broker coordinates %s: %r" % (group, answers))
+
+
+# --- tests ---------------------------------------------------------------------------------
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, extra=["--set", "offsets.topic.replication.factor=3"]).start()
+    yield c
+    c.stop()
+
+
+# What a member spends on each record: it stands for the processing work, so that the first
+# member to get an assignment cannot drain the topic before the others join.
+WORK_S = 0.01
+
+
+def test_more_share_consumers_than_partitions_accept_each_record_exactly_once(cluster, topic_name):
+    """Five share consumers (explicit acknowledgement, each record accepted) in one group read
+    900 records with unique keys from a 3-partition topic with 3 replicas on 3 nodes. Every
+    record is delivered exactly once across the group, at delivery count 1, and every
+    acceptance is confirmed by the broker exactly once. More than 3 members receive records:
+    a share group lets more members than partitions read (a consumer group would leave two
+    of the five idle). Records are produced in batches of 5 and members fetch at most about
+    10 at a time, so no member can acquire a whole partition at once."""
+    group = "sg-" + topic_name
+    bootstrap = cluster.bootstrap
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    create_topic(bootstrap, topic_name, 3, 3)
+    keys = ["k-%04d" % i for i in range(900)]
+    delivered = produce(bootstrap, topic_name, keys, partitions=3, **{"batch.num.messages": 5})
+    produced = {(p, o) for (_, p), offsets in delivered.items() for o in offsets}
+    assert len(produced) == 900, delivered
+
+    def work(message):
+        time.sleep(WORK_S)  # the record's processing (see WORK_S)
+        return ACCEPT
+
+    stop, lock = threading.Event(), threading.Lock()
+    readers, failures, seen = [], [], set()
+
+    def member(name):
+        try:
+            reader = Reader(bootstrap, topic_name, group, name, decide=work,
+                            **{"max.poll.records": 10})
+            with lock:
+                readers.append(reader)
+            try:
+                while not stop.is_set():
+                    got = reader.poll(0.5)
+                    with lock:
+                        seen.update(d.key for d in got)
+                reader.commit()
+            finally:
+                reader.close()
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            failures.append((name, repr(error)))
+
+    threads = [threading.Thread(target=member, args=("member-%d" % i,), daemon=True)
+               for i in range(5)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not failures:
+            with lock:
+                if len(seen) == len(keys):
+                    break
+            time.sleep(0.2)  # the members poll in their threads; this only watches progress
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert not failures, failures
+    assert not any(t.is_alive() for t in threads), "a member did not stop within 60 s"
+    assert len(readers) == 5
+
+    per_member = {r.name: len(r.deliveries) for r in readers}
+    by_key = Counter(d.key for r in readers for d in r.deliveries)
+    missing = sorted(set(keys) - set(by_key))
+    assert not missing, "%d of 900 records never delivered (first %s); per member %r; %s" % (
+        len(missing), missing[:5], per_member, "; ".join(r.summary() for r in readers))
+    twice = sorted(k for k, n in by_key.items() if n > 1)
+    assert not twice, "%d records delivered more than once, first %r" % (len(twice), [
+        (r.name, d) for r in readers for d in r.deliveries if d.key in twice[:3]])
+    wrong = [(r.name, d) for r in readers for d in r.deliveries
+             if d.count != 1 or d.partition != int(d.key[2:]) % 3]
+    assert not wrong, "deliveries with a count other than 1 or on a wrong partition: %r" % wrong[:5]
+    assert {(d.partition, d.offset) for r in readers for d in r.deliveries} == produced
+    assert_acknowledged(readers)
+    assert sum(1 for n in per_member.values() if n) > 3, (
+        "only %d of 5 members received records: %r" % (
+            sum(1 for n in per_member.values() if n), per_member))
+
+
+def test_released_records_come_back_and_rejected_ones_never_do(shared_broker, topic_name):
+    """One member reads 50 records: it rejects every key divisible by 5, releases the other
+    even keys the first time it sees them and accepts everything else. Each released record
+    is delivered again, with delivery count 2, well before its 60 s acquisition lock could
+    expire: RELEASE makes it available at once. The rejected and the accepted records are
+    delivered once only, with delivery count 1, even after more polling. A member that joins
+    the group afterwards gets nothing: rejected records are archived, not just held."""
+    bootstrap = shared_broker.bootstrap
+    group = "sg-" + topic_name
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                         "share.record.lock.duration.ms": "60000"})
+    create_topic(bootstrap, topic_name, 1)
+    keys = ["r-%02d" % i for i in range(50)]
+    produce(bootstrap, topic_name, keys)
+    rejected = {k for i, k in enumerate(keys) if i % 5 == 0}
+    released = {k for i, k in enumerate(keys) if i % 5 and i % 2 == 0}
+    accepted = set(keys) - rejected - released
+
+    def decide(message):
+        i = int(message.key()[2:])
+        if i % 5 == 0:
+            return REJECT
+        if i % 2 == 0 and message.delivery_count() == 1:
+            return RELEASE
+        return ACCEPT
+
+    reader = Reader(bootstrap, topic_name, group, "releaser", decide=decide)
+    try:
+        def done():
+            counts = reader.counts()
+            return set(counts) == set(keys) and all(len(counts[k]) >= 2 for k in released)
+        # Far less than the lock duration: the released records come back because they were
+        # released, not because their lock ran out.
+        poll_until([reader], done, 40, "every record, and the released ones a second time")
+        poll_for([reader], SETTLE)
+        reader.commit()
+    finally:
+        close_all([reader])
+    counts = reader.counts()
+    assert {k: counts[k] for k in released} == {k: [1, 2] for k in released}
+    assert {k: counts[k] for k in rejected} == {k: [1] for k in rejected}
+    assert {k: counts[k] for k in accepted} == {k: [1] for k in accepted}
+    assert_acknowledged([reader])
+
+    late = Reader(bootstrap, topic_name, group, "late")
+    try:
+        poll_for([late], 2 * SETTLE)
+    finally:
+        close_all([late])
+    assert late.deliveries == [], "records delivered after every one was accepted or rejected: %r" \
+        % late.deliveries
+
+
+# A member that takes its first batch of records, prints them and never acknowledges them:
+# it waits to be killed (librdkafka's threads keep its group membership alive meanwhile).
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from confluent_kafka import ShareConsumer
+    bootstrap, topic, group = sys.argv[1:4]
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "client.id": "holder", "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    print("started", flush=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        records = [m for m in consumer.poll(0.5) if m.error() is None]
+        if records:
+            for m in records:
+                print("acquired", m.key().decode(), m.partition(), m.offset(),
+                      m.delivery_count(), flush=True)
+            print("holding", flush=True)
+            break
+    while True:
+        time.sleep(1)
+""")
+
+LOCK_MS = 15000  # share.record.lock.duration.ms for the kill test (Kafka's minimum)
+MARGIN_S = 20.0
+
+
+def test_a_killed_consumer_s_records_come_back_to_another_member(shared_broker, topic_name, tmp_path):
+    """A member in a child process acquires records and never acknowledges them. While it
+    lives, another member of the group does not get those records. Once the child is killed
+    (SIGKILL: no leave, no release), the other member gets each of them exactly once, with a
+    delivery count of at least 2, within the group's lock duration (15 s) plus a margin; it
+    also gets every other record once, and its acknowledgements are all confirmed."""
+    bootstrap = shared_broker.bootstrap
+    group = "sg-" + topic_name
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                         "share.record.lock.duration.ms": str(LOCK_MS)})
+    create_topic(bootstrap, topic_name, 1)
+    keys = ["h-%02d" % i for i in range(20)]
+    produce(bootstrap, topic_name, keys)
+
+    log_path = tmp_path / "holder.log"
+    with open(log_path, "w") as log:
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, bootstrap, topic_name, group],
+                                  stdout=log, stderr=subprocess.STDOUT)
+
+    def lines():
+        return [line.split() for line in log_path.read_text().splitlines() if line.strip()]
+
+    survivor = None
+    try:
+        wait_for(lambda: ["holding"] in lines() or holder.poll() is not None, 60,
+                 "the holder's first records")
+        acquired_at = time.monotonic()
+        assert holder.poll() is None, "the holder exited:\n" + log_path.read_text()
+        acquired = [line for line in lines() if line[0] == "acquired"]
+        held = {line[1] for line in acquired}
+        assert held and all(line[4] == "1" for line in acquired), acquired
+
+        survivor = Reader(bootstrap, topic_name, group, "survivor")
+        # Well inside the holder's locks: they are its records only.
+        poll_for([survivor], max(0.0, acquired_at + LOCK_MS / 3000.0 - time.monotonic()))
+        early = sorted(survivor.keys() & held)
+        assert not early, "records held by a live member delivered to another: %s" % early
+
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        poll_until([survivor], lambda: survivor.keys() >= set(keys), LOCK_MS / 1000.0 + MARGIN_S,
+                   "the killed member's %d records at the survivor" % len(held))
+        poll_for([survivor], SETTLE)
+        survivor.commit()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)
+        if survivor is not None:
+            close_all([survivor])
+    counts = survivor.counts()
+    assert all(len(counts[k]) == 1 for k in keys), {k: v for k, v in counts.items() if len(v) != 1}
+    assert all(counts[k][0] >= 2 for k in held), {k: counts[k] for k in held}
+    assert_acknowledged([survivor])
+
+
+def test_delivery_limit_archives_a_record_that_is_always_released(shared_broker, topic_name):
+    """With the group config `share.delivery.count.limit` = 2 (Kafka's minimum), a member
+    releases the record with key `poison` every time and accepts every other. `poison` is
+    delivered exactly twice (delivery counts 1 and 2), then never again, while the records
+    after it and records produced after its last delivery still arrive, each once. A member
+    that joins afterwards gets nothing: `poison` is archived."""
+    bootstrap = shared_broker.bootstrap
+    group = "sg-" + topic_name
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                         "share.delivery.count.limit": "2",
+                                         "share.record.lock.duration.ms": "60000"})
+    create_topic(bootstrap, topic_name, 1)
+    ok = ["ok-%02d" % i for i in range(20)]
+    produce(bootstrap, topic_name, ok[:10] + ["poison"] + ok[10:])
+    late_keys = ["late-%d" % i for i in range(5)]
+
+    reader = Reader(bootstrap, topic_name, group, "poisoned",
+                    decide=lambda m: RELEASE if m.key() == b"poison" else ACCEPT)
+    try:
+        poll_until([reader], lambda: reader.keys() >= set(ok)
+                   and len(reader.counts().get("poison", [])) >= 2, 40,
+                   "every record, and `poison` twice")
+        produce(bootstrap, topic_name, late_keys)
+        poll_until([reader], lambda: reader.keys() >= set(late_keys), T,
+                   "the records produced after the limit was reached")
+        poll_for([reader], SETTLE)
+        reader.commit()
+    finally:
+        close_all([reader])
+    counts = reader.counts()
+    assert counts.get("poison") == [1, 2], "poison delivered with counts %r" % counts.get("poison")
+    assert {k: counts.get(k) for k in ok + late_keys} == {k: [1] for k in ok + late_keys}
+    assert_acknowledged([reader])
+
+    late = Reader(bootstrap, topic_name, group, "late")
+    try:
+        poll_for([late], 2 * SETTLE)
+    finally:
+        close_all([late])
+    assert late.deliveries == [], "delivered after the limit: %r" % late.deliveries
+
+
+def test_read_committed_share_group_skips_aborted_records(shared_broker, topic_name):
+    """A transactional producer commits 10 records, aborts 10, commits 5 more and leaves a
+    fourth transaction of 3 open. A share group with `share.isolation.level` = read_committed
+    gets the 15 committed records, each once, and neither the aborted nor the open ones. A
+    group with the default read_uncommitted on the same topic gets all 28, so the aborted and
+    open records are really there to skip. Once the open transaction commits, the
+    read_committed group gets its 3 records too."""
+    bootstrap = shared_broker.bootstrap
+    committed_group, uncommitted_group = "sg-rc-" + topic_name, "sg-ru-" + topic_name
+    set_group_configs(bootstrap, committed_group, {"share.auto.offset.reset": "earliest",
+                                                   "share.isolation.level": "read_committed"})
+    set_group_configs(bootstrap, uncommitted_group, {"share.auto.offset.reset": "earliest"})
+    create_topic(bootstrap, topic_name, 1)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "txn-" + topic_name,
+                         "linger.ms": 5})
+    producer.init_transactions(T)
+    failed = []
+
+    def transaction(prefix, count, end):
+        keys = ["%s-%02d" % (prefix, i) for i in range(count)]
+        producer.begin_transaction()
+        for key in keys:
+            producer.produce(topic_name, key=key.encode(), value=b"v-" + key.encode(), partition=0,
+                             on_delivery=lambda err, m: err is not None and failed.append(err))
+        assert producer.flush(T) == 0 and not failed, failed
+        if end == "commit":
+            producer.commit_transaction(T)
+        elif end == "abort":
+            producer.abort_transaction(T)
+        return set(keys)
+
+    committed = transaction("committed", 10, "commit")
+    aborted = transaction("aborted", 10, "abort")
+    after = transaction("after", 5, "commit")
+    pending = transaction("pending", 3, None)  # left open for now
+
+    rc = Reader(bootstrap, topic_name, committed_group, "read-committed")
+    ru = Reader(bootstrap, topic_name, uncommitted_group, "read-uncommitted")
+    try:
+        everything = committed | aborted | after | pending
+        poll_until([rc, ru], lambda: rc.keys() >= committed | after and ru.keys() >= everything,
+                   60, "the committed records (read_committed) and all 28 (read_uncommitted)")
+        poll_for([rc, ru], SETTLE)
+        assert rc.keys() == committed | after, (
+            "read_committed got aborted %s and open %s" % (
+                sorted(rc.keys() & aborted), sorted(rc.keys() & pending)))
+        assert ru.keys() == everything
+
+        producer.commit_transaction(T)
+        poll_until([rc], lambda: rc.keys() >= pending, T,
+                   "the records of the transaction committed last")
+        poll_for([rc], SETTLE)
+        rc.commit()
+        ru.commit()
+    finally:
+        close_all([rc, ru])
+    assert rc.keys() == committed | after | pending, sorted(rc.keys() & aborted)
+    for reader in (rc, ru):
+        counts = reader.counts()
+        assert all(v == [1] for v in counts.values()), (
+            reader.name, {k: v for k, v in counts.items() if v != [1]})
+    assert_acknowledged([rc, ru])
+
+
+def test_share_group_is_listed_and_described(shared_broker, topic_name):
+    """Two share consumers (client ids lister-a and lister-b) join a group subscribed to a
+    2-partition topic. ListGroups v5 filtered on type "share" lists the group as type
+    "share", protocol type "share", state Stable; filtered on "consumer" and "classic" it
+    does not, and confluent-kafka's list_consumer_groups (which keeps protocol type
+    "consumer" only) leaves it out. ShareGroupDescribe shows it Stable with the "simple"
+    assignor, both members with their client ids, hosts and subscription, every member
+    assigned part of the topic and the two partitions covered, at the group's epoch. Once
+    both close, it is Empty with no members; an unknown group is GROUP_ID_NOT_FOUND.
+    confluent-kafka 2.16.1 has no share-group admin API (no describe_share_groups, no SHARE
+    group type), so listing by type and describing go over raw frames."""
+    bootstrap = shared_broker.bootstrap
+    group = "sg-" + topic_name
+    create_topic(bootstrap, topic_name, 2)
+    members = [Reader(bootstrap, topic_name, group, name) for name in ("lister-a", "lister-b")]
+    try:
+        def steady():
+            for member in members:
+                member.poll()
+            d = describe_share_group(bootstrap, group)
+            assert d["error"] == 0, d
+            ready = (len(d["members"]) == 2 and d["assignment_epoch"] == d["group_epoch"]
+                     and all(m["assignment"].get(topic_name) for m in d["members"])
+                     and all(m["member_epoch"] == d["group_epoch"] for m in d["members"]))
+            return d if ready else None
+
+        described = wait_for(steady, 60, "both members assigned in ShareGroupDescribe")
+        assert described["group_id"] == group
+        assert described["state"] == "Stable", described
+        assert described["assignor"] == "simple", described
+        assert {m["client_id"] for m in described["members"]} == {"lister-a", "lister-b"}
+        for m in described["members"]:
+            assert m["member_id"] and m["client_host"], m
+            assert m["subscribed"] == [topic_name], m
+            assert set(m["assignment"]) == {topic_name}, m
+            assert m["topic_ids"][topic_name] != bytes(16), m
+        covered = set()
+        for m in described["members"]:
+            covered.update(m["assignment"][topic_name])
+        assert covered == {0, 1}, described["members"]
+
+        listed = list_groups(bootstrap, ["share"])
+        assert listed.get(group) == {"protocol_type": "share", "state": "Stable", "type": "share"}, \
+            listed.get(group)
+        assert group not in list_groups(bootstrap, ["consumer", "classic"])
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        consumer_groups = admin.list_consumer_groups(request_timeout=T).result(T)
+        assert group not in {g.group_id for g in consumer_groups.valid}
+    finally:
+        close_all(members)
+
+    def empty():
+        d = describe_share_group(bootstrap, group)
+        return d if d["error"] == 0 and d["state"] == "Empty" and not d["members"] else None
+
+    wait_for(empty, T, "the group Empty once both members closed")
+    assert list_groups(bootstrap, ["share"])[group]["state"] == "Empty"
+    unknown = describe_share_group(bootstrap, "no-such-group-" + topic_name)
+    assert unknown["error"] == GROUP_ID_NOT_FOUND, unknown

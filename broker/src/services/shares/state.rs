@@ -27,7 +27,9 @@
 //! - A lock that expires, and a member's session that ends (its connection closed, or its final
 //!   ShareFetch or ShareAcknowledge), release as Release does.
 //! - A new leader (`restore`) starts from what was persisted (`persisted`): Acknowledged and
-//!   Archived stay so, Acquired becomes Available, delivery counts are kept.
+//!   Archived stay so, Acquired becomes Available with the delivery count it had before it was
+//!   acquired (the interrupted delivery does not count, as in Kafka, which persists no
+//!   acquisition), other counts are kept.
 //! - Records the log deleted (retention, DeleteRecords) leave the window: `start` moves up to
 //!   the log start offset.
 //!
@@ -526,24 +528,27 @@ impl SharePartition {
         released
     }
 
-    /// The state a new leader resumes from (Acquired is written as Available: locks do not
-    /// survive a leader change).
+    /// The state a new leader resumes from (Acquired is written as Available with the count
+    /// before its acquisition: locks do not survive a leader change, and the interrupted
+    /// delivery does not count).
     pub fn persisted(&self) -> Persisted {
         let mut batches: Vec<StateBatch> = Vec::new();
         for (index, slot) in self.slots.iter().enumerate() {
             let offset = self.start + index as i64;
-            let state = match slot.state {
-                RecordState::Acquired => RecordState::Available,
-                other => other,
+            // An acquisition the leader change interrupts does not count (as Kafka, whose
+            // persisted count is the one before the acquisition).
+            let (state, delivery_count) = match slot.state {
+                RecordState::Acquired => (RecordState::Available, slot.delivery_count - 1),
+                other => (other, slot.delivery_count),
             };
-            if state == RecordState::Available && slot.delivery_count == 0 {
+            if state == RecordState::Available && delivery_count == 0 {
                 continue;
             }
             match batches.last_mut() {
                 Some(run)
                     if run.last_offset + 1 == offset
                         && run.state == state
-                        && run.delivery_count == slot.delivery_count =>
+                        && run.delivery_count == delivery_count =>
                 {
                     run.last_offset = offset
                 }
@@ -551,7 +556,7 @@ impl SharePartition {
                     first_offset: offset,
                     last_offset: offset,
                     state,
-                    delivery_count: slot.delivery_count,
+                    delivery_count,
                 }),
             }
         }
@@ -662,6 +667,7 @@ mod tests {
         assert_eq!(partition.expire_locks(100).available, 4);
         let restored = SharePartition::restore(&partition.persisted(), partition.limits());
         assert_eq!(restored.state_of(12), Some((RecordState::Acknowledged, 1)));
+        // Released by the lock timeout: one delivery counted.
         assert_eq!(restored.state_of(10), Some((RecordState::Available, 1)));
         assert_eq!(restored.end(), 15);
     }

@@ -19,7 +19,8 @@ use crate::metadata::decide::MetadataChange;
 use crate::metadata::{MetadataImage, PlacementPolicy};
 use crate::request_context::RequestContext;
 use crate::routers::{
-    GroupRouter, MetadataRouter, PartitionRouter, Placements, ShareRouter, TxnRouter,
+    GroupRouter, MetadataRouter, PartitionRouter, Placements, ShareRouter, ShareStateRouter,
+    TxnRouter,
 };
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
@@ -32,6 +33,7 @@ use crate::services::partitions::{PartitionService, PartitionServiceParts};
 use crate::services::producer_ids::ProducerIdService;
 use crate::services::replication::ReplicaFetchers;
 use crate::services::share_sessions::ShareSessions;
+use crate::services::share_state::ShareStateService;
 use crate::services::shares::ShareService;
 use crate::services::stats::{Report, StatsReport, StatsService};
 use crate::services::transactions::{TransactionService, TxnConfig};
@@ -113,6 +115,7 @@ struct Services<S: Storage> {
     quotas: Rc<crate::services::quotas::QuotaService>,
     fetch_sessions: SharedFetchSessions,
     shares: Rc<ShareService<S>>,
+    shares_clock: Clock,
 }
 
 impl<S: Storage> Node<S> {
@@ -140,12 +143,21 @@ impl<S: Storage> Node<S> {
             quotas,
             fetch_sessions,
             shares,
+            shares_clock: _,
         } = services;
         let placements = Placements::new(NodeId(config.node_id), view.clone(), mesh.clone());
         let partition_router = Rc::new(PartitionRouter::new(placements.clone()));
         let txn_router = Rc::new(TxnRouter::new(placements.clone()));
         // The services that ask another domain hold its router (never the node).
         transactions.set_marker_writer(Rc::new(partition_router.clone()));
+        // Share partitions persist their state through the share coordinators.
+        let state_replicas =
+            if cluster.is_some() { config.offsets_topic_replication_factor } else { 1 };
+        shares.set_state_router(Rc::new(ShareStateRouter::new(
+            placements.clone(),
+            MetadataRouter::new(mesh.clone()),
+            state_replicas,
+        )));
         if config.transaction_partition_verification {
             partitions.set_txn_verifier(Some(Rc::new(txn_router.clone())));
         }
@@ -233,6 +245,7 @@ impl<S: Storage> Node<S> {
             quotas,
             fetch_sessions,
             shares,
+            shares_clock: clock.clone(),
         }
     }
 
@@ -284,6 +297,10 @@ impl<S: Storage> Node<S> {
         mesh.register(services.metadata.clone());
         mesh.register(services.quotas.clone());
         mesh.register(services.shares.clone());
+        mesh.register(Rc::new(ShareStateService::new(
+            services.partitions.clone(),
+            services.shares_clock.clone(),
+        )));
         mesh.register(Rc::new(StatsService::new(
             services.stats.clone(),
             services.partitions.clone(),

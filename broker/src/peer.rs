@@ -105,6 +105,22 @@ impl AsyncWrite for PeerStream {
     }
 }
 
+/// Writes one request frame on `stream` and reads its answer's body (at most
+/// `answer_bytes_max`).
+pub async fn exchange_frame(
+    stream: &mut PeerStream,
+    frame: &[u8],
+    answer_bytes_max: usize,
+) -> Result<bytes::Bytes, String> {
+    stream.write_all(frame).await.map_err(|e| format!("sending: {e}"))?;
+    stream.flush().await.map_err(|e| format!("sending: {e}"))?;
+    let mut prefix = [0u8; FRAME_PREFIX_BYTES];
+    stream.read_exact(&mut prefix).await.map_err(|e| format!("reading the answer: {e}"))?;
+    let len = protocol::frame_len(prefix, answer_bytes_max).map_err(|e| e.to_string())?;
+    let body = stream.read_body(len).await.map_err(|e| format!("reading the answer: {e}"))?;
+    Ok(body.freeze())
+}
+
 /// Connects to another broker's inter-broker listener at `host:port` and, as its protocol
 /// asks, runs TLS and logs in, all within `timeout`.
 pub async fn connect(
@@ -196,19 +212,31 @@ async fn exchange(
     request: RequestKind,
     client_id: &'static str,
 ) -> Result<ResponseKind, String> {
+    call(stream, correlation_id, (api_key, version), request, client_id, SASL_ANSWER_BYTES_MAX)
+        .await
+}
+
+/// One request of `(api_key, version)` on `stream` and its decoded answer (at most
+/// `answer_bytes_max`), checked to answer `correlation_id`.
+pub async fn call(
+    stream: &mut PeerStream,
+    correlation_id: i32,
+    (api_key, version): (ApiKey, i16),
+    request: RequestKind,
+    client_id: &'static str,
+    answer_bytes_max: usize,
+) -> Result<ResponseKind, String> {
     let header = RequestHeader::default()
         .with_request_api_key(api_key as i16)
         .with_request_api_version(version)
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_static_str(client_id)));
     let frame = protocol::encode_request(&header, &request)?;
-    stream.write_all(&frame).await.map_err(|e| format!("sending {api_key:?}: {e}"))?;
-    let mut prefix = [0u8; FRAME_PREFIX_BYTES];
-    stream.read_exact(&mut prefix).await.map_err(|e| format!("reading {api_key:?}: {e}"))?;
-    let len = protocol::frame_len(prefix, SASL_ANSWER_BYTES_MAX).map_err(|e| e.to_string())?;
-    let body = stream.read_body(len).await.map_err(|e| format!("reading {api_key:?}: {e}"))?;
+    let body = exchange_frame(stream, &frame, answer_bytes_max)
+        .await
+        .map_err(|e| format!("{api_key:?}: {e}"))?;
     let (header, response) =
-        protocol::decode_response(api_key, version, body.freeze()).map_err(|e| e.to_string())?;
+        protocol::decode_response(api_key, version, body).map_err(|e| e.to_string())?;
     if header.correlation_id != correlation_id {
         return Err(format!("correlation id {} for {correlation_id}", header.correlation_id));
     }

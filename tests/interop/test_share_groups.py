@@ -755,3 +755,115 @@ def test_share_group_is_listed_and_described(shared_broker, topic_name):
     assert list_groups(bootstrap, ["share"])[group]["state"] == "Empty"
     unknown = describe_share_group(bootstrap, "no-such-group-" + topic_name)
     assert unknown["error"] == GROUP_ID_NOT_FOUND, unknown
+
+
+# --- failover -------------------------------------------------------------------------------
+SHARE_STATE_TOPIC, SHARE_STATE_PARTITIONS = "__share_group_state", 50
+
+
+def java_string_hash(text):
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    for unit in text.encode("utf-16-be").hex() and [
+            int.from_bytes(text.encode("utf-16-be")[i:i + 2], "big")
+            for i in range(0, len(text.encode("utf-16-be")), 2)]:
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def share_state_partition(group, topic_id_base64, partition):
+    """The `__share_group_state` partition of a share partition, as Kafka places it:
+    abs(hashCode("group:topicId:partition")) % 50 (`ShareCoordinatorService.partitionFor`)."""
+    h = java_string_hash("%s:%s:%d" % (group, topic_id_base64, partition))
+    return (0 if h == -(1 << 31) else abs(h)) % SHARE_STATE_PARTITIONS
+
+
+def topic_id_of(bootstrap, topic):
+    from confluent_kafka import TopicCollection
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_topics(TopicCollection([topic]), request_timeout=T)
+    return str(described[topic].result(T).topic_id)
+
+
+def leader_of(cluster, topic, partition):
+    live = next(n for n in cluster.nodes.values() if n.running())
+    from cluster import partitions_of
+    leader, error = partitions_of(live, topic).get(partition, (-1, -1))
+    return leader if error == 0 else -1
+
+
+def test_share_state_survives_kill_9_of_the_leader_and_of_the_share_coordinator(cluster, topic_name):
+    """A share group reads 600 records of a 1-partition topic with 3 replicas on 3 nodes,
+    accepting each. First the partition leader's node is killed (SIGKILL) while the member
+    holds records whose acceptance it has not sent; later, with that node back, the node of
+    the share coordinator that keeps the share partition's state (the leader of its
+    `__share_group_state` partition) is killed too. The member keeps polling through both.
+    Every record's acceptance is confirmed by a broker, and no record is delivered again once
+    its acceptance was confirmed: the new leader resumed from the state the coordinator had
+    replicated, not from `share.auto.offset.reset`, and lost nothing (records held at the
+    kill come back, since their acceptance never reached a broker)."""
+    group = "sgf-" + topic_name
+    bootstrap = cluster.bootstrap
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                         "share.record.lock.duration.ms": "15000"})
+    create_topic(bootstrap, topic_name, 1, 3)
+    keys = ["f-%04d" % i for i in range(600)]
+    # Small batches: the broker acquires whole batches, and the member should take a few at
+    # a time, so that it holds some at each kill.
+    delivered = produce(bootstrap, topic_name, keys, **{"batch.num.messages": 5})
+    produced = {o for offsets in delivered.values() for o in offsets}
+    assert len(produced) == 600
+
+    events, confirmed_at = [], {}  # (kind, offset) in the order the client saw them
+
+    class Watched(Reader):
+        def _answered(self, offsets, error):
+            super()._answered(offsets, error)
+            if error is None:
+                for _, numbers in offsets.items():
+                    for offset in numbers:
+                        confirmed_at.setdefault(offset, len(events))
+                        events.append(("confirmed", offset))
+
+        def poll(self, timeout=0.2):
+            got = super().poll(timeout)
+            for d in got:
+                redelivered = d.offset in confirmed_at
+                events.append(("delivered-after-accept" if redelivered else "delivered", d.offset))
+            return got
+
+    def no_redelivery(after):
+        again = [offset for kind, offset in events if kind == "delivered-after-accept"]
+        assert not again, "after %s: records delivered again after their acceptance was " \
+            "confirmed: %r" % (after, again[:10])
+
+    reader = Watched(bootstrap, topic_name, group, "survivor", **{"max.poll.records": 10,
+                                                                  "socket.timeout.ms": 5000})
+    try:
+        poll_until([reader], lambda: len(confirmed_at) >= 150, 90, "150 acceptances")
+        # Acquire more and acknowledge them locally, unsent: then the leader dies.
+        poll_until([reader], lambda: any(d.offset not in confirmed_at for d in reader.deliveries[-5:]),
+                   30, "records held")
+        first = leader_of(cluster, topic_name, 0)
+        assert first > 0
+        cluster.kill(first)
+        poll_until([reader], lambda: len(confirmed_at) >= 350, 120,
+                   "350 acceptances after node %d (the leader) was killed" % first)
+        no_redelivery("the leader's kill")
+        cluster.nodes[first].restart_after_kill()
+        wait_for(lambda: leader_of(cluster, topic_name, 0) > 0, 60, "a leader again")
+        topic_id = topic_id_of(bootstrap, topic_name)
+        state_partition = share_state_partition(group, topic_id, 0)
+        coordinator = leader_of(cluster, SHARE_STATE_TOPIC, state_partition)
+        assert coordinator > 0, "no leader of %s-%d" % (SHARE_STATE_TOPIC, state_partition)
+        poll_until([reader], lambda: any(d.offset not in confirmed_at for d in reader.deliveries[-5:]),
+                   30, "records held")
+        cluster.kill(coordinator)
+        poll_until([reader], lambda: len(confirmed_at) >= 600, 150,
+                   "every acceptance after node %d (the share coordinator of %s-%d) was killed"
+                   % (coordinator, SHARE_STATE_TOPIC, state_partition))
+        cluster.nodes[coordinator].restart_after_kill()
+    finally:
+        reader.close()
+    assert set(confirmed_at) == produced, "acceptances confirmed for %d of 600 records" % len(confirmed_at)
+    no_redelivery("the coordinator's kill")

@@ -13,7 +13,6 @@ use crate::node::Node;
 use crate::peer::PeerStream;
 use crate::request_context::{Principal, RequestContext, Session};
 use bytes::Bytes;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use shard::io::Storage;
@@ -151,7 +150,8 @@ impl<S: Storage> Caller<'_, S> {
                     crate::peer::connect(&endpoint.host, port, CALL_TIMEOUT, CLIENT_ID).await?
                 }
             };
-            let answer = exchange(&mut stream, &envelope).await?;
+            let answer =
+                crate::peer::exchange_frame(&mut stream, &envelope, ANSWER_BYTES_MAX).await?;
             self.pool.give_back(broker, stream);
             Ok::<_, String>(answer)
         };
@@ -220,17 +220,6 @@ impl PeerPool {
         self.correlation.set(next);
         next
     }
-}
-
-/// Writes one request frame and reads its answer's body (bounded).
-async fn exchange(stream: &mut PeerStream, frame: &[u8]) -> Result<Bytes, String> {
-    stream.write_all(frame).await.map_err(|e| format!("sending: {e}"))?;
-    stream.flush().await.map_err(|e| format!("sending: {e}"))?;
-    let mut prefix = [0u8; FRAME_PREFIX_BYTES];
-    stream.read_exact(&mut prefix).await.map_err(|e| format!("reading the answer: {e}"))?;
-    let len = protocol::frame_len(prefix, ANSWER_BYTES_MAX).map_err(|e| e.to_string())?;
-    let body = stream.read_body(len).await.map_err(|e| format!("reading the answer: {e}"))?;
-    Ok(body.freeze())
 }
 
 /// The inner answer of an EnvelopeResponse body: the response to `key` at `version`, or the

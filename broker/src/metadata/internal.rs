@@ -13,9 +13,30 @@ pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 /// Kafka's `transaction.state.log.num.partitions` default.
 pub const TRANSACTION_STATE_PARTITIONS: i32 = 50;
 
+/// The share coordinators' topic (KIP-932): share partitions' delivery state.
+pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
+/// Kafka's `share.coordinator.state.topic.num.partitions` default.
+pub const SHARE_STATE_PARTITIONS: i32 = 50;
+
 /// Whether `topic` is one of the broker's own.
 pub fn is_internal(topic: &str) -> bool {
-    topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC
+    topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC || topic == SHARE_STATE_TOPIC
+}
+
+/// The `__share_group_state` partition that holds a share partition's state: Kafka's
+/// `abs(hashCode) % 50` of `"<group>:<topic id>:<partition>"`, the topic id as Kafka prints a
+/// `Uuid` (URL-safe base64 without padding; `SharePartitionKey.asCoordinatorKey`).
+pub fn partition_for_share_state(group: &str, topic_id: &[u8; 16], partition: i32) -> i32 {
+    let key = format!("{group}:{}:{partition}", uuid_base64(topic_id));
+    let hash = java_string_hash(&key);
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    positive % SHARE_STATE_PARTITIONS
+}
+
+/// A topic id as Kafka's `Uuid.toString`: URL-safe base64 of its 16 bytes, unpadded.
+pub fn uuid_base64(id: &[u8; 16]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
 }
 
 /// The `__transaction_state` partition that holds `transactional_id` (Kafka:

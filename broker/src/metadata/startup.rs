@@ -56,6 +56,23 @@ pub fn transaction_state_topic() -> CreateTopic {
     }
 }
 
+/// `__share_group_state` as created, on the first share partition's need of it (KIP-932):
+/// compacted, since strata writes only whole snapshots (the newest record of a key is the
+/// state), kept otherwise until deleted.
+pub fn share_state_topic() -> CreateTopic {
+    let mut configs = BTreeMap::new();
+    configs.insert("cleanup.policy".to_string(), "compact".to_string());
+    configs.insert("retention.ms".to_string(), "-1".to_string());
+    configs.insert("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string());
+    CreateTopic {
+        name: crate::metadata::internal::SHARE_STATE_TOPIC.to_string(),
+        partitions: crate::metadata::internal::SHARE_STATE_PARTITIONS,
+        configs,
+        validate_only: false,
+        ..Default::default()
+    }
+}
+
 /// `__consumer_offsets` as created: at a single node's first start, and in a cluster by the
 /// first FindCoordinator that finds it missing (as Kafka does), placed across the brokers
 /// registered then.

@@ -12,12 +12,14 @@
 mod groups;
 mod metadata;
 mod partitions;
+pub mod share_state;
 mod shares;
 mod transactions;
 
 pub use groups::GroupRouter;
 pub use metadata::MetadataRouter;
 pub use partitions::PartitionRouter;
+pub use share_state::ShareStateRouter;
 pub use shares::ShareRouter;
 pub use transactions::TxnRouter;
 

@@ -13,6 +13,8 @@
 //! - `shares`: the share partitions (KIP-932) of the partitions this shard leads: which
 //!   records each share group has in flight, acquisition locks and acknowledgements;
 //! - `share_sessions`: the share sessions (KIP-932) of this shard's connections;
+//! - `share_state`: the share coordinator, the durable delivery state of share partitions in
+//!   the `__share_group_state` partitions this shard leads;
 //! - `replication`: the follower side of replication, one peer stream per leader broker;
 //! - `stats`: this shard's counters for `/metrics`.
 //!
@@ -27,6 +29,7 @@ pub mod producer_ids;
 pub mod quotas;
 pub mod replication;
 pub mod share_sessions;
+pub mod share_state;
 pub mod shares;
 pub mod stats;
 pub mod transactions;

@@ -26,13 +26,15 @@ use crate::clock::Clock;
 use crate::error::{BrokerError, Result};
 use crate::mesh::Service;
 use crate::metadata::group_config;
+use crate::routers::ShareStateRouter;
 use crate::services::metadata::MetadataView;
 use crate::services::partitions::PartitionService;
+use crate::services::share_state::records::StateKey;
 use crate::stats::{ShardStats, ShareCounts};
 use bytes::Bytes;
 use shard::io::Storage;
 use state::{AckError, AckType, Acquired, Limits, LogBatch, SharePartition};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
@@ -77,14 +79,43 @@ pub struct PartitionAnswer {
 
 type Key = (String, TopicPartition);
 
+/// One share partition and what of it is persisted.
+pub struct ShareEntry {
+    share: RefCell<SharePartition>,
+    /// Its key in `__share_group_state` (group, topic id, partition).
+    key: StateKey,
+    /// The partition's leader epoch when this shard loaded it.
+    leader_epoch: i32,
+    /// Changes that must be persisted (acknowledgements, releases, lock timeouts), counted,
+    /// and how many of them the share coordinator has.
+    version: Cell<u64>,
+    persisted: Cell<u64>,
+    /// One write at a time; a write carries every change made before its turn.
+    write: async_lock::Mutex<()>,
+}
+
+impl ShareEntry {
+    fn changed(&self) {
+        self.version.set(self.version.get() + 1);
+    }
+
+    fn dirty(&self) -> bool {
+        self.persisted.get() < self.version.get()
+    }
+}
+
 pub struct ShareService<S: Storage> {
     partitions: Rc<PartitionService<S>>,
     stats: Rc<ShardStats>,
     clock: Clock,
     view: Rc<MetadataView>,
-    shares: RefCell<HashMap<Key, Rc<RefCell<SharePartition>>>>,
+    shares: RefCell<HashMap<Key, Rc<ShareEntry>>>,
     /// Released records: a waiting fetch of the same group may take them.
     released: event_listener::Event,
+    /// The share coordinators (`None`: in-memory only, for tests without one).
+    state: RefCell<Option<Rc<ShareStateRouter<S>>>>,
+    /// Loading a share partition (reading or initializing its state) is one at a time.
+    loading: async_lock::Mutex<()>,
 }
 
 impl<S: Storage> ShareService<S> {
@@ -101,7 +132,18 @@ impl<S: Storage> ShareService<S> {
             view,
             shares: RefCell::new(HashMap::new()),
             released: event_listener::Event::new(),
+            state: RefCell::new(None),
+            loading: async_lock::Mutex::new(()),
         }
+    }
+
+    /// Where share partitions' state is persisted.
+    pub fn set_state_router(&self, router: Rc<ShareStateRouter<S>>) {
+        *self.state.borrow_mut() = Some(router);
+    }
+
+    fn state_router(&self) -> Option<Rc<ShareStateRouter<S>>> {
+        self.state.borrow().clone()
     }
 
     /// A group's configs on share partitions, with Kafka's defaults.
@@ -127,28 +169,82 @@ impl<S: Storage> ShareService<S> {
         (limits, reset, read_committed)
     }
 
-    /// The group's share partition, made from `share.auto.offset.reset` on its first use.
+    /// The group's share partition: loaded from its persisted state, or made from
+    /// `share.auto.offset.reset` (and persisted) on its first use. One loaded at another
+    /// leader epoch (this shard led the partition before) is loaded again.
     async fn share_partition(
         &self,
         group: &str,
         partition: &TopicPartition,
+        leader_epoch: i32,
         limits: Limits,
         reset: &str,
         read_committed: bool,
-    ) -> Result<Rc<RefCell<SharePartition>>> {
+    ) -> Result<Rc<ShareEntry>> {
         let key = (group.to_string(), partition.clone());
-        if let Some(share) = self.shares.borrow().get(&key).cloned() {
-            share.borrow_mut().set_limits(limits);
-            return Ok(share);
+        let found = |shares: &HashMap<Key, Rc<ShareEntry>>| {
+            shares.get(&key).filter(|entry| entry.leader_epoch == leader_epoch).cloned()
+        };
+        if let Some(entry) = found(&self.shares.borrow()) {
+            entry.share.borrow_mut().set_limits(limits);
+            return Ok(entry);
         }
-        let start = self.start_offset(partition, reset, read_committed).await?;
-        let made = self
-            .shares
-            .borrow_mut()
-            .entry(key)
-            .or_insert_with(|| Rc::new(RefCell::new(SharePartition::new(start, limits))))
-            .clone();
-        Ok(made)
+        let _loading = self.loading.lock().await;
+        if let Some(entry) = found(&self.shares.borrow()) {
+            return Ok(entry);
+        }
+        let image = self.view.current();
+        let topic_id = image
+            .topic(&partition.topic)
+            .map(|topic| topic.topic_id)
+            .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))?;
+        let state_key: StateKey = (group.to_string(), topic_id, partition.partition.0);
+        let router = self.state_router();
+        let persisted = match &router {
+            Some(router) => router.read(&state_key, leader_epoch).await?,
+            None => None,
+        };
+        let share = match persisted {
+            Some(persisted) => SharePartition::restore(&persisted, limits),
+            None => {
+                let start = self.start_offset(partition, reset, read_committed).await?;
+                let share = SharePartition::new(start, limits);
+                if let Some(router) = &router {
+                    router.write(&state_key, leader_epoch, share.persisted(), true).await?;
+                }
+                share
+            }
+        };
+        tracing::debug!(%group, %partition, start = share.start_offset(), "share partition loaded");
+        let entry = Rc::new(ShareEntry {
+            share: RefCell::new(share),
+            key: state_key,
+            leader_epoch,
+            version: Cell::new(0),
+            persisted: Cell::new(0),
+            write: async_lock::Mutex::new(()),
+        });
+        self.shares.borrow_mut().insert(key, entry.clone());
+        Ok(entry)
+    }
+
+    /// Persists every change made to `entry` so far (a write in flight when this is called may
+    /// not carry them: this waits for its turn, and a later turn finds them written).
+    async fn persist(&self, entry: &ShareEntry) -> Result<()> {
+        let wanted = entry.version.get();
+        let Some(router) = self.state_router() else {
+            entry.persisted.set(wanted);
+            return Ok(());
+        };
+        let _turn = entry.write.lock().await;
+        if entry.persisted.get() >= wanted {
+            return Ok(());
+        }
+        let version = entry.version.get();
+        let state = entry.share.borrow().persisted();
+        router.write(&entry.key, entry.leader_epoch, state, false).await?;
+        entry.persisted.set(entry.persisted.get().max(version));
+        Ok(())
     }
 
     /// Where a group with no state on `partition` starts (`share.auto.offset.reset`).
@@ -189,11 +285,26 @@ impl<S: Storage> ShareService<S> {
     ) -> Result<PartitionAnswer> {
         let local = self.partitions.leader_of(partition)?;
         let (limits, reset, read_committed) = self.group_settings(group);
-        let share = self.share_partition(group, partition, limits, &reset, read_committed).await?;
+        let leader_epoch = local.leader_epoch();
+        let entry = self
+            .share_partition(group, partition, leader_epoch, limits, &reset, read_committed)
+            .await?;
+        let share = &entry.share;
+        let start = share.borrow().start_offset();
         share.borrow_mut().log_starts_at(local.log.log_start_offset());
+        if share.borrow().start_offset() != start {
+            entry.changed();
+        }
         let mut answer = PartitionAnswer { lock_ms: limits.lock_ms, ..PartitionAnswer::default() };
         if !acks.is_empty() {
-            answer.ack_error = self.acknowledge(&share, member, acks).err();
+            answer.ack_error = match self.acknowledge(share, member, acks) {
+                Ok(()) => {
+                    entry.changed();
+                    // Durable before it is answered (ARCHITECTURE.md, durability rules).
+                    self.persist(&entry).await.err()
+                }
+                Err(error) => Some(error),
+            };
         }
         let Some(fetch) = fetch else { return Ok(answer) };
         let Some(from) = share.borrow().next_fetch_offset() else { return Ok(answer) };
@@ -273,8 +384,11 @@ impl<S: Storage> ShareService<S> {
         let mut counts = ShareCounts::default();
         for partition in partitions {
             let key = (group.to_string(), partition.clone());
-            let Some(share) = self.shares.borrow().get(&key).cloned() else { continue };
-            let released = share.borrow_mut().release_member(member);
+            let Some(entry) = self.shares.borrow().get(&key).cloned() else { continue };
+            let released = entry.share.borrow_mut().release_member(member);
+            if released.available + released.archived > 0 {
+                entry.changed();
+            }
             counts.released += released.available + released.archived;
             counts.archived_at_limit += released.archived;
         }
@@ -306,7 +420,10 @@ impl<S: Storage> ShareService<S> {
                 gone.push(key.clone());
                 continue;
             }
-            let released = share.borrow_mut().expire_locks(now_ms);
+            let released = share.share.borrow_mut().expire_locks(now_ms);
+            if released.available + released.archived > 0 {
+                share.changed();
+            }
             counts.lock_timeouts += released.available + released.archived;
             counts.released += released.available + released.archived;
             counts.archived_at_limit += released.archived;
@@ -324,11 +441,28 @@ impl<S: Storage> ShareService<S> {
         }
     }
 
-    /// The timer, forever.
+    /// The timer, forever: lock timeouts, and writes of the changes no request waits for
+    /// (releases by lock timeouts and ended sessions, a start moved by retention).
     pub async fn tick(self: Rc<Self>) {
         loop {
             shard::runtime::sleep(Duration::from_millis(SHARE_TICK_MS)).await;
             self.tick_once();
+            let dirty: Vec<Rc<ShareEntry>> = self
+                .shares
+                .borrow()
+                .values()
+                .filter(|entry| entry.dirty() && entry.write.try_lock().is_some())
+                .cloned()
+                .collect();
+            for entry in dirty {
+                let service = self.clone();
+                shard::runtime::spawn(async move {
+                    if let Err(error) = service.persist(&entry).await {
+                        tracing::warn!(group = %entry.key.0, partition = entry.key.2, %error, "persisting share state failed; will retry");
+                    }
+                })
+                .detach();
+            }
         }
     }
 
@@ -337,8 +471,8 @@ impl<S: Storage> ShareService<S> {
         let shares = self.shares.borrow();
         let mut out: Vec<_> = shares
             .iter()
-            .map(|((group, partition), share)| {
-                let share = share.borrow();
+            .map(|((group, partition), entry)| {
+                let share = entry.share.borrow();
                 let (start, end) = (share.start_offset(), share.end());
                 (group.clone(), partition.clone(), start, end, share.acquired_count())
             })

@@ -557,6 +557,22 @@ pub mod answered {
             .any(|error| error.code() == code)
     }
 
+    /// The error a share coordinator on another broker answered (`routers::share_state`):
+    /// the ones its caller acts on by name, else COORDINATOR_NOT_AVAILABLE (retried).
+    pub fn share_state_error(code: i16, message: String) -> super::BrokerError {
+        use super::{BrokerError, GroupError};
+        match E::try_from_code(code) {
+            Some(E::NotCoordinator) => BrokerError::Group(GroupError::NotCoordinator),
+            Some(E::FencedLeaderEpoch) => BrokerError::FencedLeaderEpoch(message),
+            Some(E::InvalidRequest) => BrokerError::InvalidRequest(message),
+            Some(E::ClusterAuthorizationFailed) => BrokerError::ClusterAuthorizationFailed,
+            _ => {
+                tracing::debug!(code, %message, "share coordinator answered an error");
+                BrokerError::Group(GroupError::CoordinatorNotAvailable)
+            }
+        }
+    }
+
     /// The error's name as Kafka's documentation writes it (`TOPIC_AUTHORIZATION_FAILED`),
     /// "NONE" for success, `UNKNOWN_<code>` for a code kafka-protocol does not know.
     pub fn name(code: i16) -> String {

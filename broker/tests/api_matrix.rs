@@ -359,6 +359,92 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.topic_partitions = Some(Vec::new());
             RequestKind::ConsumerGroupHeartbeat(request)
         }
+        ApiKey::ShareGroupHeartbeat => {
+            // A member joining a new share group (KIP-932; the client makes its member id).
+            let mut request = ShareGroupHeartbeatRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-sg"));
+            request.member_id = StrBytes::from_static_str("matrix-share-member");
+            request.member_epoch = 0;
+            request.subscribed_topic_names = Some(vec![name("matrix")]);
+            RequestKind::ShareGroupHeartbeat(request)
+        }
+        ApiKey::ShareGroupDescribe => {
+            let mut request = ShareGroupDescribeRequest::default();
+            request.group_ids = vec![GroupId(StrBytes::from_static_str("matrix-sg"))];
+            RequestKind::ShareGroupDescribe(request)
+        }
+        ApiKey::ShareFetch => {
+            // Opens a share session on "matrix" 0 (its share state is initialized, which
+            // creates __share_group_state).
+            let mut partition = share_fetch_request::FetchPartition::default();
+            partition.partition_index = 0;
+            let mut topic = share_fetch_request::FetchTopic::default();
+            topic.topic_id = matrix_id;
+            topic.partitions = vec![partition];
+            let mut request = ShareFetchRequest::default();
+            request.group_id = Some(GroupId(StrBytes::from_static_str("matrix-sg")));
+            request.member_id = Some(StrBytes::from_static_str("matrix-share-member"));
+            request.share_session_epoch = 0;
+            request.max_records = 10;
+            request.max_bytes = 1 << 20;
+            request.topics = vec![topic];
+            RequestKind::ShareFetch(request)
+        }
+        ApiKey::ShareAcknowledge => {
+            // The session's next epoch, with nothing to acknowledge.
+            let mut request = ShareAcknowledgeRequest::default();
+            request.group_id = Some(GroupId(StrBytes::from_static_str("matrix-sg")));
+            request.member_id = Some(StrBytes::from_static_str("matrix-share-member"));
+            request.share_session_epoch = 1;
+            RequestKind::ShareAcknowledge(request)
+        }
+        // The share coordinator's inter-broker APIs on a share partition of their own.
+        ApiKey::InitializeShareGroupState => {
+            let mut partition = initialize_share_group_state_request::PartitionData::default();
+            partition.start_offset = 0;
+            let mut topic = initialize_share_group_state_request::InitializeStateData::default();
+            topic.topic_id = matrix_id;
+            topic.partitions = vec![partition];
+            let mut request = InitializeShareGroupStateRequest::default();
+            request.group_id = StrBytes::from_static_str("matrix-state");
+            request.topics = vec![topic];
+            RequestKind::InitializeShareGroupState(request)
+        }
+        ApiKey::ReadShareGroupState => {
+            let mut partition = read_share_group_state_request::PartitionData::default();
+            partition.leader_epoch = 0;
+            let mut topic = read_share_group_state_request::ReadStateData::default();
+            topic.topic_id = matrix_id;
+            topic.partitions = vec![partition];
+            let mut request = ReadShareGroupStateRequest::default();
+            request.group_id = StrBytes::from_static_str("matrix-state");
+            request.topics = vec![topic];
+            RequestKind::ReadShareGroupState(request)
+        }
+        ApiKey::WriteShareGroupState => {
+            let mut batch = write_share_group_state_request::StateBatch::default();
+            batch.delivery_state = 2;
+            batch.delivery_count = 1;
+            let mut partition = write_share_group_state_request::PartitionData::default();
+            partition.leader_epoch = 0;
+            partition.state_batches = vec![batch];
+            let mut topic = write_share_group_state_request::WriteStateData::default();
+            topic.topic_id = matrix_id;
+            topic.partitions = vec![partition];
+            let mut request = WriteShareGroupStateRequest::default();
+            request.group_id = StrBytes::from_static_str("matrix-state");
+            request.topics = vec![topic];
+            RequestKind::WriteShareGroupState(request)
+        }
+        ApiKey::DeleteShareGroupState => {
+            let mut topic = delete_share_group_state_request::DeleteStateData::default();
+            topic.topic_id = matrix_id;
+            topic.partitions = vec![delete_share_group_state_request::PartitionData::default()];
+            let mut request = DeleteShareGroupStateRequest::default();
+            request.group_id = StrBytes::from_static_str("matrix-state");
+            request.topics = vec![topic];
+            RequestKind::DeleteShareGroupState(request)
+        }
         ApiKey::ConsumerGroupDescribe => {
             let mut request = ConsumerGroupDescribeRequest::default();
             request.group_ids = vec![GroupId(StrBytes::from_static_str("matrix-cg-1"))];
@@ -603,6 +689,28 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::ListGroups(r) => vec![r.error_code],
         ResponseKind::ConsumerGroupHeartbeat(r) => vec![r.error_code],
         ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::ShareGroupHeartbeat(r) => vec![r.error_code],
+        ResponseKind::ShareGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::ShareFetch(r) => std::iter::once(r.error_code)
+            .chain(r.responses.iter().flat_map(|t| {
+                t.partitions.iter().flat_map(|p| [p.error_code, p.acknowledge_error_code])
+            }))
+            .collect(),
+        ResponseKind::ShareAcknowledge(r) => std::iter::once(r.error_code)
+            .chain(r.responses.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            .collect(),
+        ResponseKind::InitializeShareGroupState(r) => {
+            r.results.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
+        ResponseKind::ReadShareGroupState(r) => {
+            r.results.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
+        ResponseKind::WriteShareGroupState(r) => {
+            r.results.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
+        ResponseKind::DeleteShareGroupState(r) => {
+            r.results.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
         ResponseKind::JoinGroup(r) => vec![r.error_code],
         ResponseKind::SyncGroup(r) => vec![r.error_code],
         ResponseKind::Heartbeat(r) => vec![r.error_code],

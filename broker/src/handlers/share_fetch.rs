@@ -19,7 +19,7 @@ use crate::error::{error_code, BrokerError, NONE};
 use crate::metadata::group_config;
 use crate::node::Node;
 use crate::request_context::RequestContext;
-use crate::services::share_sessions::{SessionKey, FINAL_EPOCH, INITIAL_EPOCH};
+use crate::services::share_sessions::{SessionKey, ShareSession, FINAL_EPOCH, INITIAL_EPOCH};
 use crate::services::shares::requests::{ReleaseMember, SharePartitionFetch};
 use crate::services::shares::state::{AckType, Acquired};
 use crate::services::shares::{AckRange, FetchLimits, PartitionAnswer};
@@ -170,7 +170,30 @@ pub async fn handle<S: Storage>(
         return failed(&BrokerError::GroupAuthorizationFailed(group));
     }
     let key: SessionKey = (group.clone(), member);
-    // The request's partitions, and the answers already known (unknown or forbidden topics).
+    let (named, mut answered) = match named_partitions(node, context, &request) {
+        Ok(named) => named,
+        Err(error) => return failed(&error),
+    };
+    let epoch = request.share_session_epoch;
+    let (fetching, closing) = match session_step(node, context, &key, &request, &named) {
+        Ok(step) => step,
+        Err(error) => return failed(&error),
+    };
+    let fetched = fetch_all(node, &key, &request, named, fetching).await;
+    answered.extend(fetched);
+    if let Some(session) = closing {
+        release(node, &key, session.partitions.into_keys()).await;
+    }
+    respond(node, &group, answered, epoch == INITIAL_EPOCH)
+}
+
+/// The request's partitions with their acknowledgements, and the answers already known
+/// (unknown or forbidden topics).
+fn named_partitions<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: &ShareFetchRequest,
+) -> Result<(Vec<Named>, Vec<Answered>), BrokerError> {
     let mut named: Vec<Named> = Vec::new();
     let mut answered: Vec<Answered> = Vec::new();
     for topic in &request.topics {
@@ -179,10 +202,7 @@ pub async fn handle<S: Storage>(
             let batches = partition.acknowledgement_batches.iter().map(|batch| {
                 (batch.first_offset, batch.last_offset, batch.acknowledge_types.clone())
             });
-            let acks = match ack_ranges(batches) {
-                Ok(acks) => acks,
-                Err(error) => return failed(&error),
-            };
+            let acks = ack_ranges(batches)?;
             match &name {
                 Ok(name) => named.push(Named {
                     partition: TopicPartition::new(name.clone(), partition.partition_index),
@@ -204,52 +224,38 @@ pub async fn handle<S: Storage>(
             }
         }
     }
-    let has_acks = named.iter().any(|n| !n.acks.is_empty());
-    let epoch = request.share_session_epoch;
-    // The partitions to fetch from: the session's.
-    let fetching: Vec<(TopicPartition, uuid::Uuid)> = match epoch {
-        INITIAL_EPOCH if has_acks => {
-            return failed(&BrokerError::InvalidRequest(
+    Ok((named, answered))
+}
+
+/// The share session's step for this request: the partitions to fetch from (the session's),
+/// and the session closed by the final epoch.
+#[allow(clippy::type_complexity)]
+fn session_step<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    key: &SessionKey,
+    request: &ShareFetchRequest,
+    named: &[Named],
+) -> Result<(Vec<(TopicPartition, uuid::Uuid)>, Option<ShareSession>), BrokerError> {
+    let listed = || named.iter().map(|n| (n.partition.clone(), n.topic_id)).collect::<Vec<_>>();
+    let mut sessions = node.share_sessions.borrow_mut();
+    match request.share_session_epoch {
+        INITIAL_EPOCH if named.iter().any(|n| !n.acks.is_empty()) => {
+            Err(BrokerError::InvalidRequest(
                 "acknowledgements in a share fetch that opens a session".into(),
             ))
         }
         INITIAL_EPOCH => {
-            let partitions = named.iter().map(|n| (n.partition.clone(), n.topic_id)).collect();
-            let opened = node.share_sessions.borrow_mut().open(
-                key.clone(),
-                context.connection_id,
-                partitions,
-            );
-            match opened {
-                Ok(_) => named.iter().map(|n| (n.partition.clone(), n.topic_id)).collect(),
-                Err(error) => return failed(&error),
-            }
+            sessions.open(key.clone(), context.connection_id, listed())?;
+            Ok((listed(), None))
         }
-        FINAL_EPOCH => Vec::new(),
-        _ => {
-            let added = named.iter().map(|n| (n.partition.clone(), n.topic_id)).collect();
-            let forgotten = forgotten(node, context, &request);
-            let mut sessions = node.share_sessions.borrow_mut();
-            match sessions.advance(&key, epoch, added, &forgotten) {
-                Ok(session) => session.partitions.iter().map(|(p, id)| (p.clone(), *id)).collect(),
-                Err(error) => return failed(&error),
-            }
+        FINAL_EPOCH => Ok((Vec::new(), Some(sessions.close(key)?))),
+        epoch => {
+            let forgotten = forgotten(node, context, request);
+            let session = sessions.advance(key, epoch, listed(), &forgotten)?;
+            Ok((session.partitions.iter().map(|(p, id)| (p.clone(), *id)).collect(), None))
         }
-    };
-    let closing = if epoch == FINAL_EPOCH {
-        match node.share_sessions.borrow_mut().close(&key) {
-            Ok(session) => Some(session),
-            Err(error) => return failed(&error),
-        }
-    } else {
-        None
-    };
-    let fetched = fetch_all(node, &key, &request, named, fetching).await;
-    answered.extend(fetched);
-    if let Some(session) = closing {
-        release(node, &key, session.partitions.into_keys()).await;
     }
-    respond(node, &group, answered, epoch == INITIAL_EPOCH)
 }
 
 /// The request's forgotten partitions (by topic id; unknown ids are ignored).
@@ -270,6 +276,18 @@ fn forgotten<S: Storage>(
         .collect()
 }
 
+fn blank(partition: &TopicPartition, topic_id: uuid::Uuid) -> Answered {
+    Answered {
+        partition: partition.clone(),
+        topic_id,
+        error: None,
+        ack_error: None,
+        acknowledged: false,
+        batches: Vec::new(),
+        acquired: Vec::new(),
+    }
+}
+
 /// Acknowledgements on every named partition (once), then acquisitions on the session's
 /// partitions until MaxRecords, waiting up to MaxWaitMs while nothing is acquired.
 async fn fetch_all<S: Storage>(
@@ -279,17 +297,64 @@ async fn fetch_all<S: Storage>(
     named: Vec<Named>,
     fetching: Vec<(TopicPartition, uuid::Uuid)>,
 ) -> Vec<Answered> {
-    let mut answers: BTreeMap<TopicPartition, Answered> = BTreeMap::new();
-    let blank = |partition: &TopicPartition, topic_id: uuid::Uuid| Answered {
-        partition: partition.clone(),
-        topic_id,
-        error: None,
-        ack_error: None,
-        acknowledged: false,
-        batches: Vec::new(),
-        acquired: Vec::new(),
+    let (mut answers, mut pending_acks) = acknowledge_unfetched(node, key, named, &fetching).await;
+    let mut budget = Budget {
+        records_max: match request.max_records {
+            n if n > 0 => n as usize,
+            _ => RECORDS_DEFAULT,
+        },
+        records: 0,
+        bytes_left: match request.max_bytes {
+            n if n > 0 => n as usize,
+            _ => crate::handlers::fetch::FETCH_BYTES_MAX,
+        },
     };
-    // Acknowledgements of partitions not fetched from now (or all, for the final epoch).
+    let wait_ms = (request.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    loop {
+        let mut waits: Vec<(TopicPartition, i64)> = Vec::new();
+        for (partition, topic_id) in &fetching {
+            let acks = pending_acks.remove(partition).unwrap_or_default();
+            let answer =
+                answers.entry(partition.clone()).or_insert_with(|| blank(partition, *topic_id));
+            if let Some(wait) = fetch_one(node, key, partition, acks, &mut budget, answer).await {
+                waits.push((partition.clone(), wait));
+            }
+        }
+        let now = Instant::now();
+        if budget.records > 0 || now >= deadline || fetching.is_empty() {
+            break;
+        }
+        let slice =
+            deadline.saturating_duration_since(now).min(Duration::from_millis(WAIT_SLICE_MS));
+        wait_for_any(node, &waits, slice).await;
+    }
+    if budget.records > 0 {
+        let served = fetching
+            .iter()
+            .filter(|(p, _)| answers.get(p).is_some_and(|a| !a.acquired.is_empty()))
+            .count();
+        node.share_sessions.borrow_mut().rotate(key, served);
+    }
+    answers.into_values().collect()
+}
+
+/// What a fetch may still acquire.
+struct Budget {
+    records_max: usize,
+    records: usize,
+    bytes_left: usize,
+}
+
+/// The acknowledgements of partitions not fetched from now (all of them for the final epoch)
+/// are applied at once; those of fetched partitions go with their first acquisition.
+async fn acknowledge_unfetched<S: Storage>(
+    node: &Node<S>,
+    key: &SessionKey,
+    named: Vec<Named>,
+    fetching: &[(TopicPartition, uuid::Uuid)],
+) -> (BTreeMap<TopicPartition, Answered>, BTreeMap<TopicPartition, Vec<AckRange>>) {
+    let mut answers: BTreeMap<TopicPartition, Answered> = BTreeMap::new();
     let fetched: std::collections::HashSet<&TopicPartition> =
         fetching.iter().map(|(p, _)| p).collect();
     let mut pending_acks: BTreeMap<TopicPartition, Vec<AckRange>> = BTreeMap::new();
@@ -309,73 +374,53 @@ async fn fetch_all<S: Storage>(
         }
         answers.insert(item.partition, answer);
     }
-    let max_records = match request.max_records {
-        n if n > 0 => n as usize,
-        _ => RECORDS_DEFAULT,
-    };
-    let mut bytes_left = match request.max_bytes {
-        n if n > 0 => n as usize,
-        _ => crate::handlers::fetch::FETCH_BYTES_MAX,
-    };
-    let wait_ms = (request.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
-    let deadline = Instant::now() + Duration::from_millis(wait_ms);
-    let mut records = 0usize;
-    loop {
-        let mut waits: Vec<(TopicPartition, i64)> = Vec::new();
-        for (partition, topic_id) in &fetching {
-            let acks = pending_acks.remove(partition).unwrap_or_default();
-            let acknowledged = !acks.is_empty();
-            let limits = (records < max_records && bytes_left > 0).then_some(FetchLimits {
-                max_records: max_records - records,
-                max_bytes: bytes_left,
-            });
-            if limits.is_none() && !acknowledged {
-                continue;
-            }
-            let answer =
-                answers.entry(partition.clone()).or_insert_with(|| blank(partition, *topic_id));
-            answer.acknowledged |= acknowledged;
-            match on_partition(node, key, partition, acks, limits).await {
-                Ok(done) => {
-                    if acknowledged {
-                        answer.ack_error = done.ack_error.as_ref().map(coded);
-                    }
-                    for run in &done.acquired {
-                        records += (run.last_offset - run.first_offset + 1) as usize;
-                    }
-                    bytes_left =
-                        bytes_left.saturating_sub(done.batches.iter().map(Bytes::len).sum());
-                    if let Some(offset) = done.wait_offset {
-                        waits.push((partition.clone(), offset));
-                    }
-                    answer.batches.extend(done.batches);
-                    answer.acquired.extend(done.acquired);
-                    answer.error = None;
-                }
-                Err(error) => {
-                    if acknowledged {
-                        answer.ack_error = Some(coded(&error));
-                    }
-                    answer.error = Some(coded(&error));
-                }
-            }
-        }
-        let now = Instant::now();
-        if records > 0 || now >= deadline || fetching.is_empty() {
-            break;
-        }
-        let slice =
-            deadline.saturating_duration_since(now).min(Duration::from_millis(WAIT_SLICE_MS));
-        wait_for_any(node, &waits, slice).await;
+    (answers, pending_acks)
+}
+
+/// One partition's step of a fetch round: its acknowledgements (the first round only), then
+/// an acquisition within the budget. Answers the offset a long poll waits past, when nothing
+/// was acquired.
+async fn fetch_one<S: Storage>(
+    node: &Node<S>,
+    key: &SessionKey,
+    partition: &TopicPartition,
+    acks: Vec<AckRange>,
+    budget: &mut Budget,
+    answer: &mut Answered,
+) -> Option<i64> {
+    let acknowledged = !acks.is_empty();
+    let limits =
+        (budget.records < budget.records_max && budget.bytes_left > 0).then_some(FetchLimits {
+            max_records: budget.records_max - budget.records,
+            max_bytes: budget.bytes_left,
+        });
+    if limits.is_none() && !acknowledged {
+        return None;
     }
-    if records > 0 {
-        let served = fetching
-            .iter()
-            .filter(|(p, _)| answers.get(p).is_some_and(|a| !a.acquired.is_empty()))
-            .count();
-        node.share_sessions.borrow_mut().rotate(key, served);
+    answer.acknowledged |= acknowledged;
+    match on_partition(node, key, partition, acks, limits).await {
+        Ok(done) => {
+            if acknowledged {
+                answer.ack_error = done.ack_error.as_ref().map(coded);
+            }
+            for run in &done.acquired {
+                budget.records += (run.last_offset - run.first_offset + 1) as usize;
+            }
+            budget.bytes_left =
+                budget.bytes_left.saturating_sub(done.batches.iter().map(Bytes::len).sum());
+            answer.batches.extend(done.batches);
+            answer.acquired.extend(done.acquired);
+            answer.error = None;
+            done.wait_offset
+        }
+        Err(error) => {
+            if acknowledged {
+                answer.ack_error = Some(coded(&error));
+            }
+            answer.error = Some(coded(&error));
+            None
+        }
     }
-    answers.into_values().collect()
 }
 
 /// Waits until one of the partitions gets an append past its offset, or `slice` passes.

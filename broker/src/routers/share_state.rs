@@ -18,7 +18,6 @@ use crate::services::share_state::{state_partition, ShareStateService};
 use crate::services::shares::state::{Persisted, RecordState, StateBatch};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::ResponseError;
 use shard::io::Storage;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -314,16 +313,7 @@ fn error_of(code: i16, message: Option<&StrBytes>) -> Option<BrokerError> {
         return None;
     }
     let message = message.map(|m| m.to_string()).unwrap_or_default();
-    let error = match ResponseError::try_from_code(code) {
-        Some(ResponseError::NotCoordinator) => BrokerError::Group(GroupError::NotCoordinator),
-        Some(ResponseError::FencedLeaderEpoch) => BrokerError::FencedLeaderEpoch(message),
-        Some(ResponseError::InvalidRequest) => BrokerError::InvalidRequest(message),
-        Some(ResponseError::ClusterAuthorizationFailed) => BrokerError::ClusterAuthorizationFailed,
-        _ => {
-            tracing::debug!(code, %message, "share coordinator answered an error");
-            BrokerError::Group(GroupError::CoordinatorNotAvailable)
-        }
-    };
+    let error = crate::error::answered::share_state_error(code, message);
     Some(error)
 }
 

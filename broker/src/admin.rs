@@ -149,7 +149,19 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 59] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 61] = [
+    (
+        "strata_share_dead_letters_total",
+        "counter",
+        "Records written to share groups' dead-letter topics (KIP-1191).",
+        |r| r.counters.share_dead_letters,
+    ),
+    (
+        "strata_share_dead_letters_failed_total",
+        "counter",
+        "Records archived for a dead-letter topic but not written to it (refused or failed).",
+        |r| r.counters.share_dead_letters_failed,
+    ),
     (
         "strata_share_group_rebalances_total",
         "counter",

@@ -573,6 +573,14 @@ pub mod answered {
         }
     }
 
+    /// A Produce another broker refused (a dead letter's write, `routers::dead_letters`).
+    pub fn produce_error(code: i16, partition: &wire::ids::TopicPartition) -> super::BrokerError {
+        super::BrokerError::RequestTimedOut(format!(
+            "{partition}: the leader answered {}",
+            name(code)
+        ))
+    }
+
     /// The error's name as Kafka's documentation writes it (`TOPIC_AUTHORIZATION_FAILED`),
     /// "NONE" for success, `UNKNOWN_<code>` for a code kafka-protocol does not know.
     pub fn name(code: i16) -> String {

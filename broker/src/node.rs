@@ -19,8 +19,8 @@ use crate::metadata::decide::MetadataChange;
 use crate::metadata::{MetadataImage, PlacementPolicy};
 use crate::request_context::RequestContext;
 use crate::routers::{
-    GroupRouter, MetadataRouter, PartitionRouter, Placements, ShareRouter, ShareStateRouter,
-    TxnRouter,
+    DeadLetterRouter, GroupRouter, MetadataRouter, PartitionRouter, Placements, ShareRouter,
+    ShareStateRouter, TxnRouter,
 };
 use crate::services::fetch_sessions::{
     FetchSessions, SharedFetchSessions, SESSION_PARTITIONS_MAX, SESSION_SLOTS,
@@ -157,6 +157,12 @@ impl<S: Storage> Node<S> {
             placements.clone(),
             MetadataRouter::new(mesh.clone()),
             state_replicas,
+        )));
+        shares.set_dead_letter_router(Rc::new(DeadLetterRouter::new(
+            placements.clone(),
+            MetadataRouter::new(mesh.clone()),
+            config.dead_letter_prefix.clone(),
+            config.dead_letter_auto_create,
         )));
         if config.transaction_partition_verification {
             partitions.set_txn_verifier(Some(Rc::new(txn_router.clone())));

@@ -242,3 +242,58 @@ pub async fn call(
     }
     Ok(response)
 }
+
+/// Inter-broker connections kept for one caller's requests (one request at a time on each),
+/// at most `idle_max` idle per broker.
+pub struct Pool {
+    idle: std::cell::RefCell<std::collections::HashMap<i32, Vec<PeerStream>>>,
+    correlation: std::cell::Cell<i32>,
+    idle_max: usize,
+    client_id: &'static str,
+}
+
+impl Pool {
+    pub fn new(client_id: &'static str, idle_max: usize) -> Self {
+        Pool {
+            idle: std::cell::RefCell::new(std::collections::HashMap::new()),
+            correlation: std::cell::Cell::new(0),
+            idle_max,
+            client_id,
+        }
+    }
+
+    /// One request to broker `broker` at `host:port` on a kept connection (or a new one),
+    /// within `timeout`; the connection is kept again only after a whole answer.
+    pub async fn call(
+        &self,
+        (broker, host, port): (i32, &str, u16),
+        api: (ApiKey, i16),
+        request: RequestKind,
+        answer_bytes_max: usize,
+        timeout: Duration,
+    ) -> Result<ResponseKind, String> {
+        let correlation = self.correlation.get().wrapping_add(1);
+        self.correlation.set(correlation);
+        let exchange = async {
+            let kept = self.idle.borrow_mut().get_mut(&broker).and_then(Vec::pop);
+            let mut stream = match kept {
+                Some(stream) => stream,
+                None => connect(host, port, timeout, self.client_id).await?,
+            };
+            let answer =
+                call(&mut stream, correlation, api, request, self.client_id, answer_bytes_max)
+                    .await?;
+            let mut idle = self.idle.borrow_mut();
+            let streams = idle.entry(broker).or_default();
+            if streams.len() < self.idle_max {
+                streams.push(stream);
+            }
+            Ok(answer)
+        };
+        futures_lite::future::or(exchange, async {
+            shard::runtime::sleep(timeout).await;
+            Err(format!("no {:?} answer from broker {broker} in {timeout:?}", api.0))
+        })
+        .await
+    }
+}

@@ -120,6 +120,9 @@ pub struct Counters {
     pub share_rejected: u64,
     pub share_archived_at_limit: u64,
     pub share_lock_timeouts: u64,
+    /// Dead letters (KIP-1191) written to share groups' dead-letter topics, and not written.
+    pub share_dead_letters: u64,
+    pub share_dead_letters_failed: u64,
     /// Damaged batches readers met on disk (each counted once).
     pub damaged_batches: u64,
     /// Offline partitions reopened by the repair loop.
@@ -271,6 +274,16 @@ impl ShardStats {
         counters.share_rejected += change.rejected;
         counters.share_archived_at_limit += change.archived_at_limit;
         counters.share_lock_timeouts += change.lock_timeouts;
+    }
+
+    /// Dead letters written (or not) to a share group's dead-letter topic.
+    pub fn share_dead_letters(&self, records: u64, written: bool) {
+        let mut counters = self.counters.borrow_mut();
+        if written {
+            counters.share_dead_letters += records;
+        } else {
+            counters.share_dead_letters_failed += records;
+        }
     }
 
     /// A consumer group's epoch bumps (`started`) and rebalances that completed.

@@ -330,12 +330,23 @@ fn grow(model: &mut Model, rng: &mut Rng, end: &mut i64) {
     *end = last + 1;
 }
 
+/// Every dead letter is an archived record's, never an accepted one's; and each archived record
+/// (not a gap or a marker) is a dead letter exactly once (KIP-1191).
+fn check_dead_letters(model: &Model, share: &mut SharePartition, seed: u64) {
+    for letter in share.take_dead_letters() {
+        assert!(model.archived.contains(&letter.offset), "seed {seed}: {letter:?} not archived");
+        assert!(!model.accepted.contains(&letter.offset), "seed {seed}: {letter:?} accepted");
+        assert!(letter.delivery_count >= 1, "seed {seed}: {letter:?} never delivered");
+    }
+}
+
 fn run_seed(seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let limits = Limits {
         delivery_count_limit: 2 + rng.below(4) as i16,
         lock_ms: LOCK_MS,
         record_locks_max: 5 + rng.below(60) as i64,
+        dead_letters: true,
     };
     let initial = rng.below(20) as i64;
     let mut model = Model {
@@ -415,6 +426,7 @@ fn run_seed(seed: u64) {
             }
         }
         check_same(&model, &share, seed, step);
+        check_dead_letters(&model, &mut share, seed);
     }
     // Quiesce: everyone accepts what they get until nothing is left.
     let log_end = model.log_end();

@@ -631,6 +631,74 @@ def test_delivery_limit_archives_a_record_that_is_always_released(shared_broker,
     assert late.deliveries == [], "delivered after the limit: %r" % late.deliveries
 
 
+def test_records_archived_at_the_limit_or_rejected_land_in_the_dead_letter_topic(shared_broker, topic_name):
+    """KIP-1191: a group whose `errors.deadletterqueue.topic.name` names a topic that opted in
+    (`errors.deadletterqueue.group.enable=true`), with `errors.deadletterqueue.copy.record.enable`,
+    and `share.delivery.count.limit` = 2. The member releases `poison` every time and rejects
+    `bad` once: both are archived, and each lands in the dead-letter topic once, in the partition
+    of the same number, with its key and value copied and Kafka's `__dlq.errors.*` headers
+    (source topic, partition, offset, group, delivery count, and the reason). Accepted records
+    never do."""
+    from confluent_kafka import Consumer
+    bootstrap = shared_broker.bootstrap
+    group = "sg-" + topic_name
+    dlq = "dlq." + topic_name
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(dlq, 1, 1, config={"errors.deadletterqueue.group.enable": "true"})],
+                        request_timeout=T)[dlq].result(T)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                         "share.delivery.count.limit": "2",
+                                         "errors.deadletterqueue.topic.name": dlq,
+                                         "errors.deadletterqueue.copy.record.enable": "true"})
+    create_topic(bootstrap, topic_name, 1)
+    offsets = produce(bootstrap, topic_name, ["ok-1", "poison", "ok-2", "bad", "ok-3"])
+    by_key = dict(zip(["ok-1", "poison", "ok-2", "bad", "ok-3"], offsets[(topic_name, 0)]))
+
+    def decide(message):
+        return {b"poison": RELEASE, b"bad": REJECT}.get(message.key(), ACCEPT)
+
+    reader = Reader(bootstrap, topic_name, group, "dead-letters", decide=decide)
+    try:
+        poll_until([reader], lambda: len(reader.counts().get("poison", [])) >= 2
+                   and {"ok-1", "ok-2", "ok-3", "bad"} <= reader.keys(), 40,
+                   "`poison` twice and every other record")
+        poll_for([reader], SETTLE)
+        reader.commit()
+    finally:
+        close_all([reader])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-" + dlq,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([dlq])
+    letters, deadline = [], time.monotonic() + T
+    try:
+        while len(letters) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                letters.append(message)
+        extra_deadline = time.monotonic() + SETTLE
+        while time.monotonic() < extra_deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                letters.append(message)
+    finally:
+        consumer.close()
+    assert len(letters) == 2, "dead letters: %r" % [(m.key(), m.headers()) for m in letters]
+    got = {}
+    for message in letters:
+        headers = {k: v.decode() for k, v in message.headers()}
+        got[message.key()] = (message.value(), message.partition(), headers)
+    expected_reasons = {b"poison": ("Offset delivery count exceeded the threshold.", "2"),
+                        b"bad": ("Offset rejected by client.", "1")}
+    for key, (reason, count) in expected_reasons.items():
+        assert key in got, "no dead letter for %r: %r" % (key, got)
+        value, partition, headers = got[key]
+        assert value == b"v-" + key and partition == 0
+        assert headers == {"__dlq.errors.topic": topic_name, "__dlq.errors.partition": "0",
+                           "__dlq.errors.offset": str(by_key[key.decode()]),
+                           "__dlq.errors.group": group, "__dlq.errors.delivery.count": count,
+                           "__dlq.errors.message": reason}, headers
+
+
 def test_read_committed_share_group_skips_aborted_records(shared_broker, topic_name):
     """A transactional producer commits 10 records, aborts 10, commits 5 more and leaves a
     fourth transaction of 3 open. A share group with `share.isolation.level` = read_committed

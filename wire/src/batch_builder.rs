@@ -73,7 +73,21 @@ impl RecordBatchBuilder {
 
     /// Appends a record; its offset delta is its position in the batch.
     pub fn push(&mut self, record: BatchRecord<'_>) {
+        self.push_with_headers(record, &[]);
+    }
+
+    /// Appends a record with headers (key, value) in order.
+    pub fn push_with_headers(&mut self, record: BatchRecord<'_>, headers: &[(&[u8], &[u8])]) {
         let offset_delta = self.record_count;
+        let headers_len: usize = headers
+            .iter()
+            .map(|(key, value)| {
+                varlong_len(key.len() as i64)
+                    + key.len()
+                    + varlong_len(value.len() as i64)
+                    + value.len()
+            })
+            .sum();
         let field_len = |field: Option<&[u8]>| match field {
             Some(bytes) => varlong_len(bytes.len() as i64) + bytes.len(),
             None => varlong_len(-1),
@@ -83,7 +97,8 @@ impl RecordBatchBuilder {
             + varlong_len(i64::from(offset_delta))
             + field_len(record.key)
             + field_len(record.value)
-            + varlong_len(0);
+            + varlong_len(headers.len() as i64)
+            + headers_len;
         put_varint(&mut self.records, body_len as i32);
         self.records.push(0);
         put_varlong(&mut self.records, record.timestamp_delta);
@@ -97,7 +112,13 @@ impl RecordBatchBuilder {
                 None => put_varint(&mut self.records, -1),
             }
         }
-        put_varint(&mut self.records, 0);
+        put_varint(&mut self.records, headers.len() as i32);
+        for (key, value) in headers {
+            put_varint(&mut self.records, key.len() as i32);
+            self.records.extend_from_slice(key);
+            put_varint(&mut self.records, value.len() as i32);
+            self.records.extend_from_slice(value);
+        }
         self.record_count += 1;
         self.max_timestamp_delta = self.max_timestamp_delta.max(record.timestamp_delta);
     }

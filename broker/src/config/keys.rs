@@ -125,6 +125,8 @@ pub const KEYS: &[Key] = &[
     Key { name: "group.consumer.max.size", default: "1000", kind: int(1, 100_000), help: "KIP-848 consumer groups: most members in a group." },
     Key { name: "group.consumer.assignors", default: "uniform,range", kind: Kind::Text, help: "KIP-848 consumer groups: the server assignors offered (uniform, range), the first the default." },
     Key { name: "group.consumer.migration.policy", default: "bidirectional", kind: Kind::Text, help: "Conversion between classic and consumer groups: bidirectional, upgrade, downgrade or disabled." },
+    Key { name: "errors.deadletterqueue.topic.name.prefix", default: "dlq.", kind: Kind::Text, help: "Share groups (KIP-1191): a group's dead-letter topic must start with this (empty: any name not starting with __)." },
+    Key { name: "errors.deadletterqueue.auto.create.topics.enable", default: "false", kind: Kind::Boolean, help: "Share groups (KIP-1191): create a group's missing dead-letter topic (with errors.deadletterqueue.group.enable=true) at its first dead letter; otherwise the topic must exist and opt in." },
     Key { name: "offsets.retention.minutes", default: "10080", kind: int(1, i32::MAX as i64), help: "Committed offsets of groups without members expire this long after their last commit." },
     Key { name: "offsets.retention.ms", default: "", kind: int(1, i64::MAX), help: "The same in milliseconds; overrides offsets.retention.minutes when set (strata)." },
     Key { name: "offsets.compact.bytes", default: "67108864", kind: int(4096, i64::MAX), help: "Compact an __consumer_offsets partition above this size (strata)." },

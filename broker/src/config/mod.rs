@@ -100,6 +100,10 @@ pub struct BrokerConfig {
     pub transactional_id_expiration_ms: i64,
     /// Kafka's `transaction.partition.verification.enable` (KIP-890 part 1).
     pub transaction_partition_verification: bool,
+    /// KIP-1191: `errors.deadletterqueue.topic.name.prefix` and
+    /// `errors.deadletterqueue.auto.create.topics.enable`.
+    pub dead_letter_prefix: String,
+    pub dead_letter_auto_create: bool,
     /// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub transaction_expiry_interval_ms: i64,
     /// Kafka's `replica.lag.time.max.ms`: how long a follower may go without catching up
@@ -245,6 +249,13 @@ impl BrokerConfig {
             transactional_id_expiration_ms: integer("transactional.id.expiration.ms")?,
             transaction_partition_verification: settings
                 .get("transaction.partition.verification.enable")
+                .trim()
+                == "true",
+            dead_letter_prefix: settings
+                .get("errors.deadletterqueue.topic.name.prefix")
+                .to_string(),
+            dead_letter_auto_create: settings
+                .get("errors.deadletterqueue.auto.create.topics.enable")
                 .trim()
                 == "true",
             transaction_expiry_interval_ms: integer(

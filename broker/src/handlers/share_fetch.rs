@@ -304,10 +304,9 @@ async fn fetch_all<S: Storage>(
             _ => RECORDS_DEFAULT,
         },
         records: 0,
-        bytes_left: match request.max_bytes {
-            n if n > 0 => n as usize,
-            _ => crate::handlers::fetch::FETCH_BYTES_MAX,
-        },
+        // MaxBytes 0 fetches nothing (Kafka: fetchMaxBytes = min(MaxBytes, fetch.max.bytes)).
+        bytes_left: (request.max_bytes.max(0) as usize)
+            .min(crate::handlers::fetch::FETCH_BYTES_MAX),
     };
     let wait_ms = (request.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);

@@ -95,6 +95,10 @@ pub fn validate(name: &str, value: &str) -> Result<()> {
         Kind::TopicName => {
             if !value.is_empty() {
                 super::topic_config::validate_topic_name(value).map_err(|_| bad())?;
+                // KIP-1191: never an internal topic.
+                if value.starts_with("__") {
+                    return Err(bad());
+                }
             }
         }
     }
@@ -257,6 +261,7 @@ mod tests {
         assert!(validate("errors.deadletterqueue.topic.name", "").is_ok());
         assert!(validate("errors.deadletterqueue.topic.name", "dlq.orders").is_ok());
         assert!(validate("errors.deadletterqueue.topic.name", "bad name").is_err());
+        assert!(validate("errors.deadletterqueue.topic.name", "__share_group_state").is_err());
         assert!(validate("errors.deadletterqueue.copy.record.enable", "yes").is_err());
     }
 

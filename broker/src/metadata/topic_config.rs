@@ -92,6 +92,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Applied when the broker re-compresses into zstd."),
     def("delete.retention.ms", "86400000", Kind::Integer(0, LONG_MAX), true,
         "Applied: how long compaction keeps a tombstone."),
+    def("errors.deadletterqueue.group.enable", "false", Kind::Boolean, true,
+        "Applied: share groups may write their dead letters (KIP-1191) to this topic."),
     def("file.delete.delay.ms", "60000", Kind::Integer(0, LONG_MAX), false,
         "Stored and described only: strata deletes a segment's files at once."),
     def("flush.messages", "9223372036854775807", Kind::Integer(1, LONG_MAX), false,

@@ -9,6 +9,7 @@
 //! Owns: nothing but where things are (the node's id, its metadata view, its mesh end).
 //! Runs on: every shard.
 
+mod dead_letters;
 mod groups;
 mod metadata;
 mod partitions;
@@ -16,6 +17,7 @@ pub mod share_state;
 mod shares;
 mod transactions;
 
+pub use dead_letters::DeadLetterRouter;
 pub use groups::GroupRouter;
 pub use metadata::MetadataRouter;
 pub use partitions::PartitionRouter;

@@ -11,7 +11,6 @@ use super::{MetadataRouter, Placements};
 use crate::error::{BrokerError, GroupError, Result};
 use crate::metadata::decide::MetadataChange;
 use crate::metadata::internal::SHARE_STATE_TOPIC;
-use crate::peer::PeerStream;
 use crate::services::share_state::records::StateKey;
 use crate::services::share_state::requests::{DeleteState, ReadState, WriteState};
 use crate::services::share_state::{state_partition, ShareStateService};
@@ -19,8 +18,6 @@ use crate::services::shares::state::{Persisted, RecordState, StateBatch};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use shard::io::Storage;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
@@ -51,8 +48,7 @@ pub struct ShareStateRouter<S: Storage> {
     placements: Placements,
     metadata: MetadataRouter<S>,
     replication_factor: i32,
-    idle: RefCell<HashMap<i32, Vec<PeerStream>>>,
-    correlation: Cell<i32>,
+    pool: crate::peer::Pool,
     storage: PhantomData<S>,
 }
 
@@ -66,8 +62,7 @@ impl<S: Storage> ShareStateRouter<S> {
             placements,
             metadata,
             replication_factor,
-            idle: RefCell::new(HashMap::new()),
-            correlation: Cell::new(0),
+            pool: crate::peer::Pool::new(CLIENT_ID, IDLE_CONNECTIONS_PER_BROKER),
             storage: PhantomData,
         }
     }
@@ -169,44 +164,18 @@ impl<S: Storage> ShareStateRouter<S> {
             .endpoint(wire::ids::NodeId(broker))
             .ok_or_else(|| unavailable(format!("broker {broker} is not live")))?;
         let (api, request) = request_of(key, call);
-        let correlation = self.correlation.get().wrapping_add(1);
-        self.correlation.set(correlation);
-        let exchange = async {
-            let mut stream = match self.take(broker) {
-                Some(stream) => stream,
-                None => crate::peer::connect(&host, port, EXCHANGE_TIMEOUT, CLIENT_ID).await?,
-            };
-            let answer = crate::peer::call(
-                &mut stream,
-                correlation,
+        let answer = self
+            .pool
+            .call(
+                (broker, &host, port),
                 (api, STATE_API_VERSION),
                 request,
-                CLIENT_ID,
                 ANSWER_BYTES_MAX,
+                EXCHANGE_TIMEOUT,
             )
-            .await?;
-            self.give_back(broker, stream);
-            Ok::<_, String>(answer)
-        };
-        let answer = futures_lite::future::or(exchange, async {
-            shard::runtime::sleep(EXCHANGE_TIMEOUT).await;
-            Err(format!("no answer in {EXCHANGE_TIMEOUT:?}"))
-        })
-        .await
-        .map_err(|why| unavailable(format!("broker {broker}: {why}")))?;
+            .await
+            .map_err(|why| unavailable(format!("broker {broker}: {why}")))?;
         answer_of(answer)
-    }
-
-    fn take(&self, broker: i32) -> Option<PeerStream> {
-        self.idle.borrow_mut().get_mut(&broker).and_then(Vec::pop)
-    }
-
-    fn give_back(&self, broker: i32, stream: PeerStream) {
-        let mut idle = self.idle.borrow_mut();
-        let streams = idle.entry(broker).or_default();
-        if streams.len() < IDLE_CONNECTIONS_PER_BROKER {
-            streams.push(stream);
-        }
     }
 
     /// Asks the controller for `__share_group_state` (as `__consumer_offsets` is created).

@@ -26,14 +26,14 @@ use crate::clock::Clock;
 use crate::error::{BrokerError, Result};
 use crate::mesh::Service;
 use crate::metadata::group_config;
-use crate::routers::ShareStateRouter;
+use crate::routers::{DeadLetterRouter, ShareStateRouter};
 use crate::services::metadata::MetadataView;
 use crate::services::partitions::PartitionService;
 use crate::services::share_state::records::StateKey;
 use crate::stats::{ShardStats, ShareCounts};
 use bytes::Bytes;
 use shard::io::Storage;
-use state::{AckError, AckType, Acquired, Limits, LogBatch, SharePartition};
+use state::{AckError, AckType, Acquired, DeadLetter, Limits, LogBatch, SharePartition};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
@@ -116,6 +116,8 @@ pub struct ShareService<S: Storage> {
     state: RefCell<Option<Rc<ShareStateRouter<S>>>>,
     /// Loading a share partition (reading or initializing its state) is one at a time.
     loading: async_lock::Mutex<()>,
+    /// Where dead letters go (KIP-1191; `None`: nowhere, for tests without one).
+    dead_letters: RefCell<Option<Rc<DeadLetterRouter<S>>>>,
 }
 
 impl<S: Storage> ShareService<S> {
@@ -134,7 +136,13 @@ impl<S: Storage> ShareService<S> {
             released: event_listener::Event::new(),
             state: RefCell::new(None),
             loading: async_lock::Mutex::new(()),
+            dead_letters: RefCell::new(None),
         }
+    }
+
+    /// Where dead letters are written.
+    pub fn set_dead_letter_router(&self, router: Rc<DeadLetterRouter<S>>) {
+        *self.dead_letters.borrow_mut() = Some(router);
     }
 
     /// Where share partitions' state is persisted.
@@ -163,6 +171,7 @@ impl<S: Storage> ShareService<S> {
             .clamp(1, i64::from(i16::MAX)) as i16,
             lock_ms: number("share.record.lock.duration.ms", defaults.lock_ms),
             record_locks_max: number("share.partition.max.record.locks", defaults.record_locks_max),
+            dead_letters: value("errors.deadletterqueue.topic.name").is_some_and(|t| !t.is_empty()),
         };
         let reset = value("share.auto.offset.reset").unwrap_or_else(|| "latest".into());
         let read_committed = value("share.isolation.level").as_deref() == Some("read_committed");
@@ -241,6 +250,12 @@ impl<S: Storage> ShareService<S> {
             return Ok(());
         }
         let version = entry.version.get();
+        // Dead letters first: a crash before the state write offers the records again
+        // (at least once in the dead-letter topic, as Kafka's ARCHIVING state gives).
+        let letters = entry.share.borrow_mut().take_dead_letters();
+        if !letters.is_empty() {
+            self.write_dead_letters(entry, &letters).await;
+        }
         let state = entry.share.borrow().persisted();
         router.write(&entry.key, entry.leader_epoch, state, false).await?;
         entry.persisted.set(entry.persisted.get().max(version));
@@ -343,6 +358,66 @@ impl<S: Storage> ShareService<S> {
             holding.into_iter().filter_map(|index| read.batches.get(index).cloned()).collect();
         answer.acquired = acquired;
         Ok(answer)
+    }
+
+    /// Writes `letters` of `entry` to its group's dead-letter topic (KIP-1191), best effort:
+    /// a failure is logged and counted, and the records stay archived (as Kafka).
+    async fn write_dead_letters(&self, entry: &ShareEntry, letters: &[DeadLetter]) {
+        let group = entry.key.0.as_str();
+        let image = self.view.current();
+        let overrides = image.group_configs.get(group);
+        let value = |name: &str| group_config::value_of(overrides, name, &|_| None);
+        let Some(topic) = value("errors.deadletterqueue.topic.name").filter(|t| !t.is_empty())
+        else {
+            return;
+        };
+        let copy = value("errors.deadletterqueue.copy.record.enable").as_deref() == Some("true");
+        let Some(router) = self.dead_letters.borrow().clone() else { return };
+        let partition = image
+            .topic_by_id(&entry.key.1)
+            .map(|t| TopicPartition::new(t.name.clone(), entry.key.2));
+        let Some(partition) = partition else { return };
+        let originals =
+            if copy { self.originals(&partition, letters).await } else { HashMap::new() };
+        let batch = dead_letter_batch(group, &partition, letters, &originals, self.clock.now_ms());
+        let written = router.write(&topic, partition.partition.0, batch).await;
+        self.stats.share_dead_letters(letters.len() as u64, written.is_ok());
+        if let Err(error) = written {
+            tracing::warn!(%group, %partition, %topic, records = letters.len(), %error, "dead letters not written; the records are archived");
+        }
+    }
+
+    /// The key and value of each dead letter's record, read from the log (for
+    /// `errors.deadletterqueue.copy.record.enable`); a record that cannot be read is left out.
+    async fn originals(
+        &self,
+        partition: &TopicPartition,
+        letters: &[DeadLetter],
+    ) -> HashMap<i64, (Option<Vec<u8>>, Option<Vec<u8>>)> {
+        let mut found = HashMap::new();
+        for letter in letters {
+            if found.contains_key(&letter.offset) {
+                continue;
+            }
+            let Ok(read) = self.partitions.read(partition, Offset(letter.offset), 1, false).await
+            else {
+                continue;
+            };
+            for bytes in &read.batches {
+                let Ok(header) = RecordBatchHeader::parse(bytes, shard::config::BATCH_BYTES_MAX)
+                else {
+                    continue;
+                };
+                let Ok(records) = wire::compression::records_of(&header) else { continue };
+                for record in records {
+                    let offset = header.base_offset() + i64::from(record.offset_delta);
+                    if letters.iter().any(|l| l.offset == offset) {
+                        found.insert(offset, (record.key, record.value));
+                    }
+                }
+            }
+        }
+        found
     }
 
     fn acknowledge(
@@ -491,6 +566,36 @@ impl<S: Storage> ShareService<S> {
         }
         groups
     }
+}
+
+/// One uncompressed batch of dead letters (KIP-1191): per record, the original key and value
+/// when copied (else none), stamped now, with Kafka's `__dlq.errors.*` headers (UTF-8 text).
+fn dead_letter_batch(
+    group: &str,
+    partition: &TopicPartition,
+    letters: &[DeadLetter],
+    originals: &HashMap<i64, (Option<Vec<u8>>, Option<Vec<u8>>)>,
+    now_ms: i64,
+) -> Bytes {
+    let mut builder = wire::RecordBatchBuilder::new(now_ms);
+    let topic = partition.topic.as_bytes();
+    let number = partition.partition.0.to_string();
+    for letter in letters {
+        let (offset, count) = (letter.offset.to_string(), letter.delivery_count.to_string());
+        let headers: [(&[u8], &[u8]); 6] = [
+            (b"__dlq.errors.topic", topic),
+            (b"__dlq.errors.partition", number.as_bytes()),
+            (b"__dlq.errors.offset", offset.as_bytes()),
+            (b"__dlq.errors.group", group.as_bytes()),
+            (b"__dlq.errors.delivery.count", count.as_bytes()),
+            (b"__dlq.errors.message", letter.reason.message().as_bytes()),
+        ];
+        let (key, value) = originals.get(&letter.offset).cloned().unwrap_or((None, None));
+        let record =
+            wire::BatchRecord { key: key.as_deref(), value: value.as_deref(), timestamp_delta: 0 };
+        builder.push_with_headers(record, &headers);
+    }
+    Bytes::from(builder.build())
 }
 
 /// The batches read, as acquiring sees them: transaction markers, and for a read_committed

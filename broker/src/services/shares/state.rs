@@ -102,12 +102,45 @@ pub struct Limits {
     pub lock_ms: i64,
     /// `group.share.partition.max.record.locks`: the widest the window may be.
     pub record_locks_max: i64,
+    /// The group has a dead-letter topic (KIP-1191): rejected records and records archived at
+    /// the delivery limit are kept (`take_dead_letters`) to be copied there.
+    pub dead_letters: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { delivery_count_limit: 5, lock_ms: 30_000, record_locks_max: 2_000 }
+        Limits {
+            delivery_count_limit: 5,
+            lock_ms: 30_000,
+            record_locks_max: 2_000,
+            dead_letters: false,
+        }
     }
+}
+
+/// Why a record goes to the dead-letter topic (KIP-1191's `__dlq.errors.message`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterReason {
+    Rejected,
+    DeliveryLimit,
+}
+
+impl DeadLetterReason {
+    /// Kafka's text for the reason.
+    pub fn message(self) -> &'static str {
+        match self {
+            DeadLetterReason::Rejected => "Offset rejected by client.",
+            DeadLetterReason::DeliveryLimit => "Offset delivery count exceeded the threshold.",
+        }
+    }
+}
+
+/// A record archived for the dead-letter topic: its offset and delivery count, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub offset: i64,
+    pub delivery_count: i16,
+    pub reason: DeadLetterReason,
 }
 
 /// One batch of the log as acquiring sees it: its offsets, and whether the group may have its
@@ -207,6 +240,8 @@ pub struct SharePartition {
     /// The earliest lock deadline of any Acquired slot (`i64::MAX`: none), so `expire_locks`
     /// skips the scan until then.
     next_deadline_ms: i64,
+    /// Records archived for the dead-letter topic, not yet taken (`Limits::dead_letters`).
+    dead: Vec<DeadLetter>,
 }
 
 impl SharePartition {
@@ -219,7 +254,37 @@ impl SharePartition {
             slots: VecDeque::new(),
             limits,
             next_deadline_ms: i64::MAX,
+            dead: Vec::new(),
         }
+    }
+
+    /// The records archived for the dead-letter topic since the last call.
+    pub fn take_dead_letters(&mut self) -> Vec<DeadLetter> {
+        std::mem::take(&mut self.dead)
+    }
+
+    /// Releases the slot at `offset` (see `release`), keeping a dead letter when it is archived
+    /// at the limit.
+    fn release_at(&mut self, offset: i64) -> Released {
+        let (limit, keep) = (self.limits.delivery_count_limit, self.limits.dead_letters);
+        let Some(slot) = self.slot_mut(offset) else { return Released::default() };
+        let count = slot.delivery_count;
+        let released = release(slot, limit);
+        if keep && released.archived > 0 {
+            let reason = DeadLetterReason::DeliveryLimit;
+            self.dead.push(DeadLetter { offset, delivery_count: count, reason });
+        }
+        released
+    }
+
+    /// The offsets of Acquired slots that `pick` selects.
+    fn acquired_where(&self, pick: impl Fn(&Slot) -> bool) -> Vec<i64> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.state == RecordState::Acquired && pick(slot))
+            .map(|(index, _)| self.start + index as i64)
+            .collect()
     }
 
     /// A share partition resumed from its persisted state on a new leader: Acquired records
@@ -471,11 +536,17 @@ impl SharePartition {
     ) -> Result<Acknowledged, AckError> {
         self.check_range(member, first_offset, last_offset, types)?;
         let mut done = Acknowledged::default();
-        let limit = self.limits.delivery_count_limit;
+        let keep = self.limits.dead_letters;
         for offset in first_offset..=last_offset {
             let kind =
                 if types.len() == 1 { types[0] } else { types[(offset - first_offset) as usize] };
+            if kind == AckType::Release {
+                let released = self.release_at(offset);
+                done.released.add(released);
+                continue;
+            }
             let Some(slot) = self.slot_mut(offset) else { continue };
+            let count = slot.delivery_count;
             match kind {
                 AckType::Accept => {
                     done.accepted += 1;
@@ -484,12 +555,15 @@ impl SharePartition {
                 AckType::Reject => {
                     done.rejected += 1;
                     finish(slot, RecordState::Archived);
+                    if keep {
+                        let reason = DeadLetterReason::Rejected;
+                        self.dead.push(DeadLetter { offset, delivery_count: count, reason });
+                    }
                 }
-                AckType::Gap => {
+                AckType::Gap | AckType::Release => {
                     done.gaps += 1;
                     finish(slot, RecordState::Archived);
                 }
-                AckType::Release => done.released.add(release(slot, limit)),
             }
         }
         self.advance_start();
@@ -502,12 +576,9 @@ impl SharePartition {
         if now_ms < self.next_deadline_ms {
             return Released::default();
         }
-        let limit = self.limits.delivery_count_limit;
         let mut released = Released::default();
-        for slot in self.slots.iter_mut() {
-            if slot.state == RecordState::Acquired && slot.deadline_ms <= now_ms {
-                released.add(release(slot, limit));
-            }
+        for offset in self.acquired_where(|slot| slot.deadline_ms <= now_ms) {
+            released.add(self.release_at(offset));
         }
         self.advance_start();
         self.recompute_deadline();
@@ -516,12 +587,9 @@ impl SharePartition {
 
     /// Releases every slot `member` holds (its share session ended).
     pub fn release_member(&mut self, member: &str) -> Released {
-        let limit = self.limits.delivery_count_limit;
         let mut released = Released::default();
-        for slot in self.slots.iter_mut() {
-            if slot.state == RecordState::Acquired && slot.member.as_deref() == Some(member) {
-                released.add(release(slot, limit));
-            }
+        for offset in self.acquired_where(|slot| slot.member.as_deref() == Some(member)) {
+            released.add(self.release_at(offset));
         }
         self.advance_start();
         self.recompute_deadline();
@@ -645,7 +713,7 @@ mod tests {
 
     #[test]
     fn a_released_record_is_archived_at_the_delivery_limit() {
-        let limits = Limits { delivery_count_limit: 2, ..Limits::default() };
+        let limits = Limits { delivery_count_limit: 2, dead_letters: true, ..Limits::default() };
         let mut partition = SharePartition::new(0, limits);
         partition.acquire("a", &[batch(0, 0)], 10, 0);
         partition.acknowledge("a", 0, 0, &[AckType::Release]).unwrap();
@@ -655,6 +723,10 @@ mod tests {
         let done = partition.acknowledge("b", 0, 0, &[AckType::Release]).unwrap();
         assert_eq!(done.released, Released { available: 0, archived: 1 });
         assert_eq!(partition.start_offset(), 1);
+        let letters = partition.take_dead_letters();
+        let reason = DeadLetterReason::DeliveryLimit;
+        assert_eq!(letters, vec![DeadLetter { offset: 0, delivery_count: 2, reason }]);
+        assert!(partition.take_dead_letters().is_empty());
     }
 
     #[test]

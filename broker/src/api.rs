@@ -118,6 +118,7 @@ api_registry! {
     ReadShareGroupState => read_share_group_state,
     WriteShareGroupState => write_share_group_state,
     DeleteShareGroupState => delete_share_group_state,
+    DescribeShareGroupOffsets => describe_share_group_offsets throttled,
     LeaveGroup => leave_group throttled,
     SyncGroup => sync_group throttled,
     DescribeGroups => describe_groups throttled,

@@ -98,6 +98,8 @@ pub struct Node<S: Storage> {
     share_service: Rc<ShareService<S>>,
     /// The share sessions of this shard's connections (KIP-932).
     pub share_sessions: RefCell<ShareSessions>,
+    /// Reaches the share coordinators (KIP-932), for share-group offsets.
+    pub share_state: Rc<ShareStateRouter<S>>,
     /// Client requests this shard is handling now (read, not yet answered); shutdown waits for
     /// them to drain.
     requests_in_progress: Cell<usize>,
@@ -153,11 +155,12 @@ impl<S: Storage> Node<S> {
         // Share partitions persist their state through the share coordinators.
         let state_replicas =
             if cluster.is_some() { config.offsets_topic_replication_factor } else { 1 };
-        shares.set_state_router(Rc::new(ShareStateRouter::new(
+        let share_state = Rc::new(ShareStateRouter::new(
             placements.clone(),
             MetadataRouter::new(mesh.clone()),
             state_replicas,
-        )));
+        ));
+        shares.set_state_router(share_state.clone());
         shares.set_dead_letter_router(Rc::new(DeadLetterRouter::new(
             placements.clone(),
             MetadataRouter::new(mesh.clone()),
@@ -180,6 +183,7 @@ impl<S: Storage> Node<S> {
             shares: ShareRouter::new(placements),
             share_service: shares,
             share_sessions: RefCell::new(ShareSessions::default()),
+            share_state,
             transactions: txn_router,
             partition_service: partitions,
             group_service: groups,

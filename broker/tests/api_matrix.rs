@@ -445,6 +445,19 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.topics = vec![topic];
             RequestKind::DeleteShareGroupState(request)
         }
+        ApiKey::DescribeShareGroupOffsets => {
+            let mut topic =
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default();
+            topic.topic_name = name("matrix");
+            topic.partitions = vec![0];
+            let mut group =
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
+            group.group_id = GroupId(StrBytes::from_static_str("matrix-sg"));
+            group.topics = Some(vec![topic]);
+            let mut request = DescribeShareGroupOffsetsRequest::default();
+            request.groups = vec![group];
+            RequestKind::DescribeShareGroupOffsets(request)
+        }
         ApiKey::ConsumerGroupDescribe => {
             let mut request = ConsumerGroupDescribeRequest::default();
             request.group_ids = vec![GroupId(StrBytes::from_static_str("matrix-cg-1"))];
@@ -690,6 +703,14 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::ConsumerGroupHeartbeat(r) => vec![r.error_code],
         ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
         ResponseKind::ShareGroupHeartbeat(r) => vec![r.error_code],
+        ResponseKind::DescribeShareGroupOffsets(r) => r
+            .groups
+            .iter()
+            .flat_map(|g| {
+                std::iter::once(g.error_code)
+                    .chain(g.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            })
+            .collect(),
         ResponseKind::ShareGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
         ResponseKind::ShareFetch(r) => std::iter::once(r.error_code)
             .chain(r.responses.iter().flat_map(|t| {

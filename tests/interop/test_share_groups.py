@@ -96,6 +96,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 import wire
 from clients import ck_produce_each
 from cluster import Cluster, wait_for
+from conftest import strata_bin
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -823,6 +824,43 @@ def test_share_group_is_listed_and_described(shared_broker, topic_name):
     assert list_groups(bootstrap, ["share"])[group]["state"] == "Empty"
     unknown = describe_share_group(bootstrap, "no-such-group-" + topic_name)
     assert unknown["error"] == GROUP_ID_NOT_FOUND, unknown
+
+
+def test_strata_group_lists_and_describes_a_share_group_with_its_start_offsets_and_lag(shared_broker, topic_name):
+    """`strata group list` shows a share group with type "share"; `strata group describe`
+    shows its member and assignment and, per partition, the share-partition start offset
+    from DescribeShareGroupOffsets (10, once the first 10 records are accepted), the log end
+    (15, after 5 more are produced) and the lag between them (5)."""
+    import json
+    bootstrap = shared_broker.bootstrap
+    group = "sg-" + topic_name
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, ["a-%d" % i for i in range(10)])
+    reader = Reader(bootstrap, topic_name, group, "described")
+    try:
+        poll_until([reader], lambda: len(reader.keys()) == 10, 40, "the first 10 records")
+        reader.commit()
+        produce(bootstrap, topic_name, ["b-%d" % i for i in range(5)])
+
+        def strata(*args):
+            out = subprocess.run([strata_bin(), *args, "--bootstrap", bootstrap, "--format", "json"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            return json.loads(out.stdout)
+
+        listed = {g["group"]: g for g in strata("group", "list")}
+        assert listed[group]["type"] == "share", listed.get(group)
+        described = strata("group", "describe", group)
+        assert described["protocol"] == "share" and described["assignor"] == "simple", described
+        assert [m["client_id"] for m in described["members"]] == ["described"], described
+        assert described["members"][0]["assignment"] == [{"topic": topic_name, "partition": 0}]
+        row = [o for o in described["offsets"] if o["topic"] == topic_name]
+        assert row == [{"topic": topic_name, "partition": 0, "start_offset": 10,
+                        "log_end_offset": 15, "lag": 5,
+                        "members": [described["members"][0]["member_id"]]}], described["offsets"]
+    finally:
+        close_all([reader])
 
 
 # --- failover -------------------------------------------------------------------------------

@@ -262,6 +262,28 @@ fn partitions_of(
     out
 }
 
+/// The group as a KIP-932 share group; `None` when it is not one (GROUP_ID_NOT_FOUND) or the
+/// broker does not serve ShareGroupDescribe.
+fn describe_share_group(
+    client: &mut Client,
+    group: &str,
+) -> Result<Option<share_group_describe_response::DescribedGroup>, String> {
+    let mut request = ShareGroupDescribeRequest::default();
+    request.group_ids = vec![group_id(group)];
+    let kind = RequestKind::ShareGroupDescribe(request);
+    let response = match client.call(ApiKey::ShareGroupDescribe, 1, kind) {
+        Ok(ResponseKind::ShareGroupDescribe(response)) => response,
+        Ok(_) => return Err("unexpected response".into()),
+        Err(_) => return Ok(None),
+    };
+    let Some(described) = response.groups.into_iter().next() else { return Ok(None) };
+    if super::is_error(described.error_code, ResponseError::GroupIdNotFound) {
+        return Ok(None);
+    }
+    check(described.error_code, described.error_message.as_ref(), "describing the group")?;
+    Ok(Some(described))
+}
+
 /// The group as a KIP-848 consumer group; `None` when it is not one (GROUP_ID_NOT_FOUND) or
 /// the broker does not serve ConsumerGroupDescribe.
 pub(super) fn describe_consumer_group(
@@ -353,6 +375,9 @@ fn consumer_view_json(view: &ConsumerView) -> serde_json::Value {
 
 pub fn describe(bootstrap: &str, group: &str, json_output: bool) -> Result<(), String> {
     let mut client = coordinator(bootstrap, group)?;
+    if let Some(share) = describe_share_group(&mut client, group)? {
+        return super::share_group::describe(&mut client, group, share, json_output);
+    }
     let consumer = describe_consumer_group(&mut client, group)?;
     let (state, members) = match &consumer {
         Some(view) => {

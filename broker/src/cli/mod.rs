@@ -16,6 +16,7 @@ pub mod produce;
 pub mod quota;
 pub mod recover_metadata;
 pub mod security;
+mod share_group;
 pub mod topic;
 pub mod txn;
 pub mod user;

@@ -107,6 +107,12 @@ fn metadata(client: &mut Client, topics: Option<Vec<&str>>) -> Result<MetadataRe
     }
 }
 
+/// The partition count of `topic` (0 when it does not exist; never creates it).
+pub fn partition_count(client: &mut Client, topic: &str) -> Result<i32, String> {
+    let response = metadata(client, Some(vec![topic]))?;
+    Ok(response.topics.iter().find(|t| t.error_code == 0).map_or(0, |t| t.partitions.len() as i32))
+}
+
 pub fn list(bootstrap: &str, json_output: bool) -> Result<(), String> {
     let mut client = Client::connect(bootstrap)?;
     let response = metadata(&mut client, None)?;

@@ -181,12 +181,17 @@ impl<S: Storage> ShareStateService<S> {
         Ok(())
     }
 
-    /// The state of `key` (None: never initialized), read by a leader at `leader_epoch`.
+    /// The state of `key` (None: never initialized), read by a leader at `leader_epoch`, or by
+    /// a tool (DescribeShareGroupOffsets) with a negative epoch.
     pub async fn read(&self, key: StateKey, leader_epoch: i32) -> Result<Option<Persisted>> {
         self.follow_leadership().await;
         self.check_here(&key)?;
         let _guard = self.lock.lock().await;
         let Some(stored) = self.states.borrow().get(&key).cloned() else { return Ok(None) };
+        // A negative leader epoch reads without fencing (a tool's read, not a leader's).
+        if leader_epoch < 0 {
+            return Ok(Some(stored.state));
+        }
         if leader_epoch < stored.leader_epoch {
             return Err(fenced(&key, leader_epoch, stored.leader_epoch));
         }

@@ -1,0 +1,105 @@
+//! DescribeShareGroupOffsets (key 90, KIP-932): each partition's share-partition start offset
+//! of a share group, as its share coordinator keeps it (`-1`: the group has no state there).
+//! DESCRIBE on the group is required (else GROUP_AUTHORIZATION_FAILED for the group) and on
+//! each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions). A null topic list means the
+//! topics the group's members subscribe to now (Kafka: every partition with state; strata
+//! keeps no index of those yet). An unknown topic answers a nil topic id and start offset -1.
+//! References: KIP-932 ("DescribeShareGroupOffsets"); Kafka
+//! `KafkaApis.handleDescribeShareGroupOffsetsRequest`.
+
+use crate::authorization::{AclOperation, Resource};
+use crate::error::{error_code, BrokerError};
+use crate::node::Node;
+use crate::request_context::RequestContext;
+use crate::services::groups::requests::ShareDescribe;
+use kafka_protocol::messages::describe_share_group_offsets_response::{
+    DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+};
+use kafka_protocol::messages::{
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use shard::io::Storage;
+
+pub const VERSIONS: (i16, i16) = (0, 0);
+
+/// The topics of a group asked with a null list: its members' subscriptions.
+async fn subscribed<S: Storage>(node: &Node<S>, group: &str) -> Vec<(String, Vec<i32>)> {
+    let described = node.groups.call(group, ShareDescribe { group: group.to_string() }).await;
+    let Ok(Some(described)) = described else { return Vec::new() };
+    let image = node.metadata();
+    let topics: std::collections::BTreeSet<String> =
+        described.members.iter().flat_map(|m| m.subscribed.iter().cloned()).collect();
+    topics
+        .into_iter()
+        .map(|topic| {
+            let count = image.topic(&topic).map_or(0, |t| t.partition_count());
+            (topic, (0..count).collect())
+        })
+        .collect()
+}
+
+async fn topic_answer<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    group: &str,
+    topic: String,
+    partitions: Vec<i32>,
+) -> DescribeShareGroupOffsetsResponseTopic {
+    let image = node.metadata();
+    let mut out = DescribeShareGroupOffsetsResponseTopic::default();
+    out.topic_name = TopicName(StrBytes::from_string(topic.clone()));
+    let allowed = node.allowed(context, AclOperation::Describe, Resource::Topic(&topic));
+    let topic_id = image.topic(&topic).map(|t| t.topic_id);
+    out.topic_id = topic_id.map_or(uuid::Uuid::nil(), uuid::Uuid::from_bytes);
+    for partition in partitions {
+        let mut answer = DescribeShareGroupOffsetsResponsePartition::default();
+        answer.partition_index = partition;
+        answer.start_offset = -1;
+        answer.leader_epoch = -1;
+        if !allowed {
+            let error = BrokerError::TopicAuthorizationFailed(topic.clone());
+            answer.error_code = error_code(&error);
+            answer.error_message = Some(StrBytes::from_string(error.to_string()));
+        } else if let Some(topic_id) = topic_id {
+            let key = (group.to_string(), topic_id, partition);
+            if let Ok(Some(state)) = node.share_state.read(&key, -1).await {
+                answer.start_offset = state.start_offset;
+            }
+        }
+        out.partitions.push(answer);
+    }
+    out
+}
+
+pub async fn handle<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: DescribeShareGroupOffsetsRequest,
+) -> DescribeShareGroupOffsetsResponse {
+    let mut response = DescribeShareGroupOffsetsResponse::default();
+    for asked in request.groups {
+        let group = asked.group_id.0.to_string();
+        let mut out = DescribeShareGroupOffsetsResponseGroup::default();
+        out.group_id = asked.group_id;
+        if !node.allowed(context, AclOperation::Describe, Resource::Group(&group)) {
+            let error = BrokerError::GroupAuthorizationFailed(group.clone());
+            out.error_code = error_code(&error);
+            out.error_message = Some(StrBytes::from_string(error.to_string()));
+            response.groups.push(out);
+            continue;
+        }
+        let topics: Vec<(String, Vec<i32>)> = match asked.topics {
+            Some(topics) => {
+                topics.into_iter().map(|t| (t.topic_name.0.to_string(), t.partitions)).collect()
+            }
+            None => subscribed(node, &group).await,
+        };
+        for (topic, partitions) in topics {
+            out.topics.push(topic_answer(node, context, &group, topic, partitions).await);
+        }
+        response.groups.push(out);
+    }
+    response
+}

@@ -127,6 +127,14 @@ interop_branch() {
         tests/interop/test_kafkajs.py tests/interop/test_aiokafka.py \
         tests/interop/test_transactions.py tests/interop/test_exactly_once.py \
         tests/interop/test_txn_verification.py
+    # KIP-932: librdkafka 2.15.1's share-consumer tests (its LONG_TESTS 0171, 0172 and 0174
+    # are left out for the budget: docs/testing.md), on one node, then 0179 on three nodes
+    # (it needs its partitions on different brokers). Here rather than in the librdkafka
+    # branch, which is the longer one.
+    branch_stage interop share "librdkafka 2.15.1's share-consumer tests 0170-0190 but the long ones, against a release broker (scripts/librdkafka-share-suite.sh --quick)" \
+        env STRATA_BIN="$release_bin" scripts/librdkafka-share-suite.sh --quick
+    branch_stage interop share_cluster "librdkafka 2.15.1's share test 0179 against a 3-node cluster" \
+        env SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-share-suite.sh 0179
 }
 librdkafka_branch() {
     branch_stage librdkafka librdkafka "librdkafka's own integration tests, core list, against a release broker (scripts/librdkafka-suite.sh)" \
@@ -154,6 +162,8 @@ cat "$branch_dir/interop.out" "$branch_dir/librdkafka.out" | tee -a "$log"
 status_of() { cat "$branch_dir/$1.status" 2>/dev/null || echo 1; }
 interop_status=$(status_of interop)
 cluster_status=$(status_of cluster)
+share_status=$(status_of share)
+share_cluster_status=$(status_of share_cluster)
 librdkafka_status=$(status_of librdkafka)
 librdkafka_cluster_status=$(status_of librdkafka_cluster)
 librdkafka_long_status=$(status_of librdkafka_long)
@@ -194,6 +204,7 @@ awk '
     }
     END { printf "\nsuite: %d passed, %d failed, %d skipped\n", passed, failed, skipped }' "$log"
 if [ "$cargo_status" -ne 0 ] || [ "$interop_status" -ne 0 ] || [ "$cluster_status" -ne 0 ] ||
+    [ "$share_status" -ne 0 ] || [ "$share_cluster_status" -ne 0 ] ||
     [ "$librdkafka_status" -ne 0 ] || [ "$librdkafka_cluster_status" -ne 0 ] ||
     [ "$librdkafka_long_status" -ne 0 ] || [ "$librdkafka_kip848_status" -ne 0 ] ||
     [ "$many_partitions_status" -ne 0 ] || [ "$console_status" -ne 0 ] ||

@@ -51,6 +51,9 @@ fi
 # partitions; confluent-kafka from the interop suite's pinned venv.
 [ -x target/interop-venv/bin/python ] || scripts/interop.sh --collect-only -q >/dev/null
 target/interop-venv/bin/python bench/consumer_groups.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/consumer-groups" --out BENCHMARKS.md
+# Share groups (KIP-932): records/s through a share group of 1, 3 and 6 consumers (explicit
+# ACCEPT, 1 KiB) on a 3-partition topic against a classic group of 3; same venv.
+target/interop-venv/bin/python bench/share_groups.py --dir "${BENCH_DIR:-$PWD/target/bench-data}/share-groups" --out BENCHMARKS.md
 # Every plot and the plots section again, from the data files this run wrote (run_report.py and
 # replication.py already drew theirs; this keeps the section last-written and whole).
 "$py" bench/plots.py --out BENCHMARKS.md || echo "warning: bench/plots.py failed" >&2

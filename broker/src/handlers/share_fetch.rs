@@ -20,7 +20,7 @@ use crate::metadata::group_config;
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::share_sessions::{SessionKey, ShareSession, FINAL_EPOCH, INITIAL_EPOCH};
-use crate::services::shares::requests::{ReleaseMember, SharePartitionFetch};
+use crate::services::shares::requests::{ReleaseMember, SharePartitionFetch, WaitForRelease};
 use crate::services::shares::state::{AckType, Acquired};
 use crate::services::shares::{AckRange, FetchLimits, PartitionAnswer};
 use bytes::{Bytes, BytesMut};
@@ -422,7 +422,9 @@ async fn fetch_one<S: Storage>(
     }
 }
 
-/// Waits until one of the partitions gets an append past its offset, or `slice` passes.
+/// Waits until one of the partitions gets an append past its offset, records are released or
+/// acknowledged on a shard leading one of them (a full window may have moved on), or `slice`
+/// passes.
 async fn wait_for_any<S: Storage>(
     node: &Node<S>,
     waits: &[(TopicPartition, i64)],
@@ -433,10 +435,24 @@ async fn wait_for_any<S: Storage>(
         shard::runtime::sleep(slice).await;
         return;
     }
-    let futures = waits.iter().map(|(partition, offset)| {
-        Box::pin(node.partitions.wait_for_append(partition, Offset(*offset), wait_ms, false))
+    let appends = waits.iter().map(|(partition, offset)| {
+        let wait = node.partitions.wait_for_append(partition, Offset(*offset), wait_ms, false);
+        Box::pin(wait) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>
     });
-    futures_util::future::select_all(futures).await;
+    let mut shards = std::collections::BTreeSet::new();
+    let releases = waits
+        .iter()
+        .filter(|(partition, _)| {
+            node.partitions.owner(partition).is_ok_and(|shard| shards.insert(shard.0))
+        })
+        .map(|(partition, _)| {
+            let wait = async move {
+                let _ = node.shares.call(partition, WaitForRelease { wait_ms }).await;
+            };
+            Box::pin(wait) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>
+        })
+        .collect::<Vec<_>>();
+    futures_util::future::select_all(appends.chain(releases)).await;
 }
 
 fn concat(batches: Vec<Bytes>) -> Bytes {

@@ -42,7 +42,7 @@ pub const GROUP_CONFIGS: &[GroupConfigDef] = &[
     GroupConfigDef { name: "errors.deadletterqueue.topic.name", kind: Kind::TopicName, default: Some(""), doc: "Share groups (KIP-1191): the topic that receives records archived at the delivery limit (empty: none)." },
     GroupConfigDef { name: "share.auto.offset.reset", kind: Kind::OffsetReset, default: Some("latest"), doc: "Where a share group starts reading a partition it has no state for: latest, earliest or by_duration:<duration>." },
     GroupConfigDef { name: "share.delivery.count.limit", kind: Kind::Integer(2, 10), default: Some("5"), doc: "Share groups: deliveries of a record before it is archived." },
-    GroupConfigDef { name: "share.heartbeat.interval.ms", kind: Kind::Integer(1_000, 15_000), default: Some("5000"), doc: "The heartbeat interval given to this share group's members." },
+    GroupConfigDef { name: "share.heartbeat.interval.ms", kind: Kind::Integer(1_000, 15_000), default: Some("2000"), doc: "The heartbeat interval given to this share group's members." },
     GroupConfigDef { name: "share.isolation.level", kind: Kind::OneOf(&["read_uncommitted", "read_committed"]), default: Some("read_uncommitted"), doc: "Whether a share group reads records of open and aborted transactions." },
     GroupConfigDef { name: "share.partition.max.record.locks", kind: Kind::Integer(100, 10_000), default: Some("2000"), doc: "Share groups: records of one partition acquired at once, at most." },
     GroupConfigDef { name: "share.record.lock.duration.ms", kind: Kind::Integer(1_000, 3_600_000), default: Some("30000"), doc: "How long a share consumer holds an acquired record before it is offered again." },

@@ -49,9 +49,20 @@ pub struct ShareConfig {
     pub members_max: usize,
 }
 
+/// strata's share-group heartbeat interval (Kafka's `group.share.heartbeat.interval.ms` is
+/// 5,000 ms): a member learns of a new assignment at its next heartbeat, and until then the
+/// members that joined first fetch from every partition, so this bounds how soon the load
+/// spreads over a group that grows (as strata's 2 s for KIP-848 groups); a heartbeat that
+/// changes nothing writes nothing.
+pub const HEARTBEAT_INTERVAL_MS_DEFAULT: i32 = 2_000;
+
 impl Default for ShareConfig {
     fn default() -> Self {
-        ShareConfig { session_timeout_ms: 45_000, heartbeat_interval_ms: 5_000, members_max: 200 }
+        ShareConfig {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS_DEFAULT,
+            members_max: 200,
+        }
     }
 }
 

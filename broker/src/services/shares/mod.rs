@@ -79,6 +79,9 @@ pub struct PartitionAnswer {
 
 type Key = (String, TopicPartition);
 
+/// The key and value of dead letters' records, by offset.
+type Originals = HashMap<i64, (Option<Vec<u8>>, Option<Vec<u8>>)>;
+
 /// One share partition and what of it is persisted.
 pub struct ShareEntry {
     share: RefCell<SharePartition>,
@@ -110,7 +113,8 @@ pub struct ShareService<S: Storage> {
     clock: Clock,
     view: Rc<MetadataView>,
     shares: RefCell<HashMap<Key, Rc<ShareEntry>>>,
-    /// Released records: a waiting fetch of the same group may take them.
+    /// Records released, acknowledged or timed out here: a waiting fetch may find records to
+    /// take (released ones, or a window that moved on).
     released: event_listener::Event,
     /// The share coordinators (`None`: in-memory only, for tests without one).
     state: RefCell<Option<Rc<ShareStateRouter<S>>>>,
@@ -393,7 +397,7 @@ impl<S: Storage> ShareService<S> {
         &self,
         partition: &TopicPartition,
         letters: &[DeadLetter],
-    ) -> HashMap<i64, (Option<Vec<u8>>, Option<Vec<u8>>)> {
+    ) -> Originals {
         let mut found = HashMap::new();
         for letter in letters {
             if found.contains_key(&letter.offset) {
@@ -448,7 +452,9 @@ impl<S: Storage> ShareService<S> {
             ..ShareCounts::default()
         };
         self.stats.share_records(counts);
-        if counts.released > 0 {
+        // Accepted, rejected and released records all may open the window (or give records
+        // back): fetches waiting on this shard look again.
+        if counts.accepted + counts.rejected + counts.released > 0 {
             self.released.notify(usize::MAX);
         }
         Ok(())
@@ -574,7 +580,7 @@ fn dead_letter_batch(
     group: &str,
     partition: &TopicPartition,
     letters: &[DeadLetter],
-    originals: &HashMap<i64, (Option<Vec<u8>>, Option<Vec<u8>>)>,
+    originals: &Originals,
     now_ms: i64,
 ) -> Bytes {
     let mut builder = wire::RecordBatchBuilder::new(now_ms);

@@ -393,11 +393,7 @@ impl<S: Storage> ShareService<S> {
 
     /// The key and value of each dead letter's record, read from the log (for
     /// `errors.deadletterqueue.copy.record.enable`); a record that cannot be read is left out.
-    async fn originals(
-        &self,
-        partition: &TopicPartition,
-        letters: &[DeadLetter],
-    ) -> Originals {
+    async fn originals(&self, partition: &TopicPartition, letters: &[DeadLetter]) -> Originals {
         let mut found = HashMap::new();
         for letter in letters {
             if found.contains_key(&letter.offset) {

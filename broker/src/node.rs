@@ -160,13 +160,14 @@ impl<S: Storage> Node<S> {
             MetadataRouter::new(mesh.clone()),
             state_replicas,
         ));
-        shares.set_state_router(share_state.clone());
-        shares.set_dead_letter_router(Rc::new(DeadLetterRouter::new(
+        shares.set_state_router(Rc::new(share_state.clone()));
+        let dead_letters: Rc<DeadLetterRouter<S>> = Rc::new(DeadLetterRouter::new(
             placements.clone(),
             MetadataRouter::new(mesh.clone()),
-            config.dead_letter_prefix.clone(),
-            config.dead_letter_auto_create,
-        )));
+            config.dead_letters.prefix.clone(),
+            config.dead_letters.auto_create,
+        ));
+        shares.set_dead_letter_router(Rc::new(dead_letters));
         if config.transaction_partition_verification {
             partitions.set_txn_verifier(Some(Rc::new(txn_router.clone())));
         }

@@ -1149,7 +1149,11 @@ fn describe_configs_documents_which_topic_configs_are_applied() {
     let find = |name: &str| {
         configs.iter().find(|c| c.name.as_str() == name).unwrap_or_else(|| panic!("{name} missing"))
     };
-    assert_eq!(configs.len(), 34, "Kafka 4.0's 33 topic configs and flush.policy");
+    assert_eq!(
+        configs.len(),
+        35,
+        "Kafka 4.0's 33 topic configs, flush.policy and KIP-1191's opt-in"
+    );
     let doc =
         |name: &str| find(name).documentation.as_ref().map(|d| d.to_string()).unwrap_or_default();
     assert!(doc("compression.type").starts_with("Applied"), "{}", doc("compression.type"));

@@ -43,15 +43,17 @@ const REBALANCE_TIMEOUT_MS: i32 = 20_000;
 const PROTOCOL_TYPE: &str = "consumer";
 const PROTOCOL: &str = "range";
 /// Kafka's topic-config defaults, as DescribeConfigs and CreateTopics v5+ report them.
-/// Kafka 4.0's topic configs and strata's flush.policy: (name, default, DescribeConfigs v3+
-/// config type: 1 boolean, 2 string, 3 int, 5 long, 6 double, 7 list).
-const TOPIC_DEFAULTS: [(&str, &str, i8); 34] = [
+/// Kafka 4.0's topic configs, strata's flush.policy and KIP-1191's dead-letter opt-in: (name,
+/// default, DescribeConfigs v3+ config type: 1 boolean, 2 string, 3 int, 5 long, 6 double, 7
+/// list).
+const TOPIC_DEFAULTS: [(&str, &str, i8); 35] = [
     ("cleanup.policy", "delete", 7),
     ("compression.gzip.level", "-1", 3),
     ("compression.lz4.level", "9", 3),
     ("compression.type", "producer", 2),
     ("compression.zstd.level", "3", 3),
     ("delete.retention.ms", "86400000", 5),
+    ("errors.deadletterqueue.group.enable", "false", 1),
     ("file.delete.delay.ms", "60000", 5),
     ("flush.messages", "9223372036854775807", 5),
     ("flush.ms", "9223372036854775807", 5),

@@ -50,12 +50,11 @@ fn start_offsets(
     Ok(out)
 }
 
-pub fn describe(
-    client: &mut Client,
-    group: &str,
-    described: DescribedGroup,
-    json_output: bool,
-) -> Result<(), String> {
+/// (topic, partition, start offset, log end, lag, members assigned) of `describe`.
+type Row = (String, i32, i64, i64, Option<i64>, Vec<String>);
+
+/// The table of `describe`: every partition of the topics the members subscribe to.
+fn rows(client: &mut Client, group: &str, described: &DescribedGroup) -> Result<Vec<Row>, String> {
     let mut subscribed: BTreeSet<String> = BTreeSet::new();
     let mut owners: BTreeMap<(String, i32), Vec<String>> = BTreeMap::new();
     for member in &described.members {
@@ -82,40 +81,54 @@ pub fn describe(
         let members = owners.get(&(topic.clone(), *partition)).cloned().unwrap_or_default();
         rows.push((topic.clone(), *partition, *start, end, lag, members));
     }
-    if json_output {
-        let members: Vec<serde_json::Value> = described
-            .members
-            .iter()
-            .map(|m| {
-                let assigned: Vec<serde_json::Value> = m
-                    .assignment
-                    .topic_partitions
-                    .iter()
-                    .flat_map(|t| {
-                        t.partitions.iter().map(move |p| {
-                            serde_json::json!({"topic": t.topic_name.0.to_string(), "partition": p})
-                        })
+    Ok(rows)
+}
+
+fn print_json(group: &str, described: &DescribedGroup, rows: &[Row]) {
+    let members: Vec<serde_json::Value> = described
+        .members
+        .iter()
+        .map(|m| {
+            let assigned: Vec<serde_json::Value> = m
+                .assignment
+                .topic_partitions
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(move |p| {
+                        serde_json::json!({"topic": t.topic_name.0.to_string(), "partition": p})
                     })
-                    .collect();
-                serde_json::json!({"member_id": m.member_id.to_string(),
-                                   "client_id": m.client_id.to_string(),
-                                   "member_epoch": m.member_epoch, "assignment": assigned})
-            })
-            .collect();
-        let offsets: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|(topic, partition, start, end, lag, members)| {
-                serde_json::json!({"topic": topic, "partition": partition,
-                                   "start_offset": start, "log_end_offset": end, "lag": lag,
-                                   "members": members})
-            })
-            .collect();
-        let out = serde_json::json!({"group": group, "protocol": "share",
-                                     "state": described.group_state.to_string(),
-                                     "group_epoch": described.group_epoch,
-                                     "assignor": described.assignor_name.to_string(),
-                                     "members": members, "offsets": offsets});
-        println!("{out}");
+                })
+                .collect();
+            serde_json::json!({"member_id": m.member_id.to_string(),
+                               "client_id": m.client_id.to_string(),
+                               "member_epoch": m.member_epoch, "assignment": assigned})
+        })
+        .collect();
+    let offsets: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(topic, partition, start, end, lag, members)| {
+            serde_json::json!({"topic": topic, "partition": partition,
+                               "start_offset": start, "log_end_offset": end, "lag": lag,
+                               "members": members})
+        })
+        .collect();
+    let out = serde_json::json!({"group": group, "protocol": "share",
+                                 "state": described.group_state.to_string(),
+                                 "group_epoch": described.group_epoch,
+                                 "assignor": described.assignor_name.to_string(),
+                                 "members": members, "offsets": offsets});
+    println!("{out}");
+}
+
+pub fn describe(
+    client: &mut Client,
+    group: &str,
+    described: DescribedGroup,
+    json_output: bool,
+) -> Result<(), String> {
+    let rows = rows(client, group, &described)?;
+    if json_output {
+        print_json(group, &described, &rows);
         return Ok(());
     }
     println!(

@@ -100,10 +100,8 @@ pub struct BrokerConfig {
     pub transactional_id_expiration_ms: i64,
     /// Kafka's `transaction.partition.verification.enable` (KIP-890 part 1).
     pub transaction_partition_verification: bool,
-    /// KIP-1191: `errors.deadletterqueue.topic.name.prefix` and
-    /// `errors.deadletterqueue.auto.create.topics.enable`.
-    pub dead_letter_prefix: String,
-    pub dead_letter_auto_create: bool,
+    /// KIP-1191: share groups' dead-letter topics.
+    pub dead_letters: DeadLetterSettings,
     /// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub transaction_expiry_interval_ms: i64,
     /// Kafka's `replica.lag.time.max.ms`: how long a follower may go without catching up
@@ -251,13 +249,7 @@ impl BrokerConfig {
                 .get("transaction.partition.verification.enable")
                 .trim()
                 == "true",
-            dead_letter_prefix: settings
-                .get("errors.deadletterqueue.topic.name.prefix")
-                .to_string(),
-            dead_letter_auto_create: settings
-                .get("errors.deadletterqueue.auto.create.topics.enable")
-                .trim()
-                == "true",
+            dead_letters: DeadLetterSettings::from_settings(settings),
             transaction_expiry_interval_ms: integer(
                 "transaction.remove.expired.transaction.cleanup.interval.ms",
             )?,
@@ -271,6 +263,24 @@ impl BrokerConfig {
             log_level: settings.get("log.level").trim().to_string(),
             cluster: resolved.cluster,
         })
+    }
+}
+
+/// `errors.deadletterqueue.topic.name.prefix` and
+/// `errors.deadletterqueue.auto.create.topics.enable` (KIP-1191).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterSettings {
+    pub prefix: String,
+    pub auto_create: bool,
+}
+
+impl DeadLetterSettings {
+    fn from_settings(settings: &sources::Settings) -> Self {
+        DeadLetterSettings {
+            prefix: settings.get("errors.deadletterqueue.topic.name.prefix").to_string(),
+            auto_create: settings.get("errors.deadletterqueue.auto.create.topics.enable").trim()
+                == "true",
+        }
     }
 }
 

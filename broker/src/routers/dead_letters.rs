@@ -165,3 +165,17 @@ impl<S: Storage> DeadLetterRouter<S> {
         Ok(())
     }
 }
+
+impl<S: Storage> crate::services::shares::DeadLetterSink for std::rc::Rc<DeadLetterRouter<S>> {
+    fn write(
+        &self,
+        topic: String,
+        source_partition: i32,
+        batch: Bytes,
+    ) -> futures_util::future::LocalBoxFuture<'static, Result<()>> {
+        let router = self.clone();
+        Box::pin(
+            async move { DeadLetterRouter::write(&router, &topic, source_partition, batch).await },
+        )
+    }
+}

@@ -19,6 +19,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use shard::io::Storage;
 use std::marker::PhantomData;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// How long a state call keeps trying while the coordinator is unavailable.
@@ -346,5 +347,29 @@ pub fn state_of_id(id: i8) -> Option<RecordState> {
         2 => Some(RecordState::Acknowledged),
         4 => Some(RecordState::Archived),
         _ => None,
+    }
+}
+
+impl<S: Storage> crate::services::shares::StateStore for Rc<ShareStateRouter<S>> {
+    fn read(
+        &self,
+        key: StateKey,
+        leader_epoch: i32,
+    ) -> futures_util::future::LocalBoxFuture<'static, Result<Option<Persisted>>> {
+        let router = self.clone();
+        Box::pin(async move { ShareStateRouter::read(&router, &key, leader_epoch).await })
+    }
+
+    fn write(
+        &self,
+        key: StateKey,
+        leader_epoch: i32,
+        state: Persisted,
+        initialize: bool,
+    ) -> futures_util::future::LocalBoxFuture<'static, Result<()>> {
+        let router = self.clone();
+        Box::pin(async move {
+            ShareStateRouter::write(&router, &key, leader_epoch, state, initialize).await
+        })
     }
 }

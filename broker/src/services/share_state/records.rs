@@ -15,15 +15,13 @@
 //! References: Kafka `share-coordinator/src/main/resources/common/message/ShareSnapshot{Key,
 //! Value}.json`; KIP-932 ("Share group state").
 
+pub use crate::services::shares::state::StateKey;
 use crate::services::shares::state::{Persisted, RecordState, StateBatch};
 
 const RECORD_TYPE_SNAPSHOT: i16 = 0;
 const VALUE_VERSION: i16 = 0;
 /// The bytes of one state batch in a value (to bound a count before allocating).
 const BATCH_BYTES: usize = 8 + 8 + 1 + 2 + 1;
-
-/// Which share partition a record is about: (group, topic id, partition).
-pub type StateKey = (String, [u8; 16], i32);
 
 /// A share partition's state as the coordinator keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]

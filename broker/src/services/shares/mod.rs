@@ -26,14 +26,15 @@ use crate::clock::Clock;
 use crate::error::{BrokerError, Result};
 use crate::mesh::Service;
 use crate::metadata::group_config;
-use crate::routers::{DeadLetterRouter, ShareStateRouter};
 use crate::services::metadata::MetadataView;
 use crate::services::partitions::PartitionService;
-use crate::services::share_state::records::StateKey;
 use crate::stats::{ShardStats, ShareCounts};
 use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
-use state::{AckError, AckType, Acquired, DeadLetter, Limits, LogBatch, SharePartition};
+use state::{
+    AckError, AckType, Acquired, DeadLetter, Limits, LogBatch, Persisted, SharePartition, StateKey,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
@@ -79,6 +80,36 @@ pub struct PartitionAnswer {
 
 type Key = (String, TopicPartition);
 
+/// Where share partitions' state is kept: the share coordinators (implemented by
+/// `routers::ShareStateRouter`, which knows where they are).
+pub trait StateStore {
+    /// The persisted state of `key` (None: never initialized), read at `leader_epoch`.
+    fn read(
+        &self,
+        key: StateKey,
+        leader_epoch: i32,
+    ) -> LocalBoxFuture<'static, Result<Option<Persisted>>>;
+    /// Writes `state` for `key` (`initialize`: its first).
+    fn write(
+        &self,
+        key: StateKey,
+        leader_epoch: i32,
+        state: Persisted,
+        initialize: bool,
+    ) -> LocalBoxFuture<'static, Result<()>>;
+}
+
+/// Where dead letters go (implemented by `routers::DeadLetterRouter`).
+pub trait DeadLetterSink {
+    /// Writes `batch` to `topic`, in the partition for `source_partition`.
+    fn write(
+        &self,
+        topic: String,
+        source_partition: i32,
+        batch: Bytes,
+    ) -> LocalBoxFuture<'static, Result<()>>;
+}
+
 /// The key and value of dead letters' records, by offset.
 type Originals = HashMap<i64, (Option<Vec<u8>>, Option<Vec<u8>>)>;
 
@@ -117,11 +148,11 @@ pub struct ShareService<S: Storage> {
     /// take (released ones, or a window that moved on).
     released: event_listener::Event,
     /// The share coordinators (`None`: in-memory only, for tests without one).
-    state: RefCell<Option<Rc<ShareStateRouter<S>>>>,
+    state: RefCell<Option<Rc<dyn StateStore>>>,
     /// Loading a share partition (reading or initializing its state) is one at a time.
     loading: async_lock::Mutex<()>,
     /// Where dead letters go (KIP-1191; `None`: nowhere, for tests without one).
-    dead_letters: RefCell<Option<Rc<DeadLetterRouter<S>>>>,
+    dead_letters: RefCell<Option<Rc<dyn DeadLetterSink>>>,
 }
 
 impl<S: Storage> ShareService<S> {
@@ -145,16 +176,16 @@ impl<S: Storage> ShareService<S> {
     }
 
     /// Where dead letters are written.
-    pub fn set_dead_letter_router(&self, router: Rc<DeadLetterRouter<S>>) {
+    pub fn set_dead_letter_router(&self, router: Rc<dyn DeadLetterSink>) {
         *self.dead_letters.borrow_mut() = Some(router);
     }
 
     /// Where share partitions' state is persisted.
-    pub fn set_state_router(&self, router: Rc<ShareStateRouter<S>>) {
+    pub fn set_state_router(&self, router: Rc<dyn StateStore>) {
         *self.state.borrow_mut() = Some(router);
     }
 
-    fn state_router(&self) -> Option<Rc<ShareStateRouter<S>>> {
+    fn state_router(&self) -> Option<Rc<dyn StateStore>> {
         self.state.borrow().clone()
     }
 
@@ -214,7 +245,7 @@ impl<S: Storage> ShareService<S> {
         let state_key: StateKey = (group.to_string(), topic_id, partition.partition.0);
         let router = self.state_router();
         let persisted = match &router {
-            Some(router) => router.read(&state_key, leader_epoch).await?,
+            Some(router) => router.read(state_key.clone(), leader_epoch).await?,
             None => None,
         };
         let share = match persisted {
@@ -223,7 +254,7 @@ impl<S: Storage> ShareService<S> {
                 let start = self.start_offset(partition, reset, read_committed).await?;
                 let share = SharePartition::new(start, limits);
                 if let Some(router) = &router {
-                    router.write(&state_key, leader_epoch, share.persisted(), true).await?;
+                    router.write(state_key.clone(), leader_epoch, share.persisted(), true).await?;
                 }
                 share
             }
@@ -261,7 +292,7 @@ impl<S: Storage> ShareService<S> {
             self.write_dead_letters(entry, &letters).await;
         }
         let state = entry.share.borrow().persisted();
-        router.write(&entry.key, entry.leader_epoch, state, false).await?;
+        router.write(entry.key.clone(), entry.leader_epoch, state, false).await?;
         entry.persisted.set(entry.persisted.get().max(version));
         Ok(())
     }
@@ -384,7 +415,7 @@ impl<S: Storage> ShareService<S> {
         let originals =
             if copy { self.originals(&partition, letters).await } else { HashMap::new() };
         let batch = dead_letter_batch(group, &partition, letters, &originals, self.clock.now_ms());
-        let written = router.write(&topic, partition.partition.0, batch).await;
+        let written = router.write(topic.clone(), partition.partition.0, batch).await;
         self.stats.share_dead_letters(letters.len() as u64, written.is_ok());
         if let Err(error) = written {
             tracing::warn!(%group, %partition, %topic, records = letters.len(), %error, "dead letters not written; the records are archived");

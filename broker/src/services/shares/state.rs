@@ -42,6 +42,10 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+/// Which share partition a persisted state is about: (group, topic id, partition), the key of
+/// Kafka's ShareSnapshot records.
+pub type StateKey = (String, [u8; 16], i32);
+
 /// The state of one record (Kafka's `RecordState`, with its persisted ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordState {

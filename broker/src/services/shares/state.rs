@@ -542,8 +542,9 @@ impl SharePartition {
         let mut done = Acknowledged::default();
         let keep = self.limits.dead_letters;
         for offset in first_offset..=last_offset {
-            let kind =
-                if types.len() == 1 { types[0] } else { types[(offset - first_offset) as usize] };
+            // `check_range` checked the length (one type, or one per offset).
+            let at = if types.len() == 1 { 0 } else { (offset - first_offset) as usize };
+            let Some(&kind) = types.get(at) else { continue };
             if kind == AckType::Release {
                 let released = self.release_at(offset);
                 done.released.add(released);

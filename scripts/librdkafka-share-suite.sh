@@ -15,7 +15,8 @@
 #
 # A sibling of scripts/librdkafka-suite.sh (librdkafka 2.12.1, which has no share consumer):
 # the broker start, the test.conf, the one-test-per-process runner, the reading of the
-# runner's summary and the KNOWN_FAILURES rule are that script's, copied; what differs:
+# runner's summary, the KNOWN_FAILURES rule and the lanes (SUITE_JOBS) are
+# scripts/librdkafka-runner.sh's, which both source; what differs:
 #   - Source: librdkafka 2.15.1, as the npm package @confluentinc/kafka-javascript@1.10.1
 #     ships it in deps/librdkafka (tests/ included; no crates.io rdkafka-sys vendors 2.15.1).
 #     Fetched with `npm pack` (a download only: no install script runs, nothing is built by
@@ -59,10 +60,10 @@
 # `ZSTD_SYS_USE_PKG_CONFIG=1 cargo build --release -p broker` only when missing), started as
 # scripts/librdkafka-suite.sh starts it (free ports, fresh data directory, --num-partitions 4
 # --auto-create-topics true; SUITE_CLUSTER=N for an N-node `strata cluster local`). One broker
-# serves the whole run; if it dies during a test, that test is reported with the broker's exit
-# and a fresh broker is started for the next one.
+# serves the whole run (per lane with SUITE_JOBS=N); if it dies during a test, that test is
+# reported with the broker's exit and a fresh broker is started for the next one.
 # Runner: one test per process, `TESTS=NNNN ./test-runner -p1 -K -L` (`-p1 -l` with --local)
-# under `timeout`, never quick mode (-Q), with a tests/test.conf like LibrdkafkaTestApp.py's:
+# under `timeout`, never quick mode (-Q), with a test.conf like LibrdkafkaTestApp.py's:
 # broker.address.family=v4, test.timeout.multiplier, bootstrap.servers, security.protocol.
 set -euo pipefail
 SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
@@ -255,161 +256,16 @@ build_runner() {
     [ -x "$TDIR/test-runner" ] || die "no $TDIR/test-runner after the build"
 }
 
-# ---- the broker ------------------------------------------------------------------------------
-strata_bin() {
-    if [ -n "${STRATA_BIN:-}" ]; then
-        [ -x "$STRATA_BIN" ] || die "STRATA_BIN=$STRATA_BIN is not an executable"
-        (cd "$REPO" && realpath "$STRATA_BIN")
-        return
-    fi
-    if [ ! -x "$REPO/target/release/strata" ]; then
-        log "building target/release/strata"
-        (cd "$REPO" && ZSTD_SYS_USE_PKG_CONFIG=1 cargo build --release -p broker >&2)
-    fi
-    echo "$REPO/target/release/strata"
-}
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-BROKER_PID=
-BROKER_STARTS=0
-PORT=
-BOOTSTRAP=
-SUITE_CLUSTER=${SUITE_CLUSTER:-1}
-
-# A base port P whose P + 100 * (node - 1) + {0, 1, 10} are all free (`strata cluster local`).
-free_base_port() {
-    python3 - "$SUITE_CLUSTER" <<'PY'
-import random, socket, sys
-nodes = int(sys.argv[1])
-for _ in range(200):
-    base = random.randrange(20000, 60000 - 100 * nodes, 2)
-    ports = [base + 100 * i + d for i in range(nodes) for d in (0, 1, 10)]
-    try:
-        socks = []
-        for port in ports:
-            s = socket.socket(); s.bind(("127.0.0.1", port)); socks.append(s)
-        for s in socks: s.close()
-        print(base)
-        break
-    except OSError:
-        for s in socks: s.close()
-PY
-}
-
-start_cluster() {
-    local base deadline mark
-    base=$(free_base_port)
-    [ -n "$base" ] || die "no free port range for a $SUITE_CLUSTER-node cluster"
-    rm -rf "$RUN/cluster"
-    mkdir -p "$RUN/cluster"
-    BROKER_STARTS=$((BROKER_STARTS + 1))
-    local cmd=("$STRATA" cluster local --nodes "$SUITE_CLUSTER" --data-dir "$RUN/cluster" --base-port "$base")
-    printf '\n=== librdkafka-share-suite: cluster start #%d: %s\n' "$BROKER_STARTS" "${cmd[*]}" >>"$LOGS/strata.log"
-    mark=$(wc -c <"$LOGS/strata.log")
-    "${cmd[@]}" </dev/null >>"$LOGS/strata.log" 2>&1 &
-    BROKER_PID=$!
-    deadline=$((SECONDS + 90))
-    until tail -c +"$((mark + 1))" "$LOGS/strata.log" | grep 'is ready; bootstrap servers' >/dev/null; do
-        if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-            tail -20 "$LOGS/strata.log" >&2
-            die "the cluster exited before it was ready ($LOGS/strata.log)"
-        fi
-        [ $SECONDS -lt $deadline ] || { tail -20 "$LOGS/strata.log" >&2; die "cluster not ready within 90 s"; }
-        sleep 0.2
-    done
-    BOOTSTRAP=$(tail -c +"$((mark + 1))" "$LOGS/strata.log" | sed -n 's/.*bootstrap servers: //p' | head -1)
-    PORT=$base
-}
-
-start_broker() {
-    if [ "$SUITE_CLUSTER" -gt 1 ]; then
-        start_cluster
-        write_test_conf
-        return
-    fi
-    local admin deadline
-    PORT=$(free_port)
-    admin=$(free_port)
-    while [ "$admin" = "$PORT" ]; do admin=$(free_port); done
-    rm -rf "$RUN/data"
-    mkdir -p "$RUN/data"
-    BROKER_STARTS=$((BROKER_STARTS + 1))
-    local cmd=("$STRATA" serve --data-dir "$RUN/data" --listen "127.0.0.1:$PORT"
-        --advertise "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$admin" --cores "$STRATA_CORES"
-        --num-partitions 4 --auto-create-topics true)
-    printf '\n=== librdkafka-share-suite: broker start #%d: %s\n' "$BROKER_STARTS" "${cmd[*]}" >>"$LOGS/strata.log"
-    local mark
-    mark=$(wc -c <"$LOGS/strata.log")
-    "${cmd[@]}" </dev/null >>"$LOGS/strata.log" 2>&1 &
-    BROKER_PID=$!
-    deadline=$((SECONDS + 30))
-    until tail -c +"$((mark + 1))" "$LOGS/strata.log" | grep -w ready >/dev/null; do
-        if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-            tail -20 "$LOGS/strata.log" >&2
-            die "strata exited before logging 'ready' ($LOGS/strata.log)"
-        fi
-        [ $SECONDS -lt $deadline ] || { tail -20 "$LOGS/strata.log" >&2; die "strata not ready within 30 s"; }
-        sleep 0.1
-    done
-    BOOTSTRAP="127.0.0.1:$PORT"
-    write_test_conf
-}
-
-write_test_conf() {
-    {
-        echo "# Written by scripts/librdkafka-share-suite.sh (as tests/LibrdkafkaTestApp.py writes it for trivup)."
-        echo "broker.address.family=v4"
-        echo "test.timeout.multiplier=$TIMEOUT_MULTIPLIER"
-        # --local: the mock-cluster tests set their own bootstrap.servers.
-        [ -n "$BOOTSTRAP" ] && echo "bootstrap.servers=$BOOTSTRAP"
-        echo "security.protocol=PLAINTEXT"
-    } >"$TDIR/test.conf"
-}
-
-stop_broker() {
-    [ -n "$BROKER_PID" ] || return 0
-    if kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill -TERM "$BROKER_PID" 2>/dev/null || true
-        local _
-        for _ in $(seq 150); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-        pkill -KILL -P "$BROKER_PID" 2>/dev/null || true # a cluster's nodes, if still there
-        kill -KILL "$BROKER_PID" 2>/dev/null || true
-    fi
-    wait "$BROKER_PID" 2>/dev/null || true
-    BROKER_PID=
-}
-
-# ---- one test --------------------------------------------------------------------------------
-# Summary rows of a test log: "name<TAB>STATE<TAB>reason", for entries of test number $2.
-summary_rows() {
-    sed 's/\x1b\[[0-9;]*m//g; s/\x1b([A-Z]//g' "$1" |
-        awk -v num="$2" -F'|' 'NF >= 4 && $2 ~ "^ *" num "_" {
-            name = $2; st = $3; reason = $5
-            gsub(/^ +| +$/, "", name); gsub(/^ +| +$/, "", st); gsub(/^ +| +$/, "", reason)
-            print name "\t" st "\t" reason }'
-}
-
-first_failure() { # the first "### Test "NAME (SUBTEST)" failed at FILE:LINE:FN() at DATE: ###" + message
-    sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '/^### Test ".*" failed at /{
-        name = $0; sub(/^### Test "/, "", name); sub(/" failed at .*/, "", name)
-        at = $0; sub(/.*" failed at /, "", at); sub(/:[^:]*\(\) at .*/, "", at)
-        getline m; sub(/ +$/, "", m); print name " at " at ": " m; exit }'
-}
-
-# The sub-test lines of log $1 for sub-tests matching $2 ("[ FUNC:LINE: what ]" at the start,
-# "[ FUNC:LINE: what: PASS (1.23s) ]" or "...: SKIP: reason ]" at the end).
-sub_test_lines() { sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -F "[ " | grep -F -- "$2"; }
-# Whether a sub-test matching $2 ended with $3 (PASS or SKIP). Not `grep -q` (SIGPIPE under
-# pipefail; see scripts/librdkafka-suite.sh).
-sub_tests_ended() {
-    case $3 in
-    PASS) sub_test_lines "$1" "$2" | grep -E ': PASS \([0-9.]+s\) \]$' >/dev/null ;;
-    *) sub_test_lines "$1" "$2" | grep -E ': SKIP: .* \]$' >/dev/null ;;
-    esac
-}
+# ---- the run (scripts/librdkafka-runner.sh) ---------------------------------------------------
+SUITE=librdkafka-share-suite
+NO_BROKER=$local_mode
+if $local_mode; then
+    E_LEFT_OUT="only entries that -l/-K leave out (broker-facing or known issue)"
+else
+    E_LEFT_OUT="only entries that -L/-K leave out (broker-less or known issue)"
+fi
+# shellcheck source=scripts/librdkafka-runner.sh
+. "$REPO/scripts/librdkafka-runner.sh"
 
 # This script's limit for test number $1: the runner's own budget plus 60 s.
 limit_for() {
@@ -422,124 +278,17 @@ limit_for() {
     echo $((budget * TIMEOUT_MULTIPLIER + 60))
 }
 
-npassed=0
-nfailed=0
-nskipped=0
-nexpected=0
-run_one() {
-    local t=$1 num sub='' start rc secs allrows rows state reason brc limit
-    local args=(-p1 -K -L)
-    $local_mode && args=(-p1 -l)
-    num=${t%%:*}
-    [ "$num" != "$t" ] && sub=${t#*:}
-    local tlog="$LOGS/${t//:/-}.log"
-    if ! compgen -G "$TDIR/$num-*.c*" >/dev/null; then
-        echo "$t failed (0 s): no such test in librdkafka $LIBRDKAFKA_VERSION"
-        nfailed=$((nfailed + 1))
-        return
-    fi
-    limit=$(limit_for "$num")
-    if ! $local_mode && ! kill -0 "$BROKER_PID" 2>/dev/null; then start_broker; fi
-    start=$SECONDS
-    set +e
-    local filter=()
-    [ -n "$sub" ] && filter=("SUBTESTS=$sub")
-    (cd "$TDIR" && env -u TEST_CONSUMER_GROUP_PROTOCOL TESTS="$num" "${filter[@]}" \
-        TEST_KAFKA_VERSION="$KAFKA_VERSION" TEST_SCENARIO=default BROKERS="$BOOTSTRAP" \
-        LD_LIBRARY_PATH="../src:../src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        timeout -k 10 "$limit" ./test-runner "${args[@]}"; exit $?) >"$tlog" 2>&1 </dev/null
-    rc=$?
-    set -e
-    secs=$((SECONDS - start))
-    allrows=$(summary_rows "$tlog" "$num")
-    # Entries left out by -L/-l/-K or silently (another scenario) are not this run's results.
-    rows=$(awk -F'\t' '$3 != "Filtered due to negative test flags" && !($2 == "SKIPPED" && $3 == "")' \
-        <<<"$allrows")
-    local f
-    f=$(first_failure "$tlog")
-    if [ $rc -eq 124 ] || { [ $rc -eq 137 ] && [ $secs -ge "$limit" ]; }; then
-        state=timeout
-        reason="killed by this script after ${limit} s${f:+; first failure: $f}"
-    elif [[ "$f" == *" timed out (timeout set to "* ]]; then
-        # The runner's own per-test timeout (test_timeout_set() x test.timeout.multiplier).
-        state=timeout
-        reason="librdkafka's test timeout: $f"
-        local more
-        more=$(sed 's/\x1b\[[0-9;]*m//g' "$tlog" | grep -m1 -oE '(Receive|Send) failed: .*|Consume error: .*' || true)
-        [ -n "$more" ] && reason="$reason; client error: ${more:0:200}"
-    elif grep -qP '\tFAILED\t|\tRUNNING\t' <<<"$rows" || [ $rc -ne 0 ]; then
-        state=failed
-        reason=$f
-        [ -n "$reason" ] ||
-            reason=$(awk -F'\t' '$2 == "FAILED" || $2 == "RUNNING" {print $1 ": " ($3 == "" ? $2 : $3); exit}' <<<"$rows")
-        [ -n "$reason" ] || reason="test-runner exit code $rc: $(tail -1 "$tlog")"
-    elif grep -qP '\tPASSED\t' <<<"$rows"; then
-        state=passed
-        reason=$(awk -F'\t' '$2 == "SKIPPED" {printf "%s%s skipped: %s", (n++ ? "; " : ""), $1, $3}' <<<"$rows")
-    elif [ -n "$rows" ]; then
-        state=skipped
-        reason=$(awk -F'\t' '$2 == "SKIPPED" {printf "%s%s: %s", (n++ ? "; " : ""), $1, $3}' <<<"$rows")
-    else
-        state=skipped
-        if [ -n "$allrows" ]; then
-            reason="only entries that -L/-l/-K leave out (broker-less, broker-facing or known issue)"
-        else
-            reason="no entry for the default scenario ran (see $tlog)"
-        fi
-    fi
-    if [ -n "$sub" ] && [ "$state" = passed ] && ! sub_tests_ended "$tlog" "$sub" PASS; then
-        if sub_tests_ended "$tlog" "$sub" SKIP; then
-            state=skipped
-            reason=$(sub_test_lines "$tlog" "$sub" | grep -m1 -oE 'SKIP: .* \]$' | sed 's/ \]$//')
-        else
-            state=failed
-            reason="no sub-test whose name contains \"$sub\" ran and passed"
-        fi
-    fi
-    if [ -n "$BROKER_PID" ] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
-        wait "$BROKER_PID" 2>/dev/null && brc=0 || brc=$?
-        BROKER_PID=
-        [ "$state" = passed ] && state=failed
-        reason="strata exited (status $brc) during the test, restarted for the next one${reason:+; $reason}"
-    fi
-    local known=${KNOWN_FAILURES[$t]:-}
-    if [ -n "$known" ]; then
-        if [ "$state" = failed ] && grep -qE "$known" <<<"$reason"; then
-            state="expected failure"
-            reason="${KNOWN_WHY[$t]:-}; $reason"
-        elif [ "$state" = passed ]; then
-            state=failed
-            reason="passed, but KNOWN_FAILURES lists it (${KNOWN_WHY[$t]:-}): remove the entry"
-        fi
-    fi
-    case $state in
-    passed) npassed=$((npassed + 1)) ;;
-    skipped) nskipped=$((nskipped + 1)) ;;
-    "expected failure") nexpected=$((nexpected + 1)) ;;
-    *) nfailed=$((nfailed + 1)) ;;
-    esac
-    echo "$t $state ($secs s)${reason:+: $reason}"
+entry_prepare() {
+    E_PROTO=share
+    E_ENV=(-u TEST_CONSUMER_GROUP_PROTOCOL)
+    E_NUM=${1%%:*}
+    E_SUB=
+    [ "$E_NUM" != "$1" ] && E_SUB=${1#*:}
+    E_ARGS=(-p1 -K -L)
+    $local_mode && E_ARGS=(-p1 -l)
+    E_LIMIT=$(limit_for "$E_NUM")
 }
 
-# ---- main ------------------------------------------------------------------------------------
 ensure_tools
 build_runner
-mkdir -p "$LOGS"
-for t in "${tests[@]}"; do rm -f "$LOGS/${t//:/-}.log"; done
-if $local_mode; then
-    BOOTSTRAP=
-    write_test_conf
-    log "librdkafka $LIBRDKAFKA_VERSION mock-cluster tests (no broker); ${#tests[@]} tests; logs in $LOGS"
-else
-    STRATA=$(strata_bin)
-    : >"$LOGS/strata.log"
-    trap 'stop_broker' EXIT
-    trap 'exit 130' INT TERM
-    start_broker
-    log "strata $STRATA on $BOOTSTRAP; ${#tests[@]} tests (TEST_KAFKA_VERSION=$KAFKA_VERSION); logs in $LOGS"
-fi
-for t in "${tests[@]}"; do
-    run_one "$t"
-done
-echo "$npassed passed, $nfailed failed, $nskipped skipped, $nexpected expected failures"
-[ "$nfailed" -eq 0 ]
+run_tests

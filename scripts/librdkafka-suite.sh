@@ -44,11 +44,14 @@
 # 4 partitions; its replication factor 3 needs 3 brokers, which a single node cannot give).
 # One broker serves the whole run (every test makes its own topics and groups); if it dies
 # during a test, that test is reported with the broker's exit and a fresh broker is started for
-# the next one. The broker is stopped (SIGTERM, then SIGKILL) on exit.
+# the next one. The broker is stopped (SIGTERM, then SIGKILL) on exit. SUITE_JOBS=N runs N
+# tests at a time, each lane with its own broker (scripts/test.sh uses 2: the tests mostly
+# wait). The broker, the runner and the verdicts are scripts/librdkafka-runner.sh's, shared
+# with scripts/librdkafka-share-suite.sh.
 #
 # Runner: one test per process, `TESTS=NNNN ./test-runner -p1 -K -L [-E]` under `timeout`
 # (SUITE_TEST_TIMEOUT seconds, default 300), never quick mode (-Q), TEST_KAFKA_VERSION=4.0.0,
-# and a tests/test.conf like the one librdkafka's CI (tests/LibrdkafkaTestApp.py) writes:
+# and a test.conf (RDKAFKA_TEST_CONF) like the one librdkafka's CI (tests/LibrdkafkaTestApp.py) writes:
 # broker.address.family=v4, test.timeout.multiplier=2, bootstrap.servers, security.protocol.
 # -L leaves out the broker-less (TEST_F_LOCAL, mock-cluster) variants, -K the known-issue tests,
 # and -E (core list only) the sockem network-emulation tests: librdkafka's CI runs its broker
@@ -299,283 +302,32 @@ build_runner() {
     [ -x "$TDIR/test-runner" ] || die "no $TDIR/test-runner after the build"
 }
 
-# ---- the broker ------------------------------------------------------------------------------
-strata_bin() {
-    if [ -n "${STRATA_BIN:-}" ]; then
-        [ -x "$STRATA_BIN" ] || die "STRATA_BIN=$STRATA_BIN is not an executable"
-        (cd "$REPO" && realpath "$STRATA_BIN")
-        return
+# ---- the run (scripts/librdkafka-runner.sh) ---------------------------------------------------
+SUITE=librdkafka-suite
+LIBRDKAFKA_VERSION=2.12.1
+TIMEOUT_MULTIPLIER=2
+E_LEFT_OUT="only entries that -L/-K/-E leave out (broker-less, known issue or sockem)"
+# shellcheck source=scripts/librdkafka-runner.sh
+. "$REPO/scripts/librdkafka-runner.sh"
+
+# A classic entry runs with TEST_CONSUMER_GROUP_PROTOCOL unset, an ENTRY@consumer with it set
+# to consumer; the core list (and only it) adds -E.
+entry_prepare() {
+    local id=${1%@consumer}
+    E_PROTO=classic
+    E_ENV=(-u TEST_CONSUMER_GROUP_PROTOCOL)
+    if [ "$id" != "$1" ]; then
+        E_PROTO=consumer
+        E_ENV=(TEST_CONSUMER_GROUP_PROTOCOL=consumer)
     fi
-    if [ ! -x "$REPO/target/release/strata" ]; then
-        log "building target/release/strata"
-        (cd "$REPO" && ZSTD_SYS_USE_PKG_CONFIG=1 cargo build --release -p broker >&2)
-    fi
-    echo "$REPO/target/release/strata"
+    E_NUM=${id%%:*}
+    E_SUB=
+    [ "$E_NUM" != "$id" ] && E_SUB=${id#*:}
+    E_ARGS=(-p1 -K -L)
+    [ "$mode" = core ] && [ ${#selected[@]} -eq 0 ] && E_ARGS+=(-E)
+    E_LIMIT=$TEST_TIMEOUT
 }
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-BROKER_PID=
-BROKER_STARTS=0
-PORT=
-BOOTSTRAP=
-SUITE_CLUSTER=${SUITE_CLUSTER:-1}
-
-# A base port P whose P + 100 * (node - 1) + {0, 1, 10} are all free (`strata cluster local`).
-free_base_port() {
-    python3 - "$SUITE_CLUSTER" <<'PY'
-import random, socket, sys
-nodes = int(sys.argv[1])
-for _ in range(200):
-    base = random.randrange(20000, 60000 - 100 * nodes, 2)
-    ports = [base + 100 * i + d for i in range(nodes) for d in (0, 1, 10)]
-    try:
-        socks = []
-        for port in ports:
-            s = socket.socket(); s.bind(("127.0.0.1", port)); socks.append(s)
-        for s in socks: s.close()
-        print(base)
-        break
-    except OSError:
-        for s in socks: s.close()
-PY
-}
-
-start_cluster() {
-    local base deadline mark
-    base=$(free_base_port)
-    [ -n "$base" ] || die "no free port range for a $SUITE_CLUSTER-node cluster"
-    rm -rf "$RUN/cluster"
-    mkdir -p "$RUN/cluster"
-    BROKER_STARTS=$((BROKER_STARTS + 1))
-    local cmd=("$STRATA" cluster local --nodes "$SUITE_CLUSTER" --data-dir "$RUN/cluster" --base-port "$base")
-    printf '\n=== librdkafka-suite: cluster start #%d: %s\n' "$BROKER_STARTS" "${cmd[*]}" >>"$LOGS/strata.log"
-    mark=$(wc -c <"$LOGS/strata.log")
-    "${cmd[@]}" </dev/null >>"$LOGS/strata.log" 2>&1 &
-    BROKER_PID=$!
-    deadline=$((SECONDS + 90))
-    until tail -c +"$((mark + 1))" "$LOGS/strata.log" | grep 'is ready; bootstrap servers' >/dev/null; do
-        if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-            tail -20 "$LOGS/strata.log" >&2
-            die "the cluster exited before it was ready ($LOGS/strata.log)"
-        fi
-        [ $SECONDS -lt $deadline ] || { tail -20 "$LOGS/strata.log" >&2; die "cluster not ready within 90 s"; }
-        sleep 0.2
-    done
-    BOOTSTRAP=$(tail -c +"$((mark + 1))" "$LOGS/strata.log" | sed -n 's/.*bootstrap servers: //p' | head -1)
-    PORT=$base
-}
-
-start_broker() {
-    if [ "$SUITE_CLUSTER" -gt 1 ]; then
-        start_cluster
-        write_test_conf
-        return
-    fi
-    local admin deadline
-    PORT=$(free_port)
-    admin=$(free_port)
-    while [ "$admin" = "$PORT" ]; do admin=$(free_port); done
-    rm -rf "$RUN/data"
-    mkdir -p "$RUN/data"
-    BROKER_STARTS=$((BROKER_STARTS + 1))
-    local cmd=("$STRATA" serve --data-dir "$RUN/data" --listen "127.0.0.1:$PORT"
-        --advertise "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$admin" --cores "$STRATA_CORES"
-        --num-partitions 4 --auto-create-topics true)
-    printf '\n=== librdkafka-suite: broker start #%d: %s\n' "$BROKER_STARTS" "${cmd[*]}" >>"$LOGS/strata.log"
-    local mark
-    mark=$(wc -c <"$LOGS/strata.log")
-    "${cmd[@]}" </dev/null >>"$LOGS/strata.log" 2>&1 &
-    BROKER_PID=$!
-    deadline=$((SECONDS + 30))
-    until tail -c +"$((mark + 1))" "$LOGS/strata.log" | grep -w ready >/dev/null; do
-        if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-            tail -20 "$LOGS/strata.log" >&2
-            die "strata exited before logging 'ready' ($LOGS/strata.log)"
-        fi
-        [ $SECONDS -lt $deadline ] || { tail -20 "$LOGS/strata.log" >&2; die "strata not ready within 30 s"; }
-        sleep 0.1
-    done
-    BOOTSTRAP="127.0.0.1:$PORT"
-    write_test_conf
-}
-
-write_test_conf() {
-    cat >"$TDIR/test.conf" <<CONF
-# Written by scripts/librdkafka-suite.sh (as tests/LibrdkafkaTestApp.py writes it for trivup).
-broker.address.family=v4
-test.timeout.multiplier=2
-bootstrap.servers=$BOOTSTRAP
-security.protocol=PLAINTEXT
-CONF
-}
-
-stop_broker() {
-    [ -n "$BROKER_PID" ] || return 0
-    if kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill -TERM "$BROKER_PID" 2>/dev/null || true
-        local i
-        for i in $(seq 150); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-        pkill -KILL -P "$BROKER_PID" 2>/dev/null || true # a cluster's nodes, if still there
-        kill -KILL "$BROKER_PID" 2>/dev/null || true
-    fi
-    wait "$BROKER_PID" 2>/dev/null || true
-    BROKER_PID=
-}
-
-# ---- one test --------------------------------------------------------------------------------
-# Summary rows of a test log: "name<TAB>STATE<TAB>reason", for entries of test number $2.
-summary_rows() {
-    sed 's/\x1b\[[0-9;]*m//g; s/\x1b([A-Z]//g' "$1" |
-        awk -v num="$2" -F'|' 'NF >= 4 && $2 ~ "^ *" num "_" {
-            name = $2; st = $3; reason = $5
-            gsub(/^ +| +$/, "", name); gsub(/^ +| +$/, "", st); gsub(/^ +| +$/, "", reason)
-            print name "\t" st "\t" reason }'
-}
-
-first_failure() { # the first "### Test "NAME (SUBTEST)" failed at FILE:LINE:FN() at DATE: ###" + message
-    sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '/^### Test ".*" failed at /{
-        name = $0; sub(/^### Test "/, "", name); sub(/" failed at .*/, "", name)
-        at = $0; sub(/.*" failed at /, "", at); sub(/:[^:]*\(\) at .*/, "", at)
-        getline m; sub(/ +$/, "", m); print name " at " at ": " m; exit }'
-}
-
-# The sub-test lines of log $1 for sub-tests matching $2 ("[ FUNC:LINE: what ]" at the start,
-# "[ FUNC:LINE: what: PASS (1.23s) ]" or "...: SKIP: reason ]" at the end).
-sub_test_lines() { sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -F "[ " | grep -F -- "$2"; }
-# Whether a sub-test matching $2 ended with $3 (PASS or SKIP). Not `grep -q`: it stops reading
-# at the first match, and under pipefail the SIGPIPE of the greps before it (a log with many
-# matching lines) would fail the pipeline although a line matched.
-sub_tests_ended() {
-    case $3 in
-    PASS) sub_test_lines "$1" "$2" | grep -E ': PASS \([0-9.]+s\) \]$' >/dev/null ;;
-    *) sub_test_lines "$1" "$2" | grep -E ': SKIP: .* \]$' >/dev/null ;;
-    esac
-}
-
-npassed=0
-nfailed=0
-nskipped=0
-nexpected=0
-declare -A tally=() # "PROTOCOL passed|failed|skipped|expected" -> count
-run_one() {
-    local t=$1 id=${1%@consumer} proto=classic num sub= start rc secs allrows rows state reason brc
-    local args=(-p1 -K -L) penv=(-u TEST_CONSUMER_GROUP_PROTOCOL)
-    [ "$id" != "$t" ] && proto=consumer && penv=(TEST_CONSUMER_GROUP_PROTOCOL=consumer)
-    num=${id%%:*}
-    [ "$num" != "$id" ] && sub=${id#*:}
-    local tlog="$LOGS/${t//:/-}.log"
-    if ! compgen -G "$TDIR/$num-*.c*" >/dev/null; then
-        echo "$t failed (0 s): no such test in librdkafka 2.12.1"
-        nfailed=$((nfailed + 1))
-        tally["$proto failed"]=$((${tally["$proto failed"]:-0} + 1))
-        return
-    fi
-    [ "$mode" = core ] && [ ${#selected[@]} -eq 0 ] && args+=(-E)
-    if ! kill -0 "$BROKER_PID" 2>/dev/null; then start_broker; fi
-    start=$SECONDS
-    set +e
-    local filter=()
-    [ -n "$sub" ] && filter=("SUBTESTS=$sub")
-    (cd "$TDIR" && env "${penv[@]}" TESTS="$num" "${filter[@]}" TEST_KAFKA_VERSION=$KAFKA_VERSION TEST_SCENARIO=default \
-        BROKERS="$BOOTSTRAP" LD_LIBRARY_PATH="../src:../src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        timeout -k 10 "$TEST_TIMEOUT" ./test-runner "${args[@]}"; exit $?) >"$tlog" 2>&1 </dev/null
-    rc=$?
-    set -e
-    secs=$((SECONDS - start))
-    allrows=$(summary_rows "$tlog" "$num")
-    # Entries left out by -L/-K/-E or silently (another scenario) are not this run's results.
-    rows=$(awk -F'\t' '$3 != "Filtered due to negative test flags" && !($2 == "SKIPPED" && $3 == "")' \
-        <<<"$allrows")
-    local f
-    f=$(first_failure "$tlog")
-    if [ $rc -eq 124 ] || { [ $rc -eq 137 ] && [ $secs -ge "$TEST_TIMEOUT" ]; }; then
-        state=timeout
-        reason="killed by this script after ${TEST_TIMEOUT} s${f:+; first failure: $f}"
-    elif [[ "$f" == *" timed out (timeout set to "* ]]; then
-        # The runner's own per-test timeout (test_timeout_set() x test.timeout.multiplier).
-        state=timeout
-        reason="librdkafka's test timeout: $f"
-        local more
-        more=$(sed 's/\x1b\[[0-9;]*m//g' "$tlog" | grep -m1 -oE '(Receive|Send) failed: .*|Consume error: .*' || true)
-        [ -n "$more" ] && reason="$reason; client error: ${more:0:200}"
-    elif grep -qP '\tFAILED\t|\tRUNNING\t' <<<"$rows" || [ $rc -ne 0 ]; then
-        state=failed
-        reason=$f
-        [ -n "$reason" ] ||
-            reason=$(awk -F'\t' '$2 == "FAILED" || $2 == "RUNNING" {print $1 ": " ($3 == "" ? $2 : $3); exit}' <<<"$rows")
-        [ -n "$reason" ] || reason="test-runner exit code $rc: $(tail -1 "$tlog")"
-    elif grep -qP '\tPASSED\t' <<<"$rows"; then
-        state=passed
-        reason=$(awk -F'\t' '$2 == "SKIPPED" {printf "%s%s skipped: %s", (n++ ? "; " : ""), $1, $3}' <<<"$rows")
-    elif [ -n "$rows" ]; then
-        state=skipped
-        reason=$(awk -F'\t' '$2 == "SKIPPED" {printf "%s%s: %s", (n++ ? "; " : ""), $1, $3}' <<<"$rows")
-    else
-        state=skipped
-        if [ -n "$allrows" ]; then
-            reason="only entries that -L/-K/-E leave out (broker-less, known issue or sockem)"
-        else
-            reason="no entry for the default scenario ran (see $tlog)"
-        fi
-    fi
-    if [ -n "$sub" ] && [ "$state" = passed ] && ! sub_tests_ended "$tlog" "$sub" PASS; then
-        if sub_tests_ended "$tlog" "$sub" SKIP; then
-            state=skipped
-            reason=$(sub_test_lines "$tlog" "$sub" | grep -m1 -oE 'SKIP: .* \]$' | sed 's/ \]$//')
-        else
-            state=failed
-            reason="no sub-test whose name contains \"$sub\" ran and passed"
-        fi
-    fi
-    if [ -n "$BROKER_PID" ] && ! kill -0 "$BROKER_PID" 2>/dev/null; then
-        wait "$BROKER_PID" 2>/dev/null && brc=0 || brc=$?
-        BROKER_PID=
-        [ "$state" = passed ] && state=failed
-        reason="strata exited (status $brc) during the test, restarted for the next one${reason:+; $reason}"
-    fi
-    local known=${KNOWN_FAILURES[$t]:-}
-    if [ -n "$known" ]; then
-        if [ "$state" = failed ] && grep -qE "$known" <<<"$reason"; then
-            state="expected failure"
-            reason="${KNOWN_WHY[$t]}; $reason"
-        elif [ "$state" = passed ]; then
-            state=failed
-            reason="passed, but KNOWN_FAILURES lists it (${KNOWN_WHY[$t]}): remove the entry"
-        fi
-    fi
-    local counted
-    case $state in
-    passed) npassed=$((npassed + 1)); counted=passed ;;
-    skipped) nskipped=$((nskipped + 1)); counted=skipped ;;
-    "expected failure") nexpected=$((nexpected + 1)); counted=expected ;;
-    *) nfailed=$((nfailed + 1)); counted=failed ;;
-    esac
-    tally["$proto $counted"]=$((${tally["$proto $counted"]:-0} + 1))
-    echo "$t $state ($secs s)${reason:+: $reason}"
-}
-
-# ---- main ------------------------------------------------------------------------------------
 ensure_tools
 build_runner
-STRATA=$(strata_bin)
-mkdir -p "$LOGS"
-for t in "${tests[@]}"; do rm -f "$LOGS/${t//:/-}.log"; done
-: >"$LOGS/strata.log"
-trap 'stop_broker' EXIT
-trap 'exit 130' INT TERM
-start_broker
-log "strata $STRATA on $BOOTSTRAP; ${#tests[@]} tests, ${TEST_TIMEOUT} s timeout each; logs in $LOGS"
-for t in "${tests[@]}"; do
-    run_one "$t"
-done
-# Per protocol, on lines scripts/test.sh does not count (they start with the protocol's name).
-for p in classic consumer; do
-    [ -n "${tally["$p passed"]:-}${tally["$p failed"]:-}${tally["$p skipped"]:-}${tally["$p expected"]:-}" ] || continue
-    printf '%s: %d passed, %d failed, %d skipped, %d expected failures\n' "$p" "${tally["$p passed"]:-0}" \
-        "${tally["$p failed"]:-0}" "${tally["$p skipped"]:-0}" "${tally["$p expected"]:-0}"
-done
-echo "$npassed passed, $nfailed failed, $nskipped skipped, $nexpected expected failures"
-[ "$nfailed" -eq 0 ]
+run_tests

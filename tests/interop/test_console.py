@@ -733,14 +733,28 @@ def sasl_setup(cluster):
     wait_for(lambda: all(p.leader >= 0 for t in ("alice-orders", "secret")
                          for p in admin.list_topics(t, timeout=T).topics[t].partitions.values()),
              T, "leaders of the new topics")
-    producer = ck.Producer(dict(broker, acks="all"))
+    producer = ck.Producer(dict(broker, acks="all", **{"enable.idempotence": True}))
     for i in range(10):
         producer.produce("alice-orders", key=b"a-%d" % i, value=b"alice-%d" % i, partition=0)
         producer.produce("secret", key=b"s-%d" % i, value=b"secret-%d" % i, partition=0)
     assert producer.flush(T) == 0
+    # The cluster's first group request creates __consumer_offsets (50 partitions, RF=3): its
+    # coordinators may answer COORDINATOR_NOT_AVAILABLE for a while, and confluent-kafka puts
+    # a partition's error in the result instead of raising it. Retried until it took.
     for group, topic, offset in (("alice-g", "alice-orders", 5), ("secret-g", "secret", 3)):
         request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, offset)])]
-        admin.alter_consumer_group_offsets(request, request_timeout=T)[group].result(T)
+
+        def committed(group=group, request=request):
+            try:
+                answer = admin.alter_consumer_group_offsets(request, request_timeout=T)[group]
+                return all(tp.error is None for tp in answer.result(T).topic_partitions)
+            except ck.KafkaException:
+                return False
+        wait_for(committed, 60, "%s's committed offset" % group)
+    wait_for(lambda: {"alice-g", "secret-g"} <= {g.group_id for g in
+                                                 admin.list_consumer_groups(request_timeout=T)
+                                                 .result(T).valid},
+             T, "alice-g and secret-g listed")
     acls = [AclBinding(ResourceType.TOPIC, "alice-", ResourcePatternType.PREFIXED, "User:alice",
                        "*", operation, AclPermissionType.ALLOW)
             for operation in (AclOperation.DESCRIBE, AclOperation.READ)]
@@ -883,7 +897,7 @@ def _sasl_scenario(cluster, tmp_path):
         status, _, body = http_call("POST", console + "/api/topics", request, headers)
         assert status == 403, "%s: %d %r" % (name, status, body[:200])
     request = {"name": "csrf-control", "partitions": 1, "replication_factor": 3, "configs": {}}
-    status, _, body = http_call("POST", console + "/api/topics", request, good)
+    status, _, body = http_call("POST", console + "/api/topics", request, good, timeout=T)
     assert status == 200 and json.loads(body)["ok"] is True, (status, body[:300])
     wait_for(lambda: "csrf-control" in topics(), T, "csrf-control made by the correct POST")
     assert not set(without) & topics(), "a refused POST made a topic: %r" % (set(without) & topics())

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # tests, mode, selected: the sourcing script's
 # Sourced, not run: what scripts/librdkafka-suite.sh (librdkafka 2.12.1, the core list) and
 # scripts/librdkafka-share-suite.sh (2.15.1, the share-consumer tests) share. Those scripts
 # fetch and build their librdkafka and pick their tests; this file starts strata, runs one test
@@ -27,6 +28,7 @@ SUITE_JOBS=${SUITE_JOBS:-1}
 NO_BROKER=${NO_BROKER:-false}
 BROKER_PID=
 BROKER_STARTS=0
+MARK=0
 PORT=
 BOOTSTRAP=
 STRATA_LOG="$LOGS/strata.log"
@@ -82,21 +84,29 @@ await_log() {
     done
 }
 
+# Starts "$@" (a broker or a cluster, named $1 in the log's marker) in the background, logging
+# to $STRATA_LOG; sets BROKER_PID and MARK (the log's size before it).
+spawn_broker() {
+    local kind=$1
+    shift
+    BROKER_STARTS=$((BROKER_STARTS + 1))
+    printf '\n=== %s: %s start #%d: %s\n' "$SUITE" "$kind" "$BROKER_STARTS" "$*" >>"$STRATA_LOG"
+    MARK=$(wc -c <"$STRATA_LOG")
+    "$@" </dev/null >>"$STRATA_LOG" 2>&1 &
+    BROKER_PID=$!
+    echo "$BROKER_PID" >"$RUN/broker.pid"
+}
+
 start_cluster() {
-    local base mark
+    local base
     base=$(free_base_port)
     [ -n "$base" ] || die "no free port range for a $SUITE_CLUSTER-node cluster"
     rm -rf "$RUN/cluster"
     mkdir -p "$RUN/cluster"
-    BROKER_STARTS=$((BROKER_STARTS + 1))
-    local cmd=("$STRATA" cluster local --nodes "$SUITE_CLUSTER" --data-dir "$RUN/cluster" --base-port "$base")
-    printf '\n=== %s: cluster start #%d: %s\n' "$SUITE" "$BROKER_STARTS" "${cmd[*]}" >>"$STRATA_LOG"
-    mark=$(wc -c <"$STRATA_LOG")
-    "${cmd[@]}" </dev/null >>"$STRATA_LOG" 2>&1 &
-    BROKER_PID=$!
-    echo "$BROKER_PID" >"$RUN/broker.pid"
-    await_log "$mark" 'is ready; bootstrap servers' 90 "the cluster"
-    BOOTSTRAP=$(tail -c +"$((mark + 1))" "$STRATA_LOG" | sed -n 's/.*bootstrap servers: //p' | head -1)
+    spawn_broker cluster "$STRATA" cluster local --nodes "$SUITE_CLUSTER" --data-dir "$RUN/cluster" \
+        --base-port "$base"
+    await_log "$MARK" 'is ready; bootstrap servers' 90 "the cluster"
+    BOOTSTRAP=$(tail -c +"$((MARK + 1))" "$STRATA_LOG" | sed -n 's/.*bootstrap servers: //p' | head -1)
     PORT=$base
 }
 
@@ -110,22 +120,16 @@ start_broker() {
         write_test_conf
         return
     fi
-    local admin mark
+    local admin
     PORT=$(free_port)
     admin=$(free_port)
     while [ "$admin" = "$PORT" ]; do admin=$(free_port); done
     rm -rf "$RUN/data"
     mkdir -p "$RUN/data"
-    BROKER_STARTS=$((BROKER_STARTS + 1))
-    local cmd=("$STRATA" serve --data-dir "$RUN/data" --listen "127.0.0.1:$PORT"
-        --advertise "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$admin" --cores "$STRATA_CORES"
-        --num-partitions 4 --auto-create-topics true)
-    printf '\n=== %s: broker start #%d: %s\n' "$SUITE" "$BROKER_STARTS" "${cmd[*]}" >>"$STRATA_LOG"
-    mark=$(wc -c <"$STRATA_LOG")
-    "${cmd[@]}" </dev/null >>"$STRATA_LOG" 2>&1 &
-    BROKER_PID=$!
-    echo "$BROKER_PID" >"$RUN/broker.pid"
-    await_log "$mark" '\bready\b' 30 "strata"
+    spawn_broker broker "$STRATA" serve --data-dir "$RUN/data" --listen "127.0.0.1:$PORT" \
+        --advertise "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$admin" --cores "$STRATA_CORES" \
+        --num-partitions 4 --auto-create-topics true
+    await_log "$MARK" '\bready\b' 30 "strata"
     BOOTSTRAP="127.0.0.1:$PORT"
     write_test_conf
 }

@@ -119,6 +119,8 @@ api_registry! {
     WriteShareGroupState => write_share_group_state,
     DeleteShareGroupState => delete_share_group_state,
     DescribeShareGroupOffsets => describe_share_group_offsets throttled,
+    AlterShareGroupOffsets => alter_share_group_offsets throttled,
+    DeleteShareGroupOffsets => delete_share_group_offsets throttled,
     LeaveGroup => leave_group throttled,
     SyncGroup => sync_group throttled,
     DescribeGroups => describe_groups throttled,

@@ -286,6 +286,10 @@ pub enum ShareError {
     /// An acknowledgement of a record the member does not hold (INVALID_RECORD_STATE).
     #[error("{0}")]
     InvalidRecordState(String),
+    /// A share state write or initialization at a state epoch the share coordinator has
+    /// moved past: a tool reset the state (FENCED_STATE_EPOCH).
+    #[error("{0}")]
+    FencedStateEpoch(String),
 }
 
 /// Why a transactional batch was refused by partition verification (KIP-890 part 1): its
@@ -402,6 +406,7 @@ pub fn error_code(error: &BrokerError) -> i16 {
             ShareError::InvalidSessionEpoch { .. } => ResponseError::InvalidShareSessionEpoch,
             ShareError::SessionLimitReached => ResponseError::ShareSessionLimitReached,
             ShareError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
+            ShareError::FencedStateEpoch(_) => ResponseError::FencedStateEpoch,
         },
         BrokerError::Verify(verify) => match verify {
             VerifyError::NotInTransaction => ResponseError::InvalidTxnState,
@@ -564,6 +569,9 @@ pub mod answered {
         match E::try_from_code(code) {
             Some(E::NotCoordinator) => BrokerError::Group(GroupError::NotCoordinator),
             Some(E::FencedLeaderEpoch) => BrokerError::FencedLeaderEpoch(message),
+            Some(E::FencedStateEpoch) => {
+                BrokerError::Share(super::ShareError::FencedStateEpoch(message))
+            }
             Some(E::InvalidRequest) => BrokerError::InvalidRequest(message),
             Some(E::ClusterAuthorizationFailed) => BrokerError::ClusterAuthorizationFailed,
             _ => {

@@ -419,6 +419,9 @@ fn run_group(command: GroupCommand, bootstrap: &str) -> Result<(), String> {
             cli::group::describe(bootstrap, &group, format == OutputFormat::Json)
         }
         GroupCommand::Delete { group } => cli::group::delete(bootstrap, &group),
+        GroupCommand::DeleteOffsets { group, topic, share } => {
+            cli::group::delete_offsets(bootstrap, &group, &topic, share)
+        }
         GroupCommand::ResetOffsets {
             group,
             topic,
@@ -427,6 +430,7 @@ fn run_group(command: GroupCommand, bootstrap: &str) -> Result<(), String> {
             to_offset,
             to_timestamp,
             create_group,
+            share,
         } => {
             let to = match (to_earliest, to_latest, to_offset, to_timestamp) {
                 (true, _, _, _) => Ok(cli::group::ResetTo::Earliest),
@@ -436,7 +440,9 @@ fn run_group(command: GroupCommand, bootstrap: &str) -> Result<(), String> {
                 _ => Err("choose one of --to-earliest, --to-latest, --to-offset, --to-timestamp"
                     .to_string()),
             };
-            to.and_then(|to| cli::group::reset_offsets(bootstrap, &group, &topic, to, create_group))
+            to.and_then(|to| {
+                cli::group::reset_offsets(bootstrap, &group, &topic, to, create_group, share)
+            })
         }
     }
 }
@@ -767,7 +773,20 @@ enum GroupCommand {
     },
     /// Delete a group without members and its committed offsets.
     Delete { group: String },
-    /// Move a group's committed offsets on one topic (only while the group has no members).
+    /// Delete a group's offsets on one topic (only while the group has no members): a classic
+    /// or consumer group's committed offsets, a share group's start offsets (its members then
+    /// start from share.auto.offset.reset).
+    DeleteOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        /// The group is a share group its coordinator does not know now (none of its members
+        /// has come back since the coordinator moved).
+        #[arg(long)]
+        share: bool,
+    },
+    /// Move a group's committed offsets on one topic (only while the group has no members);
+    /// for a share group, its share-partition start offsets.
     ResetOffsets {
         group: String,
         #[arg(long)]
@@ -785,6 +804,10 @@ enum GroupCommand {
         /// group is refused: a typo must not create one).
         #[arg(long)]
         create_group: bool,
+        /// The group is a share group its coordinator does not know now (none of its members
+        /// has come back since the coordinator moved).
+        #[arg(long)]
+        share: bool,
     },
 }
 

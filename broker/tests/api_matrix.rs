@@ -458,6 +458,29 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.groups = vec![group];
             RequestKind::DescribeShareGroupOffsets(request)
         }
+        ApiKey::AlterShareGroupOffsets => {
+            let mut partition =
+                alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default(
+                );
+            partition.start_offset = 0;
+            let mut topic =
+                alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default();
+            topic.topic_name = name("matrix");
+            topic.partitions = vec![partition];
+            let mut request = AlterShareGroupOffsetsRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-sg-empty"));
+            request.topics = vec![topic];
+            RequestKind::AlterShareGroupOffsets(request)
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            let mut topic =
+                delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default();
+            topic.topic_name = name("matrix");
+            let mut request = DeleteShareGroupOffsetsRequest::default();
+            request.group_id = GroupId(StrBytes::from_static_str("matrix-sg-empty"));
+            request.topics = vec![topic];
+            RequestKind::DeleteShareGroupOffsets(request)
+        }
         ApiKey::ConsumerGroupDescribe => {
             let mut request = ConsumerGroupDescribeRequest::default();
             request.group_ids = vec![GroupId(StrBytes::from_static_str("matrix-cg-1"))];
@@ -712,6 +735,12 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             })
             .collect(),
         ResponseKind::ShareGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::AlterShareGroupOffsets(r) => std::iter::once(r.error_code)
+            .chain(r.responses.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)))
+            .collect(),
+        ResponseKind::DeleteShareGroupOffsets(r) => {
+            std::iter::once(r.error_code).chain(r.responses.iter().map(|t| t.error_code)).collect()
+        }
         ResponseKind::ShareFetch(r) => std::iter::once(r.error_code)
             .chain(r.responses.iter().flat_map(|t| {
                 t.partitions.iter().flat_map(|p| [p.error_code, p.acknowledge_error_code])

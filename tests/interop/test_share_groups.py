@@ -863,6 +863,63 @@ def test_strata_group_lists_and_describes_a_share_group_with_its_start_offsets_a
         close_all([reader])
 
 
+def test_strata_group_resets_and_deletes_a_share_group_s_offsets_only_while_it_is_empty(
+        shared_broker, topic_name):
+    """AlterShareGroupOffsets and DeleteShareGroupOffsets through `strata group reset-offsets`
+    and `strata group delete-offsets`: refused while a member is in the group; once it left,
+    a reset to offset 5 makes the next member get records 5-19 again (delivery count 1: the
+    leader dropped its old state, in which all 20 were accepted), and deleting the offsets
+    makes the next one start over from share.auto.offset.reset (earliest: all 20)."""
+    bootstrap = shared_broker.bootstrap
+    group = "sg-" + topic_name
+    keys = ["r-%d" % i for i in range(20)]
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, keys)
+
+    def strata(*args):
+        return subprocess.run([strata_bin(), "group", *args, "--bootstrap", bootstrap],
+                              capture_output=True, text=True, timeout=60)
+
+    def read_all(name, expected):
+        reader = Reader(bootstrap, topic_name, group, name)
+        try:
+            poll_until([reader], lambda: reader.keys() >= set(expected), 40,
+                       "%d records for %s" % (len(expected), name))
+            reader.commit()
+            poll_for([reader], SETTLE)  # nothing beyond `expected` comes
+            return reader.deliveries
+        finally:
+            reader.close()
+
+    first = read_all("first", keys)
+    assert sorted(d.offset for d in first) == list(range(20)), first
+
+    busy = Reader(bootstrap, topic_name, group, "busy")
+    try:
+        poll_for([busy], 2.0)  # joined: the group has a member
+        refused = strata("reset-offsets", group, "--topic", topic_name, "--to-offset", "5")
+        assert refused.returncode != 0 and "members" in refused.stderr, refused
+        refused = strata("delete-offsets", group, "--topic", topic_name)
+        assert refused.returncode != 0 and "members" in refused.stderr, refused
+    finally:
+        busy.close()
+
+    def reset_took():
+        out = strata("reset-offsets", group, "--topic", topic_name, "--to-offset", "5")
+        assert "members" in out.stderr or out.returncode == 0, out  # the leave lands first
+        return out.returncode == 0
+    wait_for(reset_took, T, "the reset once the last member left")
+    again = read_all("after-reset", keys[5:])
+    assert sorted(d.offset for d in again) == list(range(5, 20)), again
+    assert all(d.count == 1 for d in again), again
+
+    deleted = strata("delete-offsets", group, "--topic", topic_name)
+    assert deleted.returncode == 0, deleted
+    over = read_all("after-delete", keys)
+    assert sorted(d.offset for d in over) == list(range(20)), over
+
+
 # --- failover -------------------------------------------------------------------------------
 SHARE_STATE_TOPIC, SHARE_STATE_PARTITIONS = "__share_group_state", 50
 

@@ -1,4 +1,4 @@
-//! `strata group list|describe|reset-offsets`.
+//! `strata group list|describe|delete|reset-offsets|delete-offsets`.
 
 use super::{check, Client};
 use kafka_protocol::error::ResponseError;
@@ -494,27 +494,50 @@ pub enum ResetTo {
     Timestamp(i64),
 }
 
+/// Whether `group` is a share group, and its members; `share` says so for one its
+/// coordinator does not know now (share membership is in memory: after the coordinator moved,
+/// until a member comes back).
+fn share_members(client: &mut Client, group: &str, share: bool) -> Result<Option<usize>, String> {
+    match describe_share_group(client, group)? {
+        Some(described) => Ok(Some(described.members.len())),
+        None if share => Ok(Some(0)),
+        None => Ok(None),
+    }
+}
+
 /// Moves `group`'s committed offsets of `topic` while it has no members; an unknown group
-/// (DescribeGroups answers "Dead": no members, no offsets) only with `create_group`.
+/// (DescribeGroups answers "Dead": no members, no offsets) only with `create_group`. For a
+/// share group (`share`: one its coordinator does not know now) it moves the share-partition
+/// start offsets instead (AlterShareGroupOffsets).
 pub fn reset_offsets(
     bootstrap: &str,
     group: &str,
     topic: &str,
     to: ResetTo,
     create_group: bool,
+    share: bool,
 ) -> Result<(), String> {
     let mut client = coordinator(bootstrap, group)?;
-    let (state, members) = describe_group(&mut client, group)?;
-    if state == "Dead" && !create_group {
+    let share_group = share_members(&mut client, group, share)?;
+    if let Some(members) = share_group.filter(|members| *members > 0) {
         return Err(format!(
-            "group {group} does not exist (give --create-group to create it with these offsets)"
+            "share group {group} has {members} members: stop them before resetting offsets"
         ));
     }
-    if !members.is_empty() {
-        return Err(format!(
-            "group {group} is {state} with {} members: stop them before resetting offsets",
-            members.len()
-        ));
+    if share_group.is_none() {
+        let (state, members) = describe_group(&mut client, group)?;
+        if state == "Dead" && !create_group {
+            return Err(format!(
+                "group {group} does not exist (give --create-group to create it with these \
+                 offsets, or --share for a share group)"
+            ));
+        }
+        if !members.is_empty() {
+            return Err(format!(
+                "group {group} is {state} with {} members: stop them before resetting offsets",
+                members.len()
+            ));
+        }
     }
     let mut request = MetadataRequest::default();
     let mut entry = metadata_request::MetadataRequestTopic::default();
@@ -550,11 +573,70 @@ pub fn reset_offsets(
         };
         targets.push((partition as i32, offset));
     }
-    commit(&mut client, group, topic, &targets, "resetting")?;
+    if share_group.is_some() {
+        super::share_group::alter_start_offsets(&mut client, group, topic, &targets)?;
+    } else {
+        commit(&mut client, group, topic, &targets, "resetting")?;
+    }
     for (partition, offset) in targets {
         println!("{topic} {partition} -> {offset}");
     }
     Ok(())
+}
+
+/// Deletes `group`'s offsets on `topic` while it has no members: a share group's state
+/// (DeleteShareGroupOffsets; `share`: one its coordinator does not know now), else the
+/// committed offsets of every partition (OffsetDelete).
+pub fn delete_offsets(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    share: bool,
+) -> Result<(), String> {
+    let mut client = coordinator(bootstrap, group)?;
+    match share_members(&mut client, group, share)? {
+        Some(0) => {
+            super::share_group::delete_start_offsets(&mut client, group, topic)?;
+            println!("deleted share group {group}'s offsets on {topic}");
+            return Ok(());
+        }
+        Some(members) => {
+            return Err(format!(
+                "share group {group} has {members} members: stop them before deleting offsets"
+            ))
+        }
+        None => {}
+    }
+    let partitions = super::topic::partition_count(&mut client, topic)?;
+    if partitions == 0 {
+        return Err(format!("topic {topic} does not exist"));
+    }
+    let mut entry = offset_delete_request::OffsetDeleteRequestTopic::default();
+    entry.name = TopicName(StrBytes::from_string(topic.to_string()));
+    entry.partitions = (0..partitions)
+        .map(|index| {
+            let mut partition = offset_delete_request::OffsetDeleteRequestPartition::default();
+            partition.partition_index = index;
+            partition
+        })
+        .collect();
+    let mut request = OffsetDeleteRequest::default();
+    request.group_id = group_id(group);
+    request.topics = vec![entry];
+    match client.call(ApiKey::OffsetDelete, 0, RequestKind::OffsetDelete(request))? {
+        ResponseKind::OffsetDelete(response) => {
+            check(response.error_code, None, &format!("deleting group {group}'s offsets"))?;
+            for answered in response.topics {
+                for partition in answered.partitions {
+                    let what = format!("deleting {topic}-{}", partition.partition_index);
+                    check(partition.error_code, None, &what)?;
+                }
+            }
+            println!("deleted group {group}'s offsets on {topic}");
+            Ok(())
+        }
+        _ => Err("unexpected response".into()),
+    }
 }
 
 pub fn delete(bootstrap: &str, group: &str) -> Result<(), String> {

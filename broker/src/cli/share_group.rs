@@ -152,3 +152,72 @@ pub fn describe(
     }
     Ok(())
 }
+
+/// Sets a share group's start offsets on `topic` (AlterShareGroupOffsets): `targets` are
+/// (partition, start offset). The broker refuses it while the group has members.
+pub fn alter_start_offsets(
+    client: &mut Client,
+    group: &str,
+    topic: &str,
+    targets: &[(i32, i64)],
+) -> Result<(), String> {
+    let mut entry =
+        alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default();
+    entry.topic_name = TopicName(StrBytes::from_string(topic.to_string()));
+    entry.partitions = targets
+        .iter()
+        .map(|(partition, offset)| {
+            let mut p =
+                alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default(
+                );
+            p.partition_index = *partition;
+            p.start_offset = *offset;
+            p
+        })
+        .collect();
+    let mut request = AlterShareGroupOffsetsRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.topics = vec![entry];
+    let kind = RequestKind::AlterShareGroupOffsets(request);
+    let response = match client.call(ApiKey::AlterShareGroupOffsets, 0, kind)? {
+        ResponseKind::AlterShareGroupOffsets(response) => response,
+        _ => return Err("unexpected response".into()),
+    };
+    check(response.error_code, response.error_message.as_ref(), "resetting the share group")?;
+    for answered in response.responses {
+        for partition in answered.partitions {
+            let what = format!("resetting {topic}-{}", partition.partition_index);
+            check(partition.error_code, partition.error_message.as_ref(), &what)?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a share group's state on `topic` (DeleteShareGroupOffsets): its members start from
+/// `share.auto.offset.reset` again. The broker refuses it while the group has members.
+pub fn delete_start_offsets(client: &mut Client, group: &str, topic: &str) -> Result<(), String> {
+    let mut entry =
+        delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default();
+    entry.topic_name = TopicName(StrBytes::from_string(topic.to_string()));
+    let mut request = DeleteShareGroupOffsetsRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.topics = vec![entry];
+    let kind = RequestKind::DeleteShareGroupOffsets(request);
+    let response = match client.call(ApiKey::DeleteShareGroupOffsets, 0, kind)? {
+        ResponseKind::DeleteShareGroupOffsets(response) => response,
+        _ => return Err("unexpected response".into()),
+    };
+    check(
+        response.error_code,
+        response.error_message.as_ref(),
+        "deleting the share group's offsets",
+    )?;
+    for answered in response.responses {
+        check(
+            answered.error_code,
+            answered.error_message.as_ref(),
+            &format!("deleting on {topic}"),
+        )?;
+    }
+    Ok(())
+}

@@ -65,7 +65,7 @@ async fn topic_answer<S: Storage>(
         } else if let Some(topic_id) = topic_id {
             let key = (group.to_string(), topic_id, partition);
             if let Ok(Some(state)) = node.share_state.read(&key, -1).await {
-                answer.start_offset = state.start_offset;
+                answer.start_offset = state.state.start_offset;
             }
         }
         out.partitions.push(answer);

@@ -78,11 +78,12 @@ pub async fn handle<S: Storage>(
                 (_, Err(error), _) => Err(coded(error)),
                 (_, _, Err(error)) => Err(coded(&error)),
                 (None, _, _) => Ok(()),
-                (Some(tp), Ok(_), Ok(acks)) => match on_partition(node, &key, tp, acks, None).await
-                {
-                    Ok(done) => done.ack_error.as_ref().map(coded).map_or(Ok(()), Err),
-                    Err(error) => Err(coded(&error)),
-                },
+                (Some(tp), Ok(_), Ok(acks)) => {
+                    match on_partition(node, &key, tp, acks, None, false).await {
+                        Ok(done) => done.ack_error.as_ref().map(coded).map_or(Ok(()), Err),
+                        Err(error) => Err(coded(&error)),
+                    }
+                }
             };
             let mut data = PartitionData::default();
             data.partition_index = partition.partition_index;

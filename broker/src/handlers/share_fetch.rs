@@ -120,13 +120,15 @@ pub(super) async fn release<S: Storage>(
     }
 }
 
-/// Acknowledgements, then (with `fetch`) an acquisition, on one partition.
+/// Acknowledgements, then (with `fetch`) an acquisition, on one partition (`revalidate`: the
+/// first of a new share session).
 pub(super) async fn on_partition<S: Storage>(
     node: &Node<S>,
     key: &SessionKey,
     partition: &TopicPartition,
     acks: Vec<AckRange>,
     fetch: Option<FetchLimits>,
+    revalidate: bool,
 ) -> Result<PartitionAnswer, BrokerError> {
     let request = SharePartitionFetch {
         group: key.0.clone(),
@@ -134,6 +136,7 @@ pub(super) async fn on_partition<S: Storage>(
         partition: partition.clone(),
         acks,
         fetch,
+        revalidate,
     };
     node.shares.call(partition, request).await?
 }
@@ -310,16 +313,20 @@ async fn fetch_all<S: Storage>(
     };
     let wait_ms = (request.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    // A new session's first round checks each partition's state against its coordinator's.
+    let mut revalidate = request.share_session_epoch == INITIAL_EPOCH;
     loop {
         let mut waits: Vec<(TopicPartition, i64)> = Vec::new();
         for (partition, topic_id) in &fetching {
             let acks = pending_acks.remove(partition).unwrap_or_default();
             let answer =
                 answers.entry(partition.clone()).or_insert_with(|| blank(partition, *topic_id));
-            if let Some(wait) = fetch_one(node, key, partition, acks, &mut budget, answer).await {
+            let step = Step { acks, revalidate };
+            if let Some(wait) = fetch_one(node, key, partition, step, &mut budget, answer).await {
                 waits.push((partition.clone(), wait));
             }
         }
+        revalidate = false;
         let now = Instant::now();
         if budget.records > 0 || now >= deadline || fetching.is_empty() {
             break;
@@ -367,13 +374,21 @@ async fn acknowledge_unfetched<S: Storage>(
         }
         let mut answer = blank(&item.partition, item.topic_id);
         answer.acknowledged = true;
-        match on_partition(node, key, &item.partition, item.acks, None).await {
+        match on_partition(node, key, &item.partition, item.acks, None, false).await {
             Ok(done) => answer.ack_error = done.ack_error.as_ref().map(coded),
             Err(error) => answer.ack_error = Some(coded(&error)),
         }
         answers.insert(item.partition, answer);
     }
     (answers, pending_acks)
+}
+
+/// What one partition's step of a fetch round carries besides the acquisition.
+struct Step {
+    /// Its acknowledgements (the first round only).
+    acks: Vec<AckRange>,
+    /// The first round of a new share session.
+    revalidate: bool,
 }
 
 /// One partition's step of a fetch round: its acknowledgements (the first round only), then
@@ -383,10 +398,11 @@ async fn fetch_one<S: Storage>(
     node: &Node<S>,
     key: &SessionKey,
     partition: &TopicPartition,
-    acks: Vec<AckRange>,
+    step: Step,
     budget: &mut Budget,
     answer: &mut Answered,
 ) -> Option<i64> {
+    let Step { acks, revalidate } = step;
     let acknowledged = !acks.is_empty();
     let limits =
         (budget.records < budget.records_max && budget.bytes_left > 0).then_some(FetchLimits {
@@ -397,7 +413,7 @@ async fn fetch_one<S: Storage>(
         return None;
     }
     answer.acknowledged |= acknowledged;
-    match on_partition(node, key, partition, acks, limits).await {
+    match on_partition(node, key, partition, acks, limits, revalidate).await {
         Ok(done) => {
             if acknowledged {
                 answer.ack_error = done.ack_error.as_ref().map(coded);

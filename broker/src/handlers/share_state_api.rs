@@ -77,8 +77,9 @@ pub async fn read<S: Storage>(
             let mut out = read_share_group_state_response::PartitionResult::default();
             out.partition = partition.partition;
             match outcome {
-                Ok(Some(state)) => {
-                    out.state_epoch = 0;
+                Ok(Some(stored)) => {
+                    let state = stored.state;
+                    out.state_epoch = stored.state_epoch;
                     out.start_offset = state.start_offset;
                     out.state_batches = state
                         .batches
@@ -138,6 +139,7 @@ pub async fn write<S: Storage>(
                     let call = WriteState {
                         key: key.clone(),
                         leader_epoch: partition.leader_epoch,
+                        state_epoch: partition.state_epoch,
                         state,
                         initialize: false,
                     };
@@ -166,7 +168,13 @@ pub async fn initialize<S: Storage>(
         for partition in topic.partitions {
             let key = key_of(&request.group_id, &topic.topic_id, partition.partition);
             let state = Persisted { start_offset: partition.start_offset.max(0), batches: vec![] };
-            let call = WriteState { key: key.clone(), leader_epoch: -1, state, initialize: true };
+            let call = WriteState {
+                key: key.clone(),
+                leader_epoch: -1,
+                state_epoch: partition.state_epoch,
+                state,
+                initialize: true,
+            };
             let outcome = on_coordinator(node, context, &key, call).await.and_then(|a| a);
             let mut out = initialize_share_group_state_response::PartitionResult::default();
             out.partition = partition.partition;

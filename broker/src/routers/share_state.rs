@@ -14,7 +14,7 @@ use crate::metadata::internal::SHARE_STATE_TOPIC;
 use crate::services::share_state::records::StateKey;
 use crate::services::share_state::requests::{DeleteState, ReadState, WriteState};
 use crate::services::share_state::{state_partition, ShareStateService};
-use crate::services::shares::state::{Persisted, RecordState, StateBatch};
+use crate::services::shares::state::{Persisted, RecordState, StateBatch, Stored};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use shard::io::Storage;
@@ -35,13 +35,13 @@ const STATE_API_VERSION: i16 = 0;
 /// What a state call does.
 enum StateCall {
     Read { leader_epoch: i32 },
-    Write { leader_epoch: i32, state: Persisted, initialize: bool },
+    Write { leader_epoch: i32, state_epoch: i32, state: Persisted, initialize: bool },
     Delete,
 }
 
 /// A state call's answer.
 enum StateAnswer {
-    Read(Option<Persisted>),
+    Read(Option<Stored>),
     Done,
 }
 
@@ -68,23 +68,27 @@ impl<S: Storage> ShareStateRouter<S> {
         }
     }
 
-    /// The persisted state of `key` (None: never initialized), read at `leader_epoch`.
-    pub async fn read(&self, key: &StateKey, leader_epoch: i32) -> Result<Option<Persisted>> {
+    /// The persisted state of `key` (None: never initialized), read at `leader_epoch` (a
+    /// tool's read: negative).
+    pub async fn read(&self, key: &StateKey, leader_epoch: i32) -> Result<Option<Stored>> {
         match self.call(key, StateCall::Read { leader_epoch }).await? {
             StateAnswer::Read(state) => Ok(state),
             StateAnswer::Done => Ok(None),
         }
     }
 
-    /// Writes `state` for `key` (`initialize`: its first).
+    /// Writes `state` for `key`, whose state is at `state_epoch` (`initialize`: a state that
+    /// starts over at `state_epoch`).
     pub async fn write(
         &self,
         key: &StateKey,
         leader_epoch: i32,
+        state_epoch: i32,
         state: Persisted,
         initialize: bool,
     ) -> Result<()> {
-        self.call(key, StateCall::Write { leader_epoch, state, initialize }).await.map(|_| ())
+        let call = StateCall::Write { leader_epoch, state_epoch, state, initialize };
+        self.call(key, call).await.map(|_| ())
     }
 
     pub async fn delete(&self, key: &StateKey) -> Result<()> {
@@ -137,10 +141,11 @@ impl<S: Storage> ShareStateRouter<S> {
                 let state = mesh.call::<ShareStateService<S>, _>(shard, request).await??;
                 Ok(StateAnswer::Read(state))
             }
-            StateCall::Write { leader_epoch, state, initialize } => {
+            StateCall::Write { leader_epoch, state_epoch, state, initialize } => {
                 let request = WriteState {
                     key: key.clone(),
                     leader_epoch: *leader_epoch,
+                    state_epoch: *state_epoch,
                     state: state.clone(),
                     initialize: *initialize,
                 };
@@ -225,10 +230,10 @@ fn request_of(key: &StateKey, call: &StateCall) -> (ApiKey, RequestKind) {
             request.topics = vec![topic];
             (ApiKey::ReadShareGroupState, RequestKind::ReadShareGroupState(request))
         }
-        StateCall::Write { state, initialize: true, .. } => {
+        StateCall::Write { state, state_epoch, initialize: true, .. } => {
             let mut partition = initialize_share_group_state_request::PartitionData::default();
             partition.partition = key.2;
-            partition.state_epoch = 0;
+            partition.state_epoch = *state_epoch;
             partition.start_offset = state.start_offset;
             let mut topic = initialize_share_group_state_request::InitializeStateData::default();
             topic.topic_id = topic_id(key);
@@ -238,10 +243,11 @@ fn request_of(key: &StateKey, call: &StateCall) -> (ApiKey, RequestKind) {
             request.topics = vec![topic];
             (ApiKey::InitializeShareGroupState, RequestKind::InitializeShareGroupState(request))
         }
-        StateCall::Write { leader_epoch, state, initialize: false } => {
+        StateCall::Write { leader_epoch, state_epoch, state, initialize: false } => {
             let mut partition = write_share_group_state_request::PartitionData::default();
             partition.partition = key.2;
             partition.leader_epoch = *leader_epoch;
+            partition.state_epoch = *state_epoch;
             partition.start_offset = state.start_offset;
             partition.state_batches = state
                 .batches
@@ -316,7 +322,8 @@ fn answer_of(answer: ResponseKind) -> Result<StateAnswer> {
                     })
                 })
                 .collect();
-            Ok(StateAnswer::Read(Some(Persisted { start_offset: result.start_offset, batches })))
+            let state = Persisted { start_offset: result.start_offset, batches };
+            Ok(StateAnswer::Read(Some(Stored { state, state_epoch: result.state_epoch })))
         }
         ResponseKind::WriteShareGroupState(response) => {
             let result = response.results.into_iter().flat_map(|t| t.partitions).next();
@@ -355,7 +362,7 @@ impl<S: Storage> crate::services::shares::StateStore for Rc<ShareStateRouter<S>>
         &self,
         key: StateKey,
         leader_epoch: i32,
-    ) -> futures_util::future::LocalBoxFuture<'static, Result<Option<Persisted>>> {
+    ) -> futures_util::future::LocalBoxFuture<'static, Result<Option<Stored>>> {
         let router = self.clone();
         Box::pin(async move { ShareStateRouter::read(&router, &key, leader_epoch).await })
     }
@@ -364,12 +371,14 @@ impl<S: Storage> crate::services::shares::StateStore for Rc<ShareStateRouter<S>>
         &self,
         key: StateKey,
         leader_epoch: i32,
+        state_epoch: i32,
         state: Persisted,
         initialize: bool,
     ) -> futures_util::future::LocalBoxFuture<'static, Result<()>> {
         let router = self.clone();
         Box::pin(async move {
-            ShareStateRouter::write(&router, &key, leader_epoch, state, initialize).await
+            ShareStateRouter::write(&router, &key, leader_epoch, state_epoch, state, initialize)
+                .await
         })
     }
 }

@@ -6,11 +6,15 @@
 //! and the runs of its window that are acknowledged, archived or were delivered, with the
 //! leader epoch of the partition leader that wrote it. Requests (from the share partition's
 //! leader, over the mesh or through the inter-broker state APIs):
-//! - read: the snapshot, or none (the leader then starts one from `share.auto.offset.reset`
-//!   and initializes it); a read with a newer leader epoch records that epoch, so writes of
-//!   the leader it replaced are refused from then on;
-//! - initialize: a first snapshot (a share partition's start);
-//! - write: a newer snapshot, refused with FENCED_LEADER_EPOCH from an older leader epoch;
+//! - read: the snapshot with its state epoch, or none (the leader then starts one from
+//!   `share.auto.offset.reset` and initializes it); a read with a newer leader epoch records
+//!   that epoch, so writes of the leader it replaced are refused from then on;
+//! - initialize at state epoch E: a snapshot that starts over (a share partition's start, or
+//!   a tool's reset: AlterShareGroupOffsets), refused with FENCED_STATE_EPOCH unless E is
+//!   newer than the stored state's epoch (so two leaders never both start one);
+//! - write: a newer snapshot, refused with FENCED_LEADER_EPOCH from an older leader epoch and
+//!   with FENCED_STATE_EPOCH from an older state epoch (the leader's state was reset: it
+//!   loads the new one);
 //! - delete: the share partition's state goes (a tombstone).
 //!
 //! Durability rule: a read, initialize, write or delete is answered after its record is
@@ -22,11 +26,11 @@ pub mod records;
 pub mod requests;
 
 use crate::clock::Clock;
-use crate::error::{BrokerError, GroupError, Result};
+use crate::error::{BrokerError, GroupError, Result, ShareError};
 use crate::mesh::Service;
 use crate::metadata::internal::{partition_for_share_state, SHARE_STATE_TOPIC};
 use crate::services::partitions::PartitionService;
-use crate::services::shares::state::Persisted;
+use crate::services::shares::state::{Persisted, Stored};
 use bytes::BytesMut;
 use records::{Snapshot, StateKey};
 use shard::io::Storage;
@@ -183,14 +187,15 @@ impl<S: Storage> ShareStateService<S> {
 
     /// The state of `key` (None: never initialized), read by a leader at `leader_epoch`, or by
     /// a tool (DescribeShareGroupOffsets) with a negative epoch.
-    pub async fn read(&self, key: StateKey, leader_epoch: i32) -> Result<Option<Persisted>> {
+    pub async fn read(&self, key: StateKey, leader_epoch: i32) -> Result<Option<Stored>> {
         self.follow_leadership().await;
         self.check_here(&key)?;
         let _guard = self.lock.lock().await;
         let Some(stored) = self.states.borrow().get(&key).cloned() else { return Ok(None) };
+        let answer = Stored { state: stored.state.clone(), state_epoch: stored.state_epoch };
         // A negative leader epoch reads without fencing (a tool's read, not a leader's).
         if leader_epoch < 0 {
-            return Ok(Some(stored.state));
+            return Ok(Some(answer));
         }
         if leader_epoch < stored.leader_epoch {
             return Err(fenced(&key, leader_epoch, stored.leader_epoch));
@@ -200,14 +205,17 @@ impl<S: Storage> ShareStateService<S> {
             self.append(&key, Some(&newer)).await?;
             self.states.borrow_mut().insert(key, newer);
         }
-        Ok(Some(stored.state))
+        Ok(Some(answer))
     }
 
-    /// A new state for `key`: its first (`initialize`), or a newer one from its leader.
+    /// A new state for `key`: one that starts over at state epoch `state_epoch`
+    /// (`initialize`: a leader's first, or a tool's reset), or a newer one from its leader,
+    /// whose state is at `state_epoch`.
     pub async fn write(
         &self,
         key: StateKey,
         leader_epoch: i32,
+        state_epoch: i32,
         state: Persisted,
         initialize: bool,
     ) -> Result<()> {
@@ -217,26 +225,43 @@ impl<S: Storage> ShareStateService<S> {
         let stored = self.states.borrow().get(&key).cloned();
         let now = self.clock.now_ms();
         let snapshot = match stored {
+            Some(stored) if initialize && state_epoch <= stored.state_epoch => {
+                return Err(state_fenced(&key, state_epoch, stored.state_epoch))
+            }
+            // A reset keeps the leader epoch: the leader's next read finds the new state.
+            Some(stored) if initialize => Snapshot {
+                snapshot_epoch: stored.snapshot_epoch + 1,
+                state_epoch,
+                leader_epoch: leader_epoch.max(stored.leader_epoch),
+                create_timestamp: now,
+                write_timestamp: now,
+                state,
+            },
             Some(stored) if leader_epoch < stored.leader_epoch => {
                 return Err(fenced(&key, leader_epoch, stored.leader_epoch))
             }
+            Some(stored) if state_epoch < stored.state_epoch => {
+                return Err(state_fenced(&key, state_epoch, stored.state_epoch))
+            }
             Some(stored) => Snapshot {
                 snapshot_epoch: stored.snapshot_epoch + 1,
-                state_epoch: stored.state_epoch + i32::from(initialize),
+                state_epoch: stored.state_epoch,
                 leader_epoch,
                 create_timestamp: stored.create_timestamp,
                 write_timestamp: now,
                 state,
             },
+            // Deleted (DeleteShareGroupOffsets) under a leader that still holds it: that
+            // leader's state is stale, as after a reset.
             None if !initialize => {
-                return Err(BrokerError::InvalidRequest(format!(
-                    "the share state of {}:{} is not initialized",
+                return Err(BrokerError::Share(ShareError::FencedStateEpoch(format!(
+                    "the share state of {}:{} is not initialized (or was deleted)",
                     key.0, key.2
-                )))
+                ))))
             }
             None => Snapshot {
                 snapshot_epoch: 0,
-                state_epoch: 0,
+                state_epoch: state_epoch.max(0),
                 leader_epoch,
                 create_timestamp: now,
                 write_timestamp: now,
@@ -272,6 +297,13 @@ impl<S: Storage> ShareStateService<S> {
         out.sort();
         out
     }
+}
+
+fn state_fenced(key: &StateKey, got: i32, stored: i32) -> BrokerError {
+    BrokerError::Share(ShareError::FencedStateEpoch(format!(
+        "share state {}:{}: state epoch {got} where the coordinator has {stored}",
+        key.0, key.2
+    )))
 }
 
 fn fenced(key: &StateKey, got: i32, stored: i32) -> BrokerError {

@@ -5,7 +5,7 @@ use super::records::StateKey;
 use super::ShareStateService;
 use crate::error::Result;
 use crate::mesh::{answers, Ask};
-use crate::services::shares::state::Persisted;
+use crate::services::shares::state::{Persisted, Stored};
 
 /// ReadShareGroupState: the state, or none before it is initialized.
 pub struct ReadState {
@@ -14,7 +14,7 @@ pub struct ReadState {
 }
 
 impl Ask for ReadState {
-    type Answer = Result<Option<Persisted>>;
+    type Answer = Result<Option<Stored>>;
 }
 
 answers!(ShareStateService, ReadState, |service, read| {
@@ -25,6 +25,7 @@ answers!(ShareStateService, ReadState, |service, read| {
 pub struct WriteState {
     pub key: StateKey,
     pub leader_epoch: i32,
+    pub state_epoch: i32,
     pub state: Persisted,
     pub initialize: bool,
 }
@@ -34,7 +35,9 @@ impl Ask for WriteState {
 }
 
 answers!(ShareStateService, WriteState, |service, write| {
-    service.write(write.key, write.leader_epoch, write.state, write.initialize).await
+    service
+        .write(write.key, write.leader_epoch, write.state_epoch, write.state, write.initialize)
+        .await
 });
 
 /// DeleteShareGroupState.

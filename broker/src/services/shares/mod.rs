@@ -23,17 +23,18 @@ pub mod requests;
 pub mod state;
 
 use crate::clock::Clock;
-use crate::error::{BrokerError, Result};
+use crate::error::{BrokerError, Result, ShareError};
 use crate::mesh::Service;
 use crate::metadata::group_config;
 use crate::services::metadata::MetadataView;
-use crate::services::partitions::PartitionService;
+use crate::services::partitions::{Partition, PartitionService};
 use crate::stats::{ShardStats, ShareCounts};
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use shard::io::Storage;
 use state::{
     AckError, AckType, Acquired, DeadLetter, Limits, LogBatch, Persisted, SharePartition, StateKey,
+    Stored,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -78,6 +79,14 @@ pub struct PartitionAnswer {
     pub wait_offset: Option<i64>,
 }
 
+/// What one acquisition took: the batches holding its records, its runs, and (nothing taken)
+/// the offset a long poll waits past.
+struct Acquisition {
+    batches: Vec<Bytes>,
+    acquired: Vec<Acquired>,
+    wait_offset: Option<i64>,
+}
+
 type Key = (String, TopicPartition);
 
 /// Where share partitions' state is kept: the share coordinators (implemented by
@@ -88,12 +97,13 @@ pub trait StateStore {
         &self,
         key: StateKey,
         leader_epoch: i32,
-    ) -> LocalBoxFuture<'static, Result<Option<Persisted>>>;
-    /// Writes `state` for `key` (`initialize`: its first).
+    ) -> LocalBoxFuture<'static, Result<Option<Stored>>>;
+    /// Writes `state` for `key`, whose state is at `state_epoch` (`initialize`: its first).
     fn write(
         &self,
         key: StateKey,
         leader_epoch: i32,
+        state_epoch: i32,
         state: Persisted,
         initialize: bool,
     ) -> LocalBoxFuture<'static, Result<()>>;
@@ -120,6 +130,9 @@ pub struct ShareEntry {
     key: StateKey,
     /// The partition's leader epoch when this shard loaded it.
     leader_epoch: i32,
+    /// The state epoch of the coordinator's state it was loaded from: a tool's reset moves
+    /// it on, and this entry's writes are then refused (FENCED_STATE_EPOCH).
+    state_epoch: i32,
     /// Changes that must be persisted (acknowledgements, releases, lock timeouts), counted,
     /// and how many of them the share coordinator has.
     version: Cell<u64>,
@@ -215,7 +228,11 @@ impl<S: Storage> ShareService<S> {
 
     /// The group's share partition: loaded from its persisted state, or made from
     /// `share.auto.offset.reset` (and persisted) on its first use. One loaded at another
-    /// leader epoch (this shard led the partition before) is loaded again.
+    /// leader epoch (this shard led the partition before) is loaded again. With `revalidate`
+    /// (a share session opens on it), one in memory is kept only if the coordinator's state is
+    /// still at its state epoch: a tool that reset or deleted the group's offsets (with no
+    /// member left) moved it on, and the new state is loaded instead.
+    #[allow(clippy::too_many_arguments)]
     async fn share_partition(
         &self,
         group: &str,
@@ -224,17 +241,19 @@ impl<S: Storage> ShareService<S> {
         limits: Limits,
         reset: &str,
         read_committed: bool,
+        revalidate: bool,
     ) -> Result<Rc<ShareEntry>> {
         let key = (group.to_string(), partition.clone());
         let found = |shares: &HashMap<Key, Rc<ShareEntry>>| {
             shares.get(&key).filter(|entry| entry.leader_epoch == leader_epoch).cloned()
         };
-        if let Some(entry) = found(&self.shares.borrow()) {
+        if let Some(entry) = found(&self.shares.borrow()).filter(|_| !revalidate) {
             entry.share.borrow_mut().set_limits(limits);
             return Ok(entry);
         }
         let _loading = self.loading.lock().await;
-        if let Some(entry) = found(&self.shares.borrow()) {
+        let existing = found(&self.shares.borrow());
+        if let Some(entry) = existing.clone().filter(|_| !revalidate) {
             return Ok(entry);
         }
         let image = self.view.current();
@@ -244,19 +263,29 @@ impl<S: Storage> ShareService<S> {
             .ok_or_else(|| BrokerError::UnknownTopicOrPartition(partition.to_string()))?;
         let state_key: StateKey = (group.to_string(), topic_id, partition.partition.0);
         let router = self.state_router();
-        let persisted = match &router {
+        let stored = match &router {
             Some(router) => router.read(state_key.clone(), leader_epoch).await?,
             None => None,
         };
-        let share = match persisted {
-            Some(persisted) => SharePartition::restore(&persisted, limits),
+        if let Some(entry) = existing {
+            if router.is_none() || stored.as_ref().map(|s| s.state_epoch) == Some(entry.state_epoch)
+            {
+                entry.share.borrow_mut().set_limits(limits);
+                return Ok(entry);
+            }
+            tracing::info!(%group, %partition, "share partition state reset by a tool: loaded again");
+            self.shares.borrow_mut().remove(&key);
+        }
+        let (share, state_epoch) = match stored {
+            Some(stored) => (SharePartition::restore(&stored.state, limits), stored.state_epoch),
             None => {
                 let start = self.start_offset(partition, reset, read_committed).await?;
                 let share = SharePartition::new(start, limits);
                 if let Some(router) = &router {
-                    router.write(state_key.clone(), leader_epoch, share.persisted(), true).await?;
+                    let state = share.persisted();
+                    router.write(state_key.clone(), leader_epoch, 0, state, true).await?;
                 }
-                share
+                (share, 0)
             }
         };
         tracing::debug!(%group, %partition, start = share.start_offset(), "share partition loaded");
@@ -264,6 +293,7 @@ impl<S: Storage> ShareService<S> {
             share: RefCell::new(share),
             key: state_key,
             leader_epoch,
+            state_epoch,
             version: Cell::new(0),
             persisted: Cell::new(0),
             write: async_lock::Mutex::new(()),
@@ -292,9 +322,30 @@ impl<S: Storage> ShareService<S> {
             self.write_dead_letters(entry, &letters).await;
         }
         let state = entry.share.borrow().persisted();
-        router.write(entry.key.clone(), entry.leader_epoch, state, false).await?;
+        let written = router
+            .write(entry.key.clone(), entry.leader_epoch, entry.state_epoch, state, false)
+            .await;
+        if let Err(BrokerError::Share(ShareError::FencedStateEpoch(why))) = &written {
+            // A tool reset the state: this entry is stale; the next fetch loads the new one.
+            tracing::info!(group = %entry.key.0, partition = entry.key.2, %why, "share partition state reset by a tool");
+            self.forget(entry);
+        }
+        written?;
         entry.persisted.set(entry.persisted.get().max(version));
         Ok(())
+    }
+
+    /// Drops `entry` from memory (if it is still the one kept for its partition).
+    fn forget(&self, entry: &ShareEntry) {
+        let mut shares = self.shares.borrow_mut();
+        let stale: Vec<Key> = shares
+            .iter()
+            .filter(|(_, kept)| std::ptr::eq(Rc::as_ptr(kept), entry))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stale {
+            shares.remove(&key);
+        }
     }
 
     /// Where a group with no state on `partition` starts (`share.auto.offset.reset`).
@@ -332,12 +383,21 @@ impl<S: Storage> ShareService<S> {
         partition: &TopicPartition,
         acks: &[AckRange],
         fetch: Option<FetchLimits>,
+        revalidate: bool,
     ) -> Result<PartitionAnswer> {
         let local = self.partitions.leader_of(partition)?;
         let (limits, reset, read_committed) = self.group_settings(group);
         let leader_epoch = local.leader_epoch();
         let entry = self
-            .share_partition(group, partition, leader_epoch, limits, &reset, read_committed)
+            .share_partition(
+                group,
+                partition,
+                leader_epoch,
+                limits,
+                &reset,
+                read_committed,
+                revalidate,
+            )
             .await?;
         let share = &entry.share;
         let start = share.borrow().start_offset();
@@ -346,18 +406,61 @@ impl<S: Storage> ShareService<S> {
             entry.changed();
         }
         let mut answer = PartitionAnswer { lock_ms: limits.lock_ms, ..PartitionAnswer::default() };
+        let mut acknowledged = false;
         if !acks.is_empty() {
-            answer.ack_error = match self.acknowledge(share, member, acks) {
+            match self.acknowledge(share, member, acks) {
                 Ok(()) => {
                     entry.changed();
-                    // Durable before it is answered (ARCHITECTURE.md, durability rules).
-                    self.persist(&entry).await.err()
+                    acknowledged = true;
                 }
-                Err(error) => Some(error),
-            };
+                Err(error) => answer.ack_error = Some(error),
+            }
         }
-        let Some(fetch) = fetch else { return Ok(answer) };
-        let Some(from) = share.borrow().next_fetch_offset() else { return Ok(answer) };
+        // The acknowledgements' state write and the acquisition's log read run side by side:
+        // the acquisition works on the state the acknowledgements left in memory (what they
+        // released can be acquired again at once), and nothing is answered before the write
+        // is committed (ARCHITECTURE.md, durability rules). An acquisition is never persisted,
+        // so a crash before the write loses nothing that was answered.
+        let persisting = async {
+            if acknowledged {
+                self.persist(&entry).await.err()
+            } else {
+                None
+            }
+        };
+        let acquiring = async {
+            match fetch {
+                Some(fetch) => {
+                    self.acquire(&entry, &local, partition, member, fetch, read_committed).await
+                }
+                None => Ok(None),
+            }
+        };
+        let (persist_error, acquisition) = futures_util::future::join(persisting, acquiring).await;
+        if acknowledged {
+            answer.ack_error = persist_error;
+        }
+        if let Some(acquisition) = acquisition? {
+            answer.batches = acquisition.batches;
+            answer.acquired = acquisition.acquired;
+            answer.wait_offset = acquisition.wait_offset;
+        }
+        Ok(answer)
+    }
+
+    /// An acquisition of up to `fetch`'s records from the log after what `entry` has
+    /// acquired or handed out; None when the window is full or past the log.
+    async fn acquire(
+        &self,
+        entry: &ShareEntry,
+        local: &Partition<S>,
+        partition: &TopicPartition,
+        member: &str,
+        fetch: FetchLimits,
+        read_committed: bool,
+    ) -> Result<Option<Acquisition>> {
+        let share = &entry.share;
+        let Some(from) = share.borrow().next_fetch_offset() else { return Ok(None) };
         let max_bytes = fetch.max_bytes.clamp(1, PARTITION_READ_BYTES_MAX);
         let read =
             match self.partitions.read(partition, Offset(from), max_bytes, read_committed).await {
@@ -365,7 +468,7 @@ impl<S: Storage> ShareService<S> {
                 // Deleted under the read: the next fetch starts past it.
                 Err(BrokerError::Storage(shard::StorageError::OffsetOutOfRange { .. })) => {
                     share.borrow_mut().log_starts_at(local.log.log_start_offset());
-                    return Ok(answer);
+                    return Ok(None);
                 }
                 Err(error) => return Err(error),
             };
@@ -377,9 +480,7 @@ impl<S: Storage> ShareService<S> {
             share.check();
             taken
         };
-        if acquired.is_empty() {
-            answer.wait_offset = Some(share.borrow().end());
-        }
+        let wait_offset = acquired.is_empty().then(|| share.borrow().end());
         let mut counts = ShareCounts::default();
         for run in &acquired {
             let records = (run.last_offset - run.first_offset + 1) as u64;
@@ -389,10 +490,9 @@ impl<S: Storage> ShareService<S> {
             }
         }
         self.stats.share_records(counts);
-        answer.batches =
+        let batches =
             holding.into_iter().filter_map(|index| read.batches.get(index).cloned()).collect();
-        answer.acquired = acquired;
-        Ok(answer)
+        Ok(Some(Acquisition { batches, acquired, wait_offset }))
     }
 
     /// Writes `letters` of `entry` to its group's dead-letter topic (KIP-1191), best effort:

@@ -14,6 +14,9 @@ pub struct SharePartitionFetch {
     pub partition: TopicPartition,
     pub acks: Vec<AckRange>,
     pub fetch: Option<FetchLimits>,
+    /// A share session opens on the partition: check the state in memory against its share
+    /// coordinator's (a tool may have reset it while the group had no members).
+    pub revalidate: bool,
 }
 
 impl Ask for SharePartitionFetch {
@@ -22,7 +25,8 @@ impl Ask for SharePartitionFetch {
 
 answers!(ShareService, SharePartitionFetch, |service, request| {
     let (group, member) = (request.group.as_str(), request.member.as_str());
-    service.fetch(group, member, &request.partition, &request.acks, request.fetch).await
+    let (acks, fetch) = (&request.acks, request.fetch);
+    service.fetch(group, member, &request.partition, acks, fetch, request.revalidate).await
 });
 
 /// A member's share session ended: what it holds on these partitions is released.

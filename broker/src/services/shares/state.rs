@@ -235,6 +235,15 @@ pub struct Persisted {
     pub batches: Vec<StateBatch>,
 }
 
+/// A persisted state as its share coordinator holds it: with its state epoch, which a reset
+/// by a tool (AlterShareGroupOffsets, DeleteShareGroupOffsets) moves on, so the leader's
+/// writes of the state before it are refused (FENCED_STATE_EPOCH).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub state: Persisted,
+    pub state_epoch: i32,
+}
+
 /// One share group's delivery state of one topic partition.
 #[derive(Debug, Clone)]
 pub struct SharePartition {

@@ -15,6 +15,12 @@ use wire::protocol::{self, FRAME_PREFIX_BYTES};
 /// REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 /// KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH.
 pub const RETRIABLE: [i16; 10] = [3, 5, 6, 7, 13, 19, 20, 56, 74, 75];
+/// OUT_OF_ORDER_SEQUENCE_NUMBER: an idempotent batch that reached a new leader before an
+/// earlier batch of its partition (given back by the old leader, or lost with its connection)
+/// was sent again. The Java client retries it while an earlier batch is unresolved; here it is
+/// sent again after the earlier ones (the retry queue is oldest first), bounded by the
+/// delivery timeout, so a real gap still ends the run with its name.
+pub const OUT_OF_ORDER_SEQUENCE: i16 = 45;
 /// The retriable errors that also say the leader this client knows is stale.
 pub const STALE_LEADER: [i16; 7] = [3, 5, 6, 13, 56, 74, 75];
 /// Kafka's name for a code, for reports (`NOT_LEADER_OR_FOLLOWER`).
@@ -30,6 +36,7 @@ pub fn error_name(code: i16) -> String {
         56 => "KAFKA_STORAGE_ERROR".into(),
         74 => "FENCED_LEADER_EPOCH".into(),
         75 => "UNKNOWN_LEADER_EPOCH".into(),
+        45 => "OUT_OF_ORDER_SEQUENCE_NUMBER".into(),
         other => format!("error {other}"),
     }
 }
@@ -607,7 +614,9 @@ fn answer(body: Vec<u8>, queue: &InFlight, outcomes: &Outcomes) -> Result<(), St
         let batch = batches.swap_remove(at);
         match partition.error_code {
             0 => (outcomes.acknowledged)(&batch),
-            code if RETRIABLE.contains(&code) => (outcomes.retry)(batch, Some(code)),
+            code if RETRIABLE.contains(&code) || code == OUT_OF_ORDER_SEQUENCE => {
+                (outcomes.retry)(batch, Some(code))
+            }
             code => {
                 return Err(format!(
                     "produce to partition {}: {}",

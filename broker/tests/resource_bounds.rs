@@ -224,7 +224,10 @@ fn stalled_large_frames_stay_within_the_request_budget_and_are_closed_by_the_fra
     assert!(peak <= bound, "peak RSS {} MiB exceeds {} MiB", peak / MIB, bound / MIB);
     assert!(held_at_most as u64 <= budget + 32 * MIB, "request bytes held {held_at_most}");
     assert!(served >= 20, "the normal client kept being served ({served})");
-    assert!(slowest < Duration::from_secs(2), "slowest normal round trip {slowest:?}");
+    // Liveness, not speed (the house rule: timed figures are measured, not asserted): the
+    // normal client is never starved while the attackers hold the budget. 2 s failed once at
+    // 2.27 s on a busy run of this 2-core machine; starvation would be the 15 s frame deadline.
+    assert!(slowest < Duration::from_secs(5), "slowest normal round trip {slowest:?}");
 }
 
 /// A connection that sends nothing for `connections.max.idle.ms` is closed; one that keeps

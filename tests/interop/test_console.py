@@ -78,7 +78,7 @@ SCRIPT = REPO_ROOT / "tests" / "interop" / "js" / "console.mjs"
 SHOTS = REPO_ROOT / "target" / "console-screenshots"
 T = 30  # seconds: every client call and wait here is bounded by it
 DRIVER_TIMEOUT_S = 150  # one console.mjs run (each of its own waits is bounded by 15 s)
-# Issue #40's acceptance 3 is a target of 300 ms (median to a page's ready mark). Page times
+# The console's page-time target is 300 ms (median to a page's ready mark). Page times
 # are measured, not asserted (the house rule for timed tests): on this 2-core machine most of
 # them is Chromium's own start-up of the page (DOMContentLoaded ~150-200 ms, the API answer
 # ~15-45 ms), and a slow or busy run moves it by 2x. The test records the figures in

@@ -37,6 +37,7 @@ use shard::io::Storage;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 use wire::ids::TopicPartition;
 
@@ -52,8 +53,29 @@ pub struct ShareStateService<S: Storage> {
     /// The `__share_group_state` partitions whose states are loaded here.
     loaded: RefCell<HashSet<TopicPartition>>,
     roles_seen: Cell<u64>,
-    /// Serializes replays and appends, so a replay never interleaves with a write.
-    lock: async_lock::Mutex<()>,
+    /// A replay takes it alone; requests share it, so a replay never interleaves with a write.
+    replaying: async_lock::RwLock<()>,
+    /// One read-check-append at a time per share partition (its records keep their order);
+    /// those of different share partitions go on together and share the log's syncs.
+    turns: RefCell<HashMap<StateKey, Arc<async_lock::Mutex<()>>>>,
+}
+
+/// A request's turn on one share partition's state (`ShareStateService::turn`).
+struct Turn<'a> {
+    turns: &'a RefCell<HashMap<StateKey, Arc<async_lock::Mutex<()>>>>,
+    key: StateKey,
+    guard: Option<async_lock::MutexGuardArc<()>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut turns = self.turns.borrow_mut();
+        // Nobody holds or waits for it: forgotten, so the map holds only live turns.
+        if turns.get(&self.key).is_some_and(|lock| Arc::strong_count(lock) == 1) {
+            turns.remove(&self.key);
+        }
+    }
 }
 
 /// The partition of `__share_group_state` that holds `key`.
@@ -69,7 +91,8 @@ impl<S: Storage> ShareStateService<S> {
             states: RefCell::new(HashMap::new()),
             loaded: RefCell::new(HashSet::new()),
             roles_seen: Cell::new(0),
-            lock: async_lock::Mutex::new(()),
+            replaying: async_lock::RwLock::new(()),
+            turns: RefCell::new(HashMap::new()),
         }
     }
 
@@ -80,7 +103,7 @@ impl<S: Storage> ShareStateService<S> {
         if self.roles_seen.replace(version) == version {
             return;
         }
-        let _guard = self.lock.lock().await;
+        let _replaying = self.replaying.write().await;
         let led = self.partitions.local_of_topic(SHARE_STATE_TOPIC);
         let led_keys: HashSet<TopicPartition> = led.iter().map(|(key, _)| key.clone()).collect();
         let lost: Vec<TopicPartition> =
@@ -177,6 +200,12 @@ impl<S: Storage> ShareStateService<S> {
         }
     }
 
+    async fn turn(&self, key: &StateKey) -> Turn<'_> {
+        let lock = self.turns.borrow_mut().entry(key.clone()).or_default().clone();
+        let guard = lock.lock_arc().await;
+        Turn { turns: &self.turns, key: key.clone(), guard: Some(guard) }
+    }
+
     fn check_here(&self, key: &StateKey) -> Result<()> {
         let partition = state_partition(key);
         if !self.loaded.borrow().contains(&partition) {
@@ -189,8 +218,9 @@ impl<S: Storage> ShareStateService<S> {
     /// a tool (DescribeShareGroupOffsets) with a negative epoch.
     pub async fn read(&self, key: StateKey, leader_epoch: i32) -> Result<Option<Stored>> {
         self.follow_leadership().await;
+        let _replaying = self.replaying.read().await;
+        let _turn = self.turn(&key).await;
         self.check_here(&key)?;
-        let _guard = self.lock.lock().await;
         let Some(stored) = self.states.borrow().get(&key).cloned() else { return Ok(None) };
         let answer = Stored { state: stored.state.clone(), state_epoch: stored.state_epoch };
         // A negative leader epoch reads without fencing (a tool's read, not a leader's).
@@ -220,8 +250,9 @@ impl<S: Storage> ShareStateService<S> {
         initialize: bool,
     ) -> Result<()> {
         self.follow_leadership().await;
+        let _replaying = self.replaying.read().await;
+        let _turn = self.turn(&key).await;
         self.check_here(&key)?;
-        let _guard = self.lock.lock().await;
         let stored = self.states.borrow().get(&key).cloned();
         let now = self.clock.now_ms();
         let snapshot = match stored {
@@ -276,8 +307,9 @@ impl<S: Storage> ShareStateService<S> {
     /// Deletes `key`'s state (idempotent).
     pub async fn delete(&self, key: StateKey) -> Result<()> {
         self.follow_leadership().await;
+        let _replaying = self.replaying.read().await;
+        let _turn = self.turn(&key).await;
         self.check_here(&key)?;
-        let _guard = self.lock.lock().await;
         if !self.states.borrow().contains_key(&key) {
             return Ok(());
         }

@@ -7,7 +7,7 @@
 //! Authorization as ShareFetch: READ on the group and on each topic.
 //! References: KIP-932; Kafka `KafkaApis.handleShareAcknowledgeRequest`.
 
-use super::share_fetch::{ack_ranges, coded, on_partition, release, topic_of};
+use super::share_fetch::{ack_ranges, acknowledge_each, coded, release, topic_of};
 use crate::authorization::{AclOperation, Resource};
 use crate::error::{error_code, BrokerError, ShareError};
 use crate::node::Node;
@@ -19,6 +19,7 @@ use kafka_protocol::messages::share_acknowledge_response::{
 use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::StrBytes;
 use shard::io::Storage;
+use std::collections::{BTreeMap, HashMap};
 use wire::ids::TopicPartition;
 
 pub const VERSIONS: (i16, i16) = (1, 1);
@@ -61,11 +62,13 @@ pub async fn handle<S: Storage>(
             Err(error) => return failed(&error),
         },
     };
-    let mut response = ShareAcknowledgeResponse::default();
+    // Every partition checked first; then all their acknowledgements at once, so their state
+    // writes share the share coordinators' syncs.
+    let mut checked = Vec::new();
+    let mut acks = BTreeMap::new();
     for topic in request.topics {
         let name = topic_of(node, context, &topic.topic_id);
-        let mut answered = ShareAcknowledgeTopicResponse::default();
-        answered.topic_id = topic.topic_id;
+        let mut partitions = Vec::new();
         for partition in topic.partitions {
             let batches = partition.acknowledgement_batches.iter().map(|batch| {
                 (batch.first_offset, batch.last_offset, batch.acknowledge_types.clone())
@@ -78,15 +81,31 @@ pub async fn handle<S: Storage>(
                 (_, Err(error), _) => Err(coded(error)),
                 (_, _, Err(error)) => Err(coded(&error)),
                 (None, _, _) => Ok(()),
-                (Some(tp), Ok(_), Ok(acks)) => {
-                    match on_partition(node, &key, tp, acks, None, false).await {
-                        Ok(done) => done.ack_error.as_ref().map(coded).map_or(Ok(()), Err),
-                        Err(error) => Err(coded(&error)),
-                    }
+                (Some(tp), Ok(_), Ok(ranges)) => {
+                    acks.insert(tp.clone(), ranges);
+                    Ok(())
                 }
             };
+            partitions.push((partition.partition_index, tp, outcome));
+        }
+        checked.push((topic.topic_id, partitions));
+    }
+    let refused: HashMap<TopicPartition, (i16, String)> = acknowledge_each(node, &key, acks)
+        .await
+        .into_iter()
+        .filter_map(|(partition, error)| error.map(|error| (partition, error)))
+        .collect();
+    let mut response = ShareAcknowledgeResponse::default();
+    for (topic_id, partitions) in checked {
+        let mut answered = ShareAcknowledgeTopicResponse::default();
+        answered.topic_id = topic_id;
+        for (partition_index, tp, outcome) in partitions {
+            let outcome = outcome.and_then(|()| match tp.as_ref().and_then(|tp| refused.get(tp)) {
+                Some(error) => Err(error.clone()),
+                None => Ok(()),
+            });
             let mut data = PartitionData::default();
-            data.partition_index = partition.partition_index;
+            data.partition_index = partition_index;
             if let Err((code, message)) = outcome {
                 data.error_code = code;
                 data.error_message = Some(StrBytes::from_string(message));

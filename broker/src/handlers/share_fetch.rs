@@ -315,25 +315,47 @@ async fn fetch_all<S: Storage>(
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     // A new session's first round checks each partition's state against its coordinator's.
     let mut revalidate = request.share_session_epoch == INITIAL_EPOCH;
-    loop {
-        let mut waits: Vec<(TopicPartition, i64)> = Vec::new();
-        for (partition, topic_id) in &fetching {
-            let acks = pending_acks.remove(partition).unwrap_or_default();
-            let answer =
-                answers.entry(partition.clone()).or_insert_with(|| blank(partition, *topic_id));
-            let step = Step { acks, revalidate };
-            if let Some(wait) = fetch_one(node, key, partition, step, &mut budget, answer).await {
-                waits.push((partition.clone(), wait));
+    // The acknowledgements go out all at once, beside the acquisitions (which go partition by
+    // partition, within the budget), so their state writes share the share coordinators'
+    // syncs instead of following one another. They are sent first: on each partition's shard
+    // they are applied before its acquisition, which can take what they released. A new
+    // session's first round keeps them with its acquisitions, after the state check.
+    let acks_apart = if revalidate { BTreeMap::new() } else { std::mem::take(&mut pending_acks) };
+    let acknowledging = acknowledge_each(node, key, acks_apart);
+    let acquiring = async {
+        let mut answers = BTreeMap::new();
+        loop {
+            let mut waits: Vec<(TopicPartition, i64)> = Vec::new();
+            for (partition, topic_id) in &fetching {
+                let acks = pending_acks.remove(partition).unwrap_or_default();
+                let answer =
+                    answers.entry(partition.clone()).or_insert_with(|| blank(partition, *topic_id));
+                let step = Step { acks, revalidate };
+                if let Some(wait) = fetch_one(node, key, partition, step, &mut budget, answer).await
+                {
+                    waits.push((partition.clone(), wait));
+                }
             }
+            revalidate = false;
+            let now = Instant::now();
+            if budget.records > 0 || now >= deadline || fetching.is_empty() {
+                break;
+            }
+            let slice =
+                deadline.saturating_duration_since(now).min(Duration::from_millis(WAIT_SLICE_MS));
+            wait_for_any(node, &waits, slice).await;
         }
-        revalidate = false;
-        let now = Instant::now();
-        if budget.records > 0 || now >= deadline || fetching.is_empty() {
-            break;
-        }
-        let slice =
-            deadline.saturating_duration_since(now).min(Duration::from_millis(WAIT_SLICE_MS));
-        wait_for_any(node, &waits, slice).await;
+        answers
+    };
+    let (acknowledged, acquired) = futures_util::future::join(acknowledging, acquiring).await;
+    answers.extend(acquired);
+    for (partition, ack_error) in acknowledged {
+        let topic_id = fetching.iter().find(|(p, _)| *p == partition).map(|(_, id)| *id);
+        let answer = answers
+            .entry(partition.clone())
+            .or_insert_with(|| blank(&partition, topic_id.unwrap_or_default()));
+        answer.acknowledged = true;
+        answer.ack_error = ack_error;
     }
     if budget.records > 0 {
         let served = fetching
@@ -364,6 +386,7 @@ async fn acknowledge_unfetched<S: Storage>(
     let fetched: std::collections::HashSet<&TopicPartition> =
         fetching.iter().map(|(p, _)| p).collect();
     let mut pending_acks: BTreeMap<TopicPartition, Vec<AckRange>> = BTreeMap::new();
+    let mut unfetched = BTreeMap::new();
     for item in named {
         if item.acks.is_empty() {
             continue;
@@ -372,15 +395,33 @@ async fn acknowledge_unfetched<S: Storage>(
             pending_acks.insert(item.partition.clone(), item.acks);
             continue;
         }
-        let mut answer = blank(&item.partition, item.topic_id);
-        answer.acknowledged = true;
-        match on_partition(node, key, &item.partition, item.acks, None, false).await {
-            Ok(done) => answer.ack_error = done.ack_error.as_ref().map(coded),
-            Err(error) => answer.ack_error = Some(coded(&error)),
+        answers.insert(item.partition.clone(), blank(&item.partition, item.topic_id));
+        unfetched.insert(item.partition, item.acks);
+    }
+    for (partition, ack_error) in acknowledge_each(node, key, unfetched).await {
+        if let Some(answer) = answers.get_mut(&partition) {
+            answer.acknowledged = true;
+            answer.ack_error = ack_error;
         }
-        answers.insert(item.partition, answer);
     }
     (answers, pending_acks)
+}
+
+/// Each partition's acknowledgements, all at once (their state writes share the
+/// coordinators' syncs); each partition's error, if they were refused.
+pub(super) async fn acknowledge_each<S: Storage>(
+    node: &Node<S>,
+    key: &SessionKey,
+    acks: BTreeMap<TopicPartition, Vec<AckRange>>,
+) -> Vec<(TopicPartition, Option<(i16, String)>)> {
+    let calls = acks.into_iter().map(|(partition, acks)| async move {
+        let error = match on_partition(node, key, &partition, acks, None, false).await {
+            Ok(done) => done.ack_error.as_ref().map(coded),
+            Err(error) => Some(coded(&error)),
+        };
+        (partition, error)
+    });
+    futures_util::future::join_all(calls).await
 }
 
 /// What one partition's step of a fetch round carries besides the acquisition.

@@ -325,7 +325,7 @@ async fn fetch_all<S: Storage>(
     let acquiring = async {
         let mut answers = BTreeMap::new();
         loop {
-            let mut waits: Vec<(TopicPartition, i64)> = Vec::new();
+            let mut waits: Vec<(TopicPartition, Option<i64>)> = Vec::new();
             for (partition, topic_id) in &fetching {
                 let acks = pending_acks.remove(partition).unwrap_or_default();
                 let answer =
@@ -433,8 +433,9 @@ struct Step {
 }
 
 /// One partition's step of a fetch round: its acknowledgements (the first round only), then
-/// an acquisition within the budget. Answers the offset a long poll waits past, when nothing
-/// was acquired.
+/// an acquisition within the budget. When it acquired nothing, answers what a long poll waits
+/// for: `Some(Some(offset))`, an append past the offset (the log holds nothing more to take)
+/// or a release; `Some(None)`, a release only (its window is full).
 async fn fetch_one<S: Storage>(
     node: &Node<S>,
     key: &SessionKey,
@@ -442,7 +443,7 @@ async fn fetch_one<S: Storage>(
     step: Step,
     budget: &mut Budget,
     answer: &mut Answered,
-) -> Option<i64> {
+) -> Option<Option<i64>> {
     let Step { acks, revalidate } = step;
     let acknowledged = !acks.is_empty();
     let limits =
@@ -459,6 +460,7 @@ async fn fetch_one<S: Storage>(
             if acknowledged {
                 answer.ack_error = done.ack_error.as_ref().map(coded);
             }
+            let nothing = limits.is_some() && done.acquired.is_empty();
             for run in &done.acquired {
                 budget.records += (run.last_offset - run.first_offset + 1) as usize;
             }
@@ -467,7 +469,7 @@ async fn fetch_one<S: Storage>(
             answer.batches.extend(done.batches);
             answer.acquired.extend(done.acquired);
             answer.error = None;
-            done.wait_offset
+            nothing.then_some(done.wait_offset)
         }
         Err(error) => {
             if acknowledged {
@@ -479,12 +481,12 @@ async fn fetch_one<S: Storage>(
     }
 }
 
-/// Waits until one of the partitions gets an append past its offset, records are released or
-/// acknowledged on a shard leading one of them (a full window may have moved on), or `slice`
-/// passes.
+/// Waits until one of the partitions gets an append past its offset (if it has one), records
+/// are released or acknowledged on a shard leading one of them (a full window may have moved
+/// on), or `slice` passes.
 async fn wait_for_any<S: Storage>(
     node: &Node<S>,
-    waits: &[(TopicPartition, i64)],
+    waits: &[(TopicPartition, Option<i64>)],
     slice: Duration,
 ) {
     let wait_ms = slice.as_millis() as u64;
@@ -492,10 +494,12 @@ async fn wait_for_any<S: Storage>(
         shard::runtime::sleep(slice).await;
         return;
     }
-    let appends = waits.iter().map(|(partition, offset)| {
-        let wait = node.partitions.wait_for_append(partition, Offset(*offset), wait_ms, false);
-        Box::pin(wait) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>
-    });
+    let appends = waits.iter().filter_map(|(partition, offset)| Some((partition, (*offset)?))).map(
+        |(partition, offset)| {
+            let wait = node.partitions.wait_for_append(partition, Offset(offset), wait_ms, false);
+            Box::pin(wait) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>
+        },
+    );
     let mut shards = std::collections::BTreeSet::new();
     let releases = waits
         .iter()

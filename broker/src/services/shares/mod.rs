@@ -12,9 +12,11 @@
 //! transactions are archived as they are met, never delivered. Transaction markers are never
 //! delivered either.
 //!
-//! Durability: the delivery state is kept on the leader's shard only (the share-group state
-//! topic is not built yet, see ARCHITECTURE.md); a share partition whose leadership leaves this
-//! shard is dropped, and a new leader starts it again from `share.auto.offset.reset`.
+//! Durability: acknowledgements, releases and a moved start are written to the partition's
+//! share coordinator (`StateStore`: `__share_group_state`, acks=all) before a request that made
+//! them is answered (lock timeouts and ended sessions by the tick); acquisitions are not
+//! written. A share partition whose leadership leaves this shard is dropped, and its new
+//! leader loads the written state (ARCHITECTURE.md, durability rules).
 //! Invariants: a share partition exists only for a partition this shard leads; every step
 //! leaves `SharePartition::check` true.
 //! Runs on: every shard, for the partitions it leads.

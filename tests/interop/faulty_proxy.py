@@ -14,10 +14,12 @@ random.Random(seed).randint(*gap) (counted over all connections), one fault:
               sides: the client gets an RST, the broker loses the connection); responses
               still in flight on it are lost too. The client retries on a new connection.
   reset       forward the response, then reset the connection as above.
-  drop        drop that response and keep the connection: the client's request times out
-              (librdkafka: socket.timeout.ms; it then disconnects) and it retries. No other
-              fault follows until that connection closes or `drop_quiet` seconds pass, so the
-              timeout is what the client sees rather than a later reset.
+  drop        drop that response and every later one on the connection, and keep it open (a
+              stalled path: TCP never loses one response and delivers the next, so neither
+              does this): the client's requests time out (librdkafka: socket.timeout.ms; it
+              then disconnects) and it retries. No other fault follows until that connection
+              closes or `drop_quiet` seconds pass, so the timeout is what the client sees
+              rather than a later reset.
 Schedule: blocks of shuffled [drop_reset, reset, drop_reset, reset] each followed by one
 drop, until `max_drops` drops were injected; then shuffled [drop_reset, reset] pairs. So
 every kind shows up early in a run. `counts` tallies the faults injected.
@@ -130,6 +132,7 @@ class FaultyProxy:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         bufs = {client: bytearray(), upstream: bytearray()}
         api_keys = {}  # correlation id -> api key of the client's request
+        stalled = False  # a drop: no response goes back on this connection any more
         try:
             while not self._stopped.is_set():
                 readable, _, _ = select.select([client, upstream], [], [], 0.2)
@@ -151,7 +154,11 @@ class FaultyProxy:
                             upstream.sendall(frame)
                             continue
                         (corr,) = struct.unpack_from(">i", frame, 4)
+                        if stalled:
+                            api_keys.pop(corr, None)
+                            continue
                         fault = self._decide(api_keys.pop(corr, None), client)
+                        stalled = fault == DROP
                         if fault in (None, RESET):
                             client.sendall(frame)
                         if fault in (DROP_RESET, RESET):

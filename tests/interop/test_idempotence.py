@@ -3,7 +3,7 @@
 confluent-kafka (librdkafka) with enable.idempotence=true produces 200,000 numbered messages
 (value = the number, 6 digits; partition = number % 4) to a 4-partition topic through
 FaultyProxy (faulty_proxy.py), which drops Produce responses, resets connections, and
-drops responses on live connections so requests time out. The broker advertises the proxy's
+stalls live connections (no response goes back on them any more) so requests time out. The broker advertises the proxy's
 address, so every client connection goes through it.
 
 1. Faults only: every message is acknowledged without a delivery or fatal error, and the log

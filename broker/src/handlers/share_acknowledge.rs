@@ -13,6 +13,8 @@ use crate::error::{error_code, BrokerError, ShareError};
 use crate::node::Node;
 use crate::request_context::RequestContext;
 use crate::services::share_sessions::{SessionKey, FINAL_EPOCH, INITIAL_EPOCH};
+use crate::services::shares::AckRange;
+use kafka_protocol::messages::share_acknowledge_request::AcknowledgeTopic;
 use kafka_protocol::messages::share_acknowledge_response::{
     NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
 };
@@ -64,9 +66,35 @@ pub async fn handle<S: Storage>(
     };
     // Every partition checked first; then all their acknowledgements at once, so their state
     // writes share the share coordinators' syncs.
+    let (checked, acks) = check_partitions(node, context, request.topics);
+    let refused: HashMap<TopicPartition, (i16, String)> = acknowledge_each(node, &key, acks)
+        .await
+        .into_iter()
+        .filter_map(|(partition, error)| error.map(|error| (partition, error)))
+        .collect();
+    let response = respond(node, checked, &refused);
+    if let Some(session) = closing {
+        release(node, &key, session.partitions.into_keys()).await;
+    }
+    response
+}
+
+/// A request partition as checked: its index, its name (None: the topic is unknown), and its
+/// error if it was refused before its acknowledgements were applied.
+type Checked = (i32, Option<TopicPartition>, Result<(), (i16, String)>);
+/// Each request topic's id and its partitions as checked.
+type CheckedTopics = Vec<(uuid::Uuid, Vec<Checked>)>;
+
+/// Each topic's partitions checked (the topic known and readable, the acknowledgement batches
+/// well formed), and the acknowledgements of those that passed.
+fn check_partitions<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    topics: Vec<AcknowledgeTopic>,
+) -> (CheckedTopics, BTreeMap<TopicPartition, Vec<AckRange>>) {
     let mut checked = Vec::new();
     let mut acks = BTreeMap::new();
-    for topic in request.topics {
+    for topic in topics {
         let name = topic_of(node, context, &topic.topic_id);
         let mut partitions = Vec::new();
         for partition in topic.partitions {
@@ -90,11 +118,16 @@ pub async fn handle<S: Storage>(
         }
         checked.push((topic.topic_id, partitions));
     }
-    let refused: HashMap<TopicPartition, (i16, String)> = acknowledge_each(node, &key, acks)
-        .await
-        .into_iter()
-        .filter_map(|(partition, error)| error.map(|error| (partition, error)))
-        .collect();
+    (checked, acks)
+}
+
+/// The response: each checked partition's error, or its acknowledgements' (`refused`), with
+/// the leader's hint where the error names one.
+fn respond<S: Storage>(
+    node: &Node<S>,
+    checked: CheckedTopics,
+    refused: &HashMap<TopicPartition, (i16, String)>,
+) -> ShareAcknowledgeResponse {
     let mut response = ShareAcknowledgeResponse::default();
     for (topic_id, partitions) in checked {
         let mut answered = ShareAcknowledgeTopicResponse::default();
@@ -120,9 +153,6 @@ pub async fn handle<S: Storage>(
             answered.partitions.push(data);
         }
         response.responses.push(answered);
-    }
-    if let Some(session) = closing {
-        release(node, &key, session.partitions.into_keys()).await;
     }
     response
 }

@@ -1051,3 +1051,88 @@ def test_share_state_survives_kill_9_of_the_leader_and_of_the_share_coordinator(
         later = [kind for kind, o in events[refused_at[offset]:] if o == offset and kind.startswith("delivered")]
         assert not later, "offset %d: refused, delivered again, never confirmed" % offset
     no_redelivery("the coordinator's kill")
+
+
+# --- the state index: DeleteGroups after the coordinator moved ----------------------------------
+OFFSETS_TOPIC, OFFSETS_PARTITIONS = "__consumer_offsets", 50
+
+
+def group_partition(group):
+    """The `__consumer_offsets` partition of a group: abs(hashCode(group)) % 50."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
+
+
+def test_deleting_a_share_group_deletes_its_state_on_every_partition_after_its_coordinator_moved(
+        cluster, topic_name):
+    """A share group reads and accepts all 30 records of a 3-partition topic (RF 3, 3 nodes),
+    and its member closes. `strata group describe` of the Empty group still shows its three
+    share partitions with their start offsets at the log end (the coordinator's state index,
+    not the members' subscriptions). The group coordinator's node is killed (SIGKILL): the
+    node that takes over `__consumer_offsets` shows the same rows, the index having been
+    replayed from the log. DeleteGroups then deletes the group and its state on every
+    partition: the group is no longer listed, and a new member of a group of the same name
+    gets all 30 records again, each at delivery count 1. `strata group delete-offsets` on the
+    topic (3 nodes) deletes the state again and takes the topic out of the index: describe
+    shows no share partition, and the next member again gets all 30."""
+    import json
+    bootstrap = cluster.bootstrap
+    group = "sgd-" + topic_name
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    create_topic(bootstrap, topic_name, 3, 3)
+    keys = ["d-%02d" % i for i in range(30)]
+    delivered = produce(bootstrap, topic_name, keys, partitions=3)
+    ends = {partition: max(offsets) + 1 for (_, partition), offsets in delivered.items()}
+    assert sorted(ends) == [0, 1, 2], delivered
+
+    def strata(*args, check=True):
+        out = subprocess.run([strata_bin(), "group", *args, "--bootstrap", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 or not check, out
+        return out
+
+    def read_all(name):
+        reader = Reader(bootstrap, topic_name, group, name)
+        try:
+            poll_until([reader], lambda: reader.keys() >= set(keys), 60, "30 records for " + name)
+            reader.commit()
+            poll_for([reader], SETTLE)  # nothing more comes
+            return reader.deliveries
+        finally:
+            reader.close()
+
+    def share_partitions():
+        """{partition: start offset} that `strata group describe` shows, once Empty."""
+        out = strata("describe", group, "--format", "json", check=False)
+        if out.returncode != 0:
+            return None
+        described = json.loads(out.stdout)
+        if described["members"]:
+            return None
+        return {row["partition"]: row["start_offset"] for row in described["offsets"]
+                if row["topic"] == topic_name}
+
+    first = read_all("first")
+    assert sorted(d.key for d in first) == keys, first
+    wait_for(lambda: share_partitions() == ends, T, "the Empty group's 3 share partitions at %r" % ends)
+
+    coordinator = leader_of(cluster, OFFSETS_TOPIC, group_partition(group))
+    assert coordinator > 0
+    cluster.kill(coordinator)
+    wait_for(lambda: leader_of(cluster, OFFSETS_TOPIC, group_partition(group)) not in (-1, coordinator),
+             60, "another coordinator of the group")
+    wait_for(lambda: share_partitions() == ends, 60,
+             "the same share partitions from the coordinator after node %d's kill" % coordinator)
+    cluster.nodes[coordinator].restart_after_kill()
+
+    wait_for(lambda: strata("delete", group, check=False).returncode == 0, 60, "DeleteGroups")
+    assert group not in list_groups(bootstrap, ["share"])
+    again = read_all("after-delete-group")
+    assert sorted(d.key for d in again) == keys, again
+    assert all(d.count == 1 for d in again), again
+
+    wait_for(lambda: share_partitions() == ends, T, "the new group's share partitions")
+    strata("delete-offsets", group, "--topic", topic_name)
+    assert share_partitions() == {}, "the topic is still in the group's index"
+    over = read_all("after-delete-offsets")
+    assert sorted(d.key for d in over) == keys, over

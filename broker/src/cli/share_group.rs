@@ -9,16 +9,17 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// (topic, partition) → start offset (-1: no state) of the group's partitions on `topics`.
+/// (topic, partition) → start offset (-1: no state) of the group's partitions on `topics`,
+/// or (None) on every partition the group has state on.
 fn start_offsets(
     client: &mut Client,
     group: &str,
-    topics: &BTreeMap<String, i32>,
+    topics: Option<&BTreeMap<String, i32>>,
 ) -> Result<BTreeMap<(String, i32), i64>, String> {
     let mut asked =
         describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
     asked.group_id = GroupId(StrBytes::from_string(group.to_string()));
-    asked.topics = Some(
+    asked.topics = topics.map(|topics| {
         topics
             .iter()
             .map(|(topic, count)| {
@@ -28,8 +29,8 @@ fn start_offsets(
                 entry.partitions = (0..*count).collect();
                 entry
             })
-            .collect(),
-    );
+            .collect()
+    });
     let mut request = DescribeShareGroupOffsetsRequest::default();
     request.groups = vec![asked];
     let kind = RequestKind::DescribeShareGroupOffsets(request);
@@ -53,7 +54,8 @@ fn start_offsets(
 /// (topic, partition, start offset, log end, lag, members assigned) of `describe`.
 type Row = (String, i32, i64, i64, Option<i64>, Vec<String>);
 
-/// The table of `describe`: every partition of the topics the members subscribe to.
+/// The table of `describe`: every partition of the topics the members subscribe to, and every
+/// other partition the group has state on (an Empty group's).
 fn rows(client: &mut Client, group: &str, described: &DescribedGroup) -> Result<Vec<Row>, String> {
     let mut subscribed: BTreeSet<String> = BTreeSet::new();
     let mut owners: BTreeMap<(String, i32), Vec<String>> = BTreeMap::new();
@@ -73,7 +75,14 @@ fn rows(client: &mut Client, group: &str, described: &DescribedGroup) -> Result<
         counts.insert(topic.clone(), count);
         ends.insert(topic.clone(), super::topic::offsets(client, topic, count)?);
     }
-    let starts = start_offsets(client, group, &counts)?;
+    let mut starts = start_offsets(client, group, Some(&counts))?;
+    for (key, start) in start_offsets(client, group, None)? {
+        if !ends.contains_key(&key.0) {
+            let count = super::topic::partition_count(client, &key.0).unwrap_or(0);
+            ends.insert(key.0.clone(), super::topic::offsets(client, &key.0, count)?);
+        }
+        starts.entry(key).or_insert(start);
+    }
     let mut rows = Vec::new();
     for ((topic, partition), start) in &starts {
         let end = ends.get(topic).and_then(|e| e.get(*partition as usize)).map_or(-1, |e| e.1);

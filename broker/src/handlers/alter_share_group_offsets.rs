@@ -5,14 +5,18 @@
 //! share coordinator), so the leader's old state is fenced. READ on the group is required
 //! (else GROUP_AUTHORIZATION_FAILED for the request) and on each topic (else
 //! TOPIC_AUTHORIZATION_FAILED for its partitions); an unknown topic or partition is
-//! UNKNOWN_TOPIC_OR_PARTITION and a negative offset INVALID_REQUEST.
+//! UNKNOWN_TOPIC_OR_PARTITION and a negative offset INVALID_REQUEST. The partitions are added
+//! to the group's state index (its coordinator's `__consumer_offsets` record) before their
+//! state is written, so DeleteGroups finds every state a reset made.
 //! References: KIP-932 ("AlterShareGroupOffsets"); Kafka
 //! `GroupCoordinatorService.alterShareGroupOffsets`.
 
 use super::share_group_offsets::{checked_group, coded, topic_of};
-use crate::error::BrokerError;
+use crate::error::{BrokerError, GroupError};
 use crate::node::Node;
 use crate::request_context::RequestContext;
+use crate::services::groups::requests::ShareIndexAdd;
+use crate::services::groups::share_records::StateIndex;
 use crate::services::shares::state::Persisted;
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
@@ -47,6 +51,28 @@ async fn reset<S: Storage>(
     node.share_state.write(key, -1, state_epoch, state, true).await
 }
 
+/// Adds every existing partition the request names to the group's state index.
+async fn index<S: Storage>(
+    node: &Node<S>,
+    group: &str,
+    image: &crate::metadata::image::MetadataImage,
+    request: &AlterShareGroupOffsetsRequest,
+) -> Result<(), GroupError> {
+    let mut partitions = StateIndex::new();
+    for topic in &request.topics {
+        let Some(found) = image.topic(&topic.topic_name.0) else { continue };
+        let entry = partitions.entry(found.topic_id).or_default();
+        entry.name = topic.topic_name.0.to_string();
+        let count = found.partition_count();
+        entry.partitions.extend(
+            topic.partitions.iter().map(|p| p.partition_index).filter(|p| (0..count).contains(p)),
+        );
+    }
+    let add = ShareIndexAdd { group: group.to_string(), partitions };
+    // Not reaching the coordinator is answered as Kafka answers its absence.
+    node.groups.call(group, add).await.unwrap_or(Err(GroupError::CoordinatorNotAvailable))
+}
+
 pub async fn handle<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
@@ -60,6 +86,7 @@ pub async fn handle<S: Storage>(
         return response;
     }
     let image = node.metadata();
+    let indexed = index(node, &group, &image, &request).await;
     for topic in request.topics {
         let name = topic.topic_name.0.to_string();
         let (found, topic_id, allowed) = topic_of(node, context, &image, &name);
@@ -72,7 +99,10 @@ pub async fn handle<S: Storage>(
                 _ if !allowed => Err(BrokerError::TopicAuthorizationFailed(name.clone())),
                 Some(found) if (0..found.partition_count()).contains(&index) => {
                     let key = (group.clone(), found.topic_id, index);
-                    reset(node, &key, partition.start_offset).await
+                    match &indexed {
+                        Ok(()) => reset(node, &key, partition.start_offset).await,
+                        Err(error) => Err(BrokerError::Group(error.clone())),
+                    }
                 }
                 _ => Err(BrokerError::UnknownTopicOrPartition(format!("{name}-{index}"))),
             };

@@ -1,9 +1,10 @@
 //! DescribeShareGroupOffsets (key 90, KIP-932): each partition's share-partition start offset
 //! of a share group, as its share coordinator keeps it (`-1`: the group has no state there).
 //! DESCRIBE on the group is required (else GROUP_AUTHORIZATION_FAILED for the group) and on
-//! each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions). A null topic list means the
-//! topics the group's members subscribe to now (Kafka: every partition with state; strata
-//! keeps no index of those yet). An unknown topic answers a nil topic id and start offset -1.
+//! each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions). A null topic list means
+//! every partition of the group's state index (as Kafka: the partitions with state), under
+//! the topics' names now (a deleted topic is left out). An unknown topic answers a nil topic
+//! id and start offset -1.
 //! References: KIP-932 ("DescribeShareGroupOffsets"); Kafka
 //! `KafkaApis.handleDescribeShareGroupOffsetsRequest`.
 
@@ -24,20 +25,21 @@ use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-/// The topics of a group asked with a null list: its members' subscriptions.
-async fn subscribed<S: Storage>(node: &Node<S>, group: &str) -> Vec<(String, Vec<i32>)> {
+/// The topics of a group asked with a null list: its state index, by the topics' names now.
+async fn indexed<S: Storage>(node: &Node<S>, group: &str) -> Vec<(String, Vec<i32>)> {
     let described = node.groups.call(group, ShareDescribe { group: group.to_string() }).await;
     let Ok(Some(described)) = described else { return Vec::new() };
     let image = node.metadata();
-    let topics: std::collections::BTreeSet<String> =
-        described.members.iter().flat_map(|m| m.subscribed.iter().cloned()).collect();
-    topics
-        .into_iter()
-        .map(|topic| {
-            let count = image.topic(&topic).map_or(0, |t| t.partition_count());
-            (topic, (0..count).collect())
+    let mut topics: Vec<(String, Vec<i32>)> = described
+        .state_index
+        .iter()
+        .filter_map(|(topic_id, topic)| {
+            let now = image.topic_by_id(topic_id)?;
+            Some((now.name.clone(), topic.partitions.iter().copied().collect()))
         })
-        .collect()
+        .collect();
+    topics.sort();
+    topics
 }
 
 async fn topic_answer<S: Storage>(
@@ -94,7 +96,7 @@ pub async fn handle<S: Storage>(
             Some(topics) => {
                 topics.into_iter().map(|t| (t.topic_name.0.to_string(), t.partitions)).collect()
             }
-            None => subscribed(node, &group).await,
+            None => indexed(node, &group).await,
         };
         for (topic, partitions) in topics {
             out.topics.push(topic_answer(node, context, &group, topic, partitions).await);

@@ -21,6 +21,7 @@ pub mod offsets;
 pub mod requests;
 pub mod share;
 mod share_coordinator;
+pub mod share_records;
 pub mod state_machine;
 pub mod stored;
 pub mod txn_offsets;
@@ -222,7 +223,7 @@ impl<S: Storage> GroupService<S> {
             return self.delete_consumer_offsets(group, cell, partitions).await;
         }
         if partitions.is_none() {
-            if let Some(deleted) = self.delete_share_group(group) {
+            if let Some(deleted) = self.delete_share_group(group).await {
                 deleted?;
                 return Ok(OffsetsDeleted::default());
             }

@@ -12,7 +12,7 @@
 //! as epoch -1. Group metadata records have the key `group \0 \0` (see `stored`).
 
 use super::consumer::records as consumer_records;
-use super::{stored, GroupCell, GroupService};
+use super::{share_records, stored, GroupCell, GroupService};
 use crate::error::{BrokerError, GroupError, Result};
 use crate::metadata::internal::{partition_for_group, OFFSETS_TOPIC};
 use bytes::{Bytes, BytesMut};
@@ -254,6 +254,7 @@ impl<S: Storage> GroupService<S> {
                 (partition_for_group(group) == index).then(|| (stored::key(group), stored.to_vec()))
             }))
             .chain(self.consumer_records_of(index))
+            .chain(self.share_records_of(index))
             .collect();
         let now = self.clock.now_ms();
         owned.log.roll(now).await?;
@@ -321,6 +322,7 @@ impl<S: Storage> GroupService<S> {
             self.consumer_groups
                 .borrow_mut()
                 .retain(|group, _| partition_for_group(group) != index);
+            self.share_groups.borrow_mut().retain(|group, _| partition_for_group(group) != index);
             self.offsets.borrow_mut().retain(|group, _| partition_for_group(group) != index);
             self.forget_pending_of(index);
             self.loaded.borrow_mut().remove(&partition);
@@ -431,6 +433,12 @@ impl<S: Storage> GroupService<S> {
                 record.key.as_deref().filter(|k| consumer_records::is_consumer_group_key(k))
             {
                 applied += usize::from(self.replay_consumer_record(key, record.value.as_deref()));
+                continue;
+            }
+            if let Some(key) =
+                record.key.as_deref().filter(|k| share_records::is_share_group_key(k))
+            {
+                applied += usize::from(self.replay_share_record(key, record.value.as_deref()));
                 continue;
             }
             if let Some(group) = record.key.as_deref().and_then(stored::parse_key) {

@@ -262,7 +262,7 @@ impl Ask for super::share::ShareHeartbeat {
 
 answers!(GroupService, super::share::ShareHeartbeat, |service, beat| {
     service.follow_leadership().await;
-    service.share_heartbeat(beat)
+    service.share_heartbeat(beat).await
 });
 
 /// ShareGroupDescribe, for one group: `None` when it is not a share group here.
@@ -277,4 +277,34 @@ impl Ask for ShareDescribe {
 answers!(GroupService, ShareDescribe, |service, describe| {
     service.follow_leadership().await;
     service.describe_share(&describe.group)
+});
+
+/// Adds share partitions to a share group's state index (AlterShareGroupOffsets).
+pub struct ShareIndexAdd {
+    pub group: String,
+    pub partitions: super::share_records::StateIndex,
+}
+
+impl Ask for ShareIndexAdd {
+    type Answer = std::result::Result<(), GroupError>;
+}
+
+answers!(GroupService, ShareIndexAdd, |service, add| {
+    service.follow_leadership().await;
+    service.index_share_partitions(&add.group, &add.partitions).await
+});
+
+/// Takes topics out of a share group's state index (DeleteShareGroupOffsets).
+pub struct ShareIndexRemove {
+    pub group: String,
+    pub topics: Vec<super::consumer::TopicId>,
+}
+
+impl Ask for ShareIndexRemove {
+    type Answer = std::result::Result<(), GroupError>;
+}
+
+answers!(GroupService, ShareIndexRemove, |service, remove| {
+    service.follow_leadership().await;
+    service.unindex_share_topics(&remove.group, &remove.topics).await
 });

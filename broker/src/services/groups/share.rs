@@ -30,6 +30,7 @@
 //! `ShareGroupHeartbeatRequest.json`.
 
 use super::consumer::{Partitions, TopicId, Topics};
+use super::share_records::{self, StateIndex};
 use crate::error::GroupError;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -129,6 +130,12 @@ pub struct ShareGroup {
     pub targets: BTreeMap<String, Partitions>,
     /// The partition counts of the subscribed topics the targets were computed from.
     pub topics_seen: BTreeMap<String, Option<(TopicId, i32)>>,
+    /// The share partitions the group may have state on, as last written to
+    /// `__consumer_offsets` (`share_records`): every partition ever assigned, or given offsets
+    /// by a tool, until DeleteShareGroupOffsets or DeleteGroups deletes their state.
+    pub state_index: StateIndex,
+    /// Whether the group's records are in `__consumer_offsets` (a deletion writes tombstones).
+    pub stored: bool,
 }
 
 impl ShareGroup {
@@ -144,6 +151,26 @@ impl ShareGroup {
         } else {
             "Stable"
         }
+    }
+
+    /// The state index with every partition of the current targets added, when that adds any:
+    /// what must be written before a member is sent the targets.
+    pub fn index_with_targets(&self) -> Option<StateIndex> {
+        let names: BTreeMap<TopicId, &str> = self
+            .topics_seen
+            .iter()
+            .filter_map(|(name, seen)| seen.map(|(id, _)| (id, name.as_str())))
+            .collect();
+        let mut assigned = StateIndex::new();
+        for target in self.targets.values() {
+            for (topic_id, partitions) in target {
+                let topic = assigned.entry(*topic_id).or_default();
+                topic.name = names.get(topic_id).map_or_else(String::new, |n| n.to_string());
+                topic.partitions.extend(partitions.iter().copied());
+            }
+        }
+        let mut index = self.state_index.clone();
+        share_records::merge(&mut index, &assigned).then_some(index)
     }
 
     /// Every topic some member subscribes to.

@@ -76,8 +76,8 @@ const TAG_CLASSIC_MEMBER_METADATA: u32 = 0;
 const STRUCT_PRESENT_MARKER: u32 = 1;
 
 /// The fewest bytes an array element can take, to bound a count before allocating.
-const STRING_BYTES_MIN: usize = 1;
-const PARTITION_BYTES_MIN: usize = 4;
+pub(in crate::services::groups) const STRING_BYTES_MIN: usize = 1;
+pub(in crate::services::groups) const PARTITION_BYTES_MIN: usize = 4;
 /// TopicId, an empty Partitions array, an empty tagged section.
 const TOPIC_PARTITIONS_BYTES_MIN: usize = 16 + 1 + 1;
 /// Name, Metadata, an empty tagged section.
@@ -416,19 +416,19 @@ fn put_nullable_string(out: &mut Vec<u8>, string: Option<&str>) {
     }
 }
 
-fn put_compact_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(in crate::services::groups) fn put_compact_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_compact_length(out, bytes.len());
     out.extend_from_slice(bytes);
 }
 
 /// uvarint(count + 1), the length of a non-null compact string, bytes or array.
-fn put_compact_length(out: &mut Vec<u8>, count: usize) {
+pub(in crate::services::groups) fn put_compact_length(out: &mut Vec<u8>, count: usize) {
     // Every field is bounded far below 4 GiB (names and metadata by the request size).
     let length = u32::try_from(count).ok().and_then(|count| count.checked_add(1));
     put_uvarint(out, length.unwrap_or(u32::MAX));
 }
 
-fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
+pub(in crate::services::groups) fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
     while value >= 0x80 {
         out.push((value & 0x7f) as u8 | 0x80);
         value >>= 7;
@@ -438,7 +438,7 @@ fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
 
 /// A non-flexible string: i16 length + UTF-8, cut to `KEY_STRING_BYTES_MAX` at a character
 /// boundary (callers keep key strings shorter).
-fn put_key_string(out: &mut Vec<u8>, text: &str) {
+pub(in crate::services::groups) fn put_key_string(out: &mut Vec<u8>, text: &str) {
     let mut length = text.len().min(KEY_STRING_BYTES_MAX);
     while !text.is_char_boundary(length) {
         length -= 1;
@@ -578,13 +578,18 @@ fn read_current(reader: &mut Reader<'_>, member_id: String) -> Option<CurrentAss
 }
 
 /// Reads from a slice; every read is `None` once the bytes run out.
-struct Reader<'a> {
+pub(in crate::services::groups) struct Reader<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
+    pub(in crate::services::groups) fn new(bytes: &'a [u8]) -> Self {
         Reader { rest: bytes }
+    }
+
+    /// Every byte was read.
+    pub(in crate::services::groups) fn is_empty(&self) -> bool {
+        self.rest.is_empty()
     }
 
     fn take(&mut self, count: usize) -> Option<&'a [u8]> {
@@ -603,24 +608,24 @@ impl<'a> Reader<'a> {
         Some(i8::from_be_bytes([self.u8()?]))
     }
 
-    fn i16(&mut self) -> Option<i16> {
+    pub(in crate::services::groups) fn i16(&mut self) -> Option<i16> {
         Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
     }
 
-    fn i32(&mut self) -> Option<i32> {
+    pub(in crate::services::groups) fn i32(&mut self) -> Option<i32> {
         Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
     }
 
-    fn i64(&mut self) -> Option<i64> {
+    pub(in crate::services::groups) fn i64(&mut self) -> Option<i64> {
         Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
     }
 
-    fn uuid(&mut self) -> Option<TopicId> {
+    pub(in crate::services::groups) fn uuid(&mut self) -> Option<TopicId> {
         self.take(16)?.try_into().ok()
     }
 
     /// An unsigned varint of at most 5 bytes (Kafka's `readUnsignedVarint`).
-    fn uvarint(&mut self) -> Option<u32> {
+    pub(in crate::services::groups) fn uvarint(&mut self) -> Option<u32> {
         let mut value = 0u32;
         for index in 0..5 {
             let byte = self.u8()?;
@@ -633,7 +638,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A compact length: `None` inside for null (uvarint 0).
-    fn compact_length(&mut self) -> Option<Option<usize>> {
+    pub(in crate::services::groups) fn compact_length(&mut self) -> Option<Option<usize>> {
         match self.uvarint()? {
             0 => Some(None),
             length => Some(Some(usize::try_from(length - 1).ok()?)),
@@ -652,7 +657,7 @@ impl<'a> Reader<'a> {
         self.nullable_bytes()?
     }
 
-    fn string(&mut self) -> Option<String> {
+    pub(in crate::services::groups) fn string(&mut self) -> Option<String> {
         utf8(self.bytes()?)
     }
 
@@ -664,7 +669,10 @@ impl<'a> Reader<'a> {
     }
 
     /// A non-null compact array's count, if that many elements of `item_bytes_min` fit.
-    fn array_len(&mut self, item_bytes_min: usize) -> Option<usize> {
+    pub(in crate::services::groups) fn array_len(
+        &mut self,
+        item_bytes_min: usize,
+    ) -> Option<usize> {
         let count = self.compact_length()??;
         (count.checked_mul(item_bytes_min)? <= self.rest.len()).then_some(count)
     }
@@ -705,12 +713,12 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
-    fn skip_tagged(&mut self) -> Option<()> {
+    pub(in crate::services::groups) fn skip_tagged(&mut self) -> Option<()> {
         self.tagged_fields(|_, _| Some(()))
     }
 
     /// A non-flexible, non-null string: i16 length + UTF-8.
-    fn key_string(&mut self) -> Option<String> {
+    pub(in crate::services::groups) fn key_string(&mut self) -> Option<String> {
         let length = usize::try_from(self.i16()?).ok()?;
         utf8(self.take(length)?)
     }

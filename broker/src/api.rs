@@ -116,6 +116,7 @@ api_registry! {
     ShareAcknowledge => share_acknowledge throttled,
     InitializeShareGroupState => initialize_share_group_state,
     ReadShareGroupState => read_share_group_state,
+    ReadShareGroupStateSummary => read_share_group_state_summary,
     WriteShareGroupState => write_share_group_state,
     DeleteShareGroupState => delete_share_group_state,
     DescribeShareGroupOffsets => describe_share_group_offsets throttled,

@@ -421,6 +421,17 @@ fn request(api: ApiKey, version: i16, matrix_id: Uuid, txn: (i64, i16)) -> Reque
             request.topics = vec![topic];
             RequestKind::ReadShareGroupState(request)
         }
+        ApiKey::ReadShareGroupStateSummary => {
+            let mut partition = read_share_group_state_summary_request::PartitionData::default();
+            partition.leader_epoch = 0;
+            let mut topic = read_share_group_state_summary_request::ReadStateSummaryData::default();
+            topic.topic_id = matrix_id;
+            topic.partitions = vec![partition];
+            let mut request = ReadShareGroupStateSummaryRequest::default();
+            request.group_id = StrBytes::from_static_str("matrix-state");
+            request.topics = vec![topic];
+            RequestKind::ReadShareGroupStateSummary(request)
+        }
         ApiKey::WriteShareGroupState => {
             let mut batch = write_share_group_state_request::StateBatch::default();
             batch.delivery_state = 2;
@@ -753,6 +764,9 @@ fn error_codes(response: &ResponseKind) -> Vec<i16> {
             r.results.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
         }
         ResponseKind::ReadShareGroupState(r) => {
+            r.results.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+        }
+        ResponseKind::ReadShareGroupStateSummary(r) => {
             r.results.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
         }
         ResponseKind::WriteShareGroupState(r) => {

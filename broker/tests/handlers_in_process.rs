@@ -899,6 +899,7 @@ fn registry() -> Vec<(ApiKey, i16, i16)> {
         (ApiKey::ShareAcknowledge, share_acknowledge::VERSIONS),
         (ApiKey::InitializeShareGroupState, initialize_share_group_state::VERSIONS),
         (ApiKey::ReadShareGroupState, read_share_group_state::VERSIONS),
+        (ApiKey::ReadShareGroupStateSummary, read_share_group_state_summary::VERSIONS),
         (ApiKey::WriteShareGroupState, write_share_group_state::VERSIONS),
         (ApiKey::DeleteShareGroupState, delete_share_group_state::VERSIONS),
         (ApiKey::DescribeShareGroupOffsets, describe_share_group_offsets::VERSIONS),
@@ -996,10 +997,10 @@ fn a_produce_parses_each_batch_header_once() {
 fn api_versions_v0_lists_every_registered_api_with_its_handlers_range_and_no_features() {
     InProcess::run(|| async {
         let broker = InProcess::start(test_config(), 1).await;
-        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "62 APIs, each its own range");
+        assert_eq!(broker::api::SUPPORTED, registry().as_slice(), "63 APIs, each its own range");
         // Envelope is served (between brokers) and not advertised, as Kafka's brokers do.
         let advertised = broker::api::advertised();
-        assert_eq!(advertised.len(), 61);
+        assert_eq!(advertised.len(), 62);
         assert!(!advertised.iter().any(|(key, _, _)| *key == ApiKey::Envelope));
         let response = call!(broker, 0, ApiVersionsRequest::default(), ApiVersions);
         assert_eq!(response, api_versions_response(&advertised));

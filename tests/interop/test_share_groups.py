@@ -1063,10 +1063,50 @@ def group_partition(group):
     return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
 
 
+READ_SHARE_GROUP_STATE_SUMMARY = 87
+
+
+def state_summaries(bootstrap, group, topic_id_base64, partitions):
+    """ReadShareGroupStateSummary v0 (the share coordinator's inter-broker API) of the group's
+    share partitions, asked of every broker: {partition: (state epoch, leader epoch, start
+    offset)} from the broker that coordinates each (the others answer NOT_COORDINATOR)."""
+    import base64
+    topic_id = base64.urlsafe_b64decode(topic_id_base64 + "==")
+    body = (wire.compact_string(group)
+            + _compact_array([topic_id + _compact_array(
+                [wire.i32(p) + wire.i32(-1) + wire.EMPTY_TAGGED_FIELDS for p in partitions])
+                + wire.EMPTY_TAGGED_FIELDS])
+            + wire.EMPTY_TAGGED_FIELDS)
+
+    def partition(r):
+        p = {"partition": r.i32(), "error": r.i16(), "message": _compact_str(r),
+             "state_epoch": r.i32(), "leader_epoch": r.i32(), "start_offset": r.i64()}
+        r.skip_tagged_fields()
+        return p
+
+    def result(r):
+        r.raw(16)
+        answered = r.compact_array(partition) or []
+        r.skip_tagged_fields()
+        return answered
+
+    out = {}
+    for port in _ports(bootstrap):
+        r = _call(port, READ_SHARE_GROUP_STATE_SUMMARY, 0, body)
+        for answered in r.compact_array(result) or []:
+            for p in answered:
+                if p["error"] == 0:
+                    out[p["partition"]] = (p["state_epoch"], p["leader_epoch"], p["start_offset"])
+                else:
+                    assert p["error"] == NOT_COORDINATOR, p
+    return out
+
+
 def test_deleting_a_share_group_deletes_its_state_on_every_partition_after_its_coordinator_moved(
         cluster, topic_name):
     """A share group reads and accepts all 30 records of a 3-partition topic (RF 3, 3 nodes),
-    and its member closes. `strata group describe` of the Empty group still shows its three
+    and its member closes. Each share partition's coordinator answers
+    ReadShareGroupStateSummary with its start offset at the log end. `strata group describe` of the Empty group still shows its three
     share partitions with their start offsets at the log end (the coordinator's state index,
     not the members' subscriptions). The group coordinator's node is killed (SIGKILL): the
     node that takes over `__consumer_offsets` shows the same rows, the index having been
@@ -1115,6 +1155,9 @@ def test_deleting_a_share_group_deletes_its_state_on_every_partition_after_its_c
     first = read_all("first")
     assert sorted(d.key for d in first) == keys, first
     wait_for(lambda: share_partitions() == ends, T, "the Empty group's 3 share partitions at %r" % ends)
+    summaries = state_summaries(bootstrap, group, topic_id_of(bootstrap, topic_name), [0, 1, 2])
+    assert {p: start for p, (_, _, start) in summaries.items()} == ends, summaries
+    assert all(state >= 0 and leader >= 0 for state, leader, _ in summaries.values()), summaries
 
     coordinator = leader_of(cluster, OFFSETS_TOPIC, group_partition(group))
     assert coordinator > 0

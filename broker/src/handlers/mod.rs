@@ -59,6 +59,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod read_share_group_state;
+pub mod read_share_group_state_summary;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod share_acknowledge;

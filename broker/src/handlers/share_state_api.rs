@@ -1,11 +1,13 @@
 //! The share coordinator's inter-broker APIs (KIP-932): InitializeShareGroupState (83),
-//! ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86), each
+//! ReadShareGroupState (84), WriteShareGroupState (85), DeleteShareGroupState (86) and
+//! ReadShareGroupStateSummary (87: the start offset and epochs, without the batches and
+//! without fencing, as Kafka's group coordinator reads it for DescribeShareGroupOffsets), each
 //! for the share partitions whose `__share_group_state` partition this broker leads.
 //! A share partition's leader on another broker sends them (`routers::share_state`); a
 //! leader on this broker reaches the coordinator over the mesh instead. CLUSTER_ACTION on the
 //! cluster is required, as Kafka requires it. A state never initialized is read back as state
 //! epoch -1 and start offset -1 with no error (strata's leaders then initialize it).
-//! One module for the four: they share the routing and the error answers.
+//! One module for the five: they share the routing and the error answers.
 //! References: KIP-932 ("Share group state RPCs"); Kafka `KafkaApis.handleReadShareGroupState`
 //! and its siblings.
 
@@ -202,6 +204,39 @@ pub async fn delete<S: Storage>(
             let mut out = delete_share_group_state_response::PartitionResult::default();
             out.partition = partition.partition;
             (out.error_code, out.error_message) = coded(&outcome);
+            result.partitions.push(out);
+        }
+        response.results.push(result);
+    }
+    response
+}
+
+pub async fn summary<S: Storage>(
+    node: &Node<S>,
+    context: &RequestContext,
+    request: ReadShareGroupStateSummaryRequest,
+) -> ReadShareGroupStateSummaryResponse {
+    let mut response = ReadShareGroupStateSummaryResponse::default();
+    for topic in request.topics {
+        let mut result = read_share_group_state_summary_response::ReadStateSummaryResult::default();
+        result.topic_id = topic.topic_id;
+        for partition in topic.partitions {
+            let key = key_of(&request.group_id, &topic.topic_id, partition.partition);
+            // A negative leader epoch reads without fencing and writes nothing.
+            let call = ReadState { key: key.clone(), leader_epoch: -1 };
+            let outcome = on_coordinator(node, context, &key, call).await.and_then(|a| a);
+            let mut out = read_share_group_state_summary_response::PartitionResult::default();
+            out.partition = partition.partition;
+            (out.state_epoch, out.leader_epoch, out.start_offset) = (-1, -1, -1);
+            match outcome {
+                Ok(Some(stored)) => {
+                    out.state_epoch = stored.state_epoch;
+                    out.leader_epoch = stored.leader_epoch;
+                    out.start_offset = stored.state.start_offset;
+                }
+                Ok(None) => {}
+                Err(error) => (out.error_code, out.error_message) = coded(&Err(error)),
+            }
             result.partitions.push(out);
         }
         response.results.push(result);

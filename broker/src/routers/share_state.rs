@@ -323,7 +323,8 @@ fn answer_of(answer: ResponseKind) -> Result<StateAnswer> {
                 })
                 .collect();
             let state = Persisted { start_offset: result.start_offset, batches };
-            Ok(StateAnswer::Read(Some(Stored { state, state_epoch: result.state_epoch })))
+            let stored = Stored { state, state_epoch: result.state_epoch, leader_epoch: -1 };
+            Ok(StateAnswer::Read(Some(stored)))
         }
         ResponseKind::WriteShareGroupState(response) => {
             let result = response.results.into_iter().flat_map(|t| t.partitions).next();

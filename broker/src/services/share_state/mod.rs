@@ -222,7 +222,11 @@ impl<S: Storage> ShareStateService<S> {
         let _turn = self.turn(&key).await;
         self.check_here(&key)?;
         let Some(stored) = self.states.borrow().get(&key).cloned() else { return Ok(None) };
-        let answer = Stored { state: stored.state.clone(), state_epoch: stored.state_epoch };
+        let answer = Stored {
+            state: stored.state.clone(),
+            state_epoch: stored.state_epoch,
+            leader_epoch: stored.leader_epoch,
+        };
         // A negative leader epoch reads without fencing (a tool's read, not a leader's).
         if leader_epoch < 0 {
             return Ok(Some(answer));

@@ -242,6 +242,9 @@ pub struct Persisted {
 pub struct Stored {
     pub state: Persisted,
     pub state_epoch: i32,
+    /// The leader epoch of its last write (-1 when read from another broker, whose
+    /// ReadShareGroupState does not carry it).
+    pub leader_epoch: i32,
 }
 
 /// One share group's delivery state of one topic partition.

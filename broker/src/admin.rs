@@ -149,7 +149,13 @@ fn routed(counts: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
     ROUTED_SERVICES.iter().map(|service| counts.get(service).copied().unwrap_or(0)).sum()
 }
 
-const SHARD_COUNTERS: [(&str, &str, &str, Counter); 61] = [
+const SHARD_COUNTERS: [(&str, &str, &str, Counter); 62] = [
+    (
+        "strata_share_partitions",
+        "gauge",
+        "Share partitions held in memory by this broker's partition leaders (an idle one is dropped after group.share.partition.idle.ms).",
+        |r| r.counters.share_partitions,
+    ),
     (
         "strata_share_dead_letters_total",
         "counter",

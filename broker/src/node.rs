@@ -244,6 +244,7 @@ impl<S: Storage> Node<S> {
             stats.clone(),
             clock.clone(),
             view.clone(),
+            config.share_partition_idle_ms,
         ));
         Services {
             stats,

@@ -123,6 +123,8 @@ pub struct Counters {
     /// Dead letters (KIP-1191) written to share groups' dead-letter topics, and not written.
     pub share_dead_letters: u64,
     pub share_dead_letters_failed: u64,
+    /// Share partitions held in memory on this shard (a gauge, set by the share tick).
+    pub share_partitions: u64,
     /// Damaged batches readers met on disk (each counted once).
     pub damaged_batches: u64,
     /// Offline partitions reopened by the repair loop.
@@ -274,6 +276,11 @@ impl ShardStats {
         counters.share_rejected += change.rejected;
         counters.share_archived_at_limit += change.archived_at_limit;
         counters.share_lock_timeouts += change.lock_timeouts;
+    }
+
+    /// How many share partitions this shard holds in memory now.
+    pub fn share_partitions_held(&self, count: u64) {
+        self.counters.borrow_mut().share_partitions = count;
     }
 
     /// Dead letters written (or not) to a share group's dead-letter topic.

@@ -1179,3 +1179,56 @@ def test_deleting_a_share_group_deletes_its_state_on_every_partition_after_its_c
     assert share_partitions() == {}, "the topic is still in the group's index"
     over = read_all("after-delete-offsets")
     assert sorted(d.key for d in over) == keys, over
+
+
+# --- idle share partitions leave memory -------------------------------------------------------
+def share_partitions_held(broker):
+    """strata_share_partitions summed over the broker's shards (/metrics)."""
+    from test_acceptance import metrics
+    return sum(value for name, value in metrics(broker).items()
+               if name.split("{", 1)[0] == "strata_share_partitions")
+
+
+def test_an_idle_share_partition_leaves_memory_and_its_state_comes_back_from_the_coordinator(
+        tmp_path, topic_name):
+    """With `group.share.partition.idle.ms` at 2 s: while a member reads and accepts the 10
+    records of a 1-partition topic, its leader holds one share partition
+    (`strata_share_partitions` 1). Once the member closed and 2 s passed, it holds none. Then 5
+    more records are produced and a new member gets exactly those 5 (offsets 10-14, delivery
+    count 1): the share partition was loaded again from its share coordinator, not made anew
+    from `share.auto.offset.reset` (earliest, which would deliver all 15)."""
+    from conftest import _stop
+    from test_acceptance import TunedBroker
+    broker = TunedBroker(strata_bin(), tmp_path / "broker",
+                         ["--set", "group.share.partition.idle.ms=2000"])
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap
+        group = "sgi-" + topic_name
+        set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+        create_topic(bootstrap, topic_name, 1)
+        produce(bootstrap, topic_name, ["a-%d" % i for i in range(10)])
+        first = Reader(bootstrap, topic_name, group, "first")
+        try:
+            poll_until([first], lambda: len(first.keys()) == 10, 40, "the first 10 records")
+            first.commit()
+            poll_until([first], lambda: share_partitions_held(broker) == 1, T,
+                       "one share partition held while the member reads")
+        finally:
+            first.close()
+        wait_for(lambda: share_partitions_held(broker) == 0, T,
+                 "the idle share partition dropped from memory")
+        produce(bootstrap, topic_name, ["b-%d" % i for i in range(5)])
+        second = Reader(bootstrap, topic_name, group, "second")
+        try:
+            poll_until([second], lambda: len(second.keys()) >= 5, 40, "the 5 new records")
+            second.commit()
+            poll_for([second], SETTLE)  # nothing older comes
+            assert sorted(d.offset for d in second.deliveries) == list(range(10, 15)), \
+                second.deliveries
+            assert all(d.count == 1 for d in second.deliveries), second.deliveries
+            assert share_partitions_held(broker) == 1
+        finally:
+            second.close()
+    finally:
+        _stop(broker)

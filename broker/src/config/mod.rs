@@ -102,6 +102,9 @@ pub struct BrokerConfig {
     pub transaction_partition_verification: bool,
     /// KIP-1191: share groups' dead-letter topics.
     pub dead_letters: DeadLetterSettings,
+    /// `group.share.partition.idle.ms` (strata): how long an unused share partition stays in
+    /// its leader's memory.
+    pub share_partition_idle_ms: i64,
     /// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub transaction_expiry_interval_ms: i64,
     /// Kafka's `replica.lag.time.max.ms`: how long a follower may go without catching up
@@ -245,6 +248,7 @@ impl BrokerConfig {
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             )? as u64,
             transactional_id_expiration_ms: integer("transactional.id.expiration.ms")?,
+            share_partition_idle_ms: integer("group.share.partition.idle.ms")?,
             transaction_partition_verification: settings
                 .get("transaction.partition.verification.enable")
                 .trim()

@@ -141,6 +141,8 @@ pub struct ShareEntry {
     persisted: Cell<u64>,
     /// One write at a time; a write carries every change made before its turn.
     write: async_lock::Mutex<()>,
+    /// When a request last used it (the clock's ms): an idle one is dropped (`drop_idle`).
+    last_used_ms: Cell<i64>,
 }
 
 impl ShareEntry {
@@ -168,6 +170,8 @@ pub struct ShareService<S: Storage> {
     loading: async_lock::Mutex<()>,
     /// Where dead letters go (KIP-1191; `None`: nowhere, for tests without one).
     dead_letters: RefCell<Option<Rc<dyn DeadLetterSink>>>,
+    /// `group.share.partition.idle.ms`.
+    idle_ms: i64,
 }
 
 impl<S: Storage> ShareService<S> {
@@ -176,8 +180,10 @@ impl<S: Storage> ShareService<S> {
         stats: Rc<ShardStats>,
         clock: Clock,
         view: Rc<MetadataView>,
+        idle_ms: i64,
     ) -> Self {
         ShareService {
+            idle_ms,
             partitions,
             stats,
             clock,
@@ -299,6 +305,7 @@ impl<S: Storage> ShareService<S> {
             version: Cell::new(0),
             persisted: Cell::new(0),
             write: async_lock::Mutex::new(()),
+            last_used_ms: Cell::new(self.clock.now_ms()),
         });
         self.shares.borrow_mut().insert(key, entry.clone());
         Ok(entry)
@@ -401,6 +408,7 @@ impl<S: Storage> ShareService<S> {
                 revalidate,
             )
             .await?;
+        entry.last_used_ms.set(self.clock.now_ms());
         let share = &entry.share;
         let start = share.borrow().start_offset();
         share.borrow_mut().log_starts_at(local.log.log_start_offset());
@@ -620,7 +628,32 @@ impl<S: Storage> ShareService<S> {
         .await;
     }
 
-    /// One timer step: expired locks, and share partitions this shard no longer leads.
+    /// Drops the share partitions no request used for `idle_ms`, with nothing acquired,
+    /// every change written to the share coordinator, and no request or write holding them:
+    /// the next fetch loads the same state from the coordinator (`share_partition`), so
+    /// only memory is given back (a group's partitions once its members left or it was
+    /// deleted). Kept when there is no coordinator to load them from (tests).
+    fn drop_idle(&self, now_ms: i64) {
+        if self.state_router().is_none() {
+            return;
+        }
+        let mut shares = self.shares.borrow_mut();
+        shares.retain(|(group, partition), entry| {
+            let idle = now_ms.saturating_sub(entry.last_used_ms.get()) >= self.idle_ms
+                && Rc::strong_count(entry) == 1
+                && !entry.dirty()
+                && entry.write.try_lock().is_some()
+                && entry.share.borrow().acquired_count() == 0;
+            if idle {
+                tracing::debug!(%group, %partition, "share partition dropped from memory: idle");
+            }
+            !idle
+        });
+        self.stats.share_partitions_held(shares.len() as u64);
+    }
+
+    /// One timer step: expired locks, share partitions this shard no longer leads, and idle
+    /// ones.
     pub fn tick_once(&self) {
         let now_ms = self.clock.now_ms();
         let mut counts = ShareCounts::default();
@@ -649,6 +682,7 @@ impl<S: Storage> ShareService<S> {
             self.stats.share_records(ShareCounts { released: 0, ..counts });
             self.released.notify(usize::MAX);
         }
+        self.drop_idle(now_ms);
     }
 
     /// The timer, forever: lock timeouts, and writes of the changes no request waits for

@@ -24,6 +24,13 @@ target/notes/console-api.md. Screenshots of every page: target/console-screensho
     gets at least 2 points; the console's actions take effect as the Kafka API sees them:
     a topic created (list_topics), retention.ms altered (describe_configs), `idle` reset to
     earliest (list_consumer_group_offsets), records deleted (the low watermark).
+  * share (the cluster scenario's cluster): a share group `queue` on topic `jobs` (2
+    partitions, RF=3) whose ShareConsumer accepted all 20 records and stays in the group: the
+    groups and group pages show it as type share with its member, its assignment and, per
+    partition, its share-partition start offset, end and lag, as ShareGroupDescribe and
+    DescribeShareGroupOffsets answer (raw frames and `strata group describe`: confluent-kafka
+    has no share-group admin API); once the member closed and 4 more records came, Empty
+    with lag 4; the console's reset to earliest moves the start offsets to 0.
   * sasl (3 nodes, SASL_PLAINTEXT the only client and inter-broker listener, authorizer on;
     SCRAM users `admin`, a super user, and `alice`, who may DESCRIBE and READ topics prefixed
     `alice-` and the group `alice-g`): no API answers without a login (401, raw urllib, with
@@ -96,6 +103,10 @@ ORDERS_RECORDS, EVENTS_RECORDS = 300, 60
 EVENTS_RETENTION_MS = "3600000"
 BUSY_COMMITTED, IDLE_COMMITTED = 100, 50
 TXN_ID = "console-tx"
+
+# Scenario "share".
+JOBS, QUEUE, JOBS_RECORDS = "jobs", "queue", 20
+SHARE_GROUPS = {QUEUE}
 
 # Scenario "sasl".
 BROKER_PASSWORD = "broker-secret"
@@ -266,6 +277,10 @@ def kafka_view(conf, topics, groups, txn_id=None):
     view["internal"] = {n for n in view["metadata"] if n.startswith("__")}
     for topic in topics:
         view["configs"][topic] = topic_configs(admin, topic)
+    share_groups = [g for g in groups if g in SHARE_GROUPS]
+    groups = [g for g in groups if g not in SHARE_GROUPS]
+    for group in share_groups:
+        view["groups"][group] = share_view(conf["bootstrap.servers"], group)
     if groups:
         futures = admin.describe_consumer_groups(list(groups), request_timeout=T)
         for group in groups:
@@ -287,6 +302,24 @@ def kafka_view(conf, topics, groups, txn_id=None):
         assert out.returncode == 0, out.stderr
         view["txn"] = json.loads(out.stdout)
     return view
+
+
+def share_view(bootstrap, group):
+    """What the Kafka API answers for a share group, in kafka_view's shape: ShareGroupDescribe
+    (raw frames) for its state and members, `strata group describe` (DescribeShareGroupOffsets)
+    for its start offsets as "committed"."""
+    from test_share_groups import describe_share_group
+    d = describe_share_group(bootstrap, group)
+    assert d["error"] == 0, d
+    out = subprocess.run([str(strata_bin()), "group", "describe", group, "--format", "json",
+                          "--bootstrap", bootstrap], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    described = json.loads(out.stdout)
+    return {"state": state_name(d["state"]), "type": "share",
+            "members": [(m["client_id"], {"%s-%d" % (t, p) for t, ps in m["assignment"].items()
+                                          for p in ps}) for m in d["members"]],
+            "committed": {(o["topic"], o["partition"]): o["start_offset"]
+                          for o in described["offsets"] if o["start_offset"] >= 0}}
 
 
 def check_read(seen, view, topics, groups, where):
@@ -668,6 +701,52 @@ def test_console_pages_show_the_kafka_apis_figures_and_its_actions_take_effect(c
     idle = committed_offsets(admin, "idle")
     assert idle and set(idle.values()) == {0}, idle
     assert watermarks(conf, [(EVENTS, 0)])[(EVENTS, 0)][0] == 10
+
+
+# --- scenario "share" -------------------------------------------------------------------------
+@pytest.mark.timeout(300)
+def test_console_shows_a_share_group_and_resets_its_start_offsets(console_cluster):
+    from test_share_groups import Reader, create_topic, poll_until, produce, set_group_configs
+    nodes = console_cluster.nodes
+    bootstrap = console_cluster.bootstrap
+    conf = {"bootstrap.servers": bootstrap}
+    set_group_configs(bootstrap, QUEUE, {"share.auto.offset.reset": "earliest"})
+    create_topic(bootstrap, JOBS, 2, 3)
+    produce(bootstrap, JOBS, ["job-%d" % i for i in range(JOBS_RECORDS)], partitions=2)
+    member = Reader(bootstrap, JOBS, QUEUE, "queue-client")
+    try:
+        poll_until([member], lambda: len(member.keys()) == JOBS_RECORDS, 60, "every job")
+        member.commit()
+
+        def settled():
+            view = kafka_view(conf, [JOBS], [QUEUE])
+            want = view["groups"][QUEUE]
+            done = (want["state"] == "stable" and len(want["members"]) == 1
+                    and sum(want["committed"].values()) == JOBS_RECORDS)
+            return view if done else None
+        view = wait_for(settled, T, "queue Stable with every job accepted")
+        seen = drive("read", "share", base=base(nodes[2]), topics=[JOBS], groups=[QUEUE])
+        check_read(seen, view, [JOBS], [QUEUE], "live member:")
+    finally:
+        member.close()
+    produce(bootstrap, JOBS, ["late-%d" % i for i in range(4)], partitions=2)
+
+    def empty():
+        view = kafka_view(conf, [JOBS], [QUEUE])
+        return view if view["groups"][QUEUE]["state"] == "empty" else None
+    view = wait_for(empty, T, "queue Empty once its member closed")
+    seen = drive("read", "share-empty", base=base(nodes[1]), topics=[JOBS], groups=[QUEUE])
+    check_read(seen, view, [JOBS], [QUEUE], "empty:")
+    lag = num(by(seen["groups"], "group")[QUEUE].get("group-lag"))
+    assert lag == 4, "the groups page shows lag %r for queue, not 4" % lag
+
+    seen = drive("actions", "share", base=base(nodes[1]),
+                 reset={"group": QUEUE, "topic": JOBS, "to": "earliest"})
+    print("share reset: confirm %r -> %r" % (seen["reset"]["confirm"], seen["reset"]["result"]))
+    assert re.search(r"\bOK\b", seen["reset"]["result"] or ""), seen["reset"]
+    assert "share-partition start offsets" in seen["reset"]["confirm"], seen["reset"]
+    starts = share_view(bootstrap, QUEUE)["committed"]
+    assert starts == {(JOBS, 0): 0, (JOBS, 1): 0}, starts
 
 
 # --- scenario "sasl" --------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 // One consumer group: members and their assignments, committed offsets and lag per partition,
-// and total lag over time. The page polls GET /api/groups/<id> every 5 s; the lag series is
+// and total lag over time. A share group (KIP-932) shows its share-partition start offsets in
+// place of committed offsets (lag: records not yet acknowledged or archived, in flight
+// included), and its reset moves those start offsets. The page polls GET /api/groups/<id> every 5 s; the lag series is
 // kept in sessionStorage per group (≤ LAG_POINTS_MAX), so leaving and coming back keeps it.
 // Action: reset the group's offsets (the broker refuses unless the group has no members).
 import { useMemo, useRef, useState } from '../vendor/hooks.module.js';
@@ -24,14 +26,16 @@ const MEMBER_COLUMNS = [
   { id: 'assignment', label: 'Assignment', value: (m) => formatTopicPartitions(m.assignment), testid: 'member-assignment' },
 ];
 
-const OFFSET_COLUMNS = [
+const offsetColumns = (share) => [
   { id: 'topic', label: 'Topic', value: (o) => o.topic, cell: (o) => html`<a href=${`#/topics/${enc(o.topic)}`}>${o.topic}</a>` },
   { id: 'partition', label: 'Partition', value: (o) => o.partition, numeric: true },
-  { id: 'committed', label: 'Committed', value: (o) => o.committed, testid: 'offset-committed', numeric: true },
+  { id: 'committed', label: share ? 'Start offset' : 'Committed', value: (o) => o.committed, testid: 'offset-committed', numeric: true },
   { id: 'end', label: 'End', value: (o) => o.end, testid: 'offset-end', numeric: true },
   { id: 'lag', label: 'Lag', value: (o) => o.lag, testid: 'offset-lag', numeric: true },
-  { id: 'metadata', label: 'Metadata', value: (o) => o.metadata ?? '' },
+  ...(share ? [] : [{ id: 'metadata', label: 'Metadata', value: (o) => o.metadata ?? '' }]),
 ];
+const OFFSET_COLUMNS = offsetColumns(false);
+const SHARE_OFFSET_COLUMNS = offsetColumns(true);
 
 const totalLag = (offsets) => (offsets || []).reduce((sum, o) => sum + (o.lag ?? 0), 0);
 
@@ -56,7 +60,7 @@ function useLagSeries(groupId, data) {
   }, [key, data]);
 }
 
-function ResetOffsetsForm({ group, topics, run }) {
+function ResetOffsetsForm({ group, topics, run, share }) {
   const [to, setTo] = useState('earliest');
   const [value, setValue] = useState('');
   const [topic, setTopic] = useState('');
@@ -70,9 +74,11 @@ function ResetOffsetsForm({ group, topics, run }) {
     }
     const which = topic.trim() ? `topic "${topic.trim()}"` : `all its topics (${topics.join(', ') || 'none committed'})`;
     const target = to === 'offset' ? `offset ${number}` : to === 'timestamp' ? `the first offset at or after ${new Date(number).toISOString()} (${number} ms)` : `the ${to} offset`;
+    const what = share ? `the share-partition start offsets of share group "${group}"` : `the committed offsets of group "${group}"`;
+    const after = share ? ' The next member starts there, with nothing in flight.' : '';
     run({
       title: 'Reset offsets',
-      effect: `Reset the committed offsets of group "${group}" for ${which} to ${target} of each partition (clamped to the log start and end). The broker refuses while the group has members.`,
+      effect: `Reset ${what} for ${which} to ${target} of each partition (clamped to the log start and end). The broker refuses while the group has members.${after}`,
       path: `/api/groups/${enc(group)}/offsets`,
       body: { topic: topic.trim() || null, to, value: number },
     });
@@ -101,6 +107,7 @@ export function GroupPage({ id }) {
   const lag = useLagSeries(id, data);
   useReady('group', settled, data || error);
   const topics = useMemo(() => [...new Set((data?.offsets || []).map((o) => o.topic))].sort(), [data]);
+  const share = data?.type === 'share';
 
   return html`
     <div class="page">
@@ -110,7 +117,7 @@ export function GroupPage({ id }) {
       <${ErrorBox} error=${error} />
       <${Panel} open=${resetting}>
         ${data && data.members.length > 0 && html`<p class="warn">The group has ${data.members.length} member(s): stop its consumers first.</p>`}
-        <${ResetOffsetsForm} group=${id} topics=${topics} run=${run} />
+        <${ResetOffsetsForm} group=${id} topics=${topics} run=${run} share=${share} />
       <//>
       ${result}
       ${data && html`
@@ -133,10 +140,10 @@ export function GroupPage({ id }) {
             filterable=${data.members.length > 20} empty="No members." />
         </section>
         <section>
-          <h2>Committed offsets</h2>
-          <${Table} columns=${OFFSET_COLUMNS} rows=${data.offsets} rowKey=${(o) => `${o.topic}\u0000${o.partition}`}
+          <h2>${share ? 'Share-partition start offsets' : 'Committed offsets'}</h2>
+          <${Table} columns=${share ? SHARE_OFFSET_COLUMNS : OFFSET_COLUMNS} rows=${data.offsets} rowKey=${(o) => `${o.topic}\u0000${o.partition}`}
             rowAttrs=${(o) => ({ 'data-testid': 'offset-row', 'data-topic': o.topic, 'data-partition': o.partition })}
-            initialSort=${{ id: 'topic', descending: false }} empty="No committed offsets." />
+            initialSort=${{ id: 'topic', descending: false }} empty=${share ? 'No share-partition state.' : 'No committed offsets.'} />
         </section>`}
       ${dialog}
     </div>`;

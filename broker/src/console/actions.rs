@@ -2,13 +2,17 @@
 //! the user, so ACLs decide exactly as for a client: create a topic (CreateTopics), alter a
 //! topic's configs (IncrementalAlterConfigs), delete records up to an offset (DeleteRecords
 //! at each leader), reset an empty group's offsets (OffsetCommit at its coordinator, which
-//! refuses it if a member joined meanwhile). Each answers `{ok, results: [...]}` with a row per
+//! refuses it if a member joined meanwhile; for a share group AlterShareGroupOffsets, its
+//! share-partition start offsets). Each answers `{ok, results: [...]}` with a row per
 //! topic, resource or partition, partial failures included.
 
 use super::client::Caller;
 use super::http::Request;
 use super::topics::{leaders, metadata, offsets_at, EARLIEST, LATEST};
 use super::{json_body, ConsoleError, ConsoleResult};
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
@@ -20,8 +24,8 @@ use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    CreateTopicsRequest, DeleteRecordsRequest, GroupId, IncrementalAlterConfigsRequest,
-    OffsetCommitRequest, TopicName,
+    AlterShareGroupOffsetsRequest, CreateTopicsRequest, DeleteRecordsRequest, GroupId,
+    IncrementalAlterConfigsRequest, OffsetCommitRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::{json, Value};
@@ -280,6 +284,9 @@ pub async fn reset_offsets<S: Storage>(
             .collect();
     }
     let targets = targets(caller, &partitions, to, value).await?;
+    if group["type"] == "share" {
+        return reset_share_starts(caller, coordinator, id, &targets).await;
+    }
     let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
     for ((topic, partition), offset) in &targets {
         let mut commit = OffsetCommitRequestPartition::default();
@@ -317,6 +324,55 @@ pub async fn reset_offsets<S: Storage>(
                     json!(format!("{}-{}", topic.name.0, p.partition_index)),
                     p.error_code,
                     Some(format!("offset {offset}")),
+                )
+            })
+        })
+        .collect();
+    Ok(outcome(results))
+}
+
+/// A share group's reset: AlterShareGroupOffsets at its coordinator, a row per partition.
+async fn reset_share_starts<S: Storage>(
+    caller: &Caller<'_, S>,
+    coordinator: i32,
+    id: &str,
+    targets: &BTreeMap<(String, i32), i64>,
+) -> ConsoleResult {
+    let mut topics: BTreeMap<&str, Vec<AlterShareGroupOffsetsRequestPartition>> = BTreeMap::new();
+    for ((topic, partition), offset) in targets {
+        let mut start = AlterShareGroupOffsetsRequestPartition::default();
+        start.partition_index = *partition;
+        start.start_offset = *offset;
+        topics.entry(topic.as_str()).or_default().push(start);
+    }
+    let mut request = AlterShareGroupOffsetsRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(id.to_string()));
+    request.topics = topics
+        .into_iter()
+        .map(|(name, partitions)| {
+            let mut topic = AlterShareGroupOffsetsRequestTopic::default();
+            topic.topic_name = topic_name(name);
+            topic.partitions = partitions;
+            topic
+        })
+        .collect();
+    let answer = caller.call(coordinator, request).await?;
+    if answer.error_code != crate::error::NONE {
+        let message = answer.error_message.map(|m| m.to_string());
+        return Ok(outcome(vec![result_row("group", json!(id), answer.error_code, message)]));
+    }
+    let results = answer
+        .responses
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| {
+                let key = (topic.topic_name.0.to_string(), p.partition_index);
+                let offset = targets.get(&key).copied().unwrap_or(-1);
+                result_row(
+                    "partition",
+                    json!(format!("{}-{}", topic.topic_name.0, p.partition_index)),
+                    p.error_code,
+                    Some(format!("start offset {offset}")),
                 )
             })
         })

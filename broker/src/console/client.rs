@@ -74,6 +74,9 @@ calls! {
     ListGroupsRequest => ListGroupsResponse, ListGroups, 5;
     DescribeGroupsRequest => DescribeGroupsResponse, DescribeGroups, 5;
     ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, ConsumerGroupDescribe, 0;
+    ShareGroupDescribeRequest => ShareGroupDescribeResponse, ShareGroupDescribe, 1;
+    DescribeShareGroupOffsetsRequest => DescribeShareGroupOffsetsResponse, DescribeShareGroupOffsets, 0;
+    AlterShareGroupOffsetsRequest => AlterShareGroupOffsetsResponse, AlterShareGroupOffsets, 0;
     OffsetFetchRequest => OffsetFetchResponse, OffsetFetch, 8;
     OffsetCommitRequest => OffsetCommitResponse, OffsetCommit, 8;
     ListTransactionsRequest => ListTransactionsResponse, ListTransactions, 1;

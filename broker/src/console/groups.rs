@@ -1,18 +1,22 @@
 //! `GET /api/groups` and `GET /api/groups/<id>`: groups from ListGroups at every broker (each
 //! lists those it coordinates), described at their coordinator (DescribeGroups for classic
-//! groups, ConsumerGroupDescribe for KIP-848 ones), their committed offsets (OffsetFetch) and
-//! the partitions' ends (ListOffsets at the leaders), so lag = end - committed. All as the
-//! user: a group it may not DESCRIBE is not listed.
+//! groups, ConsumerGroupDescribe for KIP-848 ones, ShareGroupDescribe for KIP-932 share
+//! groups), their committed offsets (OffsetFetch; a share group's share-partition start
+//! offsets, DescribeShareGroupOffsets) and the partitions' ends (ListOffsets at the leaders),
+//! so lag = end - committed (for a share group, the records not yet acknowledged or archived,
+//! in flight included). All as the user: a group it may not DESCRIBE is not listed.
 
 use super::client::Caller;
 use super::topics::{leaders, metadata, offsets_at, Key, LATEST};
 use super::{ConsoleError, ConsoleResult};
 use bytes::Bytes;
 use futures_util::future::join_all;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerProtocolAssignment, DescribeGroupsRequest,
-    FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetFetchRequest,
+    DescribeShareGroupOffsetsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
+    OffsetFetchRequest, ShareGroupDescribeRequest,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::{json, Value};
@@ -23,6 +27,8 @@ use std::collections::{BTreeMap, HashMap};
 pub const GROUPS_LISTED_MAX: usize = 10_000;
 /// FindCoordinator's key type of a group.
 const GROUP_KEY: i8 = 0;
+/// ListGroups' type of a KIP-932 share group.
+const SHARE: &str = "share";
 
 /// A listed group: (id, type, state, protocol type, coordinator).
 struct Listed {
@@ -95,6 +101,44 @@ async fn committed<S: Storage>(
     out
 }
 
+/// Share-partition start offsets of share `groups` at `coordinator`, on every partition each
+/// has state on: group → (topic, partition) → (start offset, ""), as `committed` answers.
+async fn share_starts<S: Storage>(
+    caller: &Caller<'_, S>,
+    coordinator: i32,
+    groups: &[String],
+) -> HashMap<String, BTreeMap<Key, (i64, String)>> {
+    let mut out = HashMap::new();
+    if groups.is_empty() {
+        return out;
+    }
+    let mut request = DescribeShareGroupOffsetsRequest::default();
+    request.groups = groups
+        .iter()
+        .map(|id| {
+            let mut group = DescribeShareGroupOffsetsRequestGroup::default();
+            group.group_id = GroupId(StrBytes::from_string(id.clone()));
+            // Every partition the group has state on.
+            group.topics = None;
+            group
+        })
+        .collect();
+    let Ok(answer) = caller.call(coordinator, request).await else { return out };
+    for group in answer.groups.into_iter().filter(|g| g.error_code == crate::error::NONE) {
+        let starts: &mut BTreeMap<Key, (i64, String)> =
+            out.entry(group.group_id.0.to_string()).or_default();
+        for topic in group.topics {
+            for partition in topic.partitions {
+                if partition.error_code == crate::error::NONE && partition.start_offset >= 0 {
+                    let key = (topic.topic_name.0.to_string(), partition.partition_index);
+                    starts.insert(key, (partition.start_offset, String::new()));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The log end of every partition of `topics`.
 async fn ends<S: Storage>(caller: &Caller<'_, S>, topics: Vec<String>) -> HashMap<Key, i64> {
     if topics.is_empty() {
@@ -110,8 +154,10 @@ async fn members<S: Storage>(
     coordinator: i32,
     groups: &[&Listed],
 ) -> HashMap<String, (usize, Option<String>)> {
-    let (consumer, classic): (Vec<&&Listed>, Vec<&&Listed>) =
+    let (consumer, others): (Vec<&&Listed>, Vec<&&Listed>) =
         groups.iter().partition(|group| group.kind == "consumer");
+    let (share, classic): (Vec<&&Listed>, Vec<&&Listed>) =
+        others.into_iter().partition(|group| group.kind == SHARE);
     let ids = |groups: &[&&Listed]| -> Vec<GroupId> {
         groups.iter().map(|g| GroupId(StrBytes::from_string(g.id.clone()))).collect()
     };
@@ -131,6 +177,16 @@ async fn members<S: Storage>(
         request.group_ids = ids(&consumer);
         if let Ok(answer) = caller.call(coordinator, request).await {
             for group in answer.groups {
+                let assignor = Some(group.assignor_name.to_string()).filter(|p| !p.is_empty());
+                out.insert(group.group_id.0.to_string(), (group.members.len(), assignor));
+            }
+        }
+    }
+    if !share.is_empty() {
+        let mut request = ShareGroupDescribeRequest::default();
+        request.group_ids = ids(&share);
+        if let Ok(answer) = caller.call(coordinator, request).await {
+            for group in answer.groups.into_iter().filter(|g| g.error_code == crate::error::NONE) {
                 let assignor = Some(group.assignor_name.to_string()).filter(|p| !p.is_empty());
                 out.insert(group.group_id.0.to_string(), (group.members.len(), assignor));
             }
@@ -165,16 +221,20 @@ pub async fn list<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
         by_coordinator.entry(group.coordinator).or_default().push(group);
     }
     let asks = by_coordinator.iter().map(|(coordinator, groups)| async move {
-        let ids: Vec<String> = groups.iter().map(|g| g.id.clone()).collect();
-        futures_lite::future::zip(
-            committed(caller, *coordinator, &ids),
-            members(caller, *coordinator, groups),
-        )
-        .await
+        let (share, others): (Vec<&&Listed>, Vec<&&Listed>) =
+            groups.iter().partition(|g| g.kind == SHARE);
+        let ids = |groups: &[&&Listed]| groups.iter().map(|g| g.id.clone()).collect::<Vec<_>>();
+        let (share, others) = (ids(&share), ids(&others));
+        let offsets = futures_lite::future::zip(
+            committed(caller, *coordinator, &others),
+            share_starts(caller, *coordinator, &share),
+        );
+        futures_lite::future::zip(offsets, members(caller, *coordinator, groups)).await
     });
     let (mut offsets, mut described) = (HashMap::new(), HashMap::new());
-    for (committed, members) in join_all(asks).await {
+    for ((committed, starts), members) in join_all(asks).await {
         offsets.extend(committed);
+        offsets.extend(starts);
         described.extend(members);
     }
     let mut topics: Vec<String> =
@@ -239,12 +299,57 @@ fn assignment_of(bytes: &Bytes) -> Vec<Value> {
         .collect()
 }
 
-/// The group's description at its coordinator: KIP-848 first, then classic.
+/// A share group's description at its coordinator, if `id` is one.
+async fn share_description<S: Storage>(
+    caller: &Caller<'_, S>,
+    coordinator: i32,
+    id: &str,
+) -> Result<Option<Value>, ConsoleError> {
+    let mut request = ShareGroupDescribeRequest::default();
+    request.group_ids = vec![GroupId(StrBytes::from_string(id.to_string()))];
+    let answer = caller.call(coordinator, request).await?;
+    let Some(group) = answer.groups.first().filter(|g| g.error_code == crate::error::NONE) else {
+        return Ok(None);
+    };
+    let members: Vec<Value> = group
+        .members
+        .iter()
+        .map(|member| {
+            let mut assignment: Vec<(String, i32)> = member
+                .assignment
+                .topic_partitions
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| (t.topic_name.0.to_string(), *p)))
+                .collect();
+            assignment.sort();
+            let assignment: Vec<Value> =
+                assignment.iter().map(|(t, p)| json!({"topic": t, "partition": p})).collect();
+            json!({
+                "member_id": member.member_id.to_string(),
+                "client_id": member.client_id.to_string(),
+                "host": member.client_host.to_string(),
+                "instance_id": Value::Null,
+                "member_epoch": member.member_epoch,
+                "assignment": assignment,
+            })
+        })
+        .collect();
+    Ok(Some(json!({
+        "type": SHARE, "state": group.group_state.to_string(), "protocol_type": SHARE,
+        "protocol": group.assignor_name.to_string(), "epoch": group.group_epoch,
+        "members": members,
+    })))
+}
+
+/// The group's description at its coordinator: KIP-848 first, then share, then classic.
 async fn description<S: Storage>(
     caller: &Caller<'_, S>,
     coordinator: i32,
     id: &str,
 ) -> ConsoleResult {
+    if let Some(share) = share_description(caller, coordinator, id).await? {
+        return Ok(share);
+    }
     let group_id = GroupId(StrBytes::from_string(id.to_string()));
     let mut request = ConsumerGroupDescribeRequest::default();
     request.group_ids = vec![group_id.clone()];
@@ -304,8 +409,14 @@ pub async fn describe<S: Storage>(caller: &Caller<'_, S>, id: &str) -> ConsoleRe
     if group["state"] == "Dead" {
         return Err(ConsoleError::NotFound(format!("group {id}")));
     }
+    let ids = [id.to_string()];
+    let committed = if group["type"] == SHARE {
+        share_starts(caller, coordinator, &ids).await
+    } else {
+        committed(caller, coordinator, &ids).await
+    };
     let committed =
-        committed(caller, coordinator, &[id.to_string()]).await.remove(id).unwrap_or_default();
+        committed.into_iter().find(|(g, _)| g == id).map(|(_, c)| c).unwrap_or_default();
     let mut topics: Vec<String> = committed.keys().map(|(t, _)| t.clone()).collect();
     topics.dedup();
     let ends = ends(caller, topics).await;

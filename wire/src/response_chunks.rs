@@ -1,11 +1,12 @@
-//! Response frames as a list of chunks, so a Fetch response's record batches go to the socket
-//! from the buffers they already live in (the batch cache, a disk read) instead of being copied
-//! into the encoded frame.
+//! Response frames as a list of chunks, so a Fetch or ShareFetch response's record batches go
+//! to the socket from the buffers they already live in (the batch cache, a disk read) instead
+//! of being copied into the encoded frame.
 //!
 //! How: each partition's `records` is swapped for a 16-byte sentinel unique to this call, the
 //! response is encoded by `kafka-protocol` as usual (small: no record data), each sentinel is
 //! found in the output and its length prefix rewritten for the real records (INT32 before
-//! flexible versions, an unsigned varint of length + 1 from v12, KIP-482), and the frame becomes
+//! flexible versions, an unsigned varint of length + 1 from Fetch v12 and in every ShareFetch,
+//! KIP-482), and the frame becomes
 //! `[encoded bytes up to the records][records][encoded bytes up to the next records]...`.
 //! No byte outside a records field depends on its length (Kafka's encoding has no enclosing
 //! byte counts besides the frame's own, which is recomputed), so the frame is byte-for-byte what
@@ -23,6 +24,36 @@ const _: () = assert!(SPLICE_BYTES_MIN > SENTINEL_BYTES);
 /// First flexible Fetch version (compact records length).
 const FETCH_FLEXIBLE_VERSION: i16 = 12;
 
+/// The records fields of a Fetch or ShareFetch response, in encoding order, and whether their
+/// lengths are compact (flexible versions); `None` for any other response.
+fn records_fields(
+    response: &mut ResponseKind,
+    version: i16,
+) -> Option<(Vec<&mut Option<Bytes>>, bool)> {
+    match response {
+        ResponseKind::Fetch(fetch) => Some((
+            fetch
+                .responses
+                .iter_mut()
+                .flat_map(|topic| topic.partitions.iter_mut())
+                .map(|partition| &mut partition.records)
+                .collect(),
+            version >= FETCH_FLEXIBLE_VERSION,
+        )),
+        // ShareFetch is flexible at every version.
+        ResponseKind::ShareFetch(fetch) => Some((
+            fetch
+                .responses
+                .iter_mut()
+                .flat_map(|topic| topic.partitions.iter_mut())
+                .map(|partition| &mut partition.records)
+                .collect(),
+            true,
+        )),
+        _ => None,
+    }
+}
+
 /// Encodes a response frame (length prefix included) as chunks to write in order.
 pub fn encode_response_chunks(
     api_key: ApiKey,
@@ -30,7 +61,7 @@ pub fn encode_response_chunks(
     correlation_id: i32,
     mut response: ResponseKind,
 ) -> Result<Vec<Bytes>, String> {
-    let ResponseKind::Fetch(fetch) = &mut response else {
+    let Some((fields, flexible)) = records_fields(&mut response, version) else {
         return Ok(vec![encode_response(api_key, version, correlation_id, &response)?.freeze()]);
     };
     // A fresh random key per call (std's RandomState is randomly seeded).
@@ -39,8 +70,7 @@ pub fn encode_response_chunks(
         std::collections::hash_map::RandomState::new().build_hasher().finish()
     };
     let mut taken: Vec<([u8; SENTINEL_BYTES], Bytes)> = Vec::new();
-    for partition in fetch.responses.iter_mut().flat_map(|topic| topic.partitions.iter_mut()) {
-        let Some(records) = partition.records.as_mut() else { continue };
+    for records in fields.into_iter().flatten() {
         if records.len() < SPLICE_BYTES_MIN {
             continue; // copying is cheaper than another write for small records
         }
@@ -55,20 +85,16 @@ pub fn encode_response_chunks(
         return Ok(vec![encode_response(api_key, version, correlation_id, &response)?.freeze()]);
     }
     let encoded = encode_response(api_key, version, correlation_id, &response)?.freeze();
-    match splice(&encoded, &taken, version >= FETCH_FLEXIBLE_VERSION) {
+    match splice(&encoded, &taken, flexible) {
         Some(chunks) => Ok(chunks),
         None => {
             // Put the records back and encode plainly.
             let mut originals = taken.into_iter().map(|(_, real)| real);
-            if let ResponseKind::Fetch(fetch) = &mut response {
-                for partition in
-                    fetch.responses.iter_mut().flat_map(|topic| topic.partitions.iter_mut())
-                {
-                    if let Some(records) = partition.records.as_mut() {
-                        if records.len() == SENTINEL_BYTES {
-                            if let Some(real) = originals.next() {
-                                *records = real;
-                            }
+            if let Some((fields, _)) = records_fields(&mut response, version) {
+                for records in fields.into_iter().flatten() {
+                    if records.len() == SENTINEL_BYTES {
+                        if let Some(real) = originals.next() {
+                            *records = real;
                         }
                     }
                 }
@@ -195,6 +221,54 @@ mod tests {
                 assert_eq!(joined(&chunks), plain.to_vec(), "v{version}");
             }
         }
+    }
+
+    fn share_response(records: &[Option<Bytes>]) -> ResponseKind {
+        use kafka_protocol::messages::share_fetch_response::{
+            AcquiredRecords, PartitionData, ShareFetchableTopicResponse,
+        };
+        let mut topic = ShareFetchableTopicResponse::default();
+        for (index, records) in records.iter().enumerate() {
+            let mut partition = PartitionData::default();
+            partition.partition_index = index as i32;
+            partition.records = records.clone();
+            let mut acquired = AcquiredRecords::default();
+            acquired.first_offset = 10 * index as i64;
+            acquired.last_offset = 10 * index as i64 + 9;
+            acquired.delivery_count = 1;
+            partition.acquired_records = vec![acquired];
+            topic.partitions.push(partition);
+        }
+        let mut fetch = kafka_protocol::messages::ShareFetchResponse::default();
+        fetch.responses = vec![topic];
+        ResponseKind::ShareFetch(fetch)
+    }
+
+    #[test]
+    fn share_fetch_chunks_are_the_plain_encoding_and_do_not_copy_records() {
+        let big = Bytes::from((0..300_000u32).map(|i| (i % 249) as u8).collect::<Vec<u8>>());
+        let mid = Bytes::from(vec![5u8; SPLICE_BYTES_MIN + 1]);
+        let cases = [
+            vec![Some(big.clone())],
+            vec![Some(mid.clone()), None, Some(Bytes::from_static(b"tiny")), Some(big.clone())],
+            vec![None],
+        ];
+        for version in [1] {
+            for case in &cases {
+                let plain = encode_response(ApiKey::ShareFetch, version, 7, &share_response(case))
+                    .expect("plain");
+                let chunks =
+                    encode_response_chunks(ApiKey::ShareFetch, version, 7, share_response(case))
+                        .expect("chunks");
+                assert_eq!(joined(&chunks), plain.to_vec(), "v{version}");
+            }
+        }
+        let chunks =
+            encode_response_chunks(ApiKey::ShareFetch, 1, 7, share_response(&[Some(big.clone())]))
+                .expect("chunks");
+        assert!(chunks
+            .iter()
+            .any(|chunk| chunk.as_ptr() == big.as_ptr() && chunk.len() == big.len()));
     }
 
     #[test]

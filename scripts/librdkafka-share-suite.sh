@@ -2,7 +2,8 @@
 # librdkafka 2.15.1's share-consumer tests (KIP-932 share groups, tests/0170-0190) against a
 # fresh single strata broker.
 #
-# Usage: scripts/librdkafka-share-suite.sh [TEST ...]   run these tests (default: the share list)
+# Usage: scripts/librdkafka-share-suite.sh [TEST ...]   run these tests (default: the share list,
+#                                                      its LONG_TESTS first)
 #        scripts/librdkafka-share-suite.sh --quick      the share list without LONG_TESTS
 #        scripts/librdkafka-share-suite.sh --local      the broker-less (mock cluster) variants
 #        scripts/librdkafka-share-suite.sh --list | --list-local   print the share / local list
@@ -171,8 +172,12 @@ elif [ "$mode" = local ]; then
 elif [ "$mode" = quick ]; then
     mapfile -t tests < <(quick_list)
 else
-    tests=()
-    for t in "${SHARE_TESTS[@]}"; do single_node_skips "$t" || tests+=("$t"); done
+    # The long tests first: lanes take the next test off one queue, so the longest start
+    # early and the short ones fill in beside them.
+    tests=("${LONG_TESTS[@]}")
+    for t in "${SHARE_TESTS[@]}"; do
+        in_list "$t" "${LONG_TESTS[@]}" || single_node_skips "$t" || tests+=("$t")
+    done
 fi
 
 # ---- tools -----------------------------------------------------------------------------------

@@ -150,11 +150,11 @@ librdkafka_branch() {
         tests/interop/test_txn_verification.py
 }
 share_branch() {
-    # KIP-932: librdkafka 2.15.1's share-consumer tests (its LONG_TESTS 0171, 0172 and 0174
-    # are left out for the budget: docs/testing.md), on one node per lane, then 0179 on three
-    # nodes (it needs its partitions on different brokers).
-    branch_stage share share "librdkafka 2.15.1's share-consumer tests 0170-0190 but the long ones, against release brokers in 2 lanes (SUITE_JOBS=2 scripts/librdkafka-share-suite.sh --quick)" \
-        env SUITE_JOBS=2 STRATA_BIN="$release_bin" scripts/librdkafka-share-suite.sh --quick
+    # KIP-932: librdkafka 2.15.1's share-consumer tests, its long 0171, 0172 and 0174 first,
+    # on one node per lane, then 0179 on three nodes (it needs its partitions on different
+    # brokers).
+    branch_stage share share "librdkafka 2.15.1's share-consumer tests 0170-0190, against release brokers in 2 lanes (SUITE_JOBS=2 scripts/librdkafka-share-suite.sh)" \
+        env SUITE_JOBS=2 STRATA_BIN="$release_bin" scripts/librdkafka-share-suite.sh
     branch_stage share share_cluster "librdkafka 2.15.1's share test 0179 against a 3-node cluster" \
         env SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-share-suite.sh 0179
     # The release broker is what 25,000 partitions are run with (against the debug broker it

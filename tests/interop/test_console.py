@@ -30,7 +30,8 @@ target/notes/console-api.md. Screenshots of every page: target/console-screensho
     partition, its share-partition start offset, end and lag, as ShareGroupDescribe and
     DescribeShareGroupOffsets answer (raw frames and `strata group describe`: confluent-kafka
     has no share-group admin API); once the member closed and 4 more records came, Empty
-    with lag 4; the console's reset to earliest moves the start offsets to 0.
+    with lag 4; the console's reset to earliest moves the start offsets to 0. With node 3
+    killed, the groups page names broker 3 as unanswered and lists the other nodes' groups.
   * sasl (3 nodes, SASL_PLAINTEXT the only client and inter-broker listener, authorizer on;
     SCRAM users `admin`, a super user, and `alice`, who may DESCRIBE and READ topics prefixed
     `alice-` and the group `alice-g`): no API answers without a login (401, raw urllib, with
@@ -747,6 +748,20 @@ def test_console_shows_a_share_group_and_resets_its_start_offsets(console_cluste
     assert "share-partition start offsets" in seen["reset"]["confirm"], seen["reset"]
     starts = share_view(bootstrap, QUEUE)["committed"]
     assert starts == {(JOBS, 0): 0, (JOBS, 1): 0}, starts
+
+    # A broker that does not answer ListGroups is named on the groups page (the groups it
+    # coordinates are missing), not silently left out; the others' groups are still listed.
+    console_cluster.kill(3)
+    try:
+        seen = drive("read", "share-node3-down", base=base(nodes[1]), topics=[], groups=[])
+        print("groups page with node 3 down:", seen["groups_unanswered"])
+        shown = seen["groups_unanswered"] or ""
+        assert re.search(r"\bbroker 3\b", shown) and "not listed" in shown, shown
+        assert by(seen["groups"], "group"), "no group listed by nodes 1 and 2"
+    finally:
+        nodes[3].restart_after_kill()
+        wait_for(lambda: broker_ids(nodes[1]) == [1, 2, 3], 60, "node 3 registered again")
+        wait_for(lambda: console_up(base(nodes[3])), 30, "node 3's console again")
 
 
 # --- scenario "sasl" --------------------------------------------------------------------------

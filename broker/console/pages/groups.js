@@ -1,5 +1,6 @@
 // Consumer groups: state, type, protocol, members, coordinator and current total lag,
-// from GET /api/groups every 5 s.
+// from GET /api/groups every 5 s. Brokers that did not answer ListGroups are named: the groups
+// they coordinate are missing from the list.
 import { html } from '../ui/html.js';
 import { enc } from '../api.js';
 import { useApi } from '../ui/use_api.js';
@@ -26,6 +27,7 @@ export function GroupsPage() {
       <h1>Consumer groups</h1>
       <${ErrorBox} error=${error} />
       ${data?.truncated && html`<p class="warn">The list is truncated: the broker answered only the first ${data.groups.length} groups.</p>`}
+      ${data?.unanswered?.length > 0 && html`<p class="warn" data-testid="groups-unanswered">No answer from broker${data.unanswered.length > 1 ? 's' : ''} ${data.unanswered.join(', ')}: the groups ${data.unanswered.length > 1 ? 'they coordinate' : 'it coordinates'} are not listed.</p>`}
       ${data && html`<${Table} columns=${COLUMNS} rows=${data.groups} rowKey=${(g) => g.group_id}
         rowAttrs=${(g) => ({ 'data-testid': 'group-row', 'data-group': g.group_id })}
         initialSort=${{ id: 'group', descending: false }} empty="No consumer groups." />`}

@@ -38,14 +38,27 @@ struct Listed {
     coordinator: i32,
 }
 
-async fn listed<S: Storage>(caller: &Caller<'_, S>) -> Vec<Listed> {
+/// The groups every broker lists, and the brokers that did not answer.
+async fn listed<S: Storage>(caller: &Caller<'_, S>) -> (Vec<Listed>, Vec<i32>) {
     let brokers: Vec<i32> = caller.node.brokers().iter().map(|b| b.node.0).collect();
     let asks = brokers.iter().map(|broker| async move {
         (*broker, caller.call(*broker, ListGroupsRequest::default()).await)
     });
-    let mut groups = Vec::new();
+    let (mut groups, mut unanswered) = (Vec::new(), Vec::new());
     for (broker, answer) in join_all(asks).await {
-        let Ok(answer) = answer else { continue };
+        let answer = match answer {
+            Ok(answer) if answer.error_code == crate::error::NONE => answer,
+            Ok(answer) => {
+                tracing::debug!(broker, code = answer.error_code, "console: ListGroups refused");
+                unanswered.push(broker);
+                continue;
+            }
+            Err(error) => {
+                tracing::debug!(broker, ?error, "console: no ListGroups answer");
+                unanswered.push(broker);
+                continue;
+            }
+        };
         for group in answer.groups {
             let kind = match &*group.group_type {
                 "" => "classic".to_string(),
@@ -60,7 +73,8 @@ async fn listed<S: Storage>(caller: &Caller<'_, S>) -> Vec<Listed> {
         }
     }
     groups.sort_by(|a, b| a.id.cmp(&b.id));
-    groups
+    unanswered.sort_unstable();
+    (groups, unanswered)
 }
 
 /// Committed offsets of `groups` at `coordinator`: group → (topic, partition) → (offset, metadata).
@@ -213,7 +227,7 @@ fn total_lag(
 
 /// `GET /api/groups`.
 pub async fn list<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
-    let mut groups = listed(caller).await;
+    let (mut groups, unanswered) = listed(caller).await;
     let truncated = groups.len() > GROUPS_LISTED_MAX;
     groups.truncate(GROUPS_LISTED_MAX);
     let mut by_coordinator: BTreeMap<i32, Vec<&Listed>> = BTreeMap::new();
@@ -257,7 +271,7 @@ pub async fn list<S: Storage>(caller: &Caller<'_, S>) -> ConsoleResult {
             })
         })
         .collect();
-    Ok(json!({ "groups": rows, "truncated": truncated }))
+    Ok(json!({ "groups": rows, "truncated": truncated, "unanswered": unanswered }))
 }
 
 /// The coordinator of group `id` (FindCoordinator here).

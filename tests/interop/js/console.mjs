@@ -149,6 +149,7 @@ async function readPages (page, tag) {
   }
   await open(page, '/groups', 'groups')
   out.groups = await rows(page, 'group-row')
+  out.groups_unanswered = await text(page, 'groups-unanswered')
   await shot(page, tag + 'groups')
   for (const id of args.groups || []) {
     await open(page, '/groups/' + encodeURIComponent(id), 'group')

@@ -321,18 +321,6 @@ impl<S: Storage> ShareStateService<S> {
         self.states.borrow_mut().remove(&key);
         Ok(())
     }
-
-    /// (key, start offset) of every state here whose group is `group` (or all).
-    pub fn summary(&self, group: Option<&str>) -> Vec<(StateKey, i64)> {
-        let states = self.states.borrow();
-        let mut out: Vec<(StateKey, i64)> = states
-            .iter()
-            .filter(|(key, _)| group.is_none_or(|g| key.0 == g))
-            .map(|(key, snapshot)| (key.clone(), snapshot.state.start_offset))
-            .collect();
-        out.sort();
-        out
-    }
 }
 
 fn state_fenced(key: &StateKey, got: i32, stored: i32) -> BrokerError {

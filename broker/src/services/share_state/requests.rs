@@ -50,17 +50,3 @@ impl Ask for DeleteState {
 }
 
 answers!(ShareStateService, DeleteState, |service, delete| service.delete(delete.key).await);
-
-/// The start offsets of the states here (of one group, or all).
-pub struct StateSummary {
-    pub group: Option<String>,
-}
-
-impl Ask for StateSummary {
-    type Answer = Vec<(StateKey, i64)>;
-}
-
-answers!(ShareStateService, StateSummary, |service, summary| {
-    service.follow_leadership().await;
-    service.summary(summary.group.as_deref())
-});

@@ -39,7 +39,7 @@ use state::{
     Stored,
 };
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 use wire::ids::{Offset, TopicPartition};
@@ -708,32 +708,6 @@ impl<S: Storage> ShareService<S> {
                 .detach();
             }
         }
-    }
-
-    /// (group, partition, start offset, end offset, acquired) of every share partition here.
-    pub fn summary(&self) -> Vec<(String, TopicPartition, i64, i64, u64)> {
-        let shares = self.shares.borrow();
-        let mut out: Vec<_> = shares
-            .iter()
-            .map(|((group, partition), entry)| {
-                let share = entry.share.borrow();
-                let (start, end) = (share.start_offset(), share.end());
-                (group.clone(), partition.clone(), start, end, share.acquired_count())
-            })
-            .collect();
-        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-        out
-    }
-
-    /// The groups with state on `partitions` (for tools).
-    pub fn groups_of(&self, partitions: &HashSet<TopicPartition>) -> BTreeMap<String, usize> {
-        let mut groups = BTreeMap::new();
-        for (group, partition) in self.shares.borrow().keys() {
-            if partitions.contains(partition) {
-                *groups.entry(group.clone()).or_insert(0) += 1;
-            }
-        }
-        groups
     }
 }
 

@@ -56,13 +56,3 @@ impl Ask for WaitForRelease {
 answers!(ShareService, WaitForRelease, |service, request| {
     service.wait_for_release(Duration::from_millis(request.wait_ms)).await
 });
-
-/// Every share partition of this shard: (group, partition, start offset, end offset,
-/// records acquired now).
-pub struct ShareSummary;
-
-impl Ask for ShareSummary {
-    type Answer = Vec<(String, TopicPartition, i64, i64, u64)>;
-}
-
-answers!(ShareService, ShareSummary, |service, _request| service.summary());

@@ -24,6 +24,18 @@ const _: () = assert!(SPLICE_BYTES_MIN > SENTINEL_BYTES);
 /// First flexible Fetch version (compact records length).
 const FETCH_FLEXIBLE_VERSION: i16 = 12;
 
+/// The records field of every partition of a Fetch or ShareFetch response, in encoding order.
+macro_rules! records_of {
+    ($fetch:expr) => {
+        $fetch
+            .responses
+            .iter_mut()
+            .flat_map(|topic| topic.partitions.iter_mut())
+            .map(|partition| &mut partition.records)
+            .collect()
+    };
+}
+
 /// The records fields of a Fetch or ShareFetch response, in encoding order, and whether their
 /// lengths are compact (flexible versions); `None` for any other response.
 fn records_fields(
@@ -31,25 +43,9 @@ fn records_fields(
     version: i16,
 ) -> Option<(Vec<&mut Option<Bytes>>, bool)> {
     match response {
-        ResponseKind::Fetch(fetch) => Some((
-            fetch
-                .responses
-                .iter_mut()
-                .flat_map(|topic| topic.partitions.iter_mut())
-                .map(|partition| &mut partition.records)
-                .collect(),
-            version >= FETCH_FLEXIBLE_VERSION,
-        )),
+        ResponseKind::Fetch(fetch) => Some((records_of!(fetch), version >= FETCH_FLEXIBLE_VERSION)),
         // ShareFetch is flexible at every version.
-        ResponseKind::ShareFetch(fetch) => Some((
-            fetch
-                .responses
-                .iter_mut()
-                .flat_map(|topic| topic.partitions.iter_mut())
-                .map(|partition| &mut partition.records)
-                .collect(),
-            true,
-        )),
+        ResponseKind::ShareFetch(fetch) => Some((records_of!(fetch), true)),
         _ => None,
     }
 }

@@ -150,8 +150,10 @@ librdkafka_branch() {
         env SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-suite.sh 0103
     branch_stage librdkafka interop_moved "the interop suite's slowest files, run here (replication, hostile inputs, disk full)" \
         env STRATA_BIN=target/debug/strata scripts/interop.sh "${MOVED_INTEROP[@]}"
-    # The share branch's librdkafka 2.15.1 runner is built by now (its first stage, some
-    # 1,200 s earlier); here since that branch was the longest at 9beea96 (1,507 s to 1,236 s).
+    # Here since the share branch was the longest at 9beea96 (1,507 s to this one's 1,236 s).
+    # It uses the librdkafka 2.15.1 runner the share branch's first stage builds (and whose
+    # directories that stage uses): it waits for that stage's end, some 500 s earlier there.
+    while [ ! -f "$branch_dir/share.status" ]; do sleep 5; done
     branch_stage librdkafka share_cluster "librdkafka 2.15.1's share test 0179 against a 3-node cluster" \
         env SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-share-suite.sh 0179
 }

@@ -153,7 +153,11 @@ librdkafka_branch() {
     # Here since the share branch was the longest at 9beea96 (1,507 s to this one's 1,236 s).
     # It uses the librdkafka 2.15.1 runner the share branch's first stage builds (and whose
     # directories that stage uses): it waits for that stage's end, some 500 s earlier there.
-    while [ ! -f "$branch_dir/share.status" ]; do sleep 5; done
+    local waited=0
+    while [ ! -f "$branch_dir/share.status" ] && [ "$waited" -lt 3600 ]; do
+        sleep 5
+        waited=$((waited + 5))
+    done
     branch_stage librdkafka share_cluster "librdkafka 2.15.1's share test 0179 against a 3-node cluster" \
         env SUITE_CLUSTER=3 STRATA_BIN="$release_bin" scripts/librdkafka-share-suite.sh 0179
 }

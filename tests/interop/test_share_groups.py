@@ -1063,7 +1063,44 @@ def group_partition(group):
     return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
 
 
-READ_SHARE_GROUP_STATE_SUMMARY = 87
+READ_SHARE_GROUP_STATE_SUMMARY, DESCRIBE_SHARE_GROUP_OFFSETS = 87, 90
+
+
+def described_offsets_everywhere(bootstrap, group):
+    """DescribeShareGroupOffsets v0 with a null topic list (every partition the group has
+    state on) asked of every broker: [(group error, {(topic, partition): start offset})]."""
+    body = _compact_array([wire.compact_string(group) + wire.uvarint(0) + wire.EMPTY_TAGGED_FIELDS]) \
+        + wire.EMPTY_TAGGED_FIELDS
+
+    def partition(r):
+        p = (r.i32(), r.i64())
+        r.i32()  # leader epoch
+        r.i16()  # error
+        _compact_str(r)
+        r.skip_tagged_fields()
+        return p
+
+    def topic(r):
+        name = _compact_str(r)
+        r.raw(16)
+        partitions = r.compact_array(partition) or []
+        r.skip_tagged_fields()
+        return name, partitions
+
+    def group_answer(r):
+        _compact_str(r)
+        topics = r.compact_array(topic) or []
+        error = r.i16()
+        _compact_str(r)
+        r.skip_tagged_fields()
+        return error, {(name, p): start for name, ps in topics for p, start in ps}
+
+    out = []
+    for port in _ports(bootstrap):
+        r = _call(port, DESCRIBE_SHARE_GROUP_OFFSETS, 0, body)
+        r.i32()  # throttle time
+        out.extend(r.compact_array(group_answer) or [])
+    return out
 
 
 def state_summaries(bootstrap, group, topic_id_base64, partitions):
@@ -1105,8 +1142,10 @@ def state_summaries(bootstrap, group, topic_id_base64, partitions):
 def test_deleting_a_share_group_deletes_its_state_on_every_partition_after_its_coordinator_moved(
         cluster, topic_name):
     """A share group reads and accepts all 30 records of a 3-partition topic (RF 3, 3 nodes),
-    and its member closes. Each share partition's coordinator answers
-    ReadShareGroupStateSummary with its start offset at the log end. `strata group describe` of the Empty group still shows its three
+    and its member closes. DescribeShareGroupOffsets without topics answers its 3 share
+    partitions at the log end from the group coordinator, and NOT_COORDINATOR from the other
+    brokers. Each share partition's coordinator answers ReadShareGroupStateSummary with its
+    start offset at the log end. `strata group describe` of the Empty group still shows its three
     share partitions with their start offsets at the log end (the coordinator's state index,
     not the members' subscriptions). The group coordinator's node is killed (SIGKILL): the
     node that takes over `__consumer_offsets` shows the same rows, the index having been
@@ -1155,6 +1194,11 @@ def test_deleting_a_share_group_deletes_its_state_on_every_partition_after_its_c
     first = read_all("first")
     assert sorted(d.key for d in first) == keys, first
     wait_for(lambda: share_partitions() == ends, T, "the Empty group's 3 share partitions at %r" % ends)
+    # Without topics, only the group's coordinator answers (its state index); the other two
+    # brokers answer NOT_COORDINATOR rather than an empty list.
+    answers = sorted(described_offsets_everywhere(bootstrap, group), key=lambda a: a[0])
+    assert [error for error, _ in answers] == [0, NOT_COORDINATOR, NOT_COORDINATOR], answers
+    assert answers[0][1] == {(topic_name, p): end for p, end in ends.items()}, answers
     summaries = state_summaries(bootstrap, group, topic_id_of(bootstrap, topic_name), [0, 1, 2])
     assert {p: start for p, (_, _, start) in summaries.items()} == ends, summaries
     assert all(state >= 0 and leader >= 0 for state, leader, _ in summaries.values()), summaries

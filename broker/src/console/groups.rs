@@ -361,9 +361,6 @@ async fn description<S: Storage>(
     coordinator: i32,
     id: &str,
 ) -> ConsoleResult {
-    if let Some(share) = share_description(caller, coordinator, id).await? {
-        return Ok(share);
-    }
     let group_id = GroupId(StrBytes::from_string(id.to_string()));
     let mut request = ConsumerGroupDescribeRequest::default();
     request.group_ids = vec![group_id.clone()];
@@ -386,6 +383,9 @@ async fn description<S: Storage>(
             "type": "consumer", "state": group.group_state.to_string(), "protocol_type": "consumer",
             "protocol": group.assignor_name.to_string(), "epoch": group.group_epoch, "members": members,
         }));
+    }
+    if let Some(share) = share_description(caller, coordinator, id).await? {
+        return Ok(share);
     }
     let mut request = DescribeGroupsRequest::default();
     request.groups = vec![group_id];
@@ -424,13 +424,12 @@ pub async fn describe<S: Storage>(caller: &Caller<'_, S>, id: &str) -> ConsoleRe
         return Err(ConsoleError::NotFound(format!("group {id}")));
     }
     let ids = [id.to_string()];
-    let committed = if group["type"] == SHARE {
+    let mut committed = if group["type"] == SHARE {
         share_starts(caller, coordinator, &ids).await
     } else {
         committed(caller, coordinator, &ids).await
     };
-    let committed =
-        committed.into_iter().find(|(g, _)| g == id).map(|(_, c)| c).unwrap_or_default();
+    let committed = committed.remove(id).unwrap_or_default();
     let mut topics: Vec<String> = committed.keys().map(|(t, _)| t.clone()).collect();
     topics.dedup();
     let ends = ends(caller, topics).await;

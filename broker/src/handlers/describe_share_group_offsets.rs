@@ -25,10 +25,15 @@ use shard::io::Storage;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-/// The topics of a group asked with a null list: its state index, by the topics' names now.
-async fn indexed<S: Storage>(node: &Node<S>, group: &str) -> Vec<(String, Vec<i32>)> {
-    let described = node.groups.call(group, ShareDescribe { group: group.to_string() }).await;
-    let Ok(Some(described)) = described else { return Vec::new() };
+/// The topics of a group asked with a null list: its state index, by the topics' names now
+/// (none for a group that is not a share group here). Only its coordinator knows the index:
+/// another broker answers NOT_COORDINATOR, as Kafka's do.
+async fn indexed<S: Storage>(
+    node: &Node<S>,
+    group: &str,
+) -> Result<Vec<(String, Vec<i32>)>, BrokerError> {
+    let described = node.groups.call(group, ShareDescribe { group: group.to_string() }).await?;
+    let Some(described) = described else { return Ok(Vec::new()) };
     let image = node.metadata();
     let mut topics: Vec<(String, Vec<i32>)> = described
         .state_index
@@ -39,7 +44,7 @@ async fn indexed<S: Storage>(node: &Node<S>, group: &str) -> Vec<(String, Vec<i3
         })
         .collect();
     topics.sort();
-    topics
+    Ok(topics)
 }
 
 async fn topic_answer<S: Storage>(
@@ -96,7 +101,15 @@ pub async fn handle<S: Storage>(
             Some(topics) => {
                 topics.into_iter().map(|t| (t.topic_name.0.to_string(), t.partitions)).collect()
             }
-            None => indexed(node, &group).await,
+            None => match indexed(node, &group).await {
+                Ok(topics) => topics,
+                Err(error) => {
+                    out.error_code = error_code(&error);
+                    out.error_message = Some(StrBytes::from_string(error.to_string()));
+                    response.groups.push(out);
+                    continue;
+                }
+            },
         };
         for (topic, partitions) in topics {
             out.topics.push(topic_answer(node, context, &group, topic, partitions).await);

@@ -99,6 +99,10 @@ impl<S: Storage> GroupService<S> {
         if self.is_other_kind(group_id) {
             return Err(GroupError::GroupIdNotFound);
         }
+        // Nothing to index (every partition named is unknown): no group is made for it.
+        if more.values().all(|topic| topic.partitions.is_empty()) {
+            return Ok(());
+        }
         let _guard = self.offsets_lock.lock().await;
         let mut index = self
             .share_groups

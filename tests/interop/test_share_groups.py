@@ -363,6 +363,12 @@ def describe_share_group(bootstrap, group):
     raise AssertionError("no broker coordinates %s: %r" % (group, answers))
 
 
+def strata_group(bootstrap, *args):
+    """`strata group ARGS --bootstrap BOOTSTRAP`, bounded at 60 s: the finished process."""
+    return subprocess.run([strata_bin(), "group", *args, "--bootstrap", bootstrap],
+                          capture_output=True, text=True, timeout=60)
+
+
 # --- tests ---------------------------------------------------------------------------------
 @pytest.fixture
 def cluster(tmp_path):
@@ -878,8 +884,7 @@ def test_strata_group_resets_and_deletes_a_share_group_s_offsets_only_while_it_i
     produce(bootstrap, topic_name, keys)
 
     def strata(*args):
-        return subprocess.run([strata_bin(), "group", *args, "--bootstrap", bootstrap],
-                              capture_output=True, text=True, timeout=60)
+        return strata_group(bootstrap, *args)
 
     def read_all(name, expected):
         reader = Reader(bootstrap, topic_name, group, name)
@@ -1165,8 +1170,7 @@ def test_deleting_a_share_group_deletes_its_state_on_every_partition_after_its_c
     assert sorted(ends) == [0, 1, 2], delivered
 
     def strata(*args, check=True):
-        out = subprocess.run([strata_bin(), "group", *args, "--bootstrap", bootstrap],
-                             capture_output=True, text=True, timeout=60)
+        out = strata_group(bootstrap, *args)
         assert out.returncode == 0 or not check, out
         return out
 

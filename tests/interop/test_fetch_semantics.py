@@ -156,3 +156,80 @@ def _fetch_v4_two_partitions(topic, max_bytes):
     body = (wire.i32(-1) + wire.i32(100) + wire.i32(1) + wire.i32(max_bytes) + wire.i8(0)
             + wire.array(topics))
     return wire.frame(wire.request_header_v1(wire.FETCH, 4, 9) + body)
+
+
+def test_a_fetch_of_many_partitions_answers_what_reading_them_in_order_answers(
+        shared_broker, topic_name):
+    """The broker reads a fetch's partitions a window at a time, at once, then cuts each answer
+    to the budget left before it in the request's order. The answer must be what reading them
+    one by one answers (KIP-74): whole batches while they fit the partition's and the
+    response's limits, past the first partition with data no batch that does not fit, the
+    partitions past the budget with their offsets and no records. And the records counted out
+    (strata_topic_*_out_total) are those sent, not those read and cut.
+
+    40 partitions: the first holds one 5,000-byte batch, the others three batches of ~1 KB;
+    partition_max_bytes fits two small batches, max_bytes 22,000. The expected answer is
+    worked out here, one partition after another."""
+    partitions = 40
+    admin = ck_admin(shared_broker.bootstrap)
+    admin.create_topics([NewTopic(topic_name, num_partitions=partitions, replication_factor=1)],
+                        request_timeout=10)[topic_name].result(timeout=10)
+    stored = {}  # partition -> [batch bytes]
+    for p in range(partitions):
+        values = [b"B" * 5000] if p == 0 else [b"%c" % (65 + n) * 1000 for n in range(3)]
+        stored[p] = []
+        for n, value in enumerate(values):
+            batch = wire.record_batch([(b"k", value)], base_offset=0)
+            body = wire.roundtrip(shared_broker.port,
+                                  wire.produce_v3_request(p * 10 + n, topic_name, p, batch))
+            assert wire.parse_produce_v3_response(body)[(topic_name, p)][0] == 0
+            stored[p].append(len(batch))
+    partition_max, max_bytes = 2 * stored[1][0] + 100, 22_000
+
+    # The rule, one partition after another.
+    expected, total = {}, 0
+    for p in range(partitions):
+        budget = min(partition_max, max_bytes - total)
+        kept, size = 0, 0
+        for length in stored[p]:
+            if size + length > budget and not (kept == 0 and total == 0):
+                break
+            kept, size = kept + 1, size + length
+        expected[p] = kept
+        total += size
+    assert expected[0] == 1 and expected[1] == 2 and 0 < sum(expected.values()) < 2 * partitions
+    assert any(expected[p] == 1 for p in range(1, partitions)), "a partition cut to one batch"
+
+    topic = wire.string(topic_name) + wire.array(
+        [wire.i32(p) + wire.i64(0) + wire.i32(partition_max) for p in range(partitions)])
+    body = (wire.i32(-1) + wire.i32(100) + wire.i32(1) + wire.i32(max_bytes) + wire.i8(0)
+            + wire.array([topic]))
+    answer = wire.parse_fetch_v4_response(wire.roundtrip(
+        shared_broker.port, wire.frame(wire.request_header_v1(wire.FETCH, 4, 11) + body)))
+    got = {p: len(wire.parse_record_batches(answer[(topic_name, p)]["records"]))
+           for p in range(partitions)}
+    assert got == expected
+    for p in range(partitions):
+        info = answer[(topic_name, p)]
+        assert info["error"] == 0, (p, info["error"])
+        # Partitions read and cut answer their offsets; past the budget they may answer -1.
+        assert info["high_watermark"] in (len(stored[p]), -1), (p, info["high_watermark"])
+    sent_bytes = sum(len(answer[(topic_name, p)]["records"] or b"") for p in range(partitions))
+    assert sent_bytes == sum(sum(stored[p][:expected[p]]) for p in range(partitions))
+
+    def out(name):
+        status, text = _admin_get(shared_broker, "/metrics")
+        assert status == 200, status
+        label = '%s{topic="%s"} ' % (name, topic_name)
+        values = [float(line[len(label):]) for line in text.splitlines() if line.startswith(label)]
+        return values[0] if values else 0.0
+
+    assert out("strata_topic_messages_out_total") == sum(expected.values())
+    assert out("strata_topic_bytes_out_total") == sent_bytes
+
+
+def _admin_get(broker, path):
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (broker.admin_port, path),
+                                timeout=5) as r:
+        return r.status, r.read().decode()

@@ -22,7 +22,7 @@ pub mod txn_verify;
 pub mod waits;
 
 pub use append::{split_batches, AppendResult, Batches};
-pub use read::ReadResult;
+pub use read::{count_out, ReadResult};
 
 use crate::clock::Clock;
 use crate::error::{BrokerError, Result};

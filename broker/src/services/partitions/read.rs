@@ -2,7 +2,7 @@
 
 use super::PartitionService;
 use crate::error::{BrokerError, Result};
-use crate::stats::Traffic;
+use crate::stats::{ShardStats, Traffic};
 use bytes::Bytes;
 use shard::io::Storage;
 use wire::ids::{Offset, TopicPartition};
@@ -22,7 +22,22 @@ pub struct ReadResult {
     pub diverging: Option<(i32, i64)>,
 }
 
+/// Counts batches sent to a consumer in its topic's `strata_topic_{messages,bytes}_out_total`,
+/// on the shard that sends them (a read may be cut before it is sent: fetch's byte budget).
+pub fn count_out(stats: &ShardStats, topic: &str, batches: &[Bytes]) {
+    for batch in batches {
+        if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
+            let records = (peek.last_offset - peek.base_offset + 1).max(0) as u64;
+            stats.add_traffic(topic, Traffic::MessagesOut, records);
+            stats.add_traffic(topic, Traffic::BytesOut, batch.len() as u64);
+        }
+    }
+}
+
 impl<S: Storage> PartitionService<S> {
+    /// Reads whole batches from `offset` up to `max_bytes` (at least one), below the high
+    /// watermark (the last stable offset for read_committed). Not counted as traffic out:
+    /// the caller counts what it sends (`count_out`).
     pub(crate) async fn read(
         &self,
         partition: &TopicPartition,
@@ -62,13 +77,6 @@ impl<S: Storage> PartitionService<S> {
                 .map_or(offset.0, |peek| peek.last_offset + 1);
             owned.log.aborted_transactions(offset.0, upper)
         });
-        for batch in &read.batches {
-            if let Ok(peek) = peek_batch(batch, shard::config::BATCH_BYTES_MAX) {
-                let records = (peek.last_offset - peek.base_offset + 1).max(0) as u64;
-                self.stats.add_traffic(&partition.topic, Traffic::MessagesOut, records);
-                self.stats.add_traffic(&partition.topic, Traffic::BytesOut, batch.len() as u64);
-            }
-        }
         Ok(ReadResult {
             batches: read.batches,
             high_watermark: Offset(high_watermark),

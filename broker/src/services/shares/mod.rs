@@ -500,8 +500,9 @@ impl<S: Storage> ShareService<S> {
             }
         }
         self.stats.share_records(counts);
-        let batches =
+        let batches: Vec<Bytes> =
             holding.into_iter().filter_map(|index| read.batches.get(index).cloned()).collect();
+        crate::services::partitions::count_out(&self.stats, &partition.topic, &batches);
         Ok(Some(Acquisition { batches, acquired, wait_offset }))
     }
 

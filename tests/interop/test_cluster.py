@@ -206,7 +206,12 @@ def test_a_stopped_broker_is_fenced_leaves_metadata_and_is_unfenced_when_it_cont
         nodes[victim].stop_process()
         stopped = time.monotonic()
         wait_for(lambda: all(broker_ids(n) == [1, 2] for n in others), 30, "the stopped broker fenced")
-        assert time.monotonic() - stopped >= 3.0, "fenced before its session timed out"
+        # The session runs from the last heartbeat the controller received: up to one interval
+        # (300 ms) before the stop, more when a loaded machine delayed that heartbeat (CI saw
+        # 2.89 s here). What is checked: not fenced well before a session of silence.
+        fenced_after = time.monotonic() - stopped
+        assert fenced_after >= 3.0 - 0.3 - 0.5, "fenced %.2f s after the stop: before its " \
+            "session (3 s) timed out" % fenced_after
         for node in others:
             now = partitions_of(node, "fencing")
             assert all(now[p] == (-1, 5) for p in led), now

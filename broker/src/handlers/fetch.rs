@@ -195,13 +195,9 @@ async fn read_one<S: Storage>(
 /// limits can still be consumed; after it, a partition whose next batch does not fit what is
 /// left answers no records this time (its offsets still go back).
 ///
-/// The partitions are read a window at a time, the window's reads at once (a fetch of
-/// thousands of partitions read them one after another: some 70 µs each, 1.7 s per Fetch at
-/// 25,000), each with the budget left before the window; then, in the request's order, each
-/// answer is cut to the budget left before it. A read answers whole batches in order up to
-/// its budget (at least one), so the cut is what reading them one by one answered. A window
-/// holds partitions whose budgets together fit what is left: a window reads at most what the
-/// response could still carry.
+/// One partition after another. Reading a window of them at once made a Fetch of 10,000
+/// partitions under nofile 4096 3.5x faster (bench/fetch_many.py), but then librdkafka 2.12.1
+/// stalled reading 25,000 partitions (BENCHMARKS.md, "Fetch over many partitions").
 async fn read_all<S: Storage>(
     node: &Node<S>,
     context: &RequestContext,
@@ -212,85 +208,31 @@ async fn read_all<S: Storage>(
 ) -> (Vec<Result<ReadResult, BrokerError>>, usize) {
     let mut results = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
-    let mut next = 0;
-    while next < wanted.len() {
-        let left = max_bytes.saturating_sub(total);
-        if left == 0 && total > 0 {
-            results.extend(wanted[next..].iter().map(|_| Ok(nothing_read())));
-            break;
-        }
-        let window = read_window(&wanted[next..], left);
-        let reads = futures_util::future::join_all(window.iter().map(|item| {
-            let budget = item.fetch.partition_max_bytes.min(left).max(1);
-            read_one(node, context, fetcher, item, budget, read_committed)
-        }))
-        .await;
-        for (item, mut result) in window.iter().zip(reads) {
-            let budget = item.fetch.partition_max_bytes.min(max_bytes.saturating_sub(total));
+    for item in wanted {
+        let budget = item.fetch.partition_max_bytes.min(max_bytes.saturating_sub(total));
+        let result = if budget == 0 && total > 0 {
+            Ok(nothing_read())
+        } else {
+            let mut result =
+                read_one(node, context, fetcher, item, budget.max(1), read_committed).await;
             if let Ok(read) = &mut result {
-                if budget == 0 && total > 0 {
-                    *read = nothing_read();
-                } else {
-                    cut_to_budget(read, budget, total == 0);
+                // The log always answers at least one batch: past the first partition with
+                // data, one that does not fit is not sent.
+                if total > 0 && read.batches.first().is_some_and(|batch| batch.len() > budget) {
+                    read.batches.clear();
                 }
-                total += read.batches.iter().map(Bytes::len).sum::<usize>();
                 if fetcher == Fetcher::Consumer {
                     count_out(node, &item.partition, &read.batches);
                 }
             }
-            results.push(result);
+            result
+        };
+        if let Ok(read) = &result {
+            total += read.batches.iter().map(Bytes::len).sum::<usize>();
         }
-        next += window.len();
+        results.push(result);
     }
     (results, total)
-}
-
-/// The most partitions one window of a fetch reads at once.
-const READ_WINDOW_MAX: usize = 64;
-
-/// The next window: partitions whose budgets (each `partition_max_bytes`, at most `left`)
-/// together fit `left`, at least one, at most `READ_WINDOW_MAX`.
-fn read_window(wanted: &[Wanted], left: usize) -> &[Wanted] {
-    let mut budgets = 0usize;
-    let mut end = 0;
-    for item in wanted.iter().take(READ_WINDOW_MAX) {
-        budgets = budgets.saturating_add(item.fetch.partition_max_bytes.min(left).max(1));
-        if end > 0 && budgets > left {
-            break;
-        }
-        end += 1;
-    }
-    &wanted[..end.max(1).min(wanted.len())]
-}
-
-/// Cuts a read to what reading it with `budget` answers: whole batches in order while they fit,
-/// at least one where it is the response's first data (`first`, KIP-74); past the first
-/// partition with data, a first batch that does not fit is not sent. The aborted transactions
-/// listed are those of what is kept.
-fn cut_to_budget(read: &mut ReadResult, budget: usize, first: bool) {
-    let mut taken = 0usize;
-    let keep = read
-        .batches
-        .iter()
-        .take_while(|batch| {
-            taken = taken.saturating_add(batch.len());
-            taken <= budget
-        })
-        .count();
-    let keep = if keep == 0 && first { 1 } else { keep };
-    if keep < read.batches.len() {
-        read.batches.truncate(keep);
-        if let Some(aborted) = &mut read.aborted {
-            let upper = read
-                .batches
-                .last()
-                .and_then(|batch| {
-                    wire::record_batch::peek_batch(batch, shard::config::BATCH_BYTES_MAX).ok()
-                })
-                .map(|peek| peek.last_offset);
-            aborted.retain(|&(_, first_offset)| upper.is_some_and(|last| first_offset <= last));
-        }
-    }
 }
 
 /// A partition past the response's budget: no records this time, its offsets unknown (-1).

@@ -217,6 +217,8 @@ def test_a_fetch_of_many_partitions_answers_what_reading_them_in_order_answers(
     sent_bytes = sum(len(answer[(topic_name, p)]["records"] or b"") for p in range(partitions))
     assert sent_bytes == sum(sum(stored[p][:expected[p]]) for p in range(partitions))
 
+    from test_disk_full import _admin_get
+
     def out(name):
         status, text = _admin_get(shared_broker, "/metrics")
         assert status == 200, status
@@ -226,10 +228,3 @@ def test_a_fetch_of_many_partitions_answers_what_reading_them_in_order_answers(
 
     assert out("strata_topic_messages_out_total") == sum(expected.values())
     assert out("strata_topic_bytes_out_total") == sent_bytes
-
-
-def _admin_get(broker, path):
-    import urllib.request
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (broker.admin_port, path),
-                                timeout=5) as r:
-        return r.status, r.read().decode()

@@ -15,7 +15,7 @@ use crate::services::fetch_sessions::{
     Answered, Context as SessionContext, Opening, PartitionFetch, SessionError,
 };
 use crate::services::partitions::requests::{Read, ReplicaRead};
-use crate::services::partitions::ReadResult;
+use crate::services::partitions::{count_out, ReadResult};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, NodeEndpoint, PartitionData,
@@ -222,7 +222,8 @@ async fn read_all<S: Storage>(
                     read.batches.clear();
                 }
                 if fetcher == Fetcher::Consumer {
-                    count_out(node, &item.partition, &read.batches);
+                    // What is sent, as sent (`strata_topic_*_out_total`).
+                    count_out(&node.stats, &item.partition.topic, &read.batches);
                 }
             }
             result
@@ -245,11 +246,6 @@ fn nothing_read() -> ReadResult {
         log_start_offset: Offset(-1),
         diverging: None,
     }
-}
-
-/// A consumer's fetched records and bytes, by topic, as sent (`strata_topic_*_out_total`).
-fn count_out<S: Storage>(node: &Node<S>, partition: &TopicPartition, batches: &[Bytes]) {
-    crate::services::partitions::count_out(&node.stats, &partition.topic, batches);
 }
 
 /// How much a fetch may answer, and how long it may wait for enough.

@@ -14,17 +14,26 @@
 //!   bumps the group epoch and computes a new target assignment at once: share groups have no
 //!   revocation (partitions are shared), so every member moves to the new epoch at its next
 //!   heartbeat and is sent its assignment then.
+//! - Only initialized share partitions are assigned (Kafka's `withTopicAssignablePartitionsMap`
+//!   over `initializedTopics`): a subscribed partition not yet in the group's state index is
+//!   initialized first (the coordinator writes the index), and the first heartbeat after that
+//!   assigns it (Kafka's `initializedAssignmentPending` bumps the epoch). So members that join
+//!   together, as a group's consumers starting at once do, are assigned together, instead of
+//!   the first one acquiring every record before the others arrive. A member waiting on such
+//!   partitions is asked to heartbeat again within `INITIALIZING_HEARTBEAT_INTERVAL_MS`.
 //! - The simple assignor (Kafka's `SimpleAssignor`): per topic, its subscribers in member-id
-//!   order; with at least as many partitions as subscribers, partition p goes to subscriber
-//!   p mod n; with more subscribers than partitions, subscriber i gets partition i mod p, so
-//!   every member has a partition and every partition a member.
+//!   order over its assignable partitions; with at least as many partitions as subscribers,
+//!   the p-th partition goes to subscriber p mod n; with more subscribers than partitions,
+//!   subscriber i gets the (i mod p)-th partition, so every member has a partition and every
+//!   partition a member.
 //! - A member whose session passes without a heartbeat is removed, as a leave.
 //!
 //! Membership is kept in memory (a decision in ARCHITECTURE.md: members re-join after the
 //! coordinator moves; the delivery state they share is the share partitions', not the
 //! coordinator's).
 //! Invariants: member epoch ≤ group epoch; assignment epoch = group epoch after each step;
-//! every partition of a subscribed topic is assigned to at least one subscriber.
+//! every target partition is in the state index; after a step, every initialized partition of
+//! a subscribed topic is assigned to at least one subscriber.
 //! Runs on: the shard that leads the group's `__consumer_offsets` partition.
 //! References: KIP-932 ("Share group membership"); Kafka `SimpleAssignor`,
 //! `ShareGroupHeartbeatRequest.json`.
@@ -56,6 +65,11 @@ pub struct ShareConfig {
 /// spreads over a group that grows (as strata's 2 s for KIP-848 groups); a heartbeat that
 /// changes nothing writes nothing.
 pub const HEARTBEAT_INTERVAL_MS_DEFAULT: i32 = 2_000;
+
+/// The interval a member is answered with while partitions it subscribes to are being
+/// initialized (Kafka waits for its next regular heartbeat, 5 s): the index write takes
+/// milliseconds, and the member is then assigned at this next heartbeat.
+pub const INITIALIZING_HEARTBEAT_INTERVAL_MS: i32 = 500;
 
 impl Default for ShareConfig {
     fn default() -> Self {
@@ -153,24 +167,45 @@ impl ShareGroup {
         }
     }
 
-    /// The state index with every partition of the current targets added, when that adds any:
-    /// what must be written before a member is sent the targets.
-    pub fn index_with_targets(&self) -> Option<StateIndex> {
-        let names: BTreeMap<TopicId, &str> = self
-            .topics_seen
-            .iter()
-            .filter_map(|(name, seen)| seen.map(|(id, _)| (id, name.as_str())))
-            .collect();
-        let mut assigned = StateIndex::new();
-        for target in self.targets.values() {
-            for (topic_id, partitions) in target {
-                let topic = assigned.entry(*topic_id).or_default();
-                topic.name = names.get(topic_id).map_or_else(String::new, |n| n.to_string());
-                topic.partitions.extend(partitions.iter().copied());
-            }
+    /// The state index with every partition of the subscribed topics added, when that adds
+    /// any: what the coordinator writes to initialize them before they can be assigned.
+    pub fn index_with_subscriptions(&self) -> Option<StateIndex> {
+        let mut subscribed = StateIndex::new();
+        for (name, seen) in &self.topics_seen {
+            let Some((topic_id, count)) = *seen else { continue };
+            let topic = subscribed.entry(topic_id).or_default();
+            topic.name = name.clone();
+            topic.partitions.extend(0..count.max(0));
         }
         let mut index = self.state_index.clone();
-        share_records::merge(&mut index, &assigned).then_some(index)
+        share_records::merge(&mut index, &subscribed).then_some(index)
+    }
+
+    /// Whether some partition `member_id` subscribes to is not initialized yet.
+    fn initializing(&self, member_id: &str) -> bool {
+        let Some(member) = self.members.get(member_id) else { return false };
+        member.subscribed.iter().any(|name| {
+            let Some(Some((topic_id, count))) = self.topics_seen.get(name) else { return false };
+            let initialized = self.state_index.get(topic_id).map(|topic| &topic.partitions);
+            (0..*count).any(|p| !initialized.is_some_and(|set| set.contains(&p)))
+        })
+    }
+
+    /// The targets do not cover the initialized partitions of the subscribed topics (some were
+    /// initialized since they were computed): Kafka's `initializedAssignmentPending`.
+    fn initialized_assignment_pending(&self) -> bool {
+        let mut covered: BTreeMap<TopicId, BTreeSet<i32>> = BTreeMap::new();
+        for target in self.targets.values() {
+            for (topic_id, partitions) in target {
+                covered.entry(*topic_id).or_default().extend(partitions.iter().copied());
+            }
+        }
+        self.topics_seen.values().flatten().any(|(topic_id, count)| {
+            let Some(topic) = self.state_index.get(topic_id) else { return false };
+            let assignable = topic.partitions.iter().filter(|p| **p < *count);
+            let have = covered.get(topic_id);
+            assignable.into_iter().any(|p| !have.is_some_and(|set| set.contains(p)))
+        })
     }
 
     /// Every topic some member subscribes to.
@@ -191,7 +226,7 @@ impl ShareGroup {
         self.epoch += 1;
         self.topics_seen =
             self.subscribed_topics().into_iter().map(|t| (t.clone(), topics.by_name(&t))).collect();
-        self.targets = simple_assign(&self.members, topics);
+        self.targets = simple_assign(&self.members, topics, &self.state_index);
         self.assignment_epoch = self.epoch;
     }
 
@@ -270,7 +305,7 @@ impl ShareGroup {
                 changed = true;
             }
         }
-        if changed || self.topics_changed(topics) {
+        if changed || self.topics_changed(topics) || self.initialized_assignment_pending() {
             self.reassign(topics);
         }
         let target = self.targets.get(&request.member_id).cloned().unwrap_or_default();
@@ -281,7 +316,12 @@ impl ShareGroup {
         let send = joining || member.epoch != epoch || member.assignment != target;
         member.epoch = epoch;
         member.assignment = target.clone();
-        Ok(answer(&request.member_id, epoch, send.then_some(target)))
+        let mut answer = answer(&request.member_id, epoch, send.then_some(target));
+        if self.initializing(&request.member_id) {
+            answer.heartbeat_interval_ms =
+                answer.heartbeat_interval_ms.min(INITIALIZING_HEARTBEAT_INTERVAL_MS);
+        }
+        Ok(answer)
     }
 }
 
@@ -309,12 +349,13 @@ pub fn validate(request: &ShareHeartbeat) -> Result<(), GroupError> {
     }
 }
 
-/// Kafka's simple share assignor: per topic, partitions spread over its subscribers in
-/// member-id order; with more subscribers than partitions each subscriber gets one partition
-/// and partitions are shared.
+/// Kafka's simple share assignor: per topic, its assignable partitions (those initialized in
+/// `initialized`) spread over its subscribers in member-id order; with more subscribers than
+/// partitions each subscriber gets one partition and partitions are shared.
 pub fn simple_assign(
     members: &BTreeMap<String, ShareMember>,
     topics: &dyn Topics,
+    initialized: &StateIndex,
 ) -> BTreeMap<String, Partitions> {
     let mut targets: BTreeMap<String, Partitions> =
         members.keys().map(|id| (id.clone(), Partitions::new())).collect();
@@ -326,12 +367,14 @@ pub fn simple_assign(
     }
     for (topic, ids) in subscribers {
         let Some((topic_id, count)) = topics.by_name(&topic) else { continue };
-        let (count, subscribers) = (count.max(0) as usize, ids.len());
-        if count == 0 {
+        let Some(state) = initialized.get(&topic_id) else { continue };
+        let partitions: Vec<i32> = state.partitions.range(0..count.max(0)).copied().collect();
+        if partitions.is_empty() {
             continue;
         }
-        for index in 0..count.max(subscribers) {
-            let (member, partition) = (ids[index % subscribers], (index % count) as i32);
+        for index in 0..partitions.len().max(ids.len()) {
+            let (member, partition) =
+                (ids[index % ids.len()], partitions[index % partitions.len()]);
             let target = targets.entry(member.to_string()).or_default();
             target.entry(topic_id).or_default().insert(partition);
         }
@@ -363,12 +406,57 @@ mod tests {
         group.heartbeat(&request, topics, &ShareConfig::default(), 0).unwrap()
     }
 
+    /// What the coordinator does after a step: writes the index with the subscribed
+    /// partitions (here: keeps it).
+    fn initialize(group: &mut ShareGroup) {
+        if let Some(index) = group.index_with_subscriptions() {
+            group.state_index = index;
+        }
+    }
+
+    fn beat(group: &mut ShareGroup, member: &str, topics: &TopicMap) -> ShareHeartbeatAnswer {
+        let epoch = group.members[member].epoch;
+        let request = ShareHeartbeat {
+            group_id: "g".into(),
+            member_id: member.into(),
+            member_epoch: epoch,
+            ..ShareHeartbeat::default()
+        };
+        group.heartbeat(&request, topics, &ShareConfig::default(), 0).unwrap()
+    }
+
+    #[test]
+    fn partitions_are_assigned_once_initialized_so_members_joining_together_share_them() {
+        let topics = topics(&[("t", 4)]);
+        let mut group = ShareGroup::new("g");
+        let first = join(&mut group, "a", &topics);
+        // Nothing is initialized yet: nothing assigned, and asked back soon.
+        assert_eq!(first.assignment, Some(Partitions::new()));
+        assert_eq!(first.heartbeat_interval_ms, INITIALIZING_HEARTBEAT_INTERVAL_MS);
+        let index = group.index_with_subscriptions().unwrap();
+        assert_eq!(index[&[1; 16]].partitions, BTreeSet::from([0, 1, 2, 3]));
+        join(&mut group, "b", &topics);
+        initialize(&mut group);
+        assert_eq!(group.index_with_subscriptions(), None);
+        // The next heartbeat of either member assigns the initialized partitions to both.
+        let a = beat(&mut group, "a", &topics);
+        assert_eq!(a.heartbeat_interval_ms, HEARTBEAT_INTERVAL_MS_DEFAULT);
+        assert_eq!(a.assignment.unwrap()[&[1; 16]], BTreeSet::from([0, 2]));
+        let b = beat(&mut group, "b", &topics);
+        assert_eq!(b.assignment.unwrap()[&[1; 16]], BTreeSet::from([1, 3]));
+        // Nothing pending: a heartbeat changes nothing.
+        let epoch = group.epoch;
+        assert_eq!(beat(&mut group, "a", &topics).assignment, None);
+        assert_eq!(group.epoch, epoch);
+    }
+
     #[test]
     fn more_members_than_partitions_each_get_a_partition_and_every_partition_is_read() {
         let topics = topics(&[("t", 3)]);
         let mut group = ShareGroup::new("g");
         for member in ["a", "b", "c", "d", "e"] {
             join(&mut group, member, &topics);
+            initialize(&mut group);
         }
         assert_eq!(group.epoch, 5);
         let mut covered = BTreeSet::new();
@@ -384,7 +472,9 @@ mod tests {
     fn a_stale_epoch_is_fenced_and_an_unknown_member_refused() {
         let topics = topics(&[("t", 2)]);
         let mut group = ShareGroup::new("g");
-        let first = join(&mut group, "a", &topics);
+        join(&mut group, "a", &topics);
+        initialize(&mut group);
+        let first = beat(&mut group, "a", &topics);
         join(&mut group, "b", &topics);
         let stale = ShareHeartbeat {
             group_id: "g".into(),
@@ -400,9 +490,9 @@ mod tests {
         let beat = ShareHeartbeat { member_epoch: first.member_epoch, ..stale.clone() };
         let answer = group.heartbeat(&beat, &topics, &config, 0).unwrap();
         // "b" joined since: "a" moves to the new epoch with its smaller assignment.
-        assert_eq!(answer.member_epoch, 2);
+        assert_eq!(answer.member_epoch, 3);
         assert_eq!(answer.assignment.unwrap()[&[1; 16]], BTreeSet::from([0]));
-        let unknown = ShareHeartbeat { member_id: "z".into(), member_epoch: 3, ..stale };
+        let unknown = ShareHeartbeat { member_id: "z".into(), member_epoch: 4, ..stale };
         assert_eq!(
             group.heartbeat(&unknown, &topics, &config, 0),
             Err(GroupError::UnknownMemberId)

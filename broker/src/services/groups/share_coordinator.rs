@@ -3,9 +3,10 @@
 //! A heartbeat runs the pure step under no await, so two never interleave. Members are kept in
 //! memory (see `share`); the group tick removes members whose session passed. What is written
 //! to `__consumer_offsets` is the group's existence and its state index (`share_records`):
-//! before a heartbeat sends a member partitions the index does not have, the index with them
-//! is written (under `offsets_lock`, so writes land in order and a compaction sees them), so
-//! every share partition that can get state is in the index first. A group id
+//! a heartbeat that finds subscribed partitions the index does not have writes the index with
+//! them (initializes them, under `offsets_lock`, so writes land in order and a compaction sees
+//! them) before it answers, and only indexed partitions are assigned (`share`), so every share
+//! partition that can get state is in the index first. A group id
 //! belongs to one kind of group: a share heartbeat for a classic or consumer group's id, and a
 //! classic or consumer member for a share group's, is refused (GROUP_ID_NOT_FOUND).
 //! Runs on: the shard that leads the group's `__consumer_offsets` partition.
@@ -39,23 +40,27 @@ impl<S: Storage> GroupService<S> {
     }
 
     /// ShareGroupHeartbeat (validated by the handler): the step, then the state index with
-    /// the partitions it assigns, written before the member is answered.
+    /// the subscribed partitions it lacks, written before the member is answered; the next
+    /// heartbeat assigns them.
     pub(super) async fn share_heartbeat(
         &self,
         request: ShareHeartbeat,
     ) -> Result<ShareHeartbeatAnswer, GroupError> {
         let group_id = request.group_id.clone();
         let answer = self.share_heartbeat_step(request)?;
-        if answer.assignment.is_some() {
-            self.index_share_targets(&group_id).await?;
-        }
+        self.initialize_share_partitions(&group_id).await?;
         Ok(answer)
     }
 
-    /// Writes the group's state index with its targets' partitions, when they add any.
-    async fn index_share_targets(&self, group_id: &str) -> Result<(), GroupError> {
+    /// Writes the group's state index with every partition of its subscribed topics, when
+    /// that adds any.
+    async fn initialize_share_partitions(&self, group_id: &str) -> Result<(), GroupError> {
         let grows = |service: &Self| {
-            service.share_groups.borrow().get(group_id).and_then(ShareGroup::index_with_targets)
+            service
+                .share_groups
+                .borrow()
+                .get(group_id)
+                .and_then(ShareGroup::index_with_subscriptions)
         };
         if grows(self).is_none() {
             return Ok(());

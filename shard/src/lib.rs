@@ -31,4 +31,6 @@ pub mod write_budget;
 pub use cache::BatchCache;
 pub use config::{FlushPolicy, LogConfig};
 pub use error::{Result, StorageError};
-pub use partition_log::{AppendInfo, LogRead, OpenOptions, PartitionLog, TimestampLookup};
+pub use partition_log::{
+    AppendInfo, DurableHold, LogRead, OpenOptions, PartitionLog, TimestampLookup,
+};

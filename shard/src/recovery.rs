@@ -418,6 +418,7 @@ impl<'a, S: Storage> Recovery<'a, S> {
             durable_end_offset: log_end,
             durable_position: active_position,
             high_watermark: None,
+            holds: BTreeMap::new(),
             epochs: self.epochs,
             tail,
             offline: false,

@@ -680,6 +680,32 @@ fn the_high_watermark_follows_the_log_end_until_set_and_then_only_moves_forward(
     });
 }
 
+/// A hold (an acks=all append on a single replica, waiting for its sync) keeps readers below
+/// its first offset until that offset is durable, then the log end counts again; appends after
+/// it stay hidden behind it; dropping the hold releases it even if no sync came.
+#[test]
+fn a_hold_keeps_readers_below_an_append_until_it_is_synced() {
+    block_on(async {
+        let storage = SimStorage::new(35, FaultConfig::NONE);
+        let log = open(&storage, small_config(), 1 << 20).await;
+        log.append(batch(0, 2, 20, 1000), 0, 1000).await.expect("append");
+        log.sync().await.expect("sync");
+        let hold = log.hold_until_durable(log.log_end_offset());
+        log.append_with(batch(2, 2, 20, 1000), 0, 1000, false).await.expect("append");
+        log.append_with(batch(4, 2, 20, 1000), 0, 1000, false).await.expect("append");
+        assert_eq!(log.log_end_offset(), 6);
+        assert_eq!(log.high_watermark(), 2, "held at the first unsynced append");
+        log.sync_to(4).await.expect("sync");
+        assert_eq!(log.high_watermark(), 6, "durable past the hold: the log end again");
+        drop(hold);
+        let second = log.hold_until_durable(log.log_end_offset());
+        log.append_with(batch(6, 2, 20, 1000), 0, 1000, false).await.expect("append");
+        assert_eq!(log.high_watermark(), 6);
+        drop(second);
+        assert_eq!(log.high_watermark(), 8, "a dropped hold holds nothing");
+    });
+}
+
 /// The disk read path checks what the write path checked: a flipped byte inside a sealed
 /// segment's batch (caught by its CRC32C) is reported as damage at that batch, never served, and
 /// reported once; the intact batches before it are still served (issue #12 item 8).

@@ -18,6 +18,10 @@
 //! and a sync covers every batch appended before it started, so concurrent appends share it.
 //! `IntervalMs` and `Never` acknowledge once the batch is in the tail (a crash may lose the
 //! unsynced window, never half a batch). Segment roll and clean shutdown always sync.
+//! Readers (consumers) stop at the high watermark: replication decides it, or on a log with
+//! one replica it is the log end, short of any append held until durable
+//! (`hold_until_durable`: a failed write cuts the log back to its durable end and refuses the
+//! appends still waiting for their sync, so those must not have been read).
 //!
 //! Invariants:
 //! 1. `log_start_offset <= high_watermark <= log_end_offset` and
@@ -145,8 +149,12 @@ pub(crate) struct LogState<F: StorageFile> {
     /// durable end). A failed write cuts the active file back to it (`cut_back_locked`).
     pub(crate) durable_position: (i64, u64),
     /// Set once replication decides it (the minimum durable end over the in-sync replicas);
-    /// `None`: it follows the log end (a partition without followers to wait for).
+    /// `None`: it follows the log end (a partition without followers to wait for), short of
+    /// what an append waiting for its sync holds back (`holds`).
     pub(crate) high_watermark: Option<i64>,
+    /// Appends that must be synced before readers see them (`hold_until_durable`): their first
+    /// offset, with how many holds start there.
+    pub(crate) holds: BTreeMap<i64, usize>,
     pub(crate) epochs: Vec<EpochEntry>,
     pub(crate) tail: Tail<F::Buffer>,
     pub(crate) offline: bool,
@@ -175,8 +183,15 @@ impl<F: StorageFile> LogState<F> {
 
     pub(crate) fn high_watermark(&self) -> i64 {
         self.high_watermark
-            .unwrap_or(self.log_end_offset)
+            .unwrap_or_else(|| self.held_end())
             .clamp(self.log_start_offset, self.visible_end())
+    }
+
+    /// Without a decided high watermark: the log end, or the first offset past the durable
+    /// end that a hold keeps from readers, whichever is lower.
+    fn held_end(&self) -> i64 {
+        let held = self.holds.range(self.durable_end_offset..).next().map(|(from, _)| *from);
+        held.map_or(self.log_end_offset, |from| from.min(self.log_end_offset))
     }
 
     /// Where readers stop: the log end, or once a write failed (offline) the durable end, so
@@ -225,6 +240,25 @@ impl<F: StorageFile> crate::open_files::CloseFiles for RefCell<LogState<F>> {
     fn close_files(&self) -> usize {
         let Ok(mut state) = self.try_borrow_mut() else { return 0 };
         state.segments.values_mut().filter_map(|segment| segment.file.take()).count()
+    }
+}
+
+/// A hold on a log's readers (`PartitionLog::hold_until_durable`), released when dropped.
+#[must_use = "the hold is released when dropped"]
+pub struct DurableHold<'a, S: Storage> {
+    log: &'a PartitionLog<S>,
+    from: i64,
+}
+
+impl<S: Storage> Drop for DurableHold<'_, S> {
+    fn drop(&mut self) {
+        let mut state = self.log.state.borrow_mut();
+        if let Some(count) = state.holds.get_mut(&self.from) {
+            *count -= 1;
+            if *count == 0 {
+                state.holds.remove(&self.from);
+            }
+        }
     }
 }
 
@@ -320,6 +354,16 @@ impl<S: Storage> PartitionLog<S> {
     /// until `set_high_watermark` is used (replication).
     pub fn high_watermark(&self) -> i64 {
         self.state.borrow().high_watermark()
+    }
+
+    /// Keeps readers of a partition without a decided high watermark (one replica) from
+    /// offsets at or past `from` (the log end, taken before an append whose producer waits for
+    /// its sync) until they are durable or the hold is dropped. Such an append is refused if
+    /// any write fails before its sync, and the log is then cut back to its durable end: a
+    /// reader that saw it would have read records that were refused, then gone.
+    pub fn hold_until_durable(&self, from: i64) -> DurableHold<'_, S> {
+        *self.state.borrow_mut().holds.entry(from).or_default() += 1;
+        DurableHold { log: self, from }
     }
 
     /// Sets the high watermark (the leader: the minimum durable end over the in-sync

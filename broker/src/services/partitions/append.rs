@@ -284,18 +284,29 @@ impl<S: Storage> PartitionService<S> {
         let now = self.clock.now_ms();
         let prepared = prepare(partition, owned, records, now).await?;
         let config = owned.log.config();
+        let durable = sync && config.flush == shard::FlushPolicy::Always;
         ticket.turn().await;
         self.verify_batches(partition, owned, transactional_id, &prepared.batches).await?;
+        // With one replica, consumers read up to the log end: an append acks=all refuses if a
+        // write fails before its sync is held back from them until it is synced.
+        let hold = (durable && !replicated)
+            .then(|| owned.log.hold_until_durable(owned.log.log_end_offset()));
         let written = self.write_batches(owned, prepared, now).await?;
         // In the log: the next request's appends may go on while this one waits for its sync
         // (which then covers both: group commit across requests).
         drop(ticket);
         self.stats.add_traffic(&partition.topic, Traffic::MessagesIn, written.records);
         self.stats.add_traffic(&partition.topic, Traffic::BytesIn, written.bytes);
-        owned.notify_appended();
-        let durable = sync && config.flush == shard::FlushPolicy::Always;
+        if hold.is_none() {
+            owned.notify_appended();
+        }
         if let (true, Some(target)) = (durable, written.durable_target) {
             owned.log.sync_to(target).await?;
+        }
+        if let Some(hold) = hold {
+            // Synced: readers may see it now.
+            drop(hold);
+            owned.notify_appended();
         }
         if replicated {
             // Followers fetch it now; the high watermark passes it once the ISR has it durable

@@ -58,7 +58,8 @@ impl<S: Storage> PartitionService<S> {
             _ => tracing::warn!(%partition, offset = offset.0, %error, "read failed"),
         })?;
         // Consumers read only what the in-sync replicas have (below the high watermark; on a
-        // partition with one replica it is the log end), and read_committed ones only what no
+        // partition with one replica it is the log end, short of acks=all appends not yet
+        // synced), and read_committed ones only what no
         // open transaction holds back (below the last stable offset).
         let high_watermark = owned.log.high_watermark();
         let last_stable_offset = owned.log.last_stable_offset();

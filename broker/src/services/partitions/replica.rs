@@ -186,11 +186,15 @@ impl<S: Storage> Partition<S> {
         // comes between a batch's partition verification and its append (`txn_verify`).
         let ticket = self.order.ticket();
         ticket.turn().await;
+        // With one replica, held from readers until synced (as an acks=all produce).
+        let hold = (!self.role().replicated())
+            .then(|| self.log.hold_until_durable(self.log.log_end_offset()));
         let info = self.log.append_with(batch, self.leader_epoch(), now_ms, false).await?;
         // In the log: the next append may go on while this one waits for its sync, which then
         // covers both (group commit, as produce requests have it).
         drop(ticket);
         self.log.sync_to(info.last_offset + 1).await?;
+        drop(hold);
         self.notify_appended();
         if self.role().replicated() {
             self.advance_high_watermark(me);

@@ -147,7 +147,12 @@ pub struct ShareGroup {
     /// The share partitions the group may have state on, as last written to
     /// `__consumer_offsets` (`share_records`): every partition ever assigned, or given offsets
     /// by a tool, until DeleteShareGroupOffsets or DeleteGroups deletes their state.
+    /// Set through `set_state_index` only, so `index_version` follows it.
     pub state_index: StateIndex,
+    /// Bumped at every change of `state_index`; `targets_index_version` is its value when the
+    /// targets were computed, so a heartbeat sees an index change without comparing the two.
+    index_version: u64,
+    targets_index_version: u64,
     /// Whether the group's records are in `__consumer_offsets` (a deletion writes tombstones).
     pub stored: bool,
 }
@@ -191,21 +196,19 @@ impl ShareGroup {
         })
     }
 
-    /// The targets do not cover the initialized partitions of the subscribed topics (some were
-    /// initialized since they were computed): Kafka's `initializedAssignmentPending`.
+    /// The state index changed since the targets were computed (partitions were initialized,
+    /// or their state deleted): Kafka's `initializedAssignmentPending`.
     fn initialized_assignment_pending(&self) -> bool {
-        let mut covered: BTreeMap<TopicId, BTreeSet<i32>> = BTreeMap::new();
-        for target in self.targets.values() {
-            for (topic_id, partitions) in target {
-                covered.entry(*topic_id).or_default().extend(partitions.iter().copied());
-            }
+        self.index_version != self.targets_index_version
+    }
+
+    /// Replaces the state index (the coordinator wrote or replayed it); the next heartbeat
+    /// assigns from it.
+    pub fn set_state_index(&mut self, index: StateIndex) {
+        if index != self.state_index {
+            self.state_index = index;
+            self.index_version += 1;
         }
-        self.topics_seen.values().flatten().any(|(topic_id, count)| {
-            let Some(topic) = self.state_index.get(topic_id) else { return false };
-            let assignable = topic.partitions.iter().filter(|p| **p < *count);
-            let have = covered.get(topic_id);
-            assignable.into_iter().any(|p| !have.is_some_and(|set| set.contains(p)))
-        })
     }
 
     /// Every topic some member subscribes to.
@@ -227,6 +230,7 @@ impl ShareGroup {
         self.topics_seen =
             self.subscribed_topics().into_iter().map(|t| (t.clone(), topics.by_name(&t))).collect();
         self.targets = simple_assign(&self.members, topics, &self.state_index);
+        self.targets_index_version = self.index_version;
         self.assignment_epoch = self.epoch;
     }
 
@@ -410,7 +414,7 @@ mod tests {
     /// partitions (here: keeps it).
     fn initialize(group: &mut ShareGroup) {
         if let Some(index) = group.index_with_subscriptions() {
-            group.state_index = index;
+            group.set_state_index(index);
         }
     }
 

@@ -88,7 +88,7 @@ impl<S: Storage> GroupService<S> {
         }
         let mut groups = self.share_groups.borrow_mut();
         let group = groups.entry(group_id.to_string()).or_insert_with(|| ShareGroup::new(group_id));
-        group.state_index = index;
+        group.set_state_index(index);
         group.stored = true;
         Ok(())
     }
@@ -246,7 +246,7 @@ impl<S: Storage> GroupService<S> {
             Err(error) => {
                 if let Some(group) = self.share_groups.borrow_mut().get_mut(group_id) {
                     group.stored = false;
-                    group.state_index.clear();
+                    group.set_state_index(StateIndex::new());
                 }
                 Some(Err(BrokerError::Group(error)))
             }
@@ -287,7 +287,7 @@ impl<S: Storage> GroupService<S> {
                     topic.name = name;
                     topic.partitions.extend(0..count);
                 }
-                group.state_index = index;
+                group.set_state_index(index);
                 group.stored = true;
             }
         }

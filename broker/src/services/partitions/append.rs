@@ -287,8 +287,8 @@ impl<S: Storage> PartitionService<S> {
         let durable = sync && config.flush == shard::FlushPolicy::Always;
         ticket.turn().await;
         self.verify_batches(partition, owned, transactional_id, &prepared.batches).await?;
-        // With one replica, consumers read up to the log end: an append acks=all refuses if a
-        // write fails before its sync is held back from them until it is synced.
+        // With one replica, consumers read up to the log end. An acks=all append is refused if
+        // a write fails before its sync, so it is held back from them until it is synced.
         let hold = (durable && !replicated)
             .then(|| owned.log.hold_until_durable(owned.log.log_end_offset()));
         let written = self.write_batches(owned, prepared, now).await?;
